@@ -1,0 +1,97 @@
+"""The single entry point, :func:`fit`."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import numpy as np
+
+from bernmf.data import as_observed, check_rank
+from bernmf.inference import get_engine
+from bernmf.models.spec import Prior
+from bernmf.results import Fit
+
+
+def fit(
+    Y,
+    engine: str = "mm",
+    rank: int | None = None,
+    *,
+    mask=None,
+    prior: Prior | None = None,
+    seed: int = 0,
+    init=None,
+    **options,
+) -> Fit:
+    """Factorize a binary matrix, P(Y=1) ~ W @ H, with the chosen engine.
+
+    Parameters
+    ----------
+    Y : array-like, pandas.DataFrame or scipy.sparse matrix of shape (M, N)
+        Values 0 and 1. **NaN means "missing"**: such entries are not observed
+        and never used. A DataFrame's labels come back on :attr:`Fit.frames`.
+    engine : str, default "mm"
+        One of :func:`bernmf.engines`: ``"mm"`` (MAP by majorization-
+        minimization), ``"em"`` (maximum likelihood, no prior), ...
+    rank : int
+        Number of components K >= 1.
+    mask : bool array of shape (M, N), optional
+        True where the entry is observed (e.g. the training entries); combined
+        with the NaNs of Y. Entries where it is False never influence the fit.
+    prior : Prior, optional
+        ``Prior(alpha, beta, gamma)``: ``H[k, n] ~ Beta(alpha_k, beta_k)`` and
+        ``W[m, :] ~ Dirichlet(gamma)``, each a scalar or of length K. Default:
+        the engine's (``Prior()`` = flat for ``mm``); ``em`` takes none.
+    seed : int, default 0
+        Seed of the random initialization.
+    init : tuple (W, H), optional
+        Initial factors, W of shape (M, K) with rows on the simplex and H of
+        shape (K, N) in [0, 1]; replaces the random initialization.
+    **options
+        Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
+        ``tol`` (default 1e-5; stop when the relative change of the objective
+        is below it; 0 runs exactly ``max_iter`` iterations) and ``dtype``
+        (``"float64"``, default, or ``"float32"``).
+
+    Returns
+    -------
+    Fit
+
+    Raises
+    ------
+    TypeError, ValueError
+        For invalid input, before anything is compiled.
+
+    Examples
+    --------
+    >>> import bernmf
+    >>> Y, W, H = bernmf.simulate(0, 100, 40, 3)
+    >>> result = bernmf.fit(Y, "mm", rank=3, prior=bernmf.Prior(alpha=1.2, beta=1.5))
+    >>> result.W.shape, result.H.shape
+    ((100, 3), (3, 40))
+    """
+    chosen = get_engine(engine)
+    accepted = [
+        p.name
+        for p in inspect.signature(chosen.run).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise TypeError(
+            f"engine {engine!r} does not take option(s) {unknown}; its options: {accepted}"
+        )
+    rank = check_rank(rank)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if prior is not None:
+        if not isinstance(prior, Prior):
+            raise TypeError(f"prior must be a bernmf.Prior, got {type(prior).__name__}")
+        chosen.check_prior(prior)
+    elif chosen.default_prior is not None:
+        prior = chosen.default_prior
+    prior = None if prior is None else prior.broadcast(rank)
+    data = as_observed(Y, mask)
+    result = chosen.run(data, rank, prior, int(seed), init, **options)
+    return dataclasses.replace(result, row_labels=data.row_labels, col_labels=data.col_labels)

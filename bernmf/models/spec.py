@@ -1,0 +1,224 @@
+"""The model specification shared by every engine.
+
+The model is
+
+    W[m, :] ~ Dirichlet(gamma)            rows of W on the simplex, shape (M, K)
+    H[k, n] ~ Beta(alpha_k, beta_k)       entries of H in [0, 1],   shape (K, N)
+    Y[m, n] ~ Bernoulli([W @ H]_mn)       only where the entry is observed
+
+The functions here work on numpy arrays (computed in numpy, float64 for float64
+input) and on JAX arrays or tracers (computed in JAX), so the engines and the
+users share one implementation of each quantity.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import numpy as np
+from jax.scipy import special as jax_special
+from numpy.typing import ArrayLike
+from scipy import special as np_special
+
+
+class Prior(NamedTuple):
+    """Hyperparameters of the Dirichlet-Beta prior.
+
+    Each is a scalar or an array of length K (one value per component). The
+    prior is data, not structure, so a grid of priors is one ``jax.vmap``.
+
+    Attributes
+    ----------
+    alpha, beta : float or array of shape (K,)
+        ``H[k, n] ~ Beta(alpha[k], beta[k])``.
+    gamma : float or array of shape (K,)
+        ``W[m, :] ~ Dirichlet(gamma)``; a scalar means the symmetric Dirichlet.
+    """
+
+    alpha: ArrayLike = 1.0
+    beta: ArrayLike = 1.0
+    gamma: ArrayLike = 1.0
+
+    def broadcast(self, rank: int) -> Prior:
+        """Return the prior with each hyperparameter as a float64 array of shape (rank,).
+
+        Raises
+        ------
+        ValueError
+            If a hyperparameter is not a scalar or a length-``rank`` vector, is
+            not finite, or is not positive.
+        """
+        arrays = {}
+        for name, value in self._asdict().items():
+            array = np.asarray(value, dtype=float)
+            if array.ndim > 1 or (array.ndim == 1 and array.shape[0] != rank):
+                raise ValueError(
+                    f"prior {name} must be a scalar or an array of length rank={rank}, "
+                    f"got shape {array.shape}"
+                )
+            if not np.all(np.isfinite(array)):
+                raise ValueError(f"prior {name} must be finite, got {value!r}")
+            if np.any(array <= 0):
+                raise ValueError(f"prior {name} must be positive, got {value!r}")
+            arrays[name] = np.broadcast_to(array, (rank,)).copy()
+        return Prior(**arrays)
+
+
+def _namespace(*arrays):
+    """Return ``(numpy_like, special)``: JAX's when any input is a JAX array, else numpy's."""
+    if any(isinstance(a, jax.Array) for a in arrays):
+        return jax.numpy, jax_special
+    return np, np_special
+
+
+def _safe_log(xp, x):
+    """``log(x)`` with x clipped below at the smallest normal number of its dtype."""
+    return xp.log(xp.maximum(x, xp.finfo(x.dtype).tiny))
+
+
+def masked_log_likelihood_terms(Y, mask, p_one, p_zero):
+    """Per-entry Bernoulli log-likelihood, zero where the entry is not observed.
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data; values where ``mask`` is False are ignored (may be NaN).
+    mask : bool array of shape (M, N)
+        True where the entry is observed.
+    p_one, p_zero : arrays of shape (M, N)
+        P(Y=1) and P(Y=0). They are passed separately so that callers can
+        compute P(Y=0) as ``W @ (1 - H)``, which keeps its precision near 1.
+
+    Returns
+    -------
+    array of shape (M, N)
+    """
+    xp, _ = _namespace(Y, mask, p_one, p_zero)
+    is_one = xp.where(mask, Y, 0) == 1
+    return xp.where(mask, _safe_log(xp, xp.where(is_one, p_one, p_zero)), 0.0)
+
+
+def log_likelihood(Y, mask, W, H):
+    """Bernoulli log-likelihood of the observed entries of Y under P(Y=1) = W @ H.
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data (values where ``mask`` is False are ignored).
+    mask : bool array of shape (M, N)
+        True where the entry is observed.
+    W : array of shape (M, K)
+        Rows on the simplex.
+    H : array of shape (K, N)
+        Entries in [0, 1].
+
+    Returns
+    -------
+    scalar
+        ``sum(mask * (Y log(WH) + (1 - Y) log(W(1 - H))))``.
+    """
+    xp, _ = _namespace(Y, mask, W, H)
+    return xp.sum(masked_log_likelihood_terms(Y, mask, W @ H, W @ (1 - H)))
+
+
+def log_prior(W, H, prior: Prior, *, normalized: bool = False):
+    """Log density of the Dirichlet-Beta prior.
+
+    Parameters
+    ----------
+    W : array of shape (M, K)
+    H : array of shape (K, N)
+    prior : Prior
+        Scalars or arrays of shape (K,).
+    normalized : bool, default False
+        False gives the kernel ``sum((alpha-1) log H + (beta-1) log(1-H)) +
+        sum((gamma-1) log W)``, the prior part of the MM objective. True adds the
+        log normalizing constants of the Beta and Dirichlet densities (the value
+        a probabilistic programming language reports).
+
+    Returns
+    -------
+    scalar
+    """
+    xp, special = _namespace(W, H)
+    alpha = xp.asarray(prior.alpha, dtype=H.dtype)
+    beta = xp.asarray(prior.beta, dtype=H.dtype)
+    gamma = xp.broadcast_to(xp.asarray(prior.gamma, dtype=W.dtype), (W.shape[1],))
+    alpha_col = xp.reshape(alpha, (-1, 1)) if alpha.ndim else alpha
+    beta_col = xp.reshape(beta, (-1, 1)) if beta.ndim else beta
+    kernel = xp.sum(
+        (alpha_col - 1) * _safe_log(xp, H) + (beta_col - 1) * _safe_log(xp, 1 - H)
+    ) + xp.sum((gamma - 1) * _safe_log(xp, W))
+    if not normalized:
+        return kernel
+    M, K = W.shape
+    N = H.shape[1]
+    log_beta_fn = special.gammaln(alpha) + special.gammaln(beta) - special.gammaln(alpha + beta)
+    log_beta_fn = xp.broadcast_to(log_beta_fn, (K,))
+    log_dirichlet_norm = special.gammaln(xp.sum(gamma)) - xp.sum(special.gammaln(gamma))
+    return kernel - N * xp.sum(log_beta_fn) + M * log_dirichlet_norm
+
+
+def log_joint(Y, mask, W, H, prior: Prior, *, normalized: bool = False):
+    """Log-likelihood of the observed entries plus log-prior.
+
+    With ``normalized=False`` (default) this is exactly the negative of the
+    objective that the ``mm`` engine minimizes.
+
+    Parameters
+    ----------
+    Y, mask, W, H
+        As in :func:`log_likelihood`.
+    prior : Prior
+    normalized : bool, default False
+        See :func:`log_prior`.
+
+    Returns
+    -------
+    scalar
+    """
+    return log_likelihood(Y, mask, W, H) + log_prior(W, H, prior, normalized=normalized)
+
+
+def perplexity(Y, probs, mask=None) -> float:
+    """Mean negative log-likelihood, in nats, of the selected entries of Y.
+
+    This is the paper's "perplexity" (Magron & Févotte 2022): the average
+    Bernoulli negative log-likelihood per scored entry. It is **not**
+    exponentiated; lower is better, and 0.693 (= log 2) is a coin flip.
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data; NaN marks a missing entry, which is never scored.
+    probs : array of shape (M, N)
+        Predicted P(Y=1).
+    mask : bool array of shape (M, N), optional
+        True for the entries to score (for example the test entries). Default:
+        every entry that is not NaN.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ or no entry is selected.
+    """
+    Y = np.asarray(Y, dtype=float)
+    probs = np.asarray(probs, dtype=float)
+    if Y.shape != probs.shape:
+        raise ValueError(f"Y has shape {Y.shape} but probs has shape {probs.shape}")
+    selected = ~np.isnan(Y)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != Y.shape:
+            raise ValueError(f"mask has shape {mask.shape} but Y has shape {Y.shape}")
+        selected &= mask.astype(bool)
+    count = int(selected.sum())
+    if count == 0:
+        raise ValueError("perplexity: no entry is selected (mask is empty or all NaN)")
+    terms = masked_log_likelihood_terms(Y, selected, probs, 1 - probs)
+    return float(-terms.sum() / count)

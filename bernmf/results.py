@@ -1,0 +1,122 @@
+"""The result every engine returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bernmf.data import as_observed
+from bernmf.models.spec import Prior, perplexity
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A fitted factorization.
+
+    Attributes
+    ----------
+    engine : str
+        Name of the engine that produced it.
+    rank : int
+        Number of components K.
+    prior : Prior or None
+        The prior used (arrays of shape (K,)), None for prior-free engines.
+    W : ndarray of shape (M, K)
+        Row factors (for the NBMF engines, rows on the simplex).
+    H : ndarray of shape (K, N)
+        Column factors (for the NBMF engines, entries in [0, 1]).
+    probs : ndarray of shape (M, N)
+        Predictive P(Y=1) for every entry, observed or not.
+    trace : ndarray of shape (n_iter + 1,)
+        Objective after each iteration, starting with the initial value. For
+        ``mm`` and ``em`` this is the negative log-posterior (negative
+        log-likelihood for ``em``) of the observed entries.
+    n_iter : int
+        Number of iterations run.
+    converged : bool
+        True if the stopping criterion was met before the iteration limit.
+    timings : dict
+        ``{"compile": seconds, "run": seconds}``; compile is 0 when a compiled
+        program of the same shapes was reused.
+    seed : int
+        Seed of the random initialization.
+    extras : mapping
+        Engine-specific results.
+    row_labels, col_labels : pandas.Index or None
+        Labels of a DataFrame input; see :attr:`frames`.
+    """
+
+    engine: str
+    rank: int
+    prior: Prior | None
+    W: np.ndarray
+    H: np.ndarray
+    probs: np.ndarray
+    trace: np.ndarray
+    n_iter: int
+    converged: bool
+    timings: Mapping[str, float]
+    seed: int
+    extras: Mapping[str, Any] = field(default_factory=dict)
+    row_labels: pd.Index | None = None
+    col_labels: pd.Index | None = None
+
+    @property
+    def objective(self) -> float:
+        """Final value of the objective (the last entry of :attr:`trace`)."""
+        return float(self.trace[-1])
+
+    def perplexity(self, Y, mask=None) -> float:
+        """Mean negative log-likelihood (nats) of the selected entries of Y under ``probs``.
+
+        Parameters
+        ----------
+        Y : array-like or DataFrame of shape (M, N)
+            Binary data; NaN is missing and never scored.
+        mask : bool array of shape (M, N), optional
+            True for the entries to score, e.g. the held-out test entries.
+
+        Returns
+        -------
+        float
+            See :func:`bernmf.models.perplexity` (not exponentiated).
+        """
+        data = as_observed(Y, mask)
+        if data.shape != self.probs.shape:
+            raise ValueError(f"Y has shape {data.shape} but the fit has shape {self.probs.shape}")
+        return perplexity(data.Y, self.probs, data.mask)
+
+    @property
+    def frames(self) -> FitFrames:
+        """W, H and probs as labelled DataFrames (``fit.frames.W`` ...)."""
+        return FitFrames(self)
+
+
+class FitFrames:
+    """DataFrame views of a :class:`Fit`, labelled with the input's row and column labels."""
+
+    def __init__(self, fit: Fit):
+        self._fit = fit
+        M, N = fit.probs.shape
+        self.rows = fit.row_labels if fit.row_labels is not None else pd.RangeIndex(M)
+        self.columns = fit.col_labels if fit.col_labels is not None else pd.RangeIndex(N)
+        self.components = pd.Index([f"component_{k}" for k in range(fit.rank)], name="component")
+
+    @property
+    def W(self) -> pd.DataFrame:
+        """W, shape (M, K): rows labelled as Y's rows, columns by component."""
+        return pd.DataFrame(self._fit.W, index=self.rows, columns=self.components)
+
+    @property
+    def H(self) -> pd.DataFrame:
+        """H, shape (K, N): rows by component, columns labelled as Y's columns."""
+        return pd.DataFrame(self._fit.H, index=self.components, columns=self.columns)
+
+    @property
+    def probs(self) -> pd.DataFrame:
+        """Predictive P(Y=1), shape (M, N), labelled as Y."""
+        return pd.DataFrame(self._fit.probs, index=self.rows, columns=self.columns)
