@@ -1,0 +1,28 @@
+# Two commands on a fresh machine: `make demo` and `make test` (each sets up .venv first).
+PYTHON ?= python3.12
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test lint bench
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@
+
+demo: setup
+	$(BIN)/bernmf demo
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n 2 -q
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: setup
+	$(BIN)/python benchmarks/mm_speed.py
