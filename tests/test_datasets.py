@@ -1,0 +1,115 @@
+"""The dataset loader: local folder (.csv and .rda), checked download, clear errors."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import SHARED, shared_file
+
+from bernmf import datasets
+
+
+@pytest.fixture
+def offline(tmp_path, monkeypatch):
+    """No local data folder, an empty cache, and no real network."""
+    monkeypatch.delenv("BERNMF_DATA_DIR", raising=False)
+    monkeypatch.setenv("BERNMF_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def copying_downloader(source):
+    """A pooch downloader that 'downloads' by copying a local file."""
+    calls = []
+
+    def download(url, output_file, pooch):
+        calls.append(url)
+        shutil.copyfile(source, output_file)
+
+    download.calls = calls
+    return download
+
+
+@pytest.mark.parametrize("name", sorted(datasets.DATASETS))
+def test_load_from_data_dir_has_shape_and_labels(name):
+    shared_file("data", f"{name}.csv")
+    frame = datasets.load(name, data_dir=SHARED / "data")
+    assert frame.shape == datasets.SHAPES[name]
+    assert frame.dtypes.unique().tolist() == [np.int64]
+    assert set(np.unique(frame.to_numpy())) == {0, 1}
+    assert frame.index.is_unique and frame.columns.is_unique
+    assert all(isinstance(label, str) for label in [*frame.index[:3], *frame.columns[:3]])
+
+
+def test_rda_and_csv_give_the_same_frame(tmp_path):
+    for name in ("animals", "paleo"):
+        rda = tmp_path / "rda"
+        rda.mkdir(exist_ok=True)
+        shutil.copy(shared_file("data", f"{name}.rda"), rda)
+        from_rda = datasets.load(name, data_dir=rda)
+        from_csv = datasets.load(name, data_dir=SHARED / "data")
+        pd.testing.assert_frame_equal(from_rda, from_csv)
+    assert "Dorn Dürkheim" in from_rda.columns  # UTF-8 names read right from the .rda
+
+
+def test_environment_variable_points_at_the_folder(monkeypatch):
+    shared_file("data", "animals.csv")
+    monkeypatch.setenv("BERNMF_DATA_DIR", str(SHARED / "data"))
+    frame = datasets.load("animals")
+    assert frame.loc["killer+whale", "lean"] in (0, 1)
+
+
+def test_download_is_checked_and_cached(offline):
+    source = shared_file("data", "animals.rda")
+    downloader = copying_downloader(source)
+    frame = datasets.load("animals", downloader=downloader)
+    assert frame.shape == (50, 85)
+    assert downloader.calls == [datasets.URL.format(name="animals")]
+    assert (offline / "cache" / "animals.rda").is_file()
+    datasets.load("animals", downloader=downloader)  # second time: from the cache
+    assert len(downloader.calls) == 1
+    assert datasets.load("animals", download=False).equals(frame)
+
+
+def test_download_with_a_wrong_checksum_is_refused(offline):
+    downloader = copying_downloader(shared_file("data", "paleo.rda"))  # not animals
+    with pytest.raises(ValueError, match=r"(?i)hash"):
+        datasets.load("animals", downloader=downloader)
+    assert not (offline / "cache" / "animals.rda").exists()
+
+
+def test_no_network_and_no_local_copy_says_where_to_put_the_file(offline):
+    def no_network(url, output_file, pooch):
+        raise ConnectionError("network is unreachable")
+
+    with pytest.raises(OSError, match="BERNMF_DATA_DIR") as info:
+        datasets.load("lastfm", data_dir=offline / "empty", downloader=no_network)
+    assert "lastfm.rda" in str(info.value)
+    with pytest.raises(OSError, match="data_dir"):
+        datasets.load("lastfm", download=False)
+
+
+def test_unknown_dataset():
+    with pytest.raises(ValueError, match="animals"):
+        datasets.load("mnist")
+
+
+def test_read_csv_of_a_user_table_with_missing_cells(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text(",a,b,c\n001,1,0,\nx y,0,,1\n", encoding="utf-8")
+    frame = datasets.read_csv(path)
+    assert frame.index.tolist() == ["001", "x y"]
+    assert frame.columns.tolist() == ["a", "b", "c"]
+    assert frame.dtypes.unique().tolist() == [np.float64]
+    np.testing.assert_array_equal(frame.isna().to_numpy(), [[0, 0, 1], [0, 1, 0]])
+    assert frame.loc["001", "a"] == 1
+
+
+@pytest.mark.parametrize("cell", ["2", "yes", "0.5"])
+def test_read_csv_rejects_non_binary_cells(tmp_path, cell):
+    path = tmp_path / "bad.csv"
+    path.write_text(f",a,b\nr,1,{cell}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="0, 1 or empty"):
+        datasets.read_csv(path)
