@@ -1,0 +1,163 @@
+"""Pieces shared by the logistic engines ``logsvd`` and ``logpca`` (R package logisticPCA).
+
+Both fit natural parameters Theta of shape (M, N), P(Y=1) = sigmoid(Theta), by the
+quadratic majorization of the Bernoulli deviance (de Leeuw 2006; Landgraf & Lee 2020).
+With ``q = 2y - 1`` on observed entries and ``q = 0`` on missing ones, the working
+matrix is ``Z = Theta + 4 q (1 - sigmoid(q Theta))`` (so ``Z = Theta`` where an entry
+is missing), and each engine minimizes ``||Z - Theta_new||^2`` over its model.
+
+The loss is the mean negative log-likelihood per observed entry. The stopping rule is
+R's: after at least 5 iterations, stop as soon as the loss decreases by less than
+``tol`` (a negative decrease included); if that last step increased the loss, keep the
+previous iterate and drop the last trace value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bernmf.data import Observed
+from bernmf.models.spec import masked_log_likelihood_terms
+
+MIN_ITER = 5  # R checks convergence only once ``m > 4``
+
+
+class Problem(NamedTuple):
+    """The data as the updates use it.
+
+    Attributes
+    ----------
+    y : array of shape (M, N)
+        Binary data, 0 where not observed.
+    mask : bool array of shape (M, N)
+        True where observed.
+    q : array of shape (M, N)
+        ``2y - 1`` where observed, 0 elsewhere.
+    n_obs : scalar
+        Number of observed entries.
+    """
+
+    y: jax.Array
+    mask: jax.Array
+    q: jax.Array
+    n_obs: jax.Array
+
+
+def make_problem(data: Observed) -> Problem:
+    """Build a float64 :class:`Problem` (call under ``jax.enable_x64(True)``)."""
+    return Problem(
+        y=jnp.asarray(data.Y, jnp.float64),
+        mask=jnp.asarray(data.mask),
+        q=jnp.asarray(np.where(data.mask, 2 * data.Y - 1, 0.0), jnp.float64),
+        n_obs=jnp.asarray(data.mask.sum(), jnp.float64),
+    )
+
+
+def working_matrix(q, theta):
+    """``Z = Theta + 4 q (1 - sigmoid(q Theta))``, shape (M, N); equals Theta where q = 0."""
+    return theta + 4 * q * (1 - jax.nn.sigmoid(q * theta))
+
+
+def mean_nll(problem: Problem, theta):
+    """Mean Bernoulli negative log-likelihood of the observed entries under sigmoid(Theta)."""
+    terms = masked_log_likelihood_terms(
+        problem.y, problem.mask, jax.nn.sigmoid(theta), jax.nn.sigmoid(-theta)
+    )
+    return -jnp.sum(terms) / problem.n_obs
+
+
+class Solution(NamedTuple):
+    state: NamedTuple  # the engine's state (with its ``theta``) at the kept iterate
+    trace: jax.Array  # (max_iter + 1,), NaN after n_iter
+    n_iter: jax.Array
+    converged: jax.Array
+
+
+def minimize(
+    start,
+    step: Callable,
+    problem: Problem,
+    tol,
+    *,
+    max_iter: int,
+    revert_above: float,
+) -> Solution:
+    """Iterate ``state = step(problem, state)`` with R's stopping rule.
+
+    Parameters
+    ----------
+    start : NamedTuple of arrays
+        The initial state; it must have a field ``theta`` of shape (M, N).
+    step : callable
+        ``step(problem, state) -> state``, one majorization step.
+    problem : Problem
+    tol : scalar
+        Stop after iteration ``i >= 5`` when ``loss[i-1] - loss[i] < tol``.
+    max_iter : int
+        Iteration limit (static: it sets the trace's length).
+    revert_above : float
+        Keep the previous iterate when the last step raised the loss by more than
+        this (R: 0 for logisticSVD, 1e-10 for logisticPCA).
+
+    Returns
+    -------
+    Solution
+        ``trace[: n_iter + 1]`` is the loss from iteration 0 to the kept iterate.
+    """
+    first = mean_nll(problem, start.theta)
+    trace = jnp.full(max_iter + 1, jnp.nan, first.dtype).at[0].set(first)
+
+    def keep_going(carry):
+        i, _, _, _, done = carry
+        return (i < max_iter) & ~done
+
+    def iterate(carry):
+        i, state, _, trace, _ = carry
+        new = step(problem, state)
+        value = mean_nll(problem, new.theta)
+        done = (i + 1 >= MIN_ITER) & (trace[i] - value < tol)
+        return i + 1, new, state, trace.at[i + 1].set(value), done
+
+    i, state, previous, trace, done = jax.lax.while_loop(
+        keep_going, iterate, (jnp.asarray(0), start, start, trace, jnp.asarray(False))
+    )
+    increased = trace[i] - trace[i - 1] > revert_above
+    kept = jax.tree.map(lambda new, old: jnp.where(increased, old, new), state, previous)
+    trace = jnp.where(increased, trace.at[i].set(jnp.nan), trace)
+    return Solution(kept, trace, i - increased.astype(i.dtype), done)
+
+
+def check_options(engine: str, rank: int, shape: tuple[int, int], init, max_iter, tol) -> None:
+    """Raise ValueError for options that the logistic engines cannot use."""
+    if init is not None:
+        raise ValueError(
+            f"engine {engine!r} starts from R's deterministic SVD initialization and takes no init"
+        )
+    if not isinstance(max_iter, int | np.integer) or isinstance(max_iter, bool) or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    if isinstance(tol, bool) or not isinstance(tol, int | float | np.integer | np.floating):
+        raise ValueError(f"tol must be a number, got {tol!r}")
+    if not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    if rank > min(shape):
+        raise ValueError(
+            f"engine {engine!r} needs rank <= min(M, N) = {min(shape)}, got rank={rank}"
+        )
+
+
+def prior_checker(engine: str) -> Callable:
+    """Return ``check_prior`` for a prior-free logistic engine: any prior is an error."""
+
+    def check_prior(prior) -> None:
+        raise ValueError(
+            f"engine {engine!r} fits natural parameters by maximum likelihood and takes no "
+            "prior; leave prior=None"
+        )
+
+    check_prior.__doc__ = f"Engine {engine!r} is prior-free: any prior is an error."
+    return check_prior

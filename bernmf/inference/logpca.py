@@ -1,0 +1,278 @@
+"""Engine ``logpca``: projection logistic PCA (Landgraf & Lee 2020), as R's ``logisticPCA``.
+
+Natural parameters are a projection of the saturated model's, ``eta = m q + O' * mu``
+(``q = 2y - 1`` observed, 0 missing; ``O'`` the missing indicator, so a missing entry
+sits at its column's main effect)::
+
+    Theta = 1 mu^T + (eta - 1 mu^T) U U^T            U orthonormal, shape (N, K)
+
+Each iteration (see :mod:`bernmf.inference._logistic` for Z, the loss and the
+stopping rule)::
+
+    Z = Theta + 4 q (1 - sigmoid(q Theta))
+    mu = column means of Z - eta U U^T
+    eta = m q + O' * mu                              (with the new mu)
+    T = (eta - 1 mu^T)^T Z;  T = T + T^T - eta^T eta + M mu mu^T
+    U = eigenvectors of the K largest eigenvalues of T (exact symmetric eigensolver)
+
+Initialization is R's default: ``mu`` = column means of ``m q`` and U = the first K
+right singular vectors of ``q`` centred by column. The scores of a row are
+``(eta - mu) U``: a projection, so :func:`transform` scores new rows without refitting.
+
+With ``m=None`` the engine chooses m from ``m_grid`` by validation perplexity: a random
+``validation_fraction`` of the observed entries (drawn with ``seed``) is held out, one
+fit per candidate m is scored on it, and the best m is refitted on every observed entry.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.special import expit
+
+from bernmf.data import Observed, as_observed
+from bernmf.inference._compile import compiled
+from bernmf.inference._logistic import (
+    Problem,
+    check_options,
+    make_problem,
+    minimize,
+    prior_checker,
+    working_matrix,
+)
+from bernmf.inference.registry import Engine, register
+from bernmf.models.spec import perplexity
+from bernmf.results import Fit
+
+DEFAULT_M_GRID = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
+
+
+class State(NamedTuple):
+    """mu (N,), U (N, K), eta (M, N) and Theta (M, N)."""
+
+    mu: jax.Array
+    U: jax.Array
+    eta: jax.Array
+    theta: jax.Array
+
+
+def saturated(problem: Problem, m, mu):
+    """``eta = m q + (missing indicator) * mu``, shape (M, N)."""
+    return m * problem.q + jnp.where(problem.mask, 0.0, mu[None, :])
+
+
+def _state(mu, U, eta) -> State:
+    return State(mu, U, eta, mu[None, :] + ((eta - mu) @ U) @ U.T)
+
+
+def initial_state(problem: Problem, m, *, rank: int) -> State:
+    """R's default start: mu = colMeans(m q), U = top-K right singular vectors of centred q."""
+    q = problem.q
+    mu = (m * q).mean(axis=0)
+    _, _, vt = jnp.linalg.svd(q - q.mean(axis=0), full_matrices=False)
+    return _state(mu, vt[:rank].T, saturated(problem, m, mu))
+
+
+def step(problem: Problem, state: State, m) -> State:
+    """One majorization step of projection logistic PCA (module docstring)."""
+    U = state.U
+    rank = U.shape[1]
+    Z = working_matrix(problem.q, state.theta)
+    mu = (Z - (state.eta @ U) @ U.T).mean(axis=0)
+    eta = saturated(problem, m, mu)
+    T = (eta - mu).T @ Z
+    n_rows = eta.shape[0]
+    T = T + T.T - eta.T @ eta + n_rows * jnp.outer(mu, mu)
+    _, vectors = jnp.linalg.eigh(T)  # ascending eigenvalues
+    return _state(mu, vectors[:, ::-1][:, :rank], eta)
+
+
+def solve(problem: Problem, m, tol, *, rank: int, max_iter: int):
+    """Initialize as R does and iterate :func:`step` to convergence; a :class:`Solution`."""
+    return minimize(
+        initial_state(problem, m, rank=rank),
+        lambda p, s: step(p, s, m),
+        problem,
+        tol,
+        max_iter=max_iter,
+        revert_above=1e-10,  # R's logisticPCA tolerates increases up to 1e-10
+    )
+
+
+def _check_m(m, what: str = "m") -> float:
+    if isinstance(m, bool) or not isinstance(m, int | float | np.integer | np.floating):
+        raise ValueError(f"{what} must be a positive number, got {m!r}")
+    if not np.isfinite(m) or m <= 0:
+        raise ValueError(f"{what} must be a finite number > 0, got {m!r}")
+    return float(m)
+
+
+def _fit_once(data: Observed, rank: int, m: float, tol: float, max_iter: int):
+    """Run the compiled solver once; return (state and solution as numpy, timings)."""
+    with jax.enable_x64(True):
+        problem = make_problem(data)
+        m_array = jnp.asarray(m, jnp.float64)
+        tol_array = jnp.asarray(tol, jnp.float64)
+        program, compile_seconds = compiled(
+            "logpca.solve", solve, problem, m_array, tol_array, rank=rank, max_iter=max_iter
+        )
+        begin = time.perf_counter()
+        solution = jax.block_until_ready(program(problem, m_array, tol_array))
+        run_seconds = time.perf_counter() - begin
+        solution = jax.tree.map(np.asarray, solution)
+    return solution, {"compile": compile_seconds, "run": run_seconds}
+
+
+def _choose_m(data, rank, m_grid, validation_fraction, seed, tol, max_iter):
+    """Validation perplexity of each m in ``m_grid``; returns (best m, scores, seconds)."""
+    observed = np.flatnonzero(data.mask)
+    n_validation = round(validation_fraction * observed.size)
+    if n_validation < 1 or n_validation >= observed.size:
+        raise ValueError(
+            f"validation_fraction={validation_fraction} leaves no validation or no training "
+            f"entry among {observed.size} observed entries"
+        )
+    held_out = np.zeros(data.mask.size, bool)
+    held_out[np.random.default_rng(seed).choice(observed, n_validation, replace=False)] = True
+    held_out = held_out.reshape(data.mask.shape)
+    train_mask = data.mask & ~held_out
+    train = Observed(np.where(train_mask, data.Y, 0.0), train_mask, None, None)
+    scores, seconds = {}, {"compile": 0.0, "run": 0.0}
+    for m in m_grid:
+        solution, timings = _fit_once(train, rank, m, tol, max_iter)
+        scores[m] = perplexity(data.Y, expit(solution.state.theta), held_out)
+        for name in seconds:
+            seconds[name] += timings[name]
+    best = min(m_grid, key=lambda m: (scores[m], m))
+    return best, scores, seconds
+
+
+def run(
+    data: Observed,
+    rank: int,
+    prior: None,
+    seed: int,
+    init=None,
+    *,
+    m: float | None = 4.0,
+    max_iter: int = 2000,
+    tol: float = 1e-5,
+    m_grid: tuple[float, ...] = DEFAULT_M_GRID,
+    validation_fraction: float = 0.2,
+) -> Fit:
+    """Fit projection logistic PCA; see :func:`bernmf.fit` for the common arguments.
+
+    Parameters
+    ----------
+    data : Observed
+        Validated data of shape (M, N).
+    rank : int
+        K, at most min(M, N).
+    prior : None
+        This engine takes no prior.
+    seed : int
+        Seed of the validation split when ``m=None``; otherwise recorded only.
+    init : None
+        Not supported (R's SVD initialization is used).
+    m : float or None, default 4.0
+        Scale of the saturated model's natural parameters (R's ``m``). None:
+        chosen from ``m_grid`` by validation perplexity (module docstring).
+    max_iter : int, default 2000
+        Iteration limit.
+    tol : float, default 1e-5
+        Stop after at least 5 iterations when the mean negative log-likelihood
+        decreases by less than ``tol`` (R's ``conv_criteria``).
+    m_grid : sequence of float, default 1, 2, ..., 10
+        Candidates for m when ``m=None``.
+    validation_fraction : float, default 0.2
+        Fraction of observed entries held out to choose m when ``m=None``.
+
+    Returns
+    -------
+    Fit
+        ``W`` = scores (eta - 1 mu^T) U (M, K), ``H`` = U^T (K, N),
+        ``probs`` = sigmoid(Theta), ``trace`` = mean NLL per observed entry from
+        iteration 0, ``extras = {"mu": (N,), "U": (N, K), "m": float}`` plus
+        ``"m_scores"`` (validation perplexity per candidate) when m was chosen.
+    """
+    check_options("logpca", rank, data.shape, init, max_iter, tol)
+    extras, timings = {}, {}
+    if m is None:
+        grid = tuple(_check_m(value, "each m_grid value") for value in m_grid)
+        if not grid:
+            raise ValueError("m_grid must hold at least one candidate m")
+        fraction = validation_fraction
+        if not isinstance(fraction, float | int | np.floating) or not 0 < fraction < 1:
+            raise ValueError(f"validation_fraction must be in (0, 1), got {validation_fraction!r}")
+        m, scores, timings = _choose_m(
+            data, rank, grid, validation_fraction, seed, tol, int(max_iter)
+        )
+        extras["m_scores"] = scores
+        timings = {"select_m_" + name: value for name, value in timings.items()}
+    m = _check_m(m)
+    solution, fit_timings = _fit_once(data, rank, m, tol, int(max_iter))
+    state = solution.state
+    n_iter = int(solution.n_iter)
+    U = np.asarray(state.U, float)
+    scores_matrix = (state.eta - state.mu) @ U
+    return Fit(
+        engine="logpca",
+        rank=rank,
+        prior=None,
+        W=scores_matrix,
+        H=U.T.copy(),
+        probs=expit(np.asarray(state.theta, float)),
+        trace=np.asarray(solution.trace[: n_iter + 1], float),
+        n_iter=n_iter,
+        converged=bool(solution.converged),
+        timings={**fit_timings, **timings},
+        seed=seed,
+        extras={"mu": np.asarray(state.mu, float), "U": U, "m": m, **extras},
+    )
+
+
+class Projection(NamedTuple):
+    """Scores (M', K) of new rows and their probabilities sigmoid(Theta) (M', N)."""
+
+    scores: np.ndarray
+    probs: np.ndarray
+
+
+def transform(fit: Fit, Y, mask=None) -> Projection:
+    """Project new rows onto a fitted ``logpca`` model (no refitting).
+
+    Parameters
+    ----------
+    fit : Fit
+        A result of ``bernmf.fit(..., engine="logpca")``.
+    Y : array-like or DataFrame of shape (M', N)
+        New rows with the fitted columns; NaN is missing.
+    mask : bool array of shape (M', N), optional
+        True where observed; missing entries sit at the column's main effect,
+        as in the fit.
+
+    Returns
+    -------
+    Projection
+        ``scores = (eta - 1 mu^T) U`` of shape (M', K) with
+        ``eta = m q + (missing) * mu``, and ``probs = sigmoid(1 mu^T + scores U^T)``.
+    """
+    if fit.engine != "logpca":
+        raise ValueError(f"transform needs a 'logpca' fit, got engine {fit.engine!r}")
+    data = as_observed(Y, mask)
+    mu, U, m = fit.extras["mu"], fit.extras["U"], fit.extras["m"]
+    if data.shape[1] != mu.shape[0]:
+        raise ValueError(f"Y has {data.shape[1]} columns but the fit has {mu.shape[0]}")
+    q = np.where(data.mask, 2 * data.Y - 1, 0.0)
+    eta = m * q + np.where(data.mask, 0.0, mu)
+    scores = (eta - mu) @ U
+    return Projection(scores, expit(mu + scores @ U.T))
+
+
+ENGINE = register(
+    Engine(name="logpca", run=run, check_prior=prior_checker("logpca"), default_prior=None)
+)
