@@ -1,0 +1,248 @@
+"""Engines logsvd and logpca: agreement with R logisticPCA, monotonicity, and the contract."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import shared_file
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import expit
+
+import bernmf
+from bernmf.inference.logpca import transform
+from bernmf.models.spec import Prior
+
+# --- agreement with R logisticPCA 0.2.9000 on animals (train entries observed) ---------------
+
+
+def r_trace(name: str) -> np.ndarray:
+    return pd.read_csv(shared_file("reference", name))["mean_nll"].to_numpy()
+
+
+def r_matrix(name: str) -> np.ndarray:
+    return pd.read_csv(shared_file("reference", name)).to_numpy(dtype=float)
+
+
+@pytest.fixture(scope="module")
+def train(animals, animals_split):
+    return animals, animals_split == 2
+
+
+@pytest.fixture(scope="module", params=[2, 4])
+def logsvd_fit(request, train):
+    Y, mask = train
+    return request.param, bernmf.fit(Y, "logsvd", rank=request.param, mask=mask)
+
+
+@pytest.fixture(scope="module", params=[2, 4])
+def logpca_fit(request, train):
+    Y, mask = train
+    return request.param, bernmf.fit(Y, "logpca", rank=request.param, mask=mask, m=4)
+
+
+def test_logsvd_matches_r(logsvd_fit):
+    k, fit = logsvd_fit
+    trace = r_trace(f"logsvd_animals_k{k}_trace.csv")
+    assert fit.n_iter == len(trace) - 1
+    assert fit.trace.shape == trace.shape
+    np.testing.assert_allclose(fit.trace, trace, rtol=0, atol=1e-8)
+    probs = r_matrix(f"logsvd_animals_k{k}_probs.csv")
+    assert np.abs(fit.probs - probs).max() < 1e-6
+    mu = r_matrix(f"logsvd_animals_k{k}_mu.csv")[:, 0]
+    np.testing.assert_allclose(fit.extras["mu"], mu, rtol=0, atol=1e-6)
+    assert fit.converged
+
+
+def test_logpca_matches_r(logpca_fit):
+    k, fit = logpca_fit
+    trace = r_trace(f"logpca_animals_k{k}_m4_trace.csv")
+    assert fit.n_iter == len(trace) - 1
+    np.testing.assert_allclose(fit.trace, trace, rtol=0, atol=1e-8)
+    probs = r_matrix(f"logpca_animals_k{k}_m4_probs.csv")
+    assert np.abs(fit.probs - probs).max() < 1e-6
+    assert fit.extras["m"] == 4.0
+
+
+def test_logsvd_factors_give_the_natural_parameters(logsvd_fit):
+    k, fit = logsvd_fit
+    assert fit.W.shape == (50, k) and fit.H.shape == (k, 85)
+    np.testing.assert_allclose(fit.H @ fit.H.T, np.eye(k), atol=1e-10)
+    theta = fit.extras["mu"] + fit.W @ fit.H
+    np.testing.assert_allclose(expit(theta), fit.probs, rtol=0, atol=1e-14)
+    assert fit.prior is None and fit.engine == "logsvd"
+
+
+def test_logpca_factors_and_transform(logpca_fit, train):
+    k, fit = logpca_fit
+    Y, mask = train
+    U = fit.extras["U"]
+    np.testing.assert_allclose(U.T @ U, np.eye(k), atol=1e-10)
+    np.testing.assert_allclose(fit.H, U.T)
+    theta = fit.extras["mu"] + fit.W @ fit.H
+    np.testing.assert_allclose(expit(theta), fit.probs, rtol=0, atol=1e-14)
+    # projecting the training rows, with the training mask, gives back the fit
+    projection = transform(fit, Y, mask)
+    np.testing.assert_allclose(projection.scores, fit.W, atol=1e-10)
+    np.testing.assert_allclose(projection.probs, fit.probs, atol=1e-12)
+    # new rows are scored row by row, without refitting: a subset gives the same rows
+    rows = slice(5, 12)
+    part = transform(fit, Y.to_numpy()[rows], mask[rows])
+    np.testing.assert_allclose(part.probs, projection.probs[rows], atol=1e-12)
+    # NaN is missing, like mask=False
+    Y_nan = Y.to_numpy(dtype=float).copy()
+    Y_nan[~mask] = np.nan
+    np.testing.assert_allclose(transform(fit, Y_nan).probs, projection.probs, atol=1e-12)
+    with pytest.raises(ValueError, match="columns"):
+        transform(fit, Y.to_numpy()[:, :10])
+
+
+def test_transform_needs_a_logpca_fit(logsvd_fit, train):
+    Y, mask = train
+    with pytest.raises(ValueError, match="logpca"):
+        transform(logsvd_fit[1], Y, mask)
+
+
+# --- the loss never increases (random data and masks, few shapes so programs are reused) -----
+
+SHAPE, RANK, MAX_ITER = (12, 9), 2, 40
+
+
+def random_problem(seed: int, observed: float):
+    rng = np.random.default_rng(seed)
+    Y = (rng.random(SHAPE) < rng.random(SHAPE[1])).astype(float)
+    mask = rng.random(SHAPE) < observed
+    mask[0, 0] = True
+    return Y, mask
+
+
+def assert_non_increasing(trace):
+    assert np.all(np.isfinite(trace))
+    assert np.all(np.diff(trace) <= 1e-12), np.diff(trace).max()
+
+
+@pytest.mark.filterwarnings("ignore:.*no observed entry")
+@settings(max_examples=20, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    observed=st.floats(0.3, 1.0),
+    svd=st.sampled_from(["exact", "subspace"]),
+)
+def test_logsvd_loss_never_increases(seed, observed, svd):
+    Y, mask = random_problem(seed, observed)
+    fit = bernmf.fit(Y, "logsvd", rank=RANK, mask=mask, max_iter=MAX_ITER, svd=svd, tol=0.0)
+    assert_non_increasing(fit.trace)
+    assert fit.n_iter == len(fit.trace) - 1 <= MAX_ITER
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), m=st.floats(0.5, 12.0))
+def test_logpca_loss_never_increases_without_missing_entries(seed, m):
+    Y, _ = random_problem(seed, 1.0)
+    fit = bernmf.fit(Y, "logpca", rank=RANK, m=m, max_iter=MAX_ITER, tol=0.0)
+    assert_non_increasing(fit.trace)
+
+
+@pytest.mark.filterwarnings("ignore:.*no observed entry")
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), observed=st.floats(0.3, 1.0), m=st.floats(0.5, 12.0))
+def test_logpca_with_missing_entries_keeps_no_final_increase(seed, observed, m):
+    # R's update of mu holds eta fixed although eta depends on mu at missing entries, so
+    # with missing entries a step can raise the loss (see the next test). The stopping
+    # rule, checked from iteration 5 on, still never ends on an increase above 1e-10.
+    Y, mask = random_problem(seed, observed)
+    fit = bernmf.fit(Y, "logpca", rank=RANK, mask=mask, m=m, max_iter=MAX_ITER, tol=1e-5)
+    assert np.all(np.isfinite(fit.trace))
+    if fit.n_iter >= 5:
+        assert fit.trace[-1] - fit.trace[-2] <= 1e-10, (fit.n_iter, np.diff(fit.trace))
+
+
+def test_logpca_with_missing_entries_is_not_monotone():
+    # documents a property of R's algorithm, which the engine reproduces: found by the
+    # hypothesis search above (the first step raises the loss by about 1e-3)
+    Y, mask = random_problem(152, 0.40625)
+    fit = bernmf.fit(Y, "logpca", rank=RANK, mask=mask, m=6.0, max_iter=MAX_ITER, tol=0.0)
+    assert fit.trace[1] - fit.trace[0] > 1e-4
+    assert np.all(np.diff(fit.trace[1:]) < 0)
+
+
+# --- the contract ----------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:.*no observed entry")
+@pytest.mark.parametrize("engine", ["logsvd", "logpca"])
+def test_unobserved_entries_change_nothing(engine):
+    Y, mask = random_problem(7, 0.6)
+    flipped = np.where(mask, Y, 1 - Y)
+    with_nan = np.where(mask, Y, np.nan)
+    options = {"rank": RANK, "max_iter": MAX_ITER}
+    first = bernmf.fit(Y, engine, mask=mask, **options)
+    for other in (
+        bernmf.fit(flipped, engine, mask=mask, **options),
+        bernmf.fit(with_nan, engine, **options),
+    ):
+        np.testing.assert_array_equal(first.probs, other.probs)
+        np.testing.assert_array_equal(first.trace, other.trace)
+
+
+@pytest.mark.parametrize("engine", ["logsvd", "logpca"])
+def test_fit_result(engine):
+    Y, mask = random_problem(3, 0.8)
+    fit = bernmf.fit(pd.DataFrame(Y), engine, rank=RANK, mask=mask, max_iter=MAX_ITER)
+    M, N = SHAPE
+    assert fit.engine == engine and fit.rank == RANK and fit.prior is None
+    assert fit.W.shape == (M, RANK) and fit.H.shape == (RANK, N) and fit.probs.shape == SHAPE
+    assert np.all((fit.probs > 0) & (fit.probs < 1))
+    assert fit.trace.shape == (fit.n_iter + 1,) and fit.n_iter >= 1
+    assert fit.extras["mu"].shape == (N,)
+    assert set(fit.timings) >= {"compile", "run"}
+    # the trace is the mean negative log-likelihood of the observed entries
+    assert fit.trace[-1] == pytest.approx(fit.perplexity(Y, mask), abs=1e-12)
+    assert fit.frames.probs.shape == SHAPE
+
+
+def test_logpca_chooses_m_by_validation():
+    Y, mask = random_problem(11, 0.9)
+    grid = (1.0, 3.0, 6.0)
+    fit = bernmf.fit(Y, "logpca", rank=RANK, mask=mask, m=None, m_grid=grid, max_iter=MAX_ITER)
+    scores = fit.extras["m_scores"]
+    assert set(scores) == set(grid)
+    assert fit.extras["m"] == min(grid, key=scores.get)
+    assert {"select_m_compile", "select_m_run", "compile", "run"} <= set(fit.timings)
+    again = bernmf.fit(Y, "logpca", rank=RANK, mask=mask, m=None, m_grid=grid, max_iter=MAX_ITER)
+    assert again.extras["m_scores"] == scores  # the split depends on the seed only
+
+
+@pytest.mark.parametrize("engine", ["logsvd", "logpca"])
+def test_a_prior_is_an_error(engine):
+    Y, _ = random_problem(0, 1.0)
+    with pytest.raises(ValueError, match="no prior"):
+        bernmf.fit(Y, engine, rank=RANK, prior=Prior(alpha=2.0))
+
+
+@pytest.mark.parametrize(
+    ("engine", "options", "error", "match"),
+    [
+        ("logsvd", {"max_iter": 0}, ValueError, "max_iter"),
+        ("logsvd", {"max_iter": 2.5}, ValueError, "max_iter"),
+        ("logsvd", {"tol": -1.0}, ValueError, "tol"),
+        ("logsvd", {"tol": float("nan")}, ValueError, "tol"),
+        ("logsvd", {"svd": "randomized"}, ValueError, "svd"),
+        ("logsvd", {"m": 4}, TypeError, "option"),
+        ("logsvd", {"rank": 10}, ValueError, "rank"),
+        ("logsvd", {"init": (np.zeros((12, 2)), np.zeros((2, 9)))}, ValueError, "init"),
+        ("logpca", {"m": 0}, ValueError, "m must"),
+        ("logpca", {"m": -2.0}, ValueError, "m must"),
+        ("logpca", {"m": "4"}, ValueError, "m must"),
+        ("logpca", {"m": None, "m_grid": ()}, ValueError, "m_grid"),
+        ("logpca", {"m": None, "m_grid": (2.0, -1.0)}, ValueError, "m_grid"),
+        ("logpca", {"m": None, "validation_fraction": 1.5}, ValueError, "validation_fraction"),
+        ("logpca", {"svd": "subspace"}, TypeError, "option"),
+    ],
+)
+def test_bad_options_are_errors(engine, options, error, match):
+    Y, _ = random_problem(0, 1.0)
+    options = {"rank": RANK, **options}
+    with pytest.raises(error, match=match):
+        bernmf.fit(Y, engine, **options)
