@@ -88,10 +88,10 @@ def fit(
     if prior is not None:
         if not isinstance(prior, Prior):
             raise TypeError(f"prior must be a bernmf.Prior, got {type(prior).__name__}")
+        prior = prior.broadcast(rank)
         chosen.check_prior(prior)
     elif chosen.default_prior is not None:
-        prior = chosen.default_prior
-    prior = None if prior is None else prior.broadcast(rank)
+        prior = chosen.default_prior.broadcast(rank)
     data = as_observed(Y, mask)
     result = chosen.run(data, rank, prior, int(seed), init, **options)
     return dataclasses.replace(result, row_labels=data.row_labels, col_labels=data.col_labels)

@@ -168,7 +168,7 @@ def check_prior(prior: Prior) -> None:
         if np.any(np.asarray(value) < 1):
             raise ValueError(
                 f"engine 'mm' needs prior {name} >= 1 (its majorization requires it), "
-                f"got {value!r}; use a Bayesian engine for priors below 1"
+                f"got {np.asarray(value).tolist()}; use a Bayesian engine for priors below 1"
             )
 
 

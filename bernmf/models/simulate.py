@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bernmf.models.spec import Prior
@@ -12,10 +11,13 @@ from bernmf.models.spec import Prior
 def simulate(key, M: int, N: int, K: int, prior: Prior = Prior()):
     """Draw W, H from the prior and Y ~ Bernoulli(W @ H).
 
+    The draws use numpy's random Generator seeded from ``key`` (JAX's Beta and
+    Dirichlet samplers take seconds to compile for every new shape).
+
     Parameters
     ----------
-    key : jax.random key or int
-        Random key (an int is used as a seed).
+    key : int or jax.random key
+        Seed of the draws; the same key gives the same data.
     M, N : int
         Number of rows and columns of Y.
     K : int
@@ -30,16 +32,13 @@ def simulate(key, M: int, N: int, K: int, prior: Prior = Prior()):
     H : ndarray of shape (K, N), entries in [0, 1]
     """
     for name, value in (("M", M), ("N", N), ("K", K)):
-        if not isinstance(value, int | np.integer) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
             raise ValueError(f"simulate: {name} must be a positive integer, got {value!r}")
     prior = prior.broadcast(K)
-    if isinstance(key, int | np.integer):
-        key = jax.random.key(int(key))
-    key_w, key_h, key_y = jax.random.split(key, 3)
-    with jax.enable_x64(True):
-        W = jax.random.dirichlet(key_w, jnp.asarray(prior.gamma), shape=(M,))
-        H = jax.random.beta(
-            key_h, jnp.asarray(prior.alpha)[:, None], jnp.asarray(prior.beta)[:, None], (K, N)
-        )
-        Y = jax.random.bernoulli(key_y, W @ H).astype(jnp.float64)
-        return np.asarray(Y), np.asarray(W), np.asarray(H)
+    if isinstance(key, jax.Array):
+        key = np.asarray(jax.random.key_data(key)).ravel()
+    rng = np.random.default_rng(key)
+    W = rng.dirichlet(prior.gamma, size=M)
+    H = rng.beta(prior.alpha[:, None], prior.beta[:, None], size=(K, N))
+    Y = (rng.random((M, N)) < W @ H).astype(float)
+    return Y, W, H

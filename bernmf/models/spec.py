@@ -77,8 +77,8 @@ def _safe_log(xp, x):
     return xp.log(xp.maximum(x, xp.finfo(x.dtype).tiny))
 
 
-def masked_log_likelihood_terms(Y, mask, p_one, p_zero):
-    """Per-entry Bernoulli log-likelihood, zero where the entry is not observed.
+def observed_probability(Y, mask, p_one, p_zero):
+    """Probability of each entry's observed value: P(Y=1) where Y=1, P(Y=0) where Y=0.
 
     Parameters
     ----------
@@ -93,10 +93,21 @@ def masked_log_likelihood_terms(Y, mask, p_one, p_zero):
     Returns
     -------
     array of shape (M, N)
+        1 where the entry is not observed, so that its log is 0.
     """
     xp, _ = _namespace(Y, mask, p_one, p_zero)
     is_one = xp.where(mask, Y, 0) == 1
-    return xp.where(mask, _safe_log(xp, xp.where(is_one, p_one, p_zero)), 0.0)
+    return xp.where(mask, xp.where(is_one, p_one, p_zero), 1.0)
+
+
+def masked_log_likelihood_terms(Y, mask, p_one, p_zero):
+    """Per-entry Bernoulli log-likelihood, 0 where the entry is not observed.
+
+    Parameters and shapes as in :func:`observed_probability`; returns an array of
+    shape (M, N).
+    """
+    xp, _ = _namespace(Y, mask, p_one, p_zero)
+    return _safe_log(xp, observed_probability(Y, mask, p_one, p_zero))
 
 
 def log_likelihood(Y, mask, W, H):

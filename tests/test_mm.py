@@ -1,0 +1,223 @@
+"""The mm and em engines against plain-numpy references and their invariants."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import bernmf
+from bernmf.inference._compile import cache_size
+
+
+def numpy_mm_step(Y, O, W, H, alpha, beta, gamma):
+    """One MM sweep written from the equations in DESIGN.md, in plain numpy."""
+    K = W.shape[1]
+    alpha, beta = np.broadcast_to(alpha, (K,))[:, None], np.broadcast_to(beta, (K,))[:, None]
+    gamma = np.broadcast_to(gamma, (K,))
+    Yh, Yh0 = W @ H, W @ (1 - H)
+    C = H * (W.T @ (O * Y / Yh)) + (alpha - 1)
+    D = (1 - H) * (W.T @ (O * (1 - Y) / Yh0)) + (beta - 1)
+    H = np.where(C + D > 0, C / np.where(C + D > 0, C + D, 1), H)
+    Yh, Yh0 = W @ H, W @ (1 - H)
+    S = W * ((O * Y / Yh) @ H.T + (O * (1 - Y) / Yh0) @ (1 - H).T)
+    denominator = O.sum(axis=1)[:, None] + np.sum(gamma - 1)
+    W = np.where(denominator > 0, (S + gamma - 1) / np.where(denominator > 0, denominator, 1), W)
+    return W, H
+
+
+def numpy_objective(Y, O, W, H, alpha, beta, gamma):
+    """The MM objective (negative unnormalized log-posterior) in plain numpy."""
+    K = W.shape[1]
+    alpha, beta = np.broadcast_to(alpha, (K,))[:, None], np.broadcast_to(beta, (K,))[:, None]
+    with np.errstate(divide="ignore"):
+        log_lik = np.sum(O * np.where(Y == 1, np.log(W @ H), np.log(W @ (1 - H))))
+        log_prior = np.sum((alpha - 1) * np.log(H) + (beta - 1) * np.log(1 - H))
+        log_prior += np.sum((np.broadcast_to(gamma, (K,)) - 1) * np.log(W))
+    return -(log_lik + log_prior)
+
+
+def numpy_em_ecm(Y, O, W, H, n_iter):
+    """EM for the aspect Bernoulli model (Bingham et al. 2009) through explicit responsibilities.
+
+    q[m, n, k] = P(z_mn = k | y_mn) is recomputed before each M-step (H, then W),
+    which is the order in which MM updates them.
+    """
+    for _ in range(n_iter):
+        for block in ("H", "W"):
+            on = np.where(Y[:, :, None] == 1, H.T[None], 1 - H.T[None]) * W[:, None, :]
+            q = O[:, :, None] * on / on.sum(axis=2, keepdims=True)
+            if block == "H":
+                H = (q * Y[:, :, None]).sum(axis=0).T / q.sum(axis=0).T
+            else:
+                W = q.sum(axis=1) / O.sum(axis=1, keepdims=True)
+    return W, H
+
+
+def random_problem(seed, M, N, K, density=0.4, observed=0.7):
+    rng = np.random.default_rng(seed)
+    Y = (rng.random((M, N)) < density).astype(float)
+    O = rng.random((M, N)) < observed
+    W = rng.random((M, K)) + 0.05
+    return Y, O, W / W.sum(axis=1, keepdims=True), rng.random((K, N)) * 0.9 + 0.05
+
+
+def test_mm_matches_numpy_reference_for_50_iterations():
+    Y, O, W0, H0 = random_problem(0, 30, 20, 4)
+    O[3] = False  # an empty row (gamma > 1: W goes to the prior mode)
+    alpha, beta, gamma = np.array([1.0, 1.3, 2.0, 1.1]), np.array([1.5, 1.0, 1.2, 3.0]), 1.4
+    prior = bernmf.Prior(alpha, beta, gamma)
+    with pytest.warns(UserWarning, match="1 row"):
+        result = bernmf.fit(Y, "mm", 4, mask=O, prior=prior, init=(W0, H0), max_iter=50, tol=0)
+    W, H = W0, H0
+    expected_trace = [numpy_objective(Y, O, W, H, alpha, beta, gamma)]
+    for _ in range(50):
+        W, H = numpy_mm_step(Y, O, W, H, alpha, beta, gamma)
+        expected_trace.append(numpy_objective(Y, O, W, H, alpha, beta, gamma))
+    assert result.n_iter == 50 and not result.converged
+    np.testing.assert_allclose(result.trace, expected_trace, rtol=1e-10)
+    np.testing.assert_allclose(result.W, W, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(result.H, H, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(result.W[3], 1 / 4, rtol=1e-12)
+
+
+def test_em_is_mm_at_the_flat_prior_and_equals_responsibility_em():
+    Y, O, W0, H0 = random_problem(1, 25, 15, 3)
+    em = bernmf.fit(Y, "em", 3, mask=O, init=(W0, H0), max_iter=50, tol=0)
+    mm_flat = bernmf.fit(Y, "mm", 3, mask=O, init=(W0, H0), max_iter=50, tol=0)
+    np.testing.assert_array_equal(em.W, mm_flat.W)
+    np.testing.assert_array_equal(em.trace, mm_flat.trace)
+    W, H = numpy_em_ecm(Y, O, W0, H0, 50)
+    np.testing.assert_allclose(em.W, W, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(em.H, H, rtol=1e-10, atol=1e-14)
+    assert em.engine == "em" and em.prior is None
+
+
+@st.composite
+def mm_cases(draw):
+    M, N = draw(st.integers(1, 7)), draw(st.integers(1, 7))
+    K = draw(st.integers(1, 5))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    Y = (rng.random((M, N)) < draw(st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]))).astype(float)
+    if M > 1 and draw(st.booleans()):
+        Y[0] = draw(st.sampled_from([0.0, 1.0]))  # an all-zero or all-one row
+    O = rng.random((M, N)) < draw(st.sampled_from([0.3, 0.7, 1.0]))
+    if draw(st.booleans()):
+        O[rng.integers(M)] = False  # an empty row
+    if draw(st.booleans()):
+        O[:, rng.integers(N)] = False  # an empty column
+    O[rng.integers(M), rng.integers(N)] = True  # at least one observed entry
+    per_component = draw(st.booleans())
+    size = K if per_component else None
+    prior = bernmf.Prior(
+        *(1 + rng.exponential(0.5, size) * draw(st.sampled_from([0, 1])) for _ in range(3))
+    )
+    return Y, O, K, prior, seed
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mm_cases())
+def test_objective_never_increases(case):
+    Y, O, K, prior, seed = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = bernmf.fit(Y, "mm", K, mask=O, prior=prior, seed=seed % 1000, max_iter=30, tol=0)
+    trace = result.trace
+    assert np.all(np.isfinite(trace))
+    assert np.all(np.diff(trace) <= 1e-10 * np.maximum(1.0, np.abs(trace[:-1])))
+    assert np.allclose(result.W.sum(axis=1), 1, atol=1e-12)
+    assert np.all((result.H >= 0) & (result.H <= 1))
+
+
+def test_constraints_hold_after_2000_iterations_on_a_paleo_sized_problem():
+    Y, _, _ = bernmf.simulate(3, 253, 902, 8, bernmf.Prior(0.2, 2.0, 0.5))
+    result = bernmf.fit(Y, "mm", 8, prior=bernmf.Prior(1.1, 1.5), max_iter=2000, tol=0)
+    assert result.n_iter == 2000
+    np.testing.assert_allclose(result.W.sum(axis=1), 1, atol=1e-12, rtol=0)
+    assert result.W.min() >= 0 and result.H.min() >= 0 and result.H.max() <= 1
+
+
+def test_entries_outside_the_mask_change_nothing():
+    Y, O, _, _ = random_problem(2, 40, 30, 3)
+    flipped = np.where(O, Y, 1 - Y)
+    with_nan = np.where(O, Y, np.nan)
+    fits = [bernmf.fit(y, "mm", 3, mask=O, prior=bernmf.Prior(1.2, 1.5)) for y in (Y, flipped)]
+    fits.append(bernmf.fit(with_nan, "mm", 3, prior=bernmf.Prior(1.2, 1.5)))
+    for other in fits[1:]:
+        np.testing.assert_array_equal(other.W, fits[0].W)
+        np.testing.assert_array_equal(other.H, fits[0].H)
+        np.testing.assert_array_equal(other.trace, fits[0].trace)
+
+
+def test_same_seed_same_result_and_no_recompilation():
+    Y, O, _, _ = random_problem(4, 33, 21, 3)
+    first = bernmf.fit(Y, "mm", 3, mask=O, seed=7)
+    size = cache_size()
+    again = bernmf.fit(Y, "mm", 3, mask=O, seed=7)
+    other_data = bernmf.fit(1 - Y, "mm", 3, mask=~O, seed=8, prior=bernmf.Prior(2.0, 1.5))
+    assert cache_size() == size
+    assert again.timings["compile"] == 0.0 and other_data.timings["compile"] == 0.0
+    np.testing.assert_array_equal(first.W, again.W)
+    np.testing.assert_array_equal(first.trace, again.trace)
+    assert not np.array_equal(first.W, bernmf.fit(Y, "mm", 3, mask=O, seed=9).W)
+
+
+def test_float32_runs_stay_finite_and_close_to_float64():
+    Y, _, _ = bernmf.simulate(5, 120, 80, 4, bernmf.Prior(0.5, 1.0, 1.0))
+    single = bernmf.fit(Y, "mm", 4, prior=bernmf.Prior(1.2, 1.2), dtype="float32", max_iter=300)
+    double = bernmf.fit(Y, "mm", 4, prior=bernmf.Prior(1.2, 1.2), max_iter=300)
+    assert np.all(np.isfinite(single.trace)) and np.all(np.isfinite(single.W))
+    assert np.all(np.diff(single.trace) <= 1e-5 * np.abs(single.trace[:-1]))
+    assert abs(single.objective - double.objective) < 1e-3 * abs(double.objective)
+
+
+def test_stopping_rule_and_convergence_flag():
+    Y, _, _ = bernmf.simulate(6, 60, 40, 3)
+    result = bernmf.fit(Y, "mm", 3, tol=1e-5)
+    assert result.converged and result.n_iter < 2000
+    last, before = result.trace[-1], result.trace[-2]
+    assert abs(before - last) / abs(before) < 1e-5
+    assert np.all(np.abs(np.diff(result.trace[:-1])) / np.abs(result.trace[:-2]) >= 1e-5)
+    assert len(result.trace) == result.n_iter + 1
+
+
+def test_empty_rows_and_columns_do_not_produce_nan():
+    Y, O, W0, H0 = random_problem(7, 12, 10, 3)
+    O[2], O[:, 5] = False, False
+    with pytest.warns(UserWarning, match=r"1 row\(s\) and 1 column\(s\)") as caught:
+        flat = bernmf.fit(Y, "mm", 3, mask=O, init=(W0, H0), max_iter=100)
+    assert len(caught) == 1
+    np.testing.assert_allclose(flat.W[2], W0[2])  # kept under the flat prior
+    np.testing.assert_allclose(flat.H[:, 5], H0[:, 5])
+    with pytest.warns(UserWarning):
+        mode = bernmf.fit(Y, "mm", 3, mask=O, prior=bernmf.Prior(3.0, 2.0, 2.0), max_iter=100)
+    np.testing.assert_allclose(mode.W[2], 1 / 3)
+    np.testing.assert_allclose(mode.H[:, 5], (3 - 1) / (3 + 2 - 2))
+    assert np.all(np.isfinite(flat.probs)) and np.all(np.isfinite(mode.probs))
+
+
+def test_mm_recovers_simulated_truth():
+    truth_prior = bernmf.Prior(0.3, 0.6, 0.5)
+    Y, W, H = bernmf.simulate(8, 600, 300, 3, truth_prior)
+    train = np.random.default_rng(8).random(Y.shape) >= 0.2
+    fitted = bernmf.fit(Y, "mm", 3, mask=train, prior=bernmf.Prior(1.1, 1.1))
+    oracle = bernmf.perplexity(Y, W @ H, ~train)
+    assert fitted.perplexity(Y, ~train) < oracle + 0.01
+    assert fitted.perplexity(Y, ~train) < bernmf.fit(Y, "mm", 1, mask=train).perplexity(Y, ~train)
+    # the probabilities, which are identifiable, are recovered
+    assert np.sqrt(np.mean((fitted.probs - W @ H) ** 2)) < 0.06
+
+
+def test_animals_heldout_perplexity_on_the_papers_split(animals, animals_split):
+    train, test = animals_split == 2, animals_split == 0
+    prior = bernmf.Prior(alpha=1.2, beta=2.0)
+    scores = [
+        bernmf.fit(animals, "mm", 4, mask=train, prior=prior, seed=seed).perplexity(animals, test)
+        for seed in range(10)
+    ]
+    assert 0.43 <= np.median(scores) <= 0.47
+    assert max(scores) < 0.50

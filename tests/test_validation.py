@@ -1,0 +1,126 @@
+"""Bad input gets a clear error before anything is compiled; good input of every kind works."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import sparse
+
+import bernmf
+from bernmf.inference._compile import cache_size
+
+Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
+
+
+@pytest.mark.parametrize(
+    ("data", "kwargs", "error", "message"),
+    [
+        (Y * 2, {}, ValueError, "only 0, 1 or NaN"),
+        (np.where(Y == 1, 0.5, 0), {}, ValueError, r"e.g. \[0.5\]"),
+        (np.full((3, 3), "a"), {}, TypeError, "must be numeric"),
+        (Y.astype(complex), {}, TypeError, "must be numeric"),
+        (np.array([[1, None], [0, 1]], dtype=object), {}, TypeError, "must be numeric"),
+        (Y[0], {}, ValueError, "must be 2-D"),
+        (Y[None], {}, ValueError, "must be 2-D"),
+        (np.zeros((0, 4)), {}, ValueError, "empty"),
+        (np.where(Y == 1, np.inf, 0), {}, ValueError, "inf"),
+        (Y, {"mask": np.ones((5, 6), bool)}, ValueError, r"mask has shape \(5, 6\)"),
+        (Y, {"mask": np.full(Y.shape, 2)}, TypeError, "mask must be boolean"),
+        (Y, {"mask": np.zeros(Y.shape, bool)}, ValueError, "no entry of Y is observed"),
+        (np.full((2, 2), np.nan), {}, ValueError, "no entry of Y is observed"),
+        (Y, {"rank": 0}, ValueError, "rank must be >= 1"),
+        (Y, {"rank": 2.5}, TypeError, "rank must be an integer"),
+        (Y, {"rank": "3"}, TypeError, "rank must be an integer"),
+        (Y, {"rank": True}, TypeError, "rank must be an integer"),
+        (Y, {"rank": None}, TypeError, "rank is required"),
+        (Y, {"prior": bernmf.Prior(alpha=[1.0, 2.0, 3.0])}, ValueError, "length rank=2"),
+        (Y, {"prior": bernmf.Prior(beta=np.ones((2, 2)))}, ValueError, "length rank=2"),
+        (Y, {"prior": bernmf.Prior(alpha=0.5)}, ValueError, "'mm' needs prior alpha >= 1"),
+        (Y, {"prior": bernmf.Prior(gamma=[1.0, 0.9])}, ValueError, "prior gamma >= 1"),
+        (Y, {"prior": bernmf.Prior(beta=np.nan)}, ValueError, "must be finite"),
+        (Y, {"prior": bernmf.Prior(alpha=-1.0)}, ValueError, "must be positive"),
+        (Y, {"prior": (1.0, 1.0, 1.0)}, TypeError, "must be a bernmf.Prior"),
+        (Y, {"engine": "em", "prior": bernmf.Prior()}, ValueError, "'em' .* takes no prior"),
+        (Y, {"engine": "nmf"}, ValueError, "unknown engine 'nmf'; known engines: .*em.*mm"),
+        (Y, {"max_iters": 5}, TypeError, r"does not take option\(s\) \['max_iters'\]"),
+        (Y, {"max_iter": 0}, ValueError, "max_iter must be an integer >= 1"),
+        (Y, {"tol": -1.0}, ValueError, "tol must be"),
+        (Y, {"dtype": "float16"}, ValueError, "dtype must be one of"),
+        (Y, {"seed": -1}, ValueError, "seed must be"),
+        (Y, {"init": (np.ones((6, 3)) / 3, np.ones((3, 5)))}, ValueError, "init must have W"),
+        (Y, {"init": (np.ones((6, 2)), np.full((2, 5), 0.5))}, ValueError, "rows summing to 1"),
+        (Y, {"init": (np.ones((6, 2)) / 2, np.full((2, 5), 1.5))}, ValueError, r"\[0, 1\]"),
+    ],
+)
+def test_bad_input_is_a_clear_error_before_compilation(data, kwargs, error, message):
+    kwargs = {"engine": "mm", "rank": 2, **kwargs}
+    before = cache_size()
+    with pytest.raises(error, match=message):
+        bernmf.fit(data, kwargs.pop("engine"), kwargs.pop("rank"), **kwargs)
+    assert cache_size() == before
+
+
+def test_input_is_not_modified_and_labels_come_back():
+    frame = pd.DataFrame(
+        np.where(np.arange(30).reshape(6, 5) % 7 == 0, np.nan, Y),
+        index=[f"animal{i}" for i in range(6)],
+        columns=[f"trait{j}" for j in range(5)],
+    )
+    mask = np.ones(Y.shape, bool)
+    mask[0, 1] = False
+    frame_copy, mask_copy = frame.copy(), mask.copy()
+    result = bernmf.fit(frame, "mm", 2, mask=mask)
+    pd.testing.assert_frame_equal(frame, frame_copy)
+    np.testing.assert_array_equal(mask, mask_copy)
+    assert list(result.frames.W.index) == list(frame.index)
+    assert list(result.frames.H.columns) == list(frame.columns)
+    assert result.frames.W.shape == (6, 2) and result.frames.probs.shape == (6, 5)
+    np.testing.assert_array_equal(result.frames.H.to_numpy(), result.H)
+
+
+def test_every_input_kind_gives_the_same_fit():
+    reference = bernmf.fit(Y, "mm", 2)
+    for data in (
+        Y.astype(bool),
+        Y.astype(np.int8),
+        Y.tolist(),
+        sparse.csr_matrix(Y),
+        pd.DataFrame(Y).astype("Int64"),
+        Y.astype(np.float32),
+    ):
+        np.testing.assert_array_equal(bernmf.fit(data, "mm", 2).W, reference.W)
+    integer_mask = bernmf.fit(Y, "mm", 2, mask=np.ones(Y.shape, int))
+    np.testing.assert_array_equal(integer_mask.W, reference.W)
+
+
+def test_nan_means_missing_and_combines_with_the_mask():
+    with_nan = Y.copy()
+    with_nan[1, 2] = np.nan
+    mask = np.ones(Y.shape, bool)
+    mask[3, 4] = False
+    both = mask.copy()
+    both[1, 2] = False
+    a = bernmf.fit(with_nan, "mm", 2, mask=mask)
+    b = bernmf.fit(Y, "mm", 2, mask=both)
+    np.testing.assert_array_equal(a.W, b.W)
+
+
+def test_a_row_without_observed_entries_warns_once():
+    mask = np.ones(Y.shape, bool)
+    mask[2] = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = bernmf.fit(Y, "mm", 2, mask=mask)
+    assert len(caught) == 1 and "1 row(s) and 0 column(s)" in str(caught[0].message)
+    assert np.all(np.isfinite(result.probs))
+
+
+def test_perplexity_of_the_fit_checks_its_input():
+    result = bernmf.fit(Y, "mm", 2)
+    with pytest.raises(ValueError, match="shape"):
+        result.perplexity(Y[:, :3])
+    with pytest.raises(ValueError, match="only 0, 1 or NaN"):
+        result.perplexity(Y * 3)
