@@ -64,10 +64,13 @@ def working_matrix(q, theta):
 
 
 def mean_nll(problem: Problem, theta):
-    """Mean Bernoulli negative log-likelihood of the observed entries under sigmoid(Theta)."""
-    terms = masked_log_likelihood_terms(
-        problem.y, problem.mask, jax.nn.sigmoid(theta), jax.nn.sigmoid(-theta)
-    )
+    """Mean Bernoulli negative log-likelihood of the observed entries under sigmoid(Theta).
+
+    ``sigmoid(q Theta)`` is P(Y=1) where y = 1 and P(Y=0) where y = 0, so one array
+    serves as both probabilities (one sigmoid per entry instead of two).
+    """
+    p_observed = jax.nn.sigmoid(problem.q * theta)
+    terms = masked_log_likelihood_terms(problem.y, problem.mask, p_observed, p_observed)
     return -jnp.sum(terms) / problem.n_obs
 
 
