@@ -42,12 +42,12 @@ class Factors(NamedTuple):
 
 
 class Problem(NamedTuple):
-    """The data as the update equations use it (all of shape (M, N) but n_obs, (M,))."""
+    """The data as the update equations use them: boolean (M, N) indicators and n_obs (M,)."""
 
-    y_one: jax.Array  # O * Y
-    y_zero: jax.Array  # O * (1 - Y)
+    y_one: jax.Array  # O * Y, bool
+    y_zero: jax.Array  # O * (1 - Y), bool
     mask: jax.Array  # O, bool
-    n_obs: jax.Array  # O.sum(1)
+    n_obs: jax.Array  # O.sum(1), float
 
 
 class Sweep(NamedTuple):
@@ -65,8 +65,12 @@ def predict(W, H) -> tuple[jax.Array, jax.Array]:
 
 
 def _ratios(problem: Problem, p_one, p_zero):
+    """``O*Y / (W @ H)`` and ``O*(1-Y) / (W @ (1-H))``, each of shape (M, N)."""
     tiny = jnp.finfo(p_one.dtype).tiny
-    return problem.y_one / jnp.maximum(p_one, tiny), problem.y_zero / jnp.maximum(p_zero, tiny)
+    return (
+        jnp.where(problem.y_one, 1 / jnp.maximum(p_one, tiny), 0.0),
+        jnp.where(problem.y_zero, 1 / jnp.maximum(p_zero, tiny), 0.0),
+    )
 
 
 def update_H(problem: Problem, sweep: Sweep, prior: Prior) -> Sweep:
@@ -103,6 +107,16 @@ def objective(problem: Problem, sweep: Sweep, prior: Prior) -> jax.Array:
         masked_log_likelihood_terms(problem.y_one, problem.mask, sweep.p_one, sweep.p_zero)
     )
     return -(log_lik + log_prior(sweep.W, sweep.H, prior))
+
+
+def make_problem(data: Observed, dtype) -> Problem:
+    """The :class:`Problem` of validated data, with n_obs in ``dtype``."""
+    return Problem(
+        y_one=jnp.asarray(data.mask & (data.Y == 1)),
+        y_zero=jnp.asarray(data.mask & (data.Y == 0)),
+        mask=jnp.asarray(data.mask),
+        n_obs=jnp.asarray(data.mask.sum(axis=1), dtype),
+    )
 
 
 def random_init(key, M: int, N: int, K: int, dtype) -> Factors:
@@ -217,12 +231,7 @@ def run(
             start = random_init(jax.random.key(seed), M, N, rank, float_type)
         else:
             start = Factors(*(jnp.asarray(a, float_type) for a in given))
-        problem = Problem(
-            y_one=jnp.asarray(data.Y * data.mask, float_type),
-            y_zero=jnp.asarray((1 - data.Y) * data.mask, float_type),
-            mask=jnp.asarray(data.mask),
-            n_obs=jnp.asarray(data.mask.sum(axis=1), float_type),
-        )
+        problem = make_problem(data, float_type)
         prior_arrays = Prior(*(jnp.asarray(v, float_type) for v in prior))
         tol_array = jnp.asarray(tol, float_type)
         args = (start, problem, prior_arrays, tol_array)
