@@ -1,6 +1,6 @@
 """Inference engines. Importing this package registers every engine."""
 
-from bernmf.inference import em, logpca, logsvd, mm  # noqa: F401 (importing registers them)
+from bernmf.inference import em, logpca, logsvd, mm
 from bernmf.inference.registry import Engine, available, get_engine, register
 
-__all__ = ["Engine", "available", "em", "get_engine", "mm", "register"]
+__all__ = ["Engine", "available", "em", "get_engine", "logpca", "logsvd", "mm", "register"]
