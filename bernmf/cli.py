@@ -6,11 +6,11 @@ import argparse
 import sys
 import time
 
-import numpy as np
 import pandas as pd
 
 from bernmf.api import fit
 from bernmf.models import Prior, perplexity, simulate
+from bernmf.split import random_split
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -18,8 +18,8 @@ def demo(args: argparse.Namespace) -> int:
     truth_prior = Prior(alpha=args.alpha, beta=args.beta, gamma=args.gamma)
     map_prior = Prior(alpha=args.mm_alpha, beta=args.mm_beta)
     Y, W, H = simulate(args.seed, args.rows, args.cols, args.true_rank, truth_prior)
-    train = np.random.default_rng(args.seed).random(Y.shape) >= args.holdout
-    test = ~train
+    split = random_split(Y.shape, (1 - args.holdout, 0.0, args.holdout), seed=args.seed)
+    train, test = split.train, split.test
     print(
         f"Simulated Y: {args.rows} x {args.cols}, true rank {args.true_rank}, "
         f"H ~ Beta({args.alpha}, {args.beta}), W ~ Dirichlet({args.gamma}), "
