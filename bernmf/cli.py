@@ -44,6 +44,7 @@ def demo(args: argparse.Namespace) -> int:
             )
     table = pd.DataFrame(rows)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print("(seconds include compilation the first time a shape is seen)")
     print(
         f"true W @ H: held-out perplexity {perplexity(Y, W @ H, test):.4g} "
         f"(perplexity = mean negative log-likelihood per held-out entry, nats; lower is better)"
@@ -96,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bernmf`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "demo" and not 0 < args.holdout < 1:
+        parser.error(f"--holdout must be between 0 and 1, got {args.holdout}")
     try:
         return args.run(args)
     except (ValueError, TypeError) as error:
