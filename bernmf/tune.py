@@ -30,6 +30,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import jax
@@ -132,17 +133,45 @@ def _default_batch_size(size: int) -> int:
     return 1 if jax.default_backend() == "cpu" else size
 
 
-def _solve_many(seeds, priors, problem, tol, *, M, N, K, max_iter, variant, batch_size):
-    dtype = priors.alpha.dtype
+MIN_CAPACITY = 128
+"""A one-by-one program is compiled for at least this many fits and told how many to
+run, so that grids, restarts and single fits of one rank share one compiled program."""
 
-    def one(args):
-        seed, prior = args
-        init = mm.random_init(jax.random.key(seed), M, N, K, dtype)
-        solution = batched.solve(init, problem, prior, tol, max_iter=max_iter, variant=variant)
-        jax.debug.callback(_report_done, seed)
-        return solution
 
-    return jax.lax.map(one, (seeds, priors), batch_size=batch_size)
+def _capacity(size: int) -> int:
+    return max(MIN_CAPACITY, 1 << (size - 1).bit_length())
+
+
+def _solve_one(seed, prior, problem, tol, *, M, N, K, max_iter, variant):
+    dtype = prior.alpha.dtype
+    init = mm.random_init(jax.random.key(seed), M, N, K, dtype)
+    solution = batched.solve(init, problem, prior, tol, max_iter=max_iter, variant=variant)
+    jax.debug.callback(_report_done, seed)
+    return solution
+
+
+def _solve_mapped(seeds, priors, problem, tol, *, batch_size, **static):
+    """All fits, vmapped in batches of ``batch_size``."""
+    return jax.lax.map(
+        lambda args: _solve_one(args[0], args[1], problem, tol, **static),
+        (seeds, priors),
+        batch_size=batch_size,
+    )
+
+
+def _solve_sequential(seeds, priors, count, problem, tol, **static):
+    """The first ``count`` fits one after the other (the arrays may be longer)."""
+    first = _solve_one(seeds[0], jax.tree.map(lambda x: x[0], priors), problem, tol, **static)
+    outputs = jax.tree.map(
+        lambda x: jnp.zeros((seeds.shape[0], *x.shape), x.dtype).at[0].set(x), first
+    )
+
+    def body(i, outputs):
+        prior = jax.tree.map(lambda x: x[i], priors)
+        solution = _solve_one(seeds[i], prior, problem, tol, **static)
+        return jax.tree.map(lambda o, x: o.at[i].set(x), outputs, solution)
+
+    return jax.lax.fori_loop(1, count, body, outputs)
 
 
 def fit_batch(
@@ -156,6 +185,7 @@ def fit_batch(
     dtype: str = "float64",
     variant: str = "correct",
     batch_size: int | None = None,
+    workers: int = 1,
     progress: str | None = None,
     stream=None,
 ) -> Batch:
@@ -177,6 +207,9 @@ def fit_batch(
         See :mod:`bernmf.inference.mm_batched`.
     batch_size : int, optional
         How many fits are vmapped together; default: all on an accelerator, 1 on CPU.
+    workers : int, default 1
+        With ``batch_size=1``: how many threads share the fits (each runs the same
+        compiled program on its part), to use several CPU cores.
     progress : str, optional
         A label; if given, progress lines are printed to ``stream`` (default stderr).
 
@@ -203,35 +236,58 @@ def fit_batch(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     M, N = data.shape
+    static = {"M": M, "N": N, "K": rank, "max_iter": int(max_iter), "variant": variant}
     with jax.enable_x64(True):
         float_type = mm.DTYPES[dtype]
         problem = batched.make_problem(data.Y, data.mask, float_type)
-        stacked = Prior(
-            *(jnp.asarray(np.stack(v), float_type) for v in zip(*broadcast, strict=True))
-        )
-        seed_array = jnp.asarray(np.asarray(seeds, dtype=np.uint32))
-        args = (seed_array, stacked, problem, jnp.asarray(tol, float_type))
-        program, compile_seconds = compiled(
-            "tune.fit_batch",
-            _solve_many,
-            *args,
-            M=M,
-            N=N,
-            K=rank,
-            max_iter=int(max_iter),
-            variant=variant,
-            batch_size=min(batch_size, size),
-        )
+        tol_array = jnp.asarray(tol, float_type)
+        seed_array = np.asarray(seeds, dtype=np.uint32)
+        prior_arrays = [np.stack(v).astype(float_type) for v in zip(*broadcast, strict=True)]
+        if batch_size > 1:
+            args = (jnp.asarray(seed_array), Prior(*map(jnp.asarray, prior_arrays)))
+            args = (*args, problem, tol_array)
+            program, compile_seconds = compiled(
+                "tune.mapped", _solve_mapped, *args, batch_size=min(batch_size, size), **static
+            )
+            calls = [args]
+        else:
+            # one program per rank and capacity, run on `workers` slices of the fits
+            parts = np.array_split(np.arange(size), max(1, min(int(workers), size)))
+            capacity = _capacity(max(len(p) for p in parts))
+            calls = []
+            for part in parts:
+                padded = np.resize(part, capacity)  # repeats; only len(part) are run
+                calls.append(
+                    (
+                        jnp.asarray(seed_array[padded]),
+                        Prior(*(jnp.asarray(v[padded]) for v in prior_arrays)),
+                        jnp.asarray(len(part)),
+                        problem,
+                        tol_array,
+                    )
+                )
+            program, compile_seconds = compiled(
+                "tune.sequential", _solve_sequential, *calls[0], **static
+            )
         reporter = _Progress(progress, size, stream or sys.stderr) if progress else None
         _REPORTER.append(reporter or (lambda count: None))
         try:
             begin = time.perf_counter()
-            solution = jax.block_until_ready(program(*args))
+            if len(calls) == 1:
+                outputs = [jax.block_until_ready(program(*calls[0]))]
+            else:
+                with ThreadPoolExecutor(len(calls)) as pool:
+                    outputs = list(
+                        pool.map(lambda call: jax.block_until_ready(program(*call)), calls)
+                    )
             run_seconds = time.perf_counter() - begin
         finally:
             _REPORTER.pop()
+        if batch_size == 1:
+            outputs = [_first(out, len(part)) for out, part in zip(outputs, parts, strict=True)]
+        solution = jax.tree.map(lambda *x: np.concatenate(x), *map(_first, outputs))
         n_iter = np.asarray(solution.n_iter)
-        traces = np.asarray(solution.trace, float)
+        traces = np.asarray(solution.trace, float)  # (size, max_iter + 1)
         last = traces[np.arange(size), n_iter]
         share = n_iter / max(n_iter.sum(), 1)
         return Batch(
@@ -245,6 +301,11 @@ def fit_batch(
             compile_seconds=compile_seconds,
             run_seconds=run_seconds,
         )
+
+
+def _first(tree, count: int | None = None):
+    """The arrays of ``tree`` as numpy arrays, cut to their first ``count`` entries."""
+    return jax.tree.map(lambda x: np.asarray(x)[:count], tree)
 
 
 @dataclass(frozen=True)
@@ -302,6 +363,7 @@ def grid(
     dtype: str = "float64",
     variant: str = "correct",
     batch_size: int | None = None,
+    workers: int = 1,
     progress: bool = True,
     stream=None,
 ) -> Tuning:
@@ -323,7 +385,7 @@ def grid(
     restarts : int, default 1
         Random initializations per setting, with seeds ``seed, seed + 1, ...``; the
         same seeds for every (alpha, beta), so settings are compared on equal footing.
-    max_iter, tol, dtype, variant, batch_size
+    max_iter, tol, dtype, variant, batch_size, workers
         See :func:`fit_batch`.
     progress : bool, default True
         Print a line per rank, and progress lines during long ranks, to ``stream``.
@@ -359,6 +421,7 @@ def grid(
             dtype=dtype,
             variant=variant,
             batch_size=batch_size,
+            workers=workers,
             progress=label if progress else None,
             stream=stream,
         )
@@ -428,7 +491,8 @@ def restarts(
         The ``engine`` recorded on each :class:`~bernmf.results.Fit`; default "mm"
         (or "mm-as-published").
     **options
-        ``max_iter``, ``tol``, ``dtype``, ``variant``, ``batch_size``, ``progress``.
+        ``max_iter``, ``tol``, ``dtype``, ``variant``, ``batch_size``, ``workers``,
+        ``progress``.
 
     Returns
     -------
