@@ -110,15 +110,27 @@ def _p_zero(W, H, published: bool):
     return 1 - W @ H if published else W @ (1 - H)
 
 
+def accumulator(dtype):
+    """The dtype sums of the objective are taken in: float64 when available.
+
+    With float32 factors the terms are computed in float32 but summed in float64, so
+    the stopping rule sees changes of the objective well below float32's precision.
+    """
+    return jnp.promote_types(dtype, jnp.float64 if jax.config.jax_enable_x64 else dtype)
+
+
 def _sweep(problem: SparseProblem, W, H, prior: Prior, published: bool):
     """Objective of (W, H), then one sweep: H given W, then W given the new H."""
     M, N = problem.y_zero.shape
+    acc = accumulator(W.dtype)
     # H half, and the objective of (W, H) from the same dense P(Y=0)
     p_zero = _safe(_p_zero(W, H, published))
     p_one_at, W_at, _ = _ones_terms(problem, W, H)
     p_one_at = _safe(p_one_at)
-    log_lik = jnp.sum(problem.y_zero * jnp.log(p_zero)) + jnp.sum(jnp.log(p_one_at))
-    value = -(log_lik + log_prior(W, H, prior))
+    log_lik = jnp.sum((problem.y_zero * jnp.log(p_zero)).astype(acc)) + jnp.sum(
+        jnp.log(p_one_at).astype(acc)
+    )
+    value = -(log_lik + log_prior(W.astype(acc), H.astype(acc), prior))
     y_zero_h = problem.y_zero_published if published else problem.y_zero
     from_ones = _sum_by_col(problem, W_at / p_one_at[:, None], N).T  # W.T @ (Y1 / WH)
     from_zeros = W.T @ (y_zero_h / p_zero)
@@ -138,7 +150,7 @@ def _sweep(problem: SparseProblem, W, H, prior: Prior, published: bool):
         denominator > 0, (S + (prior.gamma - 1)) / jnp.where(denominator > 0, denominator, 1), W
     )
     if published:
-        value = value / problem.n_total
+        value = value / problem.n_total.astype(acc)
     return value, W_new, H_new
 
 
@@ -179,7 +191,7 @@ def solve(
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     sweep = sweep_as_published if variant == "as_published" else sweep_correct
-    dtype = init.W.dtype
+    dtype = accumulator(init.W.dtype)  # of the objective
     inf = jnp.asarray(jnp.inf, dtype)
     trace = jnp.full(max_iter + 1, jnp.nan, dtype)
 
