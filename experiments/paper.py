@@ -161,14 +161,23 @@ def figure_validation(tunings: dict, path: Path, title: str) -> None:
         rank = tuning.best["rank"]
         table = tuning.table[tuning.table["rank"] == rank]
         heat = table.pivot_table(index="alpha", columns="beta", values="validation_perplexity")
-        image = ax.imshow(heat.to_numpy(), origin="lower", cmap="viridis", aspect="auto")
+        values = heat.to_numpy()
+        # overfitted corners (beta = 1) would take the whole colour scale: saturate them
+        high = min(values.max(), values.min() + 3 * (np.median(values) - values.min()) + 1e-6)
+        image = ax.imshow(
+            values, origin="lower", cmap="viridis_r", aspect="auto", vmin=values.min(), vmax=high
+        )
         ax.set_xticks(range(heat.shape[1]), [f"{b:.1f}" for b in heat.columns], rotation=90)
         ax.set_yticks(range(heat.shape[0]), [f"{a:.1f}" for a in heat.index])
         i = list(heat.index).index(tuning.best["alpha"])
         j = list(heat.columns).index(tuning.best["beta"])
         ax.plot(j, i, marker="*", color="red", markersize=12)
-        ax.set(xlabel="beta", ylabel="alpha", title=f"{name}, K = {rank}")
-        fig.colorbar(image, ax=ax, label="validation perplexity")
+        ax.set(
+            xlabel="beta",
+            ylabel="alpha",
+            title=f"{name}, K = {rank}: best {values.min():.4f}",
+        )
+        fig.colorbar(image, ax=ax, label="validation perplexity", extend="max")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -180,6 +189,7 @@ def figure_test(fits: pd.DataFrame, path: Path, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     test = fits[fits["stage"] == "test"]
     names = list(dict.fromkeys(test["dataset"]))
@@ -190,6 +200,10 @@ def figure_test(fits: pd.DataFrame, path: Path, title: str) -> None:
         values = [subset.loc[subset["method"] == m, "perplexity"].to_numpy() for m in methods]
         ax.boxplot(values)
         ax.set_xticks(range(1, len(methods) + 1), methods)
+        if max(map(np.max, values)) > 3 * min(map(np.min, values)):
+            ax.set_yscale("log")  # EM's overfitting would flatten the others
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.2f"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%.2f"))
         ax.set(title=name, ylabel="test perplexity (nats)")
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title)
