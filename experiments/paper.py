@@ -108,7 +108,9 @@ def logsvd_method(data, split, name, ranks, args):
     """Logistic SVD: K on validation, then one test fit (its start is deterministic)."""
     rows, fits = [], {}
     for rank in ranks:
-        fit = bernmf.fit(data, "logsvd", rank, mask=split.train, max_iter=args.max_iter)
+        fit = bernmf.fit(
+            data, "logsvd", rank, mask=split.train, max_iter=args.max_iter, svd=args.logsvd_svd
+        )
         fits[rank] = fit
         rows.append(
             {
@@ -285,6 +287,12 @@ def main(argv=None) -> int:
         "--workers", type=int, default=min(2, os.cpu_count() or 1), help="threads for the fits"
     )
     parser.add_argument("--no-logsvd", action="store_true", help="skip logistic SVD")
+    parser.add_argument(
+        "--logsvd-svd",
+        choices=("exact", "subspace"),
+        default="subspace",
+        help="logsvd's SVD step: 'exact' as R (slow), 'subspace' (same fixed points, fast)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-rank progress lines")
     args = parser.parse_args(argv)
     begin = time.perf_counter()
