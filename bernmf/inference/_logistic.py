@@ -58,9 +58,29 @@ def make_problem(data: Observed) -> Problem:
     )
 
 
-def working_matrix(q, theta):
-    """``Z = Theta + 4 q (1 - sigmoid(q Theta))``, shape (M, N); equals Theta where q = 0."""
-    return theta + 4 * q * (1 - jax.nn.sigmoid(q * theta))
+def fitted_sigmoid(q, theta):
+    """``sigmoid(q Theta)``, shape (M, N).
+
+    Where an entry is observed it is the probability of its observed value (P(Y=1)
+    where y = 1, P(Y=0) where y = 0); where it is missing (q = 0) it is 1/2. The
+    states of both engines carry it, so that one sigmoid per entry and iteration
+    serves both the loss of an iterate and the working matrix of the next step.
+    """
+    return jax.nn.sigmoid(q * theta)
+
+
+def working_matrix(q, theta, fitted):
+    """``Z = Theta + 4 q (1 - sigmoid(q Theta))``, shape (M, N); equals Theta where q = 0.
+
+    ``fitted`` is :func:`fitted_sigmoid` ``(q, theta)``.
+    """
+    return theta + 4 * q * (1 - fitted)
+
+
+def fitted_nll(problem: Problem, fitted):
+    """Mean negative log-likelihood of the observed entries from ``sigmoid(q Theta)``."""
+    terms = masked_log_likelihood_terms(problem.y, problem.mask, fitted, fitted)
+    return -jnp.sum(terms) / problem.n_obs
 
 
 def mean_nll(problem: Problem, theta):
@@ -69,13 +89,11 @@ def mean_nll(problem: Problem, theta):
     ``sigmoid(q Theta)`` is P(Y=1) where y = 1 and P(Y=0) where y = 0, so one array
     serves as both probabilities (one sigmoid per entry instead of two).
     """
-    p_observed = jax.nn.sigmoid(problem.q * theta)
-    terms = masked_log_likelihood_terms(problem.y, problem.mask, p_observed, p_observed)
-    return -jnp.sum(terms) / problem.n_obs
+    return fitted_nll(problem, fitted_sigmoid(problem.q, theta))
 
 
 class Solution(NamedTuple):
-    state: NamedTuple  # the engine's state (with its ``theta``) at the kept iterate
+    state: NamedTuple  # the engine's state (with ``theta`` and ``fitted``) at the kept iterate
     trace: jax.Array  # (max_iter + 1,), NaN after n_iter
     n_iter: jax.Array
     converged: jax.Array
@@ -95,7 +113,8 @@ def minimize(
     Parameters
     ----------
     start : NamedTuple of arrays
-        The initial state; it must have a field ``theta`` of shape (M, N).
+        The initial state; it must have the fields ``theta`` (M, N) and ``fitted``
+        = :func:`fitted_sigmoid` ``(q, theta)``, from which the loss is computed.
     step : callable
         ``step(problem, state) -> state``, one majorization step.
     problem : Problem
@@ -112,7 +131,7 @@ def minimize(
     Solution
         ``trace[: n_iter + 1]`` is the loss from iteration 0 to the kept iterate.
     """
-    first = mean_nll(problem, start.theta)
+    first = fitted_nll(problem, start.fitted)
     trace = jnp.full(max_iter + 1, jnp.nan, first.dtype).at[0].set(first)
 
     def keep_going(carry):
@@ -122,7 +141,7 @@ def minimize(
     def iterate(carry):
         i, state, _, trace, _ = carry
         new = step(problem, state)
-        value = mean_nll(problem, new.theta)
+        value = fitted_nll(problem, new.fitted)
         done = (i + 1 >= MIN_ITER) & (trace[i] - value < tol)
         return i + 1, new, state, trace.at[i + 1].set(value), done
 

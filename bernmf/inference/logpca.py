@@ -39,6 +39,7 @@ from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
     Problem,
     check_options,
+    fitted_sigmoid,
     make_problem,
     minimize,
     prior_checker,
@@ -52,12 +53,13 @@ DEFAULT_M_GRID = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 
 
 class State(NamedTuple):
-    """mu (N,), U (N, K), eta (M, N) and Theta (M, N)."""
+    """mu (N,), U (N, K), eta (M, N), Theta (M, N) and ``fitted`` = sigmoid(q Theta)."""
 
     mu: jax.Array
     U: jax.Array
     eta: jax.Array
     theta: jax.Array
+    fitted: jax.Array
 
 
 def saturated(problem: Problem, m, mu):
@@ -65,8 +67,9 @@ def saturated(problem: Problem, m, mu):
     return m * problem.q + jnp.where(problem.mask, 0.0, mu[None, :])
 
 
-def _state(mu, U, eta) -> State:
-    return State(mu, U, eta, mu[None, :] + ((eta - mu) @ U) @ U.T)
+def _state(problem: Problem, mu, U, eta) -> State:
+    theta = mu[None, :] + ((eta - mu) @ U) @ U.T
+    return State(mu, U, eta, theta, fitted_sigmoid(problem.q, theta))
 
 
 def initial_state(problem: Problem, m, *, rank: int) -> State:
@@ -74,21 +77,21 @@ def initial_state(problem: Problem, m, *, rank: int) -> State:
     q = problem.q
     mu = (m * q).mean(axis=0)
     _, _, vt = jnp.linalg.svd(q - q.mean(axis=0), full_matrices=False)
-    return _state(mu, vt[:rank].T, saturated(problem, m, mu))
+    return _state(problem, mu, vt[:rank].T, saturated(problem, m, mu))
 
 
 def step(problem: Problem, state: State, m) -> State:
     """One majorization step of projection logistic PCA (module docstring)."""
     U = state.U
     rank = U.shape[1]
-    Z = working_matrix(problem.q, state.theta)
+    Z = working_matrix(problem.q, state.theta, state.fitted)
     mu = (Z - (state.eta @ U) @ U.T).mean(axis=0)
     eta = saturated(problem, m, mu)
     T = (eta - mu).T @ Z
     n_rows = eta.shape[0]
     T = T + T.T - eta.T @ eta + n_rows * jnp.outer(mu, mu)
     _, vectors = jnp.linalg.eigh(T)  # ascending eigenvalues
-    return _state(mu, vectors[:, ::-1][:, :rank], eta)
+    return _state(problem, mu, vectors[:, ::-1][:, :rank], eta)
 
 
 def solve(problem: Problem, m, tol, *, rank: int, max_iter: int):
