@@ -26,17 +26,12 @@ Run: ``.venv/bin/python benchmarks/logistic_speed.py [--out results/logistic_spe
 
 from __future__ import annotations
 
-import os
+import single_core
 
-os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[variable] = "1"
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "")
-    + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-)
+single_core.pin()
 
 import argparse  # noqa: E402
+import os  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -152,7 +147,8 @@ def main() -> None:
             print(pd.DataFrame(rows[-1:]).to_string(index=False, float_format="%.4g"), flush=True)
     table = pd.DataFrame(rows)
     print()
-    print("one core, one BLAS/XLA thread; ms per iteration (loss included), whole fits")
+    print(single_core.describe())
+    print("ms per iteration (loss included), whole fits")
     print(table.to_string(index=False, float_format="%.4g"))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

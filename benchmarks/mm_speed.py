@@ -10,15 +10,9 @@ Run: ``.venv/bin/python benchmarks/mm_speed.py [--iterations 200] [--out results
 
 from __future__ import annotations
 
-import os
+import single_core
 
-os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[variable] = "1"
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "")
-    + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-)
+single_core.pin()
 
 import argparse  # noqa: E402
 import time  # noqa: E402
@@ -30,7 +24,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from threadpoolctl import threadpool_info  # noqa: E402
 
 import bernmf  # noqa: E402
 
@@ -81,11 +74,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="best of this many timings")
     parser.add_argument("--out", type=Path, default=Path("results/mm_speed"))
     args = parser.parse_args()
-    blas = [(i["internal_api"], i["num_threads"]) for i in threadpool_info()]
-    print(
-        f"pinned to CPU {sorted(os.sched_getaffinity(0))}; BLAS threads {blas}; "
-        f"XLA_FLAGS={os.environ['XLA_FLAGS'].strip()}"
-    )
+    print(single_core.describe())
     rows = []
     for M, N, K in CASES:
         Y, _, _ = bernmf.simulate(0, M, N, K, bernmf.Prior(0.3, 3.0, 0.5))
