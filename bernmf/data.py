@@ -146,3 +146,13 @@ def check_rank(rank) -> int:
     if rank < 1:
         raise ValueError(f"rank must be >= 1, got {rank}")
     return int(rank)
+
+
+def check_stopping(max_iter, tol) -> None:
+    """Raise ValueError unless ``max_iter`` is an integer >= 1 and ``tol`` a finite number >= 0."""
+    if not isinstance(max_iter, int | np.integer) or isinstance(max_iter, bool) or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    if isinstance(tol, bool) or not isinstance(tol, int | float | np.integer | np.floating):
+        raise ValueError(f"tol must be a number, got {tol!r}")
+    if not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from bernmf.data import Observed, as_observed, check_rank
+from bernmf.data import Observed, as_observed, check_rank, check_stopping
 from bernmf.inference import mm
 from bernmf.inference import mm_batched as batched
 from bernmf.inference._compile import compiled
@@ -222,12 +222,8 @@ def fit_batch(
         raise ValueError("give one seed per prior, and at least one of each")
     if variant not in batched.VARIANTS:
         raise ValueError(f"variant must be one of {batched.VARIANTS}, got {variant!r}")
-    if dtype not in mm.DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(mm.DTYPES)}, got {dtype!r}")
-    if not isinstance(max_iter, int | np.integer) or isinstance(max_iter, bool) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    if not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    mm.check_dtype(dtype)
+    check_stopping(max_iter, tol)
     broadcast = [p.broadcast(rank) for p in priors]
     for prior in broadcast:
         mm.check_prior(prior)

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data import Observed
+from bernmf.data import Observed, check_stopping
 from bernmf.models.spec import masked_log_likelihood_terms
 
 MIN_ITER = 5  # R checks convergence only once ``m > 4``
@@ -160,12 +160,7 @@ def check_options(engine: str, rank: int, shape: tuple[int, int], init, max_iter
         raise ValueError(
             f"engine {engine!r} starts from R's deterministic SVD initialization and takes no init"
         )
-    if not isinstance(max_iter, int | np.integer) or isinstance(max_iter, bool) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    if isinstance(tol, bool) or not isinstance(tol, int | float | np.integer | np.floating):
-        raise ValueError(f"tol must be a number, got {tol!r}")
-    if not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    check_stopping(max_iter, tol)
     if rank > min(shape):
         raise ValueError(
             f"engine {engine!r} needs rank <= min(M, N) = {min(shape)}, got rank={rank}"

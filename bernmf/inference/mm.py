@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data import Observed
+from bernmf.data import Observed, check_stopping
 from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior, log_prior, masked_log_likelihood_terms
@@ -176,6 +176,12 @@ def solve(init: Factors, problem: Problem, prior: Prior, tol, *, max_iter: int) 
     return Solution(sweep.W, sweep.H, trace, i, rel_change)
 
 
+def check_dtype(dtype: str) -> None:
+    """Raise ValueError unless ``dtype`` is one of :data:`DTYPES`."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+
+
 def check_prior(prior: Prior) -> None:
     """MM's monotonicity guarantee needs alpha, beta, gamma >= 1."""
     for name, value in prior._asdict().items():
@@ -217,12 +223,8 @@ def run(
     dtype: str = "float64",
 ) -> Fit:
     """Fit by MM; see :func:`bernmf.fit` for the arguments. Returns a :class:`Fit`."""
-    if not isinstance(max_iter, int | np.integer) or isinstance(max_iter, bool) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    if not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    check_stopping(max_iter, tol)
+    check_dtype(dtype)
     M, N = data.shape
     given = None if init is None else check_init(init, M, N, rank)
     with jax.enable_x64(True):
