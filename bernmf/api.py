@@ -94,4 +94,6 @@ def fit(
         prior = chosen.default_prior.broadcast(rank)
     data = as_observed(Y, mask)
     result = chosen.run(data, rank, prior, int(seed), init, **options)
-    return dataclasses.replace(result, row_labels=data.row_labels, col_labels=data.col_labels)
+    return dataclasses.replace(
+        result, row_labels=data.row_labels, col_labels=data.col_labels, observed=data
+    )

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bernmf.data import as_observed
+from bernmf.data import Observed, as_observed
 from bernmf.models.spec import Prior, perplexity
 
 
@@ -48,6 +48,17 @@ class Fit:
         Engine-specific results.
     row_labels, col_labels : pandas.Index or None
         Labels of a DataFrame input; see :attr:`frames`.
+    draws : mapping
+        Posterior draws of the Bayesian engines, each with leading dims
+        (chain, draw): ``"W"`` of shape (C, S, M, K) and ``"H"`` of shape
+        (C, S, K, N). Empty for point estimates.
+    sample_stats : mapping
+        Per-draw statistics of the samplers, each of shape (C, S): for example
+        ``"diverging"``, ``"energy"``, ``"step_size"``, ``"tree_depth"``. Empty
+        when the engine has none.
+    observed : Observed or None
+        The data the fit was made on (Y and the mask of its observed entries),
+        kept by :func:`bernmf.fit` for the ArviZ export and for saving.
     """
 
     engine: str
@@ -64,6 +75,9 @@ class Fit:
     extras: Mapping[str, Any] = field(default_factory=dict)
     row_labels: pd.Index | None = None
     col_labels: pd.Index | None = None
+    draws: Mapping[str, np.ndarray] = field(default_factory=dict)
+    sample_stats: Mapping[str, np.ndarray] = field(default_factory=dict)
+    observed: Observed | None = field(default=None, repr=False)
 
     @property
     def objective(self) -> float:
