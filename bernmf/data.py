@@ -3,51 +3,122 @@
 from __future__ import annotations
 
 import warnings
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import sparse
 
 
-class Observed(NamedTuple):
-    """A validated binary matrix and its mask of observed entries.
+@dataclass(frozen=True, eq=False)
+class Observed:
+    """A validated binary matrix and its mask of observed entries, stored compactly.
+
+    The data are kept as two boolean matrices (one byte per entry), so that a large
+    matrix is never held as float64; :attr:`Y` gives the float64 view for the engines
+    that want it.
 
     Attributes
     ----------
-    Y : ndarray of shape (M, N), float64
-        Values 0.0 and 1.0; 0.0 wherever the entry is not observed.
+    ones : ndarray of shape (M, N), bool
+        True where the entry is observed and equal to 1. (A 0/1 numeric array is
+        accepted when constructing and converted to bool.)
     mask : ndarray of shape (M, N), bool
         True where the entry is observed (given by the user's mask and not NaN).
     row_labels, col_labels : pandas.Index or None
         Labels of a DataFrame input.
     """
 
-    Y: np.ndarray
+    ones: np.ndarray
     mask: np.ndarray
-    row_labels: pd.Index | None
-    col_labels: pd.Index | None
+    row_labels: pd.Index | None = None
+    col_labels: pd.Index | None = None
+
+    def __post_init__(self):
+        ones = np.asarray(self.ones)
+        if ones.dtype != bool:
+            object.__setattr__(self, "ones", (ones == 1) & self.mask)
+
+    @property
+    def Y(self) -> np.ndarray:
+        """Float64 array of shape (M, N): 1.0 and 0.0, and 0.0 wherever not observed.
+
+        A new array on each access (8 bytes per entry): engines that work on the
+        compact data use :attr:`ones` and :attr:`mask` instead.
+        """
+        return self.ones.astype(float)
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.Y.shape
+        return self.ones.shape
 
 
-def _numeric_values(Y, what: str) -> np.ndarray:
-    """Return a float64 copy of a numpy array, DataFrame or scipy.sparse matrix."""
+def _check_numeric_dtype(dtype, what: str, kind: str = "") -> None:
+    if dtype.kind not in "biuf":
+        raise TypeError(f"{what} must be numeric (bool, int or float), got {kind}dtype {dtype}")
+
+
+def _check_values(values: np.ndarray, what: str) -> np.ndarray:
+    """Check that ``values`` (any shape) holds only 0, 1 and NaN; return where it is NaN."""
+    if values.dtype.kind == "b":
+        return np.zeros(values.shape, bool)
+    if values.dtype.kind == "f" and np.isinf(values).any():
+        raise ValueError(f"{what} contains inf at {int(np.isinf(values).sum())} entries")
+    is_nan = np.isnan(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
+    bad = (values != 0) & (values != 1)
+    bad &= ~is_nan
+    if bad.any():
+        examples = np.unique(values[bad]).astype(float)[:5].tolist()
+        raise ValueError(
+            f"{what} must hold only 0, 1 or NaN (missing); found {int(bad.sum())} other "
+            f"values, e.g. {examples}"
+        )
+    return is_nan
+
+
+def _check_shape(shape: tuple[int, ...], what: str) -> None:
+    if len(shape) != 2:
+        raise ValueError(f"{what} must be 2-D (rows x columns), got {len(shape)} dimension(s)")
+    if shape[0] * shape[1] == 0:
+        raise ValueError(f"{what} is empty (shape {shape})")
+
+
+def _dense_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a dense array or DataFrame; return bool ``(Y == 1, Y is NaN)``.
+
+    Bool and integer input is checked and compared in its own dtype (never
+    converted to float), so a large bool / int8 matrix costs a few bytes per entry.
+    """
     if isinstance(Y, pd.DataFrame):
         bad = [c for c, t in Y.dtypes.items() if not pd.api.types.is_numeric_dtype(t)]
         if bad:
             raise TypeError(f"{what} must be numeric; non-numeric columns: {bad[:5]}")
-        return Y.to_numpy(dtype=float, na_value=np.nan)
-    if sparse.issparse(Y):
-        if Y.dtype.kind not in "biuf":
-            raise TypeError(f"{what} must be numeric, got sparse dtype {Y.dtype}")
-        return Y.toarray().astype(float)
-    array = np.asarray(Y)
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"{what} must be numeric (bool, int or float), got dtype {array.dtype}")
-    return array.astype(float)
+        values = Y.to_numpy(dtype=float, na_value=np.nan)
+    else:
+        values = np.asarray(Y)
+        _check_numeric_dtype(values.dtype, what)
+    _check_shape(values.shape, what)
+    is_nan = _check_values(values, what)
+    return (values == 1) if values.dtype != bool else values.copy(), is_nan
+
+
+def _sparse_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a scipy.sparse matrix; return dense bool ``(Y == 1, Y is NaN)``.
+
+    Only the stored entries are checked and converted; entries not stored are
+    observed zeros. Duplicate stored entries are summed, as ``toarray`` does.
+    """
+    _check_numeric_dtype(Y.dtype, what, kind="sparse ")
+    _check_shape(Y.shape, what)
+    stored = sparse.coo_array(Y, copy=True)
+    stored.sum_duplicates()
+    is_nan_stored = _check_values(stored.data, what)
+    ones = np.zeros(stored.shape, bool)
+    is_one = stored.data == 1
+    ones[stored.row[is_one], stored.col[is_one]] = True
+    is_nan = np.zeros(stored.shape, bool)
+    is_nan[stored.row[is_nan_stored], stored.col[is_nan_stored]] = True
+    return ones, is_nan
 
 
 def _labels(Y):
@@ -62,8 +133,12 @@ def as_observed(Y, mask=None) -> Observed:
     Parameters
     ----------
     Y : array-like, pandas.DataFrame or scipy.sparse matrix of shape (M, N)
-        Values 0 and 1; NaN means "missing" (not observed).
-    mask : array-like of shape (M, N) with boolean values, optional
+        Values 0 and 1; NaN means "missing" (not observed). Bool and integer
+        arrays (e.g. int8) are validated without conversion to float. For a
+        scipy.sparse matrix (CSR, CSC, COO, ...), the stored entries must be 1
+        (or 0, or NaN for missing) and every entry that is not stored is an
+        observed 0; express other missing entries with ``mask``.
+    mask : array-like or scipy.sparse matrix of shape (M, N) with boolean values, optional
         True where the entry is observed (for example the training entries).
         Combined with the NaNs of Y. Default: every non-NaN entry.
 
@@ -85,24 +160,14 @@ def as_observed(Y, mask=None) -> Observed:
         Once, if some rows or columns have no observed entry (allowed: their
         factors are then set by the prior, or kept).
     """
-    values = _numeric_values(Y, "Y")
-    if values.ndim != 2:
-        raise ValueError(f"Y must be 2-D (rows x columns), got {values.ndim} dimension(s)")
-    if values.size == 0:
-        raise ValueError(f"Y is empty (shape {values.shape})")
-    if np.isinf(values).any():
-        raise ValueError(f"Y contains inf at {int(np.isinf(values).sum())} entries")
-    is_nan = np.isnan(values)
-    bad = ~is_nan & (values != 0) & (values != 1)
-    if bad.any():
-        examples = np.unique(values[bad])[:5].tolist()
-        raise ValueError(
-            f"Y must hold only 0, 1 or NaN (missing); found {int(bad.sum())} other values, "
-            f"e.g. {examples}"
-        )
+    if sparse.issparse(Y):
+        ones, is_nan = _sparse_ones_and_missing(Y, "Y")
+    else:
+        ones, is_nan = _dense_ones_and_missing(Y, "Y")
     observed = ~is_nan
+    del is_nan
     if mask is not None:
-        observed &= _boolean_mask(mask, values.shape)
+        observed &= _boolean_mask(mask, ones.shape)
     if not observed.any():
         raise ValueError("no entry of Y is observed (the mask and the NaNs of Y leave nothing)")
     empty_rows = int((~observed.any(axis=1)).sum())
@@ -114,8 +179,9 @@ def as_observed(Y, mask=None) -> Observed:
             UserWarning,
             stacklevel=3,
         )
+    ones &= observed
     row_labels, col_labels = _labels(Y)
-    return Observed(np.where(observed, values, 0.0), observed, row_labels, col_labels)
+    return Observed(ones, observed, row_labels, col_labels)
 
 
 def _boolean_mask(mask, shape) -> np.ndarray:

@@ -34,10 +34,23 @@ def run(
     max_iter: int = 2000,
     tol: float = 1e-5,
     dtype: str = "float64",
+    block_rows: int | str | None = None,
+    devices=None,
 ) -> Fit:
     """Fit by EM; the options are those of :func:`bernmf.inference.mm.run`."""
     flat = Prior().broadcast(rank)
-    result = mm.run(data, rank, flat, seed, init, max_iter=max_iter, tol=tol, dtype=dtype)
+    result = mm.run(
+        data,
+        rank,
+        flat,
+        seed,
+        init,
+        max_iter=max_iter,
+        tol=tol,
+        dtype=dtype,
+        block_rows=block_rows,
+        devices=devices,
+    )
     return dataclasses.replace(result, engine="em", prior=None)
 
 

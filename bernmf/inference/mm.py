@@ -18,12 +18,15 @@ gamma are all >= 1.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bernmf.data import Observed, check_stopping
 from bernmf.inference._compile import compiled
@@ -41,22 +44,56 @@ class Factors(NamedTuple):
     H: jax.Array
 
 
-class Problem(NamedTuple):
-    """The data as the update equations use them: boolean (M, N) indicators and n_obs (M,)."""
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["y_one", "y_zero", "mask", "n_obs", "real_row"],
+    meta_fields=["block_rows", "axis_name"],
+)
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """The data as the update equations use them.
 
-    y_one: jax.Array  # O * Y, bool
-    y_zero: jax.Array  # O * (1 - Y), bool
-    mask: jax.Array  # O, bool
-    n_obs: jax.Array  # O.sum(1), float
+    Attributes
+    ----------
+    y_one, y_zero, mask : bool arrays of shape (M, N)
+        ``O * Y``, ``O * (1 - Y)`` and ``O``.
+    n_obs : array of shape (M,)
+        ``O.sum(1)`` in the factors' float dtype.
+    real_row : bool array of shape (M,) or None
+        False for the rows added to pad M to a multiple of the block size or of
+        the device count (they have no observed entry and are left out of the
+        objective); None when there is no padding.
+    block_rows : int or None
+        Static. None: every sweep works on whole (M, N) arrays (fastest when they
+        fit in memory). An int B: the sweep goes over blocks of B rows with
+        ``lax.scan`` / ``lax.map``, so its temporaries are (B, N) and the
+        predictions ``W @ H`` are not kept (``Sweep.p_one`` is None); M (per
+        device) must be a multiple of B.
+    axis_name : str or None
+        Static. Inside ``shard_map`` over the rows, the mesh axis to sum the
+        row sums over (``lax.psum``); None on one device.
+    """
+
+    y_one: jax.Array
+    y_zero: jax.Array
+    mask: jax.Array
+    n_obs: jax.Array
+    real_row: jax.Array | None = None
+    block_rows: int | None = None
+    axis_name: str | None = None
 
 
 class Sweep(NamedTuple):
-    """Factors with their predictions, so each is computed once per update."""
+    """Factors with their predictions, so each is computed once per update.
+
+    With a blocked :class:`Problem` the predictions are None (they would be
+    (M, N)); each pass over the blocks recomputes them block by block.
+    """
 
     W: jax.Array
     H: jax.Array
-    p_one: jax.Array  # W @ H
-    p_zero: jax.Array  # W @ (1 - H)
+    p_one: jax.Array | None  # W @ H
+    p_zero: jax.Array | None  # W @ (1 - H)
 
 
 def predict(W, H) -> tuple[jax.Array, jax.Array]:
@@ -64,36 +101,99 @@ def predict(W, H) -> tuple[jax.Array, jax.Array]:
     return W @ H, W @ (1 - H)
 
 
-def _ratios(problem: Problem, p_one, p_zero):
-    """``O*Y / (W @ H)`` and ``O*(1-Y) / (W @ (1-H))``, each of shape (M, N)."""
+def make_sweep(problem: Problem, W, H) -> Sweep:
+    """The :class:`Sweep` at ``(W, H)``: with its predictions unless the problem is blocked."""
+    if problem.block_rows is None:
+        return Sweep(W, H, *predict(W, H))
+    return Sweep(W, H, None, None)
+
+
+def _ratios(y_one, y_zero, p_one, p_zero):
+    """``O*Y / (W @ H)`` and ``O*(1-Y) / (W @ (1-H))``, of the shape of ``y_one``."""
     tiny = jnp.finfo(p_one.dtype).tiny
     return (
-        jnp.where(problem.y_one, 1 / jnp.maximum(p_one, tiny), 0.0),
-        jnp.where(problem.y_zero, 1 / jnp.maximum(p_zero, tiny), 0.0),
+        jnp.where(y_one, 1 / jnp.maximum(p_one, tiny), 0.0),
+        jnp.where(y_zero, 1 / jnp.maximum(p_zero, tiny), 0.0),
     )
+
+
+def _blocks(problem: Problem, *row_arrays):
+    """Each (M, ...) array as (M / B, B, ...): the leading axis is scanned over."""
+    B = problem.block_rows
+    return tuple(a.reshape(a.shape[0] // B, B, *a.shape[1:]) for a in row_arrays)
+
+
+def _total_over_devices(problem: Problem, value):
+    """Add up per-device sums over rows (a no-op on one device)."""
+    if problem.axis_name is None:
+        return value
+    return jax.lax.psum(value, problem.axis_name)
+
+
+def _h_statistics(problem: Problem, sweep: Sweep):
+    """``(W.T @ (O*Y / WH), W.T @ (O*(1-Y) / W(1-H)))``, each (K, N), summed over all rows."""
+    W, H = sweep.W, sweep.H
+
+    def block_sums(y_one, y_zero, W_block, p_one, p_zero):
+        r_one, r_zero = _ratios(y_one, y_zero, p_one, p_zero)
+        return W_block.T @ r_one, W_block.T @ r_zero
+
+    if problem.block_rows is None:
+        sums = block_sums(problem.y_one, problem.y_zero, W, sweep.p_one, sweep.p_zero)
+    else:
+
+        def add_block(total, block):
+            y_one, y_zero, W_block = block
+            one, zero = block_sums(y_one, y_zero, W_block, *predict(W_block, H))
+            return (total[0] + one, total[1] + zero), None
+
+        zeros = jnp.zeros_like(H)
+        if problem.axis_name is not None:  # the sums differ between devices until the psum
+            zeros = jax.lax.pcast(zeros, problem.axis_name, to="varying")
+        blocks = _blocks(problem, problem.y_one, problem.y_zero, W)
+        sums, _ = jax.lax.scan(add_block, (zeros, zeros), blocks)
+    return _total_over_devices(problem, sums)
+
+
+def _w_statistics(problem: Problem, sweep: Sweep):
+    """``S = W * ((O*Y / WH) @ H.T + (O*(1-Y) / W(1-H)) @ (1 - H).T)``, shape (M, K)."""
+    W, H = sweep.W, sweep.H
+
+    def rows_S(y_one, y_zero, W_rows, p_one, p_zero):
+        r_one, r_zero = _ratios(y_one, y_zero, p_one, p_zero)
+        return W_rows * (r_one @ H.T + r_zero @ (1 - H).T)
+
+    if problem.block_rows is None:
+        return rows_S(problem.y_one, problem.y_zero, W, sweep.p_one, sweep.p_zero)
+
+    def block_S(block):
+        y_one, y_zero, W_block = block
+        return rows_S(y_one, y_zero, W_block, *predict(W_block, H))
+
+    S = jax.lax.map(block_S, _blocks(problem, problem.y_one, problem.y_zero, W))
+    return S.reshape(W.shape)
 
 
 def update_H(problem: Problem, sweep: Sweep, prior: Prior) -> Sweep:
     """The H half of one MM sweep; returns the sweep with H and predictions updated."""
     W, H = sweep.W, sweep.H
-    r_one, r_zero = _ratios(problem, sweep.p_one, sweep.p_zero)
-    C = H * (W.T @ r_one) + (prior.alpha - 1)[:, None]
-    D = (1 - H) * (W.T @ r_zero) + (prior.beta - 1)[:, None]
+    sum_one, sum_zero = _h_statistics(problem, sweep)
+    C = H * sum_one + (prior.alpha - 1)[:, None]
+    D = (1 - H) * sum_zero + (prior.beta - 1)[:, None]
     total = C + D
     H = jnp.where(total > 0, C / jnp.where(total > 0, total, 1), H)
-    return Sweep(W, H, *predict(W, H))
+    return make_sweep(problem, W, H)
 
 
 def update_W(problem: Problem, sweep: Sweep, prior: Prior) -> Sweep:
-    """The W half of one MM sweep; returns the sweep with W and predictions updated."""
+    """The W half of one MM sweep (row by row); returns the sweep with W and predictions updated."""
     W, H = sweep.W, sweep.H
-    r_one, r_zero = _ratios(problem, sweep.p_one, sweep.p_zero)
-    S = W * (r_one @ H.T + r_zero @ (1 - H).T)
+    S = _w_statistics(problem, sweep)
     denominator = (problem.n_obs + jnp.sum(prior.gamma - 1))[:, None]
     W = jnp.where(
         denominator > 0, (S + (prior.gamma - 1)) / jnp.where(denominator > 0, denominator, 1), W
     )
-    return Sweep(W, H, *predict(W, H))
+    return make_sweep(problem, W, H)
 
 
 def step(problem: Problem, sweep: Sweep, prior: Prior) -> Sweep:
@@ -101,22 +201,111 @@ def step(problem: Problem, sweep: Sweep, prior: Prior) -> Sweep:
     return update_W(problem, update_H(problem, sweep, prior), prior)
 
 
+def _log_likelihood(problem: Problem, sweep: Sweep):
+    """Log-likelihood of the observed entries of this device's rows."""
+    if problem.block_rows is None:
+        terms = masked_log_likelihood_terms(problem.y_one, problem.mask, sweep.p_one, sweep.p_zero)
+        return jnp.sum(terms)
+
+    def block_sum(block):
+        y_one, mask, W_block = block
+        p_one, p_zero = predict(W_block, sweep.H)
+        return jnp.sum(masked_log_likelihood_terms(y_one, mask, p_one, p_zero))
+
+    return jnp.sum(jax.lax.map(block_sum, _blocks(problem, problem.y_one, problem.mask, sweep.W)))
+
+
+def _log_prior(problem: Problem, sweep: Sweep, prior: Prior):
+    """:func:`log_prior` of the real rows of W and of H (once, however many devices)."""
+    W, H = sweep.W, sweep.H
+    if problem.real_row is not None:
+        W = jnp.where(problem.real_row[:, None], W, 1.0)  # log 1 = 0: padding adds nothing
+    if problem.axis_name is None:
+        return log_prior(W, H, prior)
+    no_columns, no_rows = jnp.ones((H.shape[0], 0), H.dtype), jnp.ones((0, W.shape[1]), W.dtype)
+    w_part = _total_over_devices(problem, log_prior(W, no_columns, prior))
+    return w_part + log_prior(no_rows, H, prior)
+
+
 def objective(problem: Problem, sweep: Sweep, prior: Prior) -> jax.Array:
     """Negative log-posterior (unnormalized) of the observed entries: what MM minimizes."""
-    log_lik = jnp.sum(
-        masked_log_likelihood_terms(problem.y_one, problem.mask, sweep.p_one, sweep.p_zero)
-    )
-    return -(log_lik + log_prior(sweep.W, sweep.H, prior))
+    log_lik = _total_over_devices(problem, _log_likelihood(problem, sweep))
+    return -(log_lik + _log_prior(problem, sweep, prior))
 
 
-def make_problem(data: Observed, dtype) -> Problem:
-    """The :class:`Problem` of validated data, with n_obs in ``dtype``."""
+ROWS = "rows"
+"""Name of the mesh axis that the rows of Y, the mask and W are sharded over."""
+
+
+def padded_rows(M: int, block_rows: int | None, n_devices: int) -> int:
+    """M rounded up so that each of ``n_devices`` gets a whole number of row blocks."""
+    per_device = -(-M // n_devices)
+    if block_rows is not None:
+        per_device = -(-per_device // block_rows) * block_rows
+    return per_device * n_devices
+
+
+def make_problem(data: Observed, dtype, *, block_rows: int | None = None, devices=None) -> Problem:
+    """The :class:`Problem` of validated data, with n_obs in ``dtype``.
+
+    Parameters
+    ----------
+    data : Observed
+    dtype : jnp.float64 or jnp.float32
+    block_rows : int, optional
+        Rows per block (see :class:`Problem`); None for the unblocked sweep.
+    devices : sequence of jax.Device, optional
+        Shard the rows over these devices (mesh axis :data:`ROWS`); None keeps
+        everything on the default device.
+
+    Returns
+    -------
+    Problem
+        M is padded with unobserved rows to :func:`padded_rows`.
+    """
+    M = data.shape[0]
+    n_devices = 1 if devices is None else len(devices)
+    padding = padded_rows(M, block_rows, n_devices) - M
+    mask = _pad_rows(data.mask, padding)
+    y_one = _pad_rows(data.ones, padding)
+    arrays = {
+        "y_one": y_one,
+        "y_zero": mask & ~y_one,
+        "mask": mask,
+        "n_obs": mask.sum(axis=1).astype(dtype),
+        "real_row": _pad_rows(np.ones(M, bool), padding) if padding else None,
+    }
+    sharding = None if devices is None else NamedSharding(_mesh(devices), PartitionSpec(ROWS))
+    placed = {name: _place(a, sharding) for name, a in arrays.items() if a is not None}
     return Problem(
-        y_one=jnp.asarray(data.mask & (data.Y == 1)),
-        y_zero=jnp.asarray(data.mask & (data.Y == 0)),
-        mask=jnp.asarray(data.mask),
-        n_obs=jnp.asarray(data.mask.sum(axis=1), dtype),
+        **placed,
+        block_rows=block_rows,
+        axis_name=None if devices is None else ROWS,
     )
+
+
+def _pad_rows(array: np.ndarray, padding: int, value=False) -> np.ndarray:
+    """``array`` with ``padding`` rows of ``value`` appended (no copy when padding is 0)."""
+    if padding == 0:
+        return array
+    fill = np.full((padding, *array.shape[1:]), value, array.dtype)
+    return np.concatenate([array, fill])
+
+
+def _mesh(devices) -> Mesh:
+    return Mesh(np.asarray(devices, dtype=object), (ROWS,))
+
+
+def _place(array, sharding: NamedSharding | None) -> jax.Array:
+    """``array`` on the default device, or laid out by ``sharding``.
+
+    Each process builds only the shards of its own devices, so this also works
+    when the mesh spans several hosts (every process holds the same ``array``).
+    """
+    if sharding is None:
+        return jnp.asarray(array)
+    array = np.asarray(array)
+    return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
 
 
 def random_init(key, M: int, N: int, K: int, dtype) -> Factors:
@@ -153,7 +342,7 @@ def solve(init: Factors, problem: Problem, prior: Prior, tol, *, max_iter: int) 
     -------
     Solution
     """
-    sweep = Sweep(init.W, init.H, *predict(init.W, init.H))
+    sweep = make_sweep(problem, init.W, init.H)
     first = objective(problem, sweep, prior)
     trace = jnp.full(max_iter + 1, jnp.nan, first.dtype).at[0].set(first)
     inf = jnp.asarray(jnp.inf, first.dtype)
@@ -211,6 +400,101 @@ def check_init(init, M: int, N: int, K: int) -> Factors:
     return Factors(W / W.sum(axis=1, keepdims=True), H)
 
 
+AUTO_BLOCK_BYTES = 2**29
+"""Memory that ``block_rows="auto"`` lets a sweep's (rows, N) float temporaries use (512 MiB)."""
+LIVE_TEMPORARIES = 8
+"""Float (rows, N) arrays alive at once in an unblocked sweep (predictions, ratios, products)."""
+
+
+def check_block_rows(block_rows) -> None:
+    """Raise unless ``block_rows`` is None, ``"auto"`` or an integer >= 1."""
+    if block_rows is None or (isinstance(block_rows, str) and block_rows == "auto"):
+        return
+    if isinstance(block_rows, bool) or not isinstance(block_rows, int | np.integer):
+        raise TypeError(f"block_rows must be None, 'auto' or an integer >= 1, got {block_rows!r}")
+    if block_rows < 1:
+        raise ValueError(f"block_rows must be >= 1, got {block_rows}")
+
+
+def choose_block_rows(block_rows, M: int, N: int, n_devices: int, itemsize: int) -> int | None:
+    """The rows per block that a validated ``block_rows`` option means for this problem.
+
+    ``"auto"`` keeps the unblocked sweep when its temporaries (``LIVE_TEMPORARIES``
+    float arrays of each device's rows x N) fit in ``AUTO_BLOCK_BYTES``; otherwise
+    the largest blocks that fit, evened out so that padding is less than one block.
+    An integer larger than the rows of a device is reduced to them.
+    """
+    rows_per_device = -(-M // n_devices)
+    if block_rows is None:
+        return None
+    if block_rows == "auto":
+        fitting = AUTO_BLOCK_BYTES // (LIVE_TEMPORARIES * N * itemsize)
+        if fitting >= rows_per_device:
+            return None
+        n_blocks = -(-rows_per_device // max(1, fitting))
+        return -(-rows_per_device // n_blocks)
+    return min(int(block_rows), rows_per_device)
+
+
+def check_devices(devices) -> tuple | None:
+    """Return ``devices`` as a tuple of distinct JAX devices of one platform (or None).
+
+    Raises
+    ------
+    TypeError
+        Not a sequence, or an element that is not a ``jax.Device``.
+    ValueError
+        Empty, with duplicates, or mixing platforms (e.g. CPU and GPU).
+    """
+    if devices is None:
+        return None
+    if isinstance(devices, jax.Device):
+        raise TypeError("devices must be a list of jax devices, got one device; use [device]")
+    if isinstance(devices, str) or not isinstance(devices, list | tuple):
+        raise TypeError(
+            f"devices must be a list of jax devices (e.g. jax.devices()), got {devices!r}"
+        )
+    if not devices:
+        raise ValueError("devices is empty: give at least one jax device, e.g. jax.devices()")
+    not_devices = [d for d in devices if not isinstance(d, jax.Device)]
+    if not_devices:
+        raise TypeError(
+            f"devices must be jax devices (from jax.devices()), got {not_devices[:3]!r}"
+        )
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"devices has duplicates: {list(devices)}")
+    platforms = sorted({d.platform for d in devices})
+    if len(platforms) > 1:
+        raise ValueError(f"devices must all be of one platform, got {platforms}")
+    return tuple(devices)
+
+
+def _solver(devices):
+    """:func:`solve`, or :func:`solve` under ``shard_map`` over the rows on ``devices``.
+
+    Each device runs the same while loop on its rows of Y, the mask and W, with H
+    replicated; the sums over rows (H step, objective) are ``lax.psum``-ed over
+    the mesh axis, so every device takes the same decisions. The returned W is
+    gathered onto every device.
+    """
+    if devices is None:
+        return solve
+    mesh = _mesh(devices)
+    rows, replicated = PartitionSpec(ROWS), PartitionSpec()
+
+    def solve_sharded(init, problem, prior, tol, *, max_iter):
+        solution = jax.shard_map(
+            functools.partial(solve, max_iter=max_iter),
+            mesh=mesh,
+            in_specs=(Factors(rows, replicated), rows, replicated, replicated),
+            out_specs=Solution(rows, replicated, replicated, replicated, replicated),
+        )(init, problem, prior, tol)
+        W = jax.lax.with_sharding_constraint(solution.W, NamedSharding(mesh, replicated))
+        return solution._replace(W=W)
+
+    return solve_sharded
+
+
 def run(
     data: Observed,
     rank: int,
@@ -221,27 +505,60 @@ def run(
     max_iter: int = 2000,
     tol: float = 1e-5,
     dtype: str = "float64",
+    block_rows: int | str | None = None,
+    devices=None,
 ) -> Fit:
-    """Fit by MM; see :func:`bernmf.fit` for the arguments. Returns a :class:`Fit`."""
+    """Fit by MM; see :func:`bernmf.fit` for the arguments. Returns a :class:`Fit`.
+
+    Parameters
+    ----------
+    block_rows : int, "auto" or None, default None
+        None: the sweep works on whole (M, N) arrays (fastest while a few float
+        copies of Y fit in memory). An int B: it goes over blocks of B rows, so
+        that the memory beyond Y and the mask is O((M + N) K + B N); M is padded
+        to a multiple of B with unobserved rows. ``"auto"``: unblocked if that
+        fits in :data:`AUTO_BLOCK_BYTES`, else blocks that do. The result is the
+        same up to floating-point rounding (about 1e-13 in float64).
+    devices : list of jax.Device, optional
+        Shard the rows of Y, the mask and W over these devices and replicate H
+        (``shard_map`` over a one-axis :class:`jax.sharding.Mesh`; the H step's
+        and the objective's sums over rows are ``lax.psum`` reductions). M is
+        padded to a multiple of the device count with unobserved rows. Default:
+        one device, no sharding. On a machine with several GPUs pass
+        ``devices=jax.devices()``; across several hosts, call
+        ``jax.distributed.initialize()`` first in every process (each with the
+        same data) and pass ``devices=jax.devices()`` (all hosts' devices); every
+        process gets the whole result.
+    """
     check_stopping(max_iter, tol)
     check_dtype(dtype)
+    check_block_rows(block_rows)
+    devices = check_devices(devices)
     M, N = data.shape
     given = None if init is None else check_init(init, M, N, rank)
     with jax.enable_x64(True):
         float_type = DTYPES[dtype]
+        n_devices = 1 if devices is None else len(devices)
+        itemsize = jnp.dtype(float_type).itemsize
+        block = choose_block_rows(block_rows, M, N, n_devices, itemsize)
         if given is None:
             start = random_init(jax.random.key(seed), M, N, rank, float_type)
         else:
             start = Factors(*(jnp.asarray(a, float_type) for a in given))
-        problem = make_problem(data, float_type)
-        prior_arrays = Prior(*(jnp.asarray(v, float_type) for v in prior))
-        tol_array = jnp.asarray(tol, float_type)
+        problem = make_problem(data, float_type, block_rows=block, devices=devices)
+        start = _place_factors(start, problem.mask.shape[0], devices)
+        replicated = None if devices is None else NamedSharding(_mesh(devices), PartitionSpec())
+        prior_arrays = Prior(*(_place(np.asarray(v, float_type), replicated) for v in prior))
+        tol_array = _place(np.asarray(tol, float_type), replicated)
         args = (start, problem, prior_arrays, tol_array)
-        program, compile_seconds = compiled("mm.solve", solve, *args, max_iter=int(max_iter))
+        device_ids = None if devices is None else tuple(d.id for d in devices)
+        program, compile_seconds = compiled(
+            ("mm.solve", block, device_ids), _solver(devices), *args, max_iter=int(max_iter)
+        )
         begin = time.perf_counter()
         solution = jax.block_until_ready(program(*args))
         run_seconds = time.perf_counter() - begin
-        W, H = np.asarray(solution.W, float), np.asarray(solution.H, float)
+        W, H = np.asarray(solution.W, float)[:M], np.asarray(solution.H, float)
         n_iter = int(solution.n_iter)
         return Fit(
             engine="mm",
@@ -255,7 +572,22 @@ def run(
             converged=bool(solution.rel_change < tol),
             timings={"compile": compile_seconds, "run": run_seconds},
             seed=seed,
+            extras={"block_rows": block, "devices": n_devices},
         )
+
+
+def _place_factors(factors: Factors, rows: int, devices) -> Factors:
+    """W padded to ``rows`` rows (uniform on the simplex) and placed by rows; H replicated."""
+    W = np.asarray(factors.W)
+    K = W.shape[1]
+    W = _pad_rows(W, rows - W.shape[0], value=1 / K)
+    if devices is None:
+        return Factors(jnp.asarray(W), factors.H)
+    mesh = _mesh(devices)
+    return Factors(
+        _place(W, NamedSharding(mesh, PartitionSpec(ROWS))),
+        _place(np.asarray(factors.H), NamedSharding(mesh, PartitionSpec())),
+    )
 
 
 ENGINE = register(Engine(name="mm", run=run, check_prior=check_prior, default_prior=Prior()))
