@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import sparse
 
@@ -222,3 +223,15 @@ def test_rows_sharded_over_four_host_devices_give_the_single_device_result():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("OK")
+
+
+def test_scaling_benchmark_quick_mode_writes_its_table_and_figure(tmp_path):
+    script = ROOT / "benchmarks" / "scaling.py"
+    command = [sys.executable, str(script), "--quick", "--iterations", "1", "--out", str(tmp_path)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    scaling = pd.read_csv(tmp_path / "scaling.csv")
+    sharding = pd.read_csv(tmp_path / "sharding.csv")
+    assert (scaling["peak RSS MB"] > 0).all() and scaling["s per iteration"].notna().all()
+    assert sharding["devices"].tolist() == [1, 4]
+    assert (tmp_path / "scaling.png").stat().st_size > 0
