@@ -31,6 +31,9 @@ def fit(
     Y : array-like, pandas.DataFrame or scipy.sparse matrix of shape (M, N)
         Values 0 and 1. **NaN means "missing"**: such entries are not observed
         and never used. A DataFrame's labels come back on :attr:`Fit.frames`.
+        Bool and int8 arrays and scipy.sparse matrices are read without a
+        float64 copy; in a sparse matrix the entries not stored are observed
+        zeros (mark missing ones with ``mask``, or store NaN).
     engine : str, default "mm"
         One of :func:`bernmf.engines`: ``"mm"`` (MAP by majorization-
         minimization), ``"em"`` (maximum likelihood, no prior), ...
@@ -51,8 +54,12 @@ def fit(
     **options
         Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
         ``tol`` (default 1e-5; stop when the relative change of the objective
-        is below it; 0 runs exactly ``max_iter`` iterations) and ``dtype``
-        (``"float64"``, default, or ``"float32"``).
+        is below it; 0 runs exactly ``max_iter`` iterations), ``dtype``
+        (``"float64"``, default, or ``"float32"``), ``block_rows`` (None,
+        default; an int or ``"auto"`` sweeps over blocks of rows so that memory
+        beyond Y is O((M + N) K + block_rows N)) and ``devices`` (a list of JAX
+        devices to shard the rows over, e.g. ``jax.devices()``); see
+        :func:`bernmf.inference.mm.run`.
 
     Returns
     -------
