@@ -14,6 +14,11 @@ Entries where ``C + D = 0`` (a column with no observed entry under a flat prior)
 rows where the denominator is 0 (a row with no observed entry and gamma = 1) keep
 their value. The objective, ``-log_joint``, never increases when alpha, beta and
 gamma are all >= 1.
+
+The H step and the objective sum over rows and the W step is row by row, so the
+same sweep runs over blocks of rows (``block_rows``: memory O((M + N) K + B N)
+beyond Y) and over rows sharded across devices (``devices``: ``shard_map`` with
+the row sums ``psum``-ed); see :func:`run`.
 """
 
 from __future__ import annotations
