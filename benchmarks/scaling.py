@@ -79,7 +79,7 @@ def measure(M: int, N: int, K: int, iterations: int, sharded: bool) -> dict:
         "entries": M * N,
         "K": K,
         "devices": extras["devices"],
-        "block_rows": extras["block_rows"],
+        "block_rows": extras["block_rows"] or "unblocked",
         "s per iteration": seconds,
         "1-iteration run s": run_seconds[1],
         "compile s": compile_seconds,
