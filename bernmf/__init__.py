@@ -6,6 +6,7 @@ several engines behind one entry point, :func:`fit`. NaN in Y means "missing".
 
 from bernmf.api import fit
 from bernmf.inference import available as engines
+from bernmf.io import load
 from bernmf.models import Prior, log_joint, log_likelihood, log_prior, perplexity, simulate
 from bernmf.results import Fit
 
@@ -14,6 +15,7 @@ __all__ = [
     "Prior",
     "engines",
     "fit",
+    "load",
     "log_joint",
     "log_likelihood",
     "log_prior",
