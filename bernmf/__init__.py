@@ -10,7 +10,23 @@ from bernmf.io import load
 from bernmf.models import Prior, log_joint, log_likelihood, log_prior, perplexity, simulate
 from bernmf.results import Fit
 
+
+
+def __getattr__(name: str):
+    """``bernmf.NBMF`` (needs scikit-learn) and ``bernmf.plot``, imported on first use."""
+    if name == "NBMF":
+        from bernmf.estimator import NBMF
+
+        return NBMF
+    if name == "plot":
+        import importlib
+
+        return importlib.import_module("bernmf.plot")
+    raise AttributeError(f"module 'bernmf' has no attribute {name!r}")
+
+
 __all__ = [
+    "NBMF",
     "Fit",
     "Prior",
     "engines",
