@@ -11,7 +11,6 @@ from bernmf.models import Prior, log_joint, log_likelihood, log_prior, perplexit
 from bernmf.results import Fit
 
 
-
 def __getattr__(name: str):
     """``bernmf.NBMF`` (needs scikit-learn) and ``bernmf.plot``, imported on first use."""
     if name == "NBMF":
@@ -36,5 +35,6 @@ __all__ = [
     "log_likelihood",
     "log_prior",
     "perplexity",
+    "plot",
     "simulate",
 ]
