@@ -240,6 +240,11 @@ def prior_of(args, engine: str) -> Prior | None:
     )
 
 
+def scored(Y, result, mask) -> float:
+    """Perplexity of ``result`` on the entries of Y selected by ``mask`` (NaN never scored)."""
+    return perplexity(np.asarray(Y, dtype=float), result.probs, mask)
+
+
 def describe_prior(prior: Prior | None) -> str:
     if prior is None:
         return "none"
@@ -267,6 +272,7 @@ def fit_command(args) -> int:
     prior = None
     if any(v is not None for v in given):
         prior = Prior(*(1.0 if v is None else v for v in given))
+    get_engine(args.engine)  # an unknown name fails before anything is read or said
     say(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
     result = fit(Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed, **options)
     summary = {
@@ -281,7 +287,7 @@ def fit_command(args) -> int:
         "n_iter": result.n_iter,
         "converged": result.converged,
         "objective": result.objective,
-        "train_perplexity": result.perplexity(Y, result.observed.mask),
+        "train_perplexity": scored(Y, result, result.observed.mask),
         "timings": dict(result.timings),
         "versions": versions(),
     }
@@ -343,7 +349,7 @@ def compare_command(args) -> int:
                 "rank": rank,
                 "prior": describe_prior(result.prior),
                 "seed": seed,
-                "perplexity": result.perplexity(Y, split.test),
+                "perplexity": scored(Y, result, split.test),
                 "seconds": result.timings.get("run", np.nan),
                 "compile_seconds": result.timings.get("compile", np.nan),
                 "iterations": result.n_iter,
@@ -424,7 +430,7 @@ def tune_command(args) -> int:
     best = tuning.best
     prior = Prior(best["alpha"], best["beta"], args.gamma)
     result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, seed=best["seed"], **options)
-    best = {**best, "gamma": args.gamma, "test_perplexity": result.perplexity(Y, split.test)}
+    best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
     summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
     with output_folder(out, args.force) as folder:
         tuning.table.to_csv(folder / "grid.csv", index=False)
