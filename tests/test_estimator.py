@@ -103,6 +103,10 @@ def test_bad_input_and_settings_give_clear_errors():
     with pytest.raises(ValueError, match="only 0, 1 or NaN"):
         NBMF().fit(Y * 0.5)
     assert NBMF(binarize=0.2).fit(Y * 0.5).n_features_in_ == 6
+    with pytest.raises(ValueError, match="infinity"):
+        NBMF().fit(np.where(Y == 1, np.inf, Y))  # NaN means missing, inf is an error
+    with pytest.raises(ValueError, match="binarize must be None or a number"):
+        NBMF(binarize="yes").fit(Y)
     with pytest.raises(ValueError, match="takes no prior"):
         NBMF(engine="em", alpha=2.0).fit(Y)
     with pytest.raises(ValueError, match="does not give probabilities"):
