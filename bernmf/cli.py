@@ -40,11 +40,12 @@ def demo(args: argparse.Namespace) -> int:
     Y, W, H = simulate(args.seed, args.rows, args.cols, args.true_rank, truth_prior)
     split = random_split(Y.shape, (1 - args.holdout, 0.0, args.holdout), seed=args.seed)
     train, test = split.train, split.test
-    print(
+    say(
+        args,
         f"Simulated Y: {args.rows} x {args.cols}, true rank {args.true_rank}, "
         f"H ~ Beta({args.alpha}, {args.beta}), W ~ Dirichlet({args.gamma}), "
         f"density {Y.mean():.3f}; "
-        f"{test.mean():.0%} of entries held out for testing."
+        f"{test.mean():.0%} of entries held out for testing.",
     )
     rows = []
     for engine in ("em", "mm"):
@@ -63,11 +64,13 @@ def demo(args: argparse.Namespace) -> int:
                 }
             )
     table = pd.DataFrame(rows)
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    print("(seconds include compilation the first time a shape is seen)")
-    print(
-        f"true W @ H: held-out perplexity {perplexity(Y, W @ H, test):.4g} "
-        f"(perplexity = mean negative log-likelihood per held-out entry, nats; lower is better)"
+    truth = perplexity(Y, W @ H, test)
+    show(args, table, {"fits": table.to_dict(orient="records"), "true_perplexity": truth})
+    say(args, "(seconds include compilation the first time a shape is seen)")
+    say(
+        args,
+        f"true W @ H: held-out perplexity {truth:.4g} "
+        f"(perplexity = mean negative log-likelihood per held-out entry, nats; lower is better)",
     )
     return 0
 
@@ -214,9 +217,9 @@ def check_output(out: Path, force: bool) -> None:
 
 
 def say(args, message: str) -> None:
-    """An informational line on stderr, unless --quiet or --json."""
+    """An informational line, unless --quiet or --json."""
     if not (args.quiet or args.json):
-        print(message, file=sys.stderr, flush=True)
+        print(message, flush=True)
 
 
 def show(args, table: pd.DataFrame, summary: dict) -> None:

@@ -135,3 +135,10 @@ def test_reproduce_refuses_an_existing_results_folder(tmp_path, capsys):
     (tmp_path / "corrected").mkdir()
     assert main(["reproduce", "paper", "--quick", "--out", str(tmp_path)]) == 1
     assert "use --force" in capsys.readouterr().err
+
+
+def test_demo_json_is_machine_readable(capsys):
+    assert main(["demo", "--rows", "20", "--cols", "12", "--ranks", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [f["engine"] for f in result["fits"]] == ["em", "mm"]
+    assert 0 < result["true_perplexity"] < 1
