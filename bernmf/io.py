@@ -69,6 +69,8 @@ class _Encoder:
             return {"__array__": name, "scalar": isinstance(value, np.generic)}
         if value is None or isinstance(value, bool | int | float | str):
             return value
+        if hasattr(value, "__array__") and hasattr(value, "dtype"):  # JAX arrays
+            return self.encode(np.asarray(value), name)
         if isinstance(value, Mapping):
             return {
                 "__mapping__": [

@@ -106,6 +106,14 @@ def test_round_trip_of_draws_sample_stats_and_extras(tmp_path):
     assert_same(fit, loaded)
 
 
+def test_jax_arrays_in_extras_come_back_as_numpy(labelled_fit, tmp_path):
+    import jax.numpy as jnp
+
+    fit = dataclasses.replace(labelled_fit, extras={"state": jnp.arange(3.0)})
+    loaded = bernmf.load(fit.save(tmp_path / "fit.npz"))
+    np.testing.assert_array_equal(loaded.extras["state"], np.arange(3.0, dtype=np.float32))
+
+
 def test_the_comparison_itself_catches_a_difference(labelled_fit, tmp_path):
     loaded = bernmf.load(labelled_fit.save(tmp_path / "fit.npz"))
     changed = dataclasses.replace(loaded, W=loaded.W + 1e-16 * (loaded.W == loaded.W.max()))
