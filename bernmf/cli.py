@@ -59,7 +59,7 @@ def demo(args: argparse.Namespace) -> int:
                     "rank": rank,
                     "iterations": result.n_iter,
                     "train objective": result.objective,
-                    "held-out perplexity": result.perplexity(Y, test),
+                    "held-out perplexity": scored(Y, result, test),
                     "seconds": time.perf_counter() - start,
                 }
             )

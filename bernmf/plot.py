@@ -87,7 +87,8 @@ def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
         _ticks(ax, "x", frame.columns)
         _ticks(ax, "y", frame.index)
         ax.set_title(f"{name} ({fit.engine}, K = {fit.rank})")
-        fig.colorbar(image, ax=ax, shrink=0.7)
+        if name == "H" or not probabilities:  # one shared 0-1 scale needs one colorbar
+            fig.colorbar(image, ax=ax, shrink=0.7)
     return _finish(fig, path)
 
 
