@@ -48,7 +48,8 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     alpha, beta : float, default 1.0
         ``H[k, n] ~ Beta(alpha, beta)``; must stay 1.0 for engines without a prior.
     gamma : float, default 1.0
-        ``W[m, :] ~ Dirichlet(gamma)``; also the prior of the rows in ``transform``.
+        ``W[m, :] ~ Dirichlet(gamma)``; also the prior of the rows in ``transform``,
+        whose MM fold-in needs gamma >= 1.
     max_iter, tol : int and float, optional
         Passed to the engine when given (its defaults otherwise).
     random_state : int, RandomState or None, default None
@@ -161,7 +162,8 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like, DataFrame or sparse matrix of shape (n_samples, n_features)
-            Binary data (or real data with ``binarize``); NaN = missing.
+            Binary data (or real data with ``binarize``); NaN = missing. The implicit
+            zeros of a sparse matrix are observed zeros.
         y : ignored
         mask : bool array of shape (n_samples, n_features), optional
             True for the entries to use (e.g. training entries); combined with NaN.
