@@ -14,8 +14,14 @@ from bernmf.results import Fit
 def __getattr__(name: str):
     """``bernmf.NBMF`` (needs scikit-learn) and ``bernmf.plot``, imported on first use."""
     if name == "NBMF":
-        from bernmf.estimator import NBMF
-
+        try:
+            from bernmf.estimator import NBMF
+        except ModuleNotFoundError as error:
+            if error.name != "sklearn":
+                raise
+            raise ImportError(
+                "bernmf.NBMF needs scikit-learn: pip install 'bernmf[sklearn]'"
+            ) from error
         return NBMF
     if name == "plot":
         import importlib
@@ -24,8 +30,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'bernmf' has no attribute {name!r}")
 
 
-__all__ = [
-    "NBMF",
+__all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "Fit",
     "Prior",
     "engines",
