@@ -10,6 +10,7 @@ import pytest
 
 import bernmf
 import bernmf.split
+from bernmf import cli
 from bernmf.cli import main
 
 
@@ -142,3 +143,27 @@ def test_demo_json_is_machine_readable(capsys):
     result = json.loads(capsys.readouterr().out)
     assert [f["engine"] for f in result["fits"]] == ["em", "mm"]
     assert 0 < result["true_perplexity"] < 1
+
+
+def test_reproduce_runs_the_paper_script_with_the_options(tmp_path, monkeypatch, capsys):
+    """The command hands its options to experiments/paper.py (here a stand-in that records them;
+    tests/test_paper_quick.py runs the real script)."""
+    script = tmp_path / "paper.py"
+    script.write_text(
+        "import json, pathlib\n"
+        "def main(argv):\n"
+        "    out = pathlib.Path(argv[argv.index('--out') + 1]) / 'as_published'\n"
+        "    out.mkdir(parents=True)\n"
+        "    (out / 'summary.csv').write_text('dataset,test_perplexity\\nanimals,0.5\\n')\n"
+        "    (out / 'argv.json').write_text(json.dumps(argv))\n"
+        "    print('progress that --json keeps off stdout')\n"
+        "    return 0\n"
+    )
+    monkeypatch.setattr(cli, "PAPER_SCRIPT", script)
+    out = tmp_path / "results"
+    argv = ["reproduce", "paper", "--as-published", "--quick", "--data-dir", "d", "--json"]
+    assert main([*argv, "--out", str(out)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["summary"] == [{"dataset": "animals", "test_perplexity": 0.5}]
+    passed = json.loads((out / "as_published" / "argv.json").read_text())
+    assert passed == ["--out", str(out), "--as-published", "--quick", "--quiet", "--data-dir", "d"]
