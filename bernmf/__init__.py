@@ -6,17 +6,40 @@ several engines behind one entry point, :func:`fit`. NaN in Y means "missing".
 
 from bernmf.api import fit
 from bernmf.inference import available as engines
+from bernmf.io import load
 from bernmf.models import Prior, log_joint, log_likelihood, log_prior, perplexity, simulate
 from bernmf.results import Fit
 
-__all__ = [
+
+def __getattr__(name: str):
+    """``bernmf.NBMF`` (needs scikit-learn) and ``bernmf.plot``, imported on first use."""
+    if name == "NBMF":
+        try:
+            from bernmf.estimator import NBMF
+        except ModuleNotFoundError as error:
+            if error.name != "sklearn":
+                raise
+            raise ImportError(
+                "bernmf.NBMF needs scikit-learn: pip install 'bernmf[sklearn]'"
+            ) from error
+        return NBMF
+    if name == "plot":
+        import importlib
+
+        return importlib.import_module("bernmf.plot")
+    raise AttributeError(f"module 'bernmf' has no attribute {name!r}")
+
+
+__all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "Fit",
     "Prior",
     "engines",
     "fit",
+    "load",
     "log_joint",
     "log_likelihood",
     "log_prior",
     "perplexity",
+    "plot",
     "simulate",
 ]

@@ -1,16 +1,36 @@
-"""The ``bernmf`` command line."""
+"""The ``bernmf`` command line: fit, compare, tune, reproduce, demo.
+
+Every command takes ``--quiet``, ``--json`` and ``--debug``; exit codes are 0
+(success), 1 (an error, reported in one line) and 2 (a usage error). Results go to
+a new folder, written under a temporary name and moved into place when complete.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
+import io
+import json
+import math
+import os
+import shutil
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
+from bernmf import datasets, plot, tune
 from bernmf.api import fit
+from bernmf.inference import available, get_engine
+from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
-from bernmf.split import random_split
+from bernmf.split import Split, paper_split, random_split
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -20,11 +40,12 @@ def demo(args: argparse.Namespace) -> int:
     Y, W, H = simulate(args.seed, args.rows, args.cols, args.true_rank, truth_prior)
     split = random_split(Y.shape, (1 - args.holdout, 0.0, args.holdout), seed=args.seed)
     train, test = split.train, split.test
-    print(
+    say(
+        args,
         f"Simulated Y: {args.rows} x {args.cols}, true rank {args.true_rank}, "
         f"H ~ Beta({args.alpha}, {args.beta}), W ~ Dirichlet({args.gamma}), "
         f"density {Y.mean():.3f}; "
-        f"{test.mean():.0%} of entries held out for testing."
+        f"{test.mean():.0%} of entries held out for testing.",
     )
     rows = []
     for engine in ("em", "mm"):
@@ -38,34 +59,590 @@ def demo(args: argparse.Namespace) -> int:
                     "rank": rank,
                     "iterations": result.n_iter,
                     "train objective": result.objective,
-                    "held-out perplexity": result.perplexity(Y, test),
+                    "held-out perplexity": scored(Y, result, test),
                     "seconds": time.perf_counter() - start,
                 }
             )
     table = pd.DataFrame(rows)
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    print("(seconds include compilation the first time a shape is seen)")
-    print(
-        f"true W @ H: held-out perplexity {perplexity(Y, W @ H, test):.4g} "
-        f"(perplexity = mean negative log-likelihood per held-out entry, nats; lower is better)"
+    truth = perplexity(Y, W @ H, test)
+    show(args, table, {"fits": table.to_dict(orient="records"), "true_perplexity": truth})
+    say(args, "(seconds include compilation the first time a shape is seen)")
+    say(
+        args,
+        f"true W @ H: held-out perplexity {truth:.4g} "
+        f"(perplexity = mean negative log-likelihood per held-out entry, nats; lower is better)",
     )
     return 0
+
+
+# ---------------------------------------------------------------------------------------
+# input and output
+
+
+def read_matrix(path) -> pd.DataFrame | np.ndarray:
+    """Read DATA: CSV (row names in the first column, a header of column names, empty
+    cells missing), Parquet, or ``.npz`` (the array ``Y``, or its only array)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no data file {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return datasets.read_csv(path)
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(path)
+    if suffix == ".npz":
+        with np.load(path, allow_pickle=False) as arrays:
+            names = list(arrays.keys())
+            if "Y" in names:
+                return arrays["Y"]
+            if len(names) == 1:
+                return arrays[names[0]]
+        raise ValueError(f"{path}: an .npz file must hold an array named 'Y', found {names}")
+    raise ValueError(f"{path}: DATA must be .csv, .parquet or .npz, got {suffix or 'no suffix'!r}")
+
+
+def read_mask(path, shape) -> np.ndarray:
+    """Read a mask file in any DATA format: 1/True = observed (training), 0 = not."""
+    values = read_matrix(path)
+    array = values.to_numpy() if isinstance(values, pd.DataFrame) else np.asarray(values)
+    if array.shape != tuple(shape):
+        raise ValueError(f"mask {path} has shape {array.shape} but DATA has shape {shape}")
+    if array.dtype != bool and not np.isin(array, (0, 1)).all():
+        raise ValueError(f"mask {path} must hold only 0/1 (or True/False)")
+    return array.astype(bool)
+
+
+def load_data(args) -> tuple[object, str]:
+    """The data of ``compare`` and ``tune``: DATA, ``--dataset`` or a simulation."""
+    if args.data is not None and args.dataset is not None:
+        raise ValueError("give either DATA or --dataset, not both")
+    if args.data is not None:
+        return read_matrix(args.data), str(args.data)
+    if args.dataset is not None:
+        return datasets.load(args.dataset, data_dir=args.data_dir), args.dataset
+    return None, "simulated"
+
+
+def parse_options(items: list[str], scoped: bool) -> dict:
+    """``key=value`` (or ``engine.key=value`` when ``scoped``) with JSON values, else strings.
+
+    Returns ``{key: value}``, or ``{engine: {key: value}}`` when ``scoped``.
+    """
+    options: dict = {}
+    for item in items or []:
+        key, equals, text = item.partition("=")
+        if not equals or not key:
+            raise ValueError(f"--option takes key=value, got {item!r}")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        if scoped:
+            engine, dot, name = key.partition(".")
+            if not dot or not name:
+                raise ValueError(f"--option takes engine.key=value here, got {item!r}")
+            options.setdefault(engine, {})[name] = value
+        else:
+            options[key.replace("-", "_")] = value
+    return options
+
+
+def comma_list(kind):
+    """An argparse type: ``"2,4,8"`` -> [2, 4, 8] (a usage error otherwise)."""
+
+    def parse(text: str) -> list:
+        try:
+            values = [kind(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            values = []
+        if not values:
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list of {kind.__name__}, got {text!r}"
+            )
+        return values
+
+    return parse
+
+
+def to_json(value) -> object:
+    """Numpy scalars and arrays as plain JSON values; NaN and infinities as null."""
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return to_json(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN or infinity
+    return value
+
+
+def write_json(path: Path, value) -> None:
+    path.write_text(json.dumps(to_json(value), indent=2) + "\n")
+
+
+@contextmanager
+def output_folder(out, force: bool):
+    """Yield a new temporary folder next to ``out``, moved to ``out`` once complete.
+
+    An existing ``out`` is an error unless ``force``; then it is replaced only after
+    the new results are complete. On failure the temporary folder is removed.
+    """
+    out = Path(out)
+    check_output(out, force)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        yield temporary
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+        os.replace(temporary, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(temporary, out)
+
+
+def check_output(out: Path, force: bool) -> None:
+    """Refuse an existing ``out`` without ``force`` (checked before any work)."""
+    if out.exists() and not force:
+        raise FileExistsError(f"{out} exists; use --force to replace it")
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a folder")
+
+
+def say(args, message: str) -> None:
+    """An informational line, unless --quiet or --json."""
+    if not (args.quiet or args.json):
+        print(message, flush=True)
+
+
+def show(args, table: pd.DataFrame, summary: dict) -> None:
+    """The result: JSON on stdout with --json, else the table (nothing with --quiet)."""
+    if args.json:
+        print(json.dumps(to_json(summary), indent=2, allow_nan=False))
+    elif not args.quiet:
+        with pd.option_context("display.width", 160, "display.max_columns", 30):
+            print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+
+
+def prior_of(args, engine: str) -> Prior | None:
+    """The --alpha/--beta/--gamma prior for an engine that takes one, else None."""
+    if get_engine(engine).default_prior is None:
+        return None
+    default = get_engine(engine).default_prior
+    return Prior(
+        default.alpha if args.alpha is None else args.alpha,
+        default.beta if args.beta is None else args.beta,
+        default.gamma if args.gamma is None else args.gamma,
+    )
+
+
+def scored(Y, result, mask) -> float:
+    """Perplexity of ``result`` on the entries of Y selected by ``mask`` (NaN never scored)."""
+    return perplexity(np.asarray(Y, dtype=float), result.probs, mask)
+
+
+def describe_prior(prior: Prior | None) -> str:
+    if prior is None:
+        return "none"
+    values = [np.unique(np.asarray(v, dtype=float)) for v in prior]
+    text = ["/".join(f"{x:g}" for x in v) for v in values]
+    return f"Beta({text[0]}, {text[1]}) Dirichlet({text[2]})"
+
+
+# ---------------------------------------------------------------------------------------
+# commands
+
+
+def fit_command(args) -> int:
+    """Fit one engine to DATA and write factors, trace, summary, saved fit and figures."""
+    out = Path(args.out)
+    check_output(out, args.force)
+    Y = read_matrix(args.data)
+    mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
+    options = parse_options(args.option, scoped=False)
+    if args.max_iter is not None:
+        options["max_iter"] = args.max_iter
+    if args.tol is not None:
+        options["tol"] = args.tol
+    given = (args.alpha, args.beta, args.gamma)
+    prior = None
+    if any(v is not None for v in given):
+        prior = Prior(*(1.0 if v is None else v for v in given))
+    get_engine(args.engine)  # an unknown name fails before anything is read or said
+    say(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
+    result = fit(Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed, **options)
+    summary = {
+        "engine": result.engine,
+        "rank": result.rank,
+        "prior": None if result.prior is None else result.prior._asdict(),
+        "data": str(args.data),
+        "shape": list(result.probs.shape),
+        "observed_entries": int(result.observed.mask.sum()),
+        "options": options,
+        "seed": result.seed,
+        "n_iter": result.n_iter,
+        "converged": result.converged,
+        "objective": result.objective,
+        "train_perplexity": scored(Y, result, result.observed.mask),
+        "timings": dict(result.timings),
+        "versions": versions(),
+    }
+    with output_folder(out, args.force) as folder:
+        result.frames.W.to_csv(folder / "W.csv")
+        result.frames.H.to_csv(folder / "H.csv")
+        trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
+        trace.to_csv(folder / "trace.csv", index=False)
+        write_json(folder / "summary.json", summary)
+        result.save(folder / "fit.npz", metadata={"options": options, "data": str(args.data)})
+        plot.factors(result, path=folder / "factors.png")
+        plot.traces(result, path=folder / "trace.png")
+    summary["out"] = str(out)
+    shown = ("engine", "rank", "n_iter", "converged", "objective", "train_perplexity")
+    table = pd.DataFrame([{k: summary[k] for k in shown}])
+    show(args, table, summary)
+    say(args, f"results in {out}")
+    return 0
+
+
+def compare_command(args) -> int:
+    """Engines x ranks x seeds on one train/test split; a table of held-out perplexity."""
+    out = Path(args.out)
+    check_output(out, args.force)
+    engines_ = available() if args.engines == ["all"] else args.engines
+    for name in engines_:
+        get_engine(name)  # unknown names fail here, before any fit
+    ranks = args.ranks
+    options = parse_options(args.option, scoped=True)
+    unknown = sorted(set(options) - set(engines_))
+    if unknown:
+        raise ValueError(f"--option names engine(s) {unknown} that are not compared")
+    Y, source = load_data(args)
+    if Y is None:
+        truth = Prior(0.3, 0.6, 0.5)
+        Y, _, _ = simulate(args.seed, args.rows, args.cols, args.true_rank, truth)
+        source = (
+            f"simulated {args.rows} x {args.cols}, rank {args.true_rank}, "
+            f"H ~ Beta(0.3, 0.6), W ~ Dirichlet(0.5), seed {args.seed}"
+        )
+    shape = np.shape(Y)
+    if args.dataset is not None:
+        split = paper_split(shape)
+        split_name = "the paper's split (train 70%, test 15%)"
+    else:
+        split = random_split(shape, (1 - args.test, 0.0, args.test), seed=args.seed)
+        split_name = f"random entries, {args.test:.0%} test (seed {args.seed})"
+    say(args, f"data: {source}; split: {split_name}")
+    runs = [(e, k, s) for e in engines_ for k in ranks for s in range(args.seeds)]
+    rows = []
+    for engine, rank, seed in tqdm(runs, desc="fits", disable=args.quiet or args.json):
+        prior = prior_of(args, engine)
+        result = fit(
+            Y, engine, rank, mask=split.train, prior=prior, seed=seed, **options.get(engine, {})
+        )
+        rows.append(
+            {
+                "engine": engine,
+                "rank": rank,
+                "prior": describe_prior(result.prior),
+                "seed": seed,
+                "perplexity": scored(Y, result, split.test),
+                "seconds": result.timings.get("run", np.nan),
+                "compile_seconds": result.timings.get("compile", np.nan),
+                "iterations": result.n_iter,
+                "converged": result.converged,
+            }
+        )
+    fits = pd.DataFrame(rows)
+    table = (
+        fits.groupby(["engine", "rank", "prior"], sort=False)
+        .agg(
+            perplexity=("perplexity", "mean"),
+            perplexity_sd=("perplexity", "std"),
+            seconds=("seconds", "mean"),
+            compile_seconds=("compile_seconds", "max"),
+            iterations=("iterations", "mean"),
+            fits=("perplexity", "size"),
+        )
+        .reset_index()
+    )
+    summary = {
+        "data": source,
+        "split": split_name,
+        "shape": list(shape),
+        "options": options,
+        "table": table.to_dict(orient="records"),
+        "versions": versions(),
+    }
+    with output_folder(out, args.force) as folder:
+        fits.to_csv(folder / "fits.csv", index=False)
+        table.to_csv(folder / "summary.csv", index=False)
+        write_json(folder / "summary.json", summary)
+        labelled = fits.assign(engine=fits["engine"] + " K=" + fits["rank"].astype(str))
+        plot.perplexity_boxplot(labelled, path=folder / "perplexity.png")
+    summary["out"] = str(out)
+    show(args, table, summary)
+    say(
+        args,
+        "perplexity: mean negative log-likelihood per test entry (nats), mean ± sd over "
+        f"seeds; seconds: run time per fit, without compilation\nresults in {out}",
+    )
+    return 0
+
+
+def tune_command(args) -> int:
+    """MM over rank x alpha x beta on validation entries; best setting scored on test."""
+    out = Path(args.out)
+    check_output(out, args.force)
+    ranks, alphas, betas = args.ranks, args.alphas, args.betas
+    Y, source = load_data(args)
+    if Y is None:
+        raise ValueError("tune needs DATA or --dataset")
+    shape = np.shape(Y)
+    if args.split is not None:
+        split = Split.from_codes(read_matrix(args.split))
+        split_name = f"codes from {args.split}"
+    elif args.dataset is not None:
+        split, split_name = paper_split(shape), "the paper's split (70/15/15, seed 12345)"
+    else:
+        split = random_split(shape, seed=args.seed)
+        split_name = f"random entries 70/15/15 (seed {args.seed})"
+    if split.train.shape != shape:
+        raise ValueError(f"the split has shape {split.train.shape} but DATA has shape {shape}")
+    say(args, f"data: {source} {shape}; split: {split_name}")
+    options = {"max_iter": args.max_iter, "tol": args.tol}
+    tuning = tune.grid(
+        Y,
+        ranks,
+        alphas,
+        betas,
+        mask=split.train,
+        validation=split.validation,
+        gamma=args.gamma,
+        restarts=args.restarts,
+        seed=args.seed,
+        progress=not (args.quiet or args.json),
+        **options,
+    )
+    best = tuning.best
+    prior = Prior(best["alpha"], best["beta"], args.gamma)
+    result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, seed=best["seed"], **options)
+    best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
+    summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
+    with output_folder(out, args.force) as folder:
+        tuning.table.to_csv(folder / "grid.csv", index=False)
+        write_json(folder / "summary.json", summary)
+        plot.validation_heatmap(tuning.table, best["rank"], path=folder / "validation.png")
+        result.save(folder / "best_fit.npz", metadata={"options": options, "data": source})
+    summary["out"] = str(out)
+    show(args, pd.DataFrame([best]), summary)
+    say(args, f"results in {out}")
+    return 0
+
+
+PAPER_SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "paper.py"
+
+
+def reproduce_command(args) -> int:
+    """Run experiments/paper.py (the paper's protocol) with these options."""
+    if not PAPER_SCRIPT.is_file():
+        raise FileNotFoundError(
+            f"{PAPER_SCRIPT} not found: 'bernmf reproduce paper' runs from a source checkout"
+        )
+    out = Path(args.out)
+    variant = out / ("as_published" if args.as_published else "corrected")
+    check_output(variant, args.force)
+    argv = ["--out", str(out)]
+    argv += ["--as-published"] * args.as_published + ["--quick"] * args.quick
+    argv += ["--quiet"] * (args.quiet or args.json)
+    if args.datasets:
+        argv += ["--datasets", *args.datasets]
+    if args.data_dir:
+        argv += ["--data-dir", str(args.data_dir)]
+    spec = importlib.util.spec_from_file_location("bernmf_paper_experiment", PAPER_SCRIPT)
+    paper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(paper)
+    if args.json:
+        with contextlib.redirect_stdout(sys.stderr):
+            code = paper.main(argv)
+        summary = pd.read_csv(variant / "summary.csv")
+        records = to_json(summary.to_dict("records"))
+        print(json.dumps({"out": str(variant), "summary": records}, allow_nan=False))
+        return code
+    if args.quiet:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return paper.main(argv)
+    return paper.main(argv)
+
+
+# ---------------------------------------------------------------------------------------
+# parser
+
+EXAMPLES = {
+    "fit": """examples:
+  bernmf fit animals.csv --rank 4 --alpha 1.2 --beta 1.5 --out results/animals-k4
+  bernmf fit data.npz --engine em --rank 8 --mask train.csv --seed 3 --out results/em
+  bernmf fit data.csv --rank 4 --option dtype=float32 --json --out results/f32
+
+DATA: .csv (first column row names, header column names, empty cell = missing),
+.parquet, or .npz (array 'Y'). --mask: same formats, 1 = use the entry.
+Writes W.csv, H.csv, trace.csv, summary.json, fit.npz (bernmf.load), factors.png, trace.png.""",
+    "compare": """examples:
+  bernmf compare --out results/compare                    # simulated data, offline
+  bernmf compare --dataset animals --engines mm,em --ranks 2,4,8 --seeds 5 --out results/cmp
+  bernmf compare data.csv --engines all --option mm.max_iter=500 --out results/cmp
+
+Prior-taking engines get --alpha/--beta/--gamma; the others none.
+Writes fits.csv (every fit), summary.csv, summary.json, perplexity.png.""",
+    "tune": """examples:
+  bernmf tune --dataset animals --ranks 2,4,8 --alphas 1,1.5,2,3 --betas 1,1.5,2,3 --out t
+  bernmf tune data.csv --split split_codes.csv --ranks 4 --restarts 3 --out t
+
+--split: a CSV of codes 2 = train, 1 = validation, 0 = test (no header, no row names).
+Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
+    "reproduce": """examples:
+  bernmf reproduce paper --quick --out results/paper-quick
+  bernmf reproduce paper --as-published --data-dir ../shared/data
+
+Runs experiments/paper.py (needs a source checkout); outputs in OUT/corrected or
+OUT/as_published; see that script for the protocol.""",
+}
+
+
+def common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", action="store_true", help="no progress and no table")
+    common.add_argument("--json", action="store_true", help="print the result as JSON")
+    common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    return common
+
+
+def output_options(parser, default: str | None = None) -> None:
+    parser.add_argument(
+        "--out", required=default is None, default=default, help="results folder (must be new)"
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing --out folder")
+
+
+def prior_options(parser, default: float | None = None) -> None:
+    hint = "the engine's default" if default is None else default
+    parser.add_argument("--alpha", type=float, default=default, help=f"Beta alpha ({hint})")
+    parser.add_argument("--beta", type=float, default=default, help=f"Beta beta ({hint})")
+    parser.add_argument("--gamma", type=float, default=None, help="Dirichlet gamma (engine's)")
+
+
+def data_options(parser) -> None:
+    parser.add_argument("data", nargs="?", default=None, help="DATA file (.csv, .parquet, .npz)")
+    parser.add_argument("--dataset", choices=tuple(datasets.DATASETS), help="a paper dataset")
+    parser.add_argument("--data-dir", default=None, help="folder with <dataset>.csv or .rda")
+
+
+def add_command(commands, name: str, help: str, common) -> argparse.ArgumentParser:
+    return commands.add_parser(
+        name,
+        help=help,
+        description=help,
+        epilog=EXAMPLES.get(name),
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bernmf",
         description="Binary matrix factorization with mean-parametrized Bernoulli models.",
+        epilog="Run 'bernmf COMMAND --help' for a command's options and examples. "
+        "Exit codes: 0 success, 1 error, 2 usage.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    demo_parser = commands.add_parser(
-        "demo",
-        help="fit em and mm on data simulated from the model (no download)",
-        description="Simulate Y from the model, hold out entries, fit em and mm at several "
-        "ranks, and print iterations, objective, held-out perplexity and seconds.\n\n"
-        "example: bernmf demo --rows 500 --cols 200 --ranks 2 4 8",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    common = common_options()
+
+    fit_parser = add_command(commands, "fit", "fit one engine to a data file", common)
+    fit_parser.add_argument("data", help="DATA file (.csv, .parquet, .npz)")
+    fit_parser.add_argument("--engine", default="mm", help="an engine (default mm)")
+    fit_parser.add_argument("--rank", type=int, required=True, help="number of components K")
+    prior_options(fit_parser)
+    fit_parser.add_argument("--mask", help="file of the entries to fit on (1 = use)")
+    fit_parser.add_argument("--seed", type=int, default=0, help="initialization seed (0)")
+    fit_parser.add_argument("--max-iter", type=int, help="iteration limit (engine's default)")
+    fit_parser.add_argument("--tol", type=float, help="stopping tolerance (engine's default)")
+    fit_parser.add_argument(
+        "--option", action="append", metavar="KEY=VALUE", help="another engine option"
     )
+    output_options(fit_parser)
+    fit_parser.set_defaults(run=fit_command)
+
+    compare_parser = add_command(
+        commands, "compare", "held-out perplexity of engines x ranks x seeds", common
+    )
+    data_options(compare_parser)
+    compare_parser.add_argument(
+        "--engines", type=comma_list(str), default="mm,em", help="comma list, or 'all'"
+    )
+    compare_parser.add_argument(
+        "--ranks", type=comma_list(int), default="4", help="comma list of K (default 4)"
+    )
+    compare_parser.add_argument("--seeds", type=int, default=3, help="seeds per setting (3)")
+    compare_parser.add_argument("--test", type=float, default=0.2, help="test fraction (0.2)")
+    prior_options(compare_parser, default=1.2)
+    compare_parser.add_argument(
+        "--option", action="append", metavar="ENGINE.KEY=VALUE", help="an engine's option"
+    )
+    compare_parser.add_argument("--rows", type=int, default=200, help="simulated M (200)")
+    compare_parser.add_argument("--cols", type=int, default=100, help="simulated N (100)")
+    compare_parser.add_argument("--true-rank", type=int, default=4, help="simulated K (4)")
+    compare_parser.add_argument("--seed", type=int, default=0, help="data and split seed (0)")
+    output_options(compare_parser)
+    compare_parser.set_defaults(run=compare_command)
+
+    tune_parser = add_command(
+        commands, "tune", "choose rank, alpha, beta of mm on validation entries", common
+    )
+    data_options(tune_parser)
+    tune_parser.add_argument("--split", help="CSV of split codes (2 train, 1 valid., 0 test)")
+    tune_parser.add_argument(
+        "--ranks", type=comma_list(int), default="2,4,8", help="comma list (2,4,8)"
+    )
+    tune_parser.add_argument(
+        "--alphas", type=comma_list(float), default="1,1.5,2,3", help="comma list (1,1.5,2,3)"
+    )
+    tune_parser.add_argument(
+        "--betas", type=comma_list(float), default="1,1.5,2,3", help="comma list (1,1.5,2,3)"
+    )
+    tune_parser.add_argument("--gamma", type=float, default=1.0, help="Dirichlet gamma (1)")
+    tune_parser.add_argument("--restarts", type=int, default=1, help="seeds per setting (1)")
+    tune_parser.add_argument("--seed", type=int, default=0, help="first seed (0)")
+    tune_parser.add_argument("--max-iter", type=int, default=2000, help="(2000)")
+    tune_parser.add_argument("--tol", type=float, default=1e-5, help="(1e-5)")
+    output_options(tune_parser)
+    tune_parser.set_defaults(run=tune_command)
+
+    reproduce_parser = add_command(
+        commands, "reproduce", "reproduce the paper's experiment", common
+    )
+    reproduce_parser.add_argument("study", choices=("paper",), help="what to reproduce")
+    reproduce_parser.add_argument("--as-published", action="store_true", help="published defects")
+    reproduce_parser.add_argument("--quick", action="store_true", help="a smoke run (animals)")
+    reproduce_parser.add_argument("--datasets", nargs="+", choices=tuple(datasets.DATASETS))
+    reproduce_parser.add_argument("--data-dir", default=None, help="folder with the data")
+    output_options(reproduce_parser, default="results/paper")
+    reproduce_parser.set_defaults(run=reproduce_command)
+
+    demo_parser = add_command(
+        commands, "demo", "fit em and mm on data simulated from the model (no download)", common
+    )
+    demo_parser.description = (
+        "Simulate Y from the model, hold out entries, fit em and mm at several "
+        "ranks, and print iterations, objective, held-out perplexity and seconds."
+    )
+    demo_parser.epilog = "example: bernmf demo --rows 500 --cols 200 --ranks 2 4 8"
     demo_parser.add_argument("--rows", type=int, default=400, help="rows M (default 400)")
     demo_parser.add_argument("--cols", type=int, default=200, help="columns N (default 200)")
     demo_parser.add_argument("--true-rank", type=int, default=4, help="simulated K (default 4)")
@@ -94,15 +671,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``bernmf`` command."""
+    """Entry point of the ``bernmf`` command; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo" and not 0 < args.holdout < 1:
         parser.error(f"--holdout must be between 0 and 1, got {args.holdout}")
+    if args.command == "compare" and not 0 < args.test < 1:
+        parser.error(f"--test must be between 0 and 1, got {args.test}")
     try:
         return args.run(args)
-    except (ValueError, TypeError) as error:
-        print(f"bernmf: error: {error}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("bernmf: interrupted", file=sys.stderr)
+        return 1
+    except Exception as error:
+        if args.debug:
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"bernmf: error: {message}", file=sys.stderr)
         return 1
 
 

@@ -104,6 +104,15 @@ class Fit:
             raise ValueError(f"Y has shape {data.shape} but the fit has shape {self.probs.shape}")
         return perplexity(data.Y, self.probs, data.mask)
 
+    def save(self, path, *, overwrite: bool = False, metadata=None):
+        """Save to a ``.npz`` file; :func:`bernmf.load` reads it back exactly.
+
+        See :func:`bernmf.io.save` for the parameters. Returns the path written.
+        """
+        from bernmf.io import save
+
+        return save(self, path, overwrite=overwrite, metadata=metadata)
+
     @property
     def frames(self) -> FitFrames:
         """W, H and probs as labelled DataFrames (``fit.frames.W`` ...)."""

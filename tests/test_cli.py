@@ -1,9 +1,16 @@
-"""The ``bernmf`` command line."""
+"""The ``bernmf`` command line: every command, its outputs, errors and exit codes."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
+import pandas as pd
 import pytest
 
+import bernmf
+import bernmf.split
+from bernmf import cli
 from bernmf.cli import main
 
 
@@ -22,3 +29,141 @@ def test_bad_arguments_exit_with_a_message(capsys):
     with pytest.raises(SystemExit) as usage:
         main(["nonsense"])
     assert usage.value.code == 2
+
+
+@pytest.fixture(scope="module")
+def data_csv(tmp_path_factory):
+    """A 30 x 20 labelled CSV with one empty (missing) cell, and its matrix."""
+    Y, _, _ = bernmf.simulate(1, 30, 20, 3, bernmf.Prior(0.3, 0.3))
+    Y[0, 0] = np.nan
+    frame = pd.DataFrame(
+        Y, index=[f"r{i}" for i in range(30)], columns=[f"c{j}" for j in range(20)]
+    )
+    path = tmp_path_factory.mktemp("data") / "data.csv"
+    frame.to_csv(path, na_rep="")
+    return path, frame
+
+
+@pytest.mark.parametrize("command", ["fit", "compare", "tune", "reproduce", "demo"])
+def test_every_command_has_help_with_an_example(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    assert "example" in capsys.readouterr().out
+
+
+def test_fit_writes_labelled_results_that_load_back(data_csv, tmp_path, capsys):
+    path, frame = data_csv
+    out = tmp_path / "fit"
+    mask = tmp_path / "mask.npz"
+    keep = np.ones(frame.shape, bool)
+    keep[:, :5] = False
+    np.savez(mask, Y=keep)
+    argv = ["fit", str(path), "--rank", "3", "--alpha", "1.2", "--mask", str(mask), "--json"]
+    assert main([*argv, "--max-iter", "40", "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["observed_entries"] == 30 * 15 - 0  # the missing cell is in a masked column
+    assert summary["options"] == {"max_iter": 40} and summary["n_iter"] <= 40
+    assert {p.name for p in out.iterdir()} == {
+        "W.csv",
+        "H.csv",
+        "trace.csv",
+        "summary.json",
+        "fit.npz",
+        "factors.png",
+        "trace.png",
+    }
+    W = pd.read_csv(out / "W.csv", index_col=0)
+    assert list(W.index) == list(frame.index)
+    saved = bernmf.load(out / "fit.npz")
+    np.testing.assert_allclose(W.to_numpy(), saved.W)
+    np.testing.assert_array_equal(saved.observed.mask, keep & frame.notna().to_numpy())
+    assert list(pd.read_csv(out / "H.csv", index_col=0).columns) == list(frame.columns)
+
+    assert main([*argv, "--out", str(out)]) == 1  # never overwritten without --force
+    assert "exists; use --force" in capsys.readouterr().err
+    assert main([*argv, "--seed", "5", "--out", str(out), "--force"]) == 0
+    assert bernmf.load(out / "fit.npz").seed == 5
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_errors_are_one_line_and_debug_shows_the_traceback(data_csv, tmp_path, capsys):
+    path, _ = data_csv
+    argv = ["fit", str(path), "--rank", "2", "--engine", "nope", "--out", str(tmp_path / "x")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bernmf: error: unknown engine 'nope'") and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match="unknown engine"):
+        main([*argv, "--debug"])
+    with pytest.raises(SystemExit) as usage:
+        main(["compare", "--ranks", "two", "--out", str(tmp_path / "y")])
+    assert usage.value.code == 2
+
+
+def test_compare_on_simulated_data_offline(tmp_path, capsys):
+    out = tmp_path / "compare"
+    argv = ["compare", "--rows", "40", "--cols", "30", "--ranks", "2,3", "--seeds", "2"]
+    assert main([*argv, "--option", "mm.max_iter=300", "--json", "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    table = pd.read_csv(out / "summary.csv")
+    assert table[["engine", "rank"]].values.tolist() == [["mm", 2], ["mm", 3], ["em", 2], ["em", 3]]
+    assert (table["fits"] == 2).all() and table["perplexity"].between(0.2, 3).all()
+    assert summary["options"] == {"mm": {"max_iter": 300}}
+    fits = pd.read_csv(out / "fits.csv")
+    assert (fits.loc[fits["engine"] == "mm", "iterations"] <= 300).all()
+    assert (fits.loc[fits["engine"] == "em", "prior"] == "none").all()
+    assert (out / "perplexity.png").stat().st_size > 1000
+
+
+def test_tune_with_a_split_file(data_csv, tmp_path, capsys):
+    path, frame = data_csv
+    codes = bernmf.split.random_split(frame.shape, seed=3).codes()
+    np.savez(tmp_path / "split.npz", Y=codes)
+    out = tmp_path / "tune"
+    argv = ["tune", str(path), "--split", str(tmp_path / "split.npz"), "--ranks", "2,3"]
+    assert main([*argv, "--alphas", "1,2", "--betas", "1.5", "--quiet", "--out", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    grid = pd.read_csv(out / "grid.csv")
+    assert len(grid) == 4
+    best = json.loads((out / "summary.json").read_text())["best"]
+    top = grid.loc[grid["validation_perplexity"].idxmin()]
+    assert (best["rank"], best["alpha"]) == (top["rank"], top["alpha"])
+    assert bernmf.load(out / "best_fit.npz").rank == best["rank"]
+
+
+def test_reproduce_refuses_an_existing_results_folder(tmp_path, capsys):
+    (tmp_path / "corrected").mkdir()
+    assert main(["reproduce", "paper", "--quick", "--out", str(tmp_path)]) == 1
+    assert "use --force" in capsys.readouterr().err
+
+
+def test_demo_json_is_machine_readable(capsys):
+    assert main(["demo", "--rows", "20", "--cols", "12", "--ranks", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [f["engine"] for f in result["fits"]] == ["em", "mm"]
+    assert 0 < result["true_perplexity"] < 1
+
+
+def test_reproduce_runs_the_paper_script_with_the_options(tmp_path, monkeypatch, capsys):
+    """The command hands its options to experiments/paper.py (here a stand-in that records them;
+    tests/test_paper_quick.py runs the real script)."""
+    script = tmp_path / "paper.py"
+    script.write_text(
+        "import json, pathlib\n"
+        "def main(argv):\n"
+        "    out = pathlib.Path(argv[argv.index('--out') + 1]) / 'as_published'\n"
+        "    out.mkdir(parents=True)\n"
+        "    (out / 'summary.csv').write_text('dataset,test_perplexity\\nanimals,0.5\\n')\n"
+        "    (out / 'argv.json').write_text(json.dumps(argv))\n"
+        "    print('progress that --json keeps off stdout')\n"
+        "    return 0\n"
+    )
+    monkeypatch.setattr(cli, "PAPER_SCRIPT", script)
+    out = tmp_path / "results"
+    argv = ["reproduce", "paper", "--as-published", "--quick", "--data-dir", "d", "--json"]
+    assert main([*argv, "--out", str(out)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["summary"] == [{"dataset": "animals", "test_perplexity": 0.5}]
+    passed = json.loads((out / "as_published" / "argv.json").read_text())
+    assert passed == ["--out", str(out), "--as-published", "--quick", "--quiet", "--data-dir", "d"]

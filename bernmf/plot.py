@@ -1,0 +1,210 @@
+"""Figures of fits and comparisons; each function returns a matplotlib Figure.
+
+Every function takes ``path``: when given, the figure is also saved there as PNG.
+Figures are built without pyplot, so they work headless and never pop up windows.
+Trace and rank plots of the Bayesian engines come from ArviZ itself
+(``arviz.plot_trace(fit.to_arviz())``), not from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from bernmf.results import Fit
+
+
+def _finish(fig: Figure, path) -> Figure:
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def reading_order(W: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orders of rows and columns that group them by their dominant component.
+
+    Parameters
+    ----------
+    W : array of shape (M, K)
+    H : array of shape (K, N)
+
+    Returns
+    -------
+    rows : int array of shape (M,)
+        Rows sorted by their largest weight's component, then by that weight (descending).
+    columns : int array of shape (N,)
+        Columns sorted the same way by H.
+    """
+    W, H = np.asarray(W), np.asarray(H)
+    rows = np.lexsort((-W.max(axis=1), W.argmax(axis=1)))
+    columns = np.lexsort((-H.max(axis=0), H.argmax(axis=0)))
+    return rows, columns
+
+
+def _ticks(ax, axis: str, labels, limit: int = 60) -> None:
+    """Label every tick when there are at most ``limit`` of them, else let matplotlib choose."""
+    if len(labels) > limit:
+        return
+    positions = range(len(labels))
+    if axis == "x":
+        ax.set_xticks(positions, [str(v) for v in labels], rotation=90, fontsize=7)
+    else:
+        ax.set_yticks(positions, [str(v) for v in labels], fontsize=7)
+
+
+def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
+    """Heatmaps of W (rows x components) and H (components x columns), labelled.
+
+    Parameters
+    ----------
+    fit : Fit
+    path : str or Path, optional
+        Save the figure there (PNG).
+    order : bool, default True
+        Group rows and columns by their dominant component (see :func:`reading_order`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    frames = fit.frames
+    W, H = frames.W, frames.H
+    if order:
+        rows, columns = reading_order(W.to_numpy(), H.to_numpy())
+        W, H = W.iloc[rows], H.iloc[:, columns]
+    M, N = W.shape[0], H.shape[1]
+    fig = Figure(figsize=(min(4 + 0.15 * N, 16), min(3 + 0.12 * max(M, 10), 14)))
+    grid = fig.add_gridspec(1, 2, width_ratios=(max(fit.rank, 2), max(N, 4)))
+    probabilities = bool(np.all((fit.H >= 0) & (fit.H <= 1)))
+    limits = {"vmin": 0, "vmax": 1} if probabilities else {}
+    for position, (name, frame) in enumerate((("W", W), ("H", H))):
+        ax = fig.add_subplot(grid[0, position])
+        image = ax.imshow(frame.to_numpy(), aspect="auto", cmap="viridis", **limits)
+        _ticks(ax, "x", frame.columns)
+        _ticks(ax, "y", frame.index)
+        ax.set_title(f"{name} ({fit.engine}, K = {fit.rank})")
+        if name == "H" or not probabilities:  # one shared 0-1 scale needs one colorbar
+            fig.colorbar(image, ax=ax, shrink=0.7)
+    return _finish(fig, path)
+
+
+def validation_heatmap(table: pd.DataFrame, rank: int | None = None, *, path=None) -> Figure:
+    """Validation perplexity over alpha x beta at one rank, the best setting starred.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Columns rank, alpha, beta, validation_perplexity (as :class:`bernmf.tune.Tuning`'s
+        table); several seeds per setting are averaged.
+    rank : int, optional
+        Default: the rank of the best row.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    if rank is None:
+        rank = int(table.loc[table["validation_perplexity"].idxmin(), "rank"])
+    subset = table[table["rank"] == rank]
+    if subset.empty:
+        raise ValueError(f"no row of the table has rank {rank}")
+    heat = subset.pivot_table(index="alpha", columns="beta", values="validation_perplexity")
+    values = heat.to_numpy()
+    fig = Figure(figsize=(5.5, 4.5))
+    ax = fig.add_subplot()
+    image = ax.imshow(values, origin="lower", aspect="auto", cmap="viridis_r")
+    ax.set_xticks(range(heat.shape[1]), [f"{b:.2g}" for b in heat.columns], rotation=90)
+    ax.set_yticks(range(heat.shape[0]), [f"{a:.2g}" for a in heat.index])
+    i, j = np.unravel_index(np.nanargmin(values), values.shape)
+    ax.plot(j, i, marker="*", color="red", markersize=12)
+    ax.set(xlabel="beta", ylabel="alpha", title=f"K = {rank}: best {np.nanmin(values):.4f}")
+    fig.colorbar(image, ax=ax, label="validation perplexity (nats)")
+    return _finish(fig, path)
+
+
+def perplexity_boxplot(
+    table: pd.DataFrame, *, by: str = "engine", value: str = "perplexity", path=None
+) -> Figure:
+    """Box plots of held-out perplexity per engine (or per any column ``by``).
+
+    Parameters
+    ----------
+    table : DataFrame
+        One row per fit, with columns ``by`` and ``value``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    groups = list(dict.fromkeys(table[by]))
+    fig = Figure(figsize=(1.2 * len(groups) + 2.5, 4))
+    ax = fig.add_subplot()
+    ax.boxplot([table.loc[table[by] == g, value].to_numpy() for g in groups])
+    ax.set_xticks(range(1, len(groups) + 1), [str(g) for g in groups])
+    ax.set(xlabel=by, ylabel=f"held-out {value} (nats)")
+    ax.grid(axis="y", alpha=0.3)
+    return _finish(fig, path)
+
+
+def traces(fits: Mapping[str, Fit] | Fit, *, path=None) -> Figure:
+    """Objective (or ELBO, or mean NLL: each engine's ``trace``) against iteration.
+
+    Parameters
+    ----------
+    fits : Fit or mapping of label -> Fit
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    if isinstance(fits, Fit):
+        fits = {fits.engine: fits}
+    fig = Figure(figsize=(6, 4))
+    ax = fig.add_subplot()
+    for label, fit in fits.items():
+        ax.plot(np.arange(len(fit.trace)), fit.trace, label=label)
+    ax.set(xlabel="iteration", ylabel="objective (engine's trace)")
+    if len(fits) > 1:
+        ax.legend()
+    return _finish(fig, path)
+
+
+def reliability(Y, probs, mask=None, *, bins: int = 10, path=None) -> Figure:
+    """Reliability diagram: observed frequency of ones against predicted P(Y=1).
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data; NaN is never scored.
+    probs : array of shape (M, N)
+        Predicted P(Y=1).
+    mask : bool array of shape (M, N), optional
+        Entries to score (e.g. the test entries).
+    bins : int, default 10
+        Equal-width bins of the predicted probability.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    Y, probs = np.asarray(Y, dtype=float), np.asarray(probs, dtype=float)
+    if Y.shape != probs.shape:
+        raise ValueError(f"Y has shape {Y.shape} but probs has shape {probs.shape}")
+    selected = ~np.isnan(Y) if mask is None else ~np.isnan(Y) & np.asarray(mask, bool)
+    y, p = Y[selected], probs[selected]
+    which = np.clip((p * bins).astype(int), 0, bins - 1)
+    counts = np.bincount(which, minlength=bins)
+    used = counts > 0
+    mean_p = np.bincount(which, p, bins)[used] / counts[used]
+    frequency = np.bincount(which, y, bins)[used] / counts[used]
+    fig = Figure(figsize=(4.5, 4.5))
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", label="perfect")
+    ax.plot(mean_p, frequency, marker="o", label="model")
+    ax.set(xlabel="predicted P(Y=1)", ylabel="observed frequency of 1", xlim=(0, 1), ylim=(0, 1))
+    ax.legend()
+    return _finish(fig, path)

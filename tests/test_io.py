@@ -1,0 +1,147 @@
+"""Fit.save / bernmf.load: the round trip is exact, field by field."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import zipfile
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bernmf
+from bernmf.data import Observed, as_observed
+from bernmf.io import load_metadata
+from bernmf.results import Fit
+
+
+def assert_same(saved, loaded, where="fit"):
+    """Recursive equality: arrays bit for bit with dtype, indexes with dtype and name."""
+    if dataclasses.is_dataclass(saved):
+        for field in dataclasses.fields(saved):
+            name = field.name
+            assert_same(getattr(saved, name), getattr(loaded, name), f"{where}.{name}")
+    elif isinstance(saved, pd.Index):
+        assert isinstance(loaded, pd.Index), where
+        pd.testing.assert_index_equal(saved, loaded, exact=True, obj=where)
+        assert saved.name == loaded.name, where
+    elif isinstance(saved, tuple) and hasattr(saved, "_fields"):  # Prior, Observed
+        assert type(saved) is type(loaded), where
+        for name in saved._fields:
+            assert_same(getattr(saved, name), getattr(loaded, name), f"{where}.{name}")
+    elif isinstance(saved, np.ndarray | np.generic):
+        assert type(saved) is type(loaded), where
+        assert saved.dtype == loaded.dtype and saved.shape == loaded.shape, where
+        np.testing.assert_array_equal(saved, loaded, err_msg=where, strict=True)
+    elif isinstance(saved, dict):
+        assert isinstance(loaded, dict) and list(saved) == list(loaded), where
+        for key in saved:
+            assert_same(saved[key], loaded[key], f"{where}[{key!r}]")
+    elif isinstance(saved, list | tuple):
+        assert type(saved) is type(loaded) and len(saved) == len(loaded), where
+        for i, (a, b) in enumerate(zip(saved, loaded, strict=True)):
+            assert_same(a, b, f"{where}[{i}]")
+    else:
+        assert type(saved) is type(loaded) and saved == loaded, (where, saved, loaded)
+
+
+@pytest.fixture(scope="module")
+def labelled_fit():
+    Y, _, _ = bernmf.simulate(3, 30, 20, 2)
+    Y[0, :3] = np.nan
+    frame = pd.DataFrame(
+        Y,
+        index=pd.Index([f"row{i}" for i in range(30)], name="animal"),
+        columns=pd.Index(range(100, 120), name="trait"),
+    )
+    mask = np.random.default_rng(0).random(Y.shape) < 0.8
+    prior = bernmf.Prior(alpha=[1.5, 2.0], beta=1.2)
+    return bernmf.fit(frame, "mm", 2, mask=mask, prior=prior, max_iter=50)
+
+
+def test_round_trip_of_an_mm_fit_with_labels_and_mask(labelled_fit, tmp_path):
+    path = labelled_fit.save(tmp_path / "fit.npz", metadata={"options": {"max_iter": 50}})
+    loaded = bernmf.load(path)
+    assert_same(labelled_fit, loaded)
+    assert loaded.observed.mask.sum() == labelled_fit.observed.mask.sum() < 30 * 20
+    pd.testing.assert_frame_equal(loaded.frames.W, labelled_fit.frames.W)
+    info = load_metadata(path)
+    assert info["engine"] == "mm" and info["shape"] == [30, 20]
+    assert info["metadata"] == {"options": {"max_iter": 50}}
+    assert info["versions"]["numpy"] == np.__version__
+    with zipfile.ZipFile(path) as zf:  # metadata readable as plain JSON
+        assert json.loads(zf.read("metadata.json"))["rank"] == 2
+
+
+def test_round_trip_of_draws_sample_stats_and_extras(tmp_path):
+    rng = np.random.default_rng(1)
+    M, N, K, C, S = 5, 4, 2, 2, 3
+    observed = as_observed(np.where(rng.random((M, N)) < 0.2, np.nan, rng.random((M, N)) < 0.5))
+    fit = Fit(
+        engine="nuts",
+        rank=K,
+        prior=None,
+        W=rng.dirichlet(np.ones(K), M),
+        H=rng.random((K, N)),
+        probs=rng.random((M, N)),
+        trace=np.array([3.0, 2.0, np.nan, np.inf]),
+        n_iter=3,
+        converged=False,
+        timings={"compile": 0.5, "run": 1.25},
+        seed=7,
+        extras={
+            "mu": rng.random(N).astype(np.float32),
+            "m": 4.0,
+            "count": np.int64(3),
+            "m_scores": {1.0: 0.5, 2.5: 0.25},
+            "names": ("a", "b"),
+            "nested": {"list": [1, None, "x"], "array": np.arange(3)},
+        },
+        draws={"W": rng.random((C, S, M, K)), "H": rng.random((C, S, K, N))},
+        sample_stats={"diverging": rng.random((C, S)) < 0.1, "energy": rng.random((C, S))},
+        observed=Observed(observed.Y, observed.mask, None, None),
+    )
+    loaded = bernmf.load(fit.save(tmp_path / "posterior.npz"))
+    assert_same(fit, loaded)
+
+
+def test_jax_arrays_in_extras_come_back_as_numpy(labelled_fit, tmp_path):
+    import jax.numpy as jnp
+
+    fit = dataclasses.replace(labelled_fit, extras={"state": jnp.arange(3.0)})
+    loaded = bernmf.load(fit.save(tmp_path / "fit.npz"))
+    np.testing.assert_array_equal(loaded.extras["state"], np.arange(3.0, dtype=np.float32))
+
+
+def test_the_comparison_itself_catches_a_difference(labelled_fit, tmp_path):
+    loaded = bernmf.load(labelled_fit.save(tmp_path / "fit.npz"))
+    changed = dataclasses.replace(loaded, W=loaded.W + 1e-16 * (loaded.W == loaded.W.max()))
+    with pytest.raises(AssertionError):
+        assert_same(labelled_fit, changed)
+
+
+def test_refuses_to_overwrite_unless_asked_and_leaves_no_temporary(labelled_fit, tmp_path):
+    path = tmp_path / "fit.npz"
+    labelled_fit.save(path)
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        labelled_fit.save(path)
+    other = dataclasses.replace(labelled_fit, seed=99)
+    other.save(path, overwrite=True)
+    assert bernmf.load(path).seed == 99
+    bad = dataclasses.replace(labelled_fit, extras={"thing": object()})
+    with pytest.raises(TypeError, match="not supported"):
+        bad.save(tmp_path / "bad.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.npz"]
+
+
+def test_bad_paths_and_foreign_files(labelled_fit, tmp_path):
+    with pytest.raises(ValueError, match=r"\.npz"):
+        labelled_fit.save(tmp_path / "fit.csv")
+    with pytest.raises(FileNotFoundError):
+        labelled_fit.save(tmp_path / "missing" / "fit.npz")
+    with pytest.raises(FileNotFoundError):
+        bernmf.load(tmp_path / "none.npz")
+    np.savez(tmp_path / "plain.npz", a=np.arange(3))
+    with pytest.raises(ValueError, match="not a saved bernmf fit"):
+        bernmf.load(tmp_path / "plain.npz")

@@ -1,0 +1,54 @@
+"""bernmf.plot: each figure is built, labelled as documented, and saved as PNG."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bernmf
+from bernmf import plot
+
+
+@pytest.fixture(scope="module")
+def labelled():
+    Y, _, _ = bernmf.simulate(0, 12, 8, 2, bernmf.Prior(0.3, 0.3, 0.3))
+    frame = pd.DataFrame(Y, index=[f"r{i}" for i in range(12)], columns=list("abcdefgh"))
+    return frame, bernmf.fit(frame, "mm", 2, prior=bernmf.Prior(1.2, 1.2), max_iter=50)
+
+
+def test_reading_order_groups_by_dominant_component():
+    W = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7], [0.6, 0.4]])
+    H = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.4]])
+    rows, columns = plot.reading_order(W, H)
+    assert rows.tolist() == [1, 3, 0, 2] and columns.tolist() == [0, 2, 1]
+
+
+def test_factor_heatmaps_carry_the_labels(labelled, tmp_path):
+    frame, fit = labelled
+    fig = plot.factors(fit, path=tmp_path / "factors.png")
+    titled = {ax.get_title().split()[0]: ax for ax in fig.axes if ax.get_title()}
+    ax_W, ax_H = titled["W"], titled["H"]
+    assert len(fig.axes) == 3  # one colorbar for the shared probability scale
+    assert {t.get_text() for t in ax_W.get_yticklabels()} == set(frame.index)
+    assert {t.get_text() for t in ax_H.get_xticklabels()} == set(frame.columns)
+    assert (tmp_path / "factors.png").stat().st_size > 1000
+
+
+def test_other_figures(labelled, tmp_path):
+    frame, fit = labelled
+    table = pd.DataFrame(
+        [(2, a, b, 0.5 + (a - 2) ** 2 + (b - 1.5) ** 2) for a in (1, 2, 3) for b in (1, 1.5)],
+        columns=["rank", "alpha", "beta", "validation_perplexity"],
+    )
+    fig = plot.validation_heatmap(table, path=tmp_path / "v.png")
+    assert "best 0.5000" in fig.axes[0].get_title()
+    runs = pd.DataFrame({"engine": ["mm", "mm", "em"], "perplexity": [0.5, 0.6, 0.9]})
+    boxes = plot.perplexity_boxplot(runs, path=tmp_path / "b.png")
+    assert [t.get_text() for t in boxes.axes[0].get_xticklabels()] == ["mm", "em"]
+    lines = plot.traces({"a": fit, "b": fit}, path=tmp_path / "t.png").axes[0].get_lines()
+    np.testing.assert_array_equal(lines[0].get_ydata(), fit.trace)
+    fig = plot.reliability(frame.to_numpy(), fit.probs, bins=4, path=tmp_path / "r.png")
+    x, y = fig.axes[0].get_lines()[1].get_data()
+    assert ((0 <= x) & (x <= 1) & (0 <= y) & (y <= 1)).all()
+    assert all((tmp_path / n).stat().st_size > 1000 for n in ("v.png", "b.png", "t.png", "r.png"))
