@@ -8,6 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import special, stats
 
@@ -298,3 +299,27 @@ def test_invalid_options_are_rejected_before_compiling(simulated):
     # gamma below 1 is allowed
     fit = bernmf.fit(Y, "vb", rank=3, mask=mask, prior=Prior(gamma=0.05), max_iter=VB_ITER)
     np.testing.assert_allclose(fit.prior.gamma, 0.05)
+
+
+def test_lumbreras_reference_quick(tmp_path, capsys):
+    """Smoke run of experiments/lumbreras_reference.py --quick."""
+    import importlib.util
+    from pathlib import Path
+
+    from conftest import shared_file
+
+    data_dir = shared_file("data", "animals.csv").parent
+    script = Path(__file__).parents[1] / "experiments" / "lumbreras_reference.py"
+    spec = importlib.util.spec_from_file_location("lumbreras_reference", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    argv = ["--quick", "--quiet", "--data-dir", str(data_dir), "--out", str(tmp_path)]
+    assert module.main(argv) == 0
+    assert "wall time" in capsys.readouterr().out
+    for name in ("fits.csv", "summary.csv", "test_perplexity.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    fits = pd.read_csv(tmp_path / "fits.csv")
+    assert set(fits["method"]) == {"gibbs", "cvb0", "meanfield"} and len(fits) == 3
+    assert fits["test_perplexity"].between(0.3, 0.7).all()
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert {"r_low", "r_high", "within_r_range_pm_0.005"} <= set(summary.columns)
