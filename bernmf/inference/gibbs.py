@@ -12,9 +12,11 @@ exact (systematic-scan, blocked) Gibbs sweep. With P = max(M, N) and Q = min(M, 
 sweep is one ``lax.scan`` over the P diagonals of Q entries each: for M >= N, diagonal
 ``d`` holds the entries ((n + d) mod M, n), n = 0..N-1; for N > M, the entries (m, (m + d)
 mod N), m = 0..M-1. The state keeps Z in that diagonal layout, shape (P, Q), so the scan
-reads and writes it as plain rows; the counts of the side that rotates (rows for M >= N)
-are carried rotated by ``d``, so the entries of diagonal ``d`` are always its first Q
-(one static slice, no gather or scatter). All uniforms of a sweep are drawn before the
+reads and writes it as plain rows. The counts of the side that changes along the
+diagonals (rows for M >= N) are read and written as one contiguous block, without gather
+or scatter: a slice of those counts extended by a copy of their first Q columns when P >=
+2Q - 1 (:func:`_scan_sliced`), else the counts rolled by one after each diagonal
+(:func:`_scan_rotated`). All uniforms of a sweep are drawn before the
 scan; each component is drawn by inverse CDF on the K weights. Counts are float32, exact
 for integers below 2**24. Entries that are not observed keep their (unused) z and add
 nothing to the counts.
@@ -136,25 +138,73 @@ def sweep(state: State, data: Data, prior: Prior, key, *, rows_rotate: bool) -> 
     uniforms = jax.random.uniform(key, (P, Q), COUNT_DTYPE)
     L, A, T = state.counts
     rotating, fixed = ((L,), (A, T)) if rows_rotate else ((A, T), (L,))
+    xs = (state.z, data.y, data.obs, uniforms)
+
+    def draw(touched, fixed, x):
+        """_draw_diagonal on (touched, fixed) counts; returns z, touched, fixed."""
+        L, A, T = (*touched, *fixed) if rows_rotate else (*fixed, *touched)
+        z, L, A, T = _draw_diagonal(prior, L, A, T, *x)
+        return (z, (L,), (A, T)) if rows_rotate else (z, (A, T), (L,))
+
+    if P >= 2 * Q - 1:
+        rotating, fixed, z = _scan_sliced(draw, rotating, fixed, xs, P, Q)
+    else:
+        rotating, fixed, z = _scan_rotated(draw, rotating, fixed, xs, Q)
+    L, A, T = (*rotating, *fixed) if rows_rotate else (*fixed, *rotating)
+    return State(z, Counts(L, A, T))
+
+
+def _scan_rotated(draw, rotating, fixed, xs, Q: int):
+    """The sweep's scan with the rotating counts rolled by one after each diagonal.
+
+    Diagonal d's entries are then always the first Q of the rotating side; after the P
+    diagonals the counts are back in their order. One copy of the rotating counts per
+    diagonal; used when P < 2Q - 1.
+    """
 
     def step(carry, x):
         rotating, fixed = carry
-        touched = tuple(r[:, :Q] for r in rotating)
-        L, A, T = (*touched, *fixed) if rows_rotate else (*fixed, *touched)
-        z, L, A, T = _draw_diagonal(prior, L, A, T, *x)
-        touched, fixed = ((L,), (A, T)) if rows_rotate else ((A, T), (L,))
-        # write back the diagonal's counts and rotate by one for the next diagonal
+        z, touched, fixed = draw(tuple(r[:, :Q] for r in rotating), fixed, x)
         rotating = tuple(
             jnp.concatenate([t[:, 1:], r[:, Q:], t[:, :1]], axis=1)
             for t, r in zip(touched, rotating, strict=True)
         )
         return (rotating, fixed), z
 
-    (rotating, fixed), z = jax.lax.scan(
-        step, (rotating, fixed), (state.z, data.y, data.obs, uniforms)
-    )
-    L, A, T = (*rotating, *fixed) if rows_rotate else (*fixed, *rotating)
-    return State(z, Counts(L, A, T))
+    (rotating, fixed), z = jax.lax.scan(step, (rotating, fixed), xs)
+    return rotating, fixed, z
+
+
+def _scan_sliced(draw, rotating, fixed, xs, P: int, Q: int):
+    """The sweep's scan on rotating counts extended by a copy of their first Q columns.
+
+    Diagonal d's entries are columns d..d+Q-1 of the extended array (one dynamic slice,
+    updated in place). Needs P >= 2Q - 1: diagonals 0..Q-1 only touch columns below 2Q - 1
+    <= P (the originals), diagonals Q..P-1 never touch the originals 0..Q-1, so one copy of
+    the originals into the extension between the two halves, and one back at the end,
+    keep both consistent.
+    """
+
+    def step(carry, x):
+        extended, fixed = carry
+        d = x[-1]
+        touched = tuple(jax.lax.dynamic_slice_in_dim(e, d, Q, axis=1) for e in extended)
+        z, touched, fixed = draw(touched, fixed, x[:-1])
+        extended = tuple(
+            jax.lax.dynamic_update_slice_in_dim(e, t, d, axis=1)
+            for e, t in zip(extended, touched, strict=True)
+        )
+        return (extended, fixed), z
+
+    xs = (*xs, jnp.arange(P))
+    extended = tuple(jnp.concatenate([r, r[:, :Q]], axis=1) for r in rotating)
+    first = jax.tree.map(lambda a: a[:Q], xs)
+    (extended, fixed), z_first = jax.lax.scan(step, (extended, fixed), first)
+    extended = tuple(e.at[:, P:].set(e[:, :Q]) for e in extended)
+    rest = jax.tree.map(lambda a: a[Q:], xs)
+    (extended, fixed), z_rest = jax.lax.scan(step, (extended, fixed), rest)
+    rotating = tuple(jnp.concatenate([e[:, P:], e[:, Q:P]], axis=1) for e in extended)
+    return rotating, fixed, jnp.concatenate([z_first, z_rest])
 
 
 def initial_state(key, data: Data, diagonals: Diagonals, K: int) -> State:
