@@ -191,11 +191,11 @@ def test_cvb0_update_matches_numpy(simulated):
     q = rng.dirichlet(np.ones(3), size=Y.shape)  # (M, N, K)
     expected = numpy_cvb0_update(Y, mask, q, 0.9, 1.2, 0.4)
     with jax.enable_x64(True):
-        data = vb.Data(jnp.asarray(Y * mask), jnp.asarray(mask, float))
+        data = vb.Data.of(Y * mask, mask, jnp.float64)
         prior = _augmented.prior_arrays(Prior(0.9, 1.2, 0.4).broadcast(3), jnp.float64)
-        q_mkn = jnp.asarray(np.moveaxis(q, 2, 1) * mask[:, None, :])
-        new, counts = vb.cvb0_update(q_mkn, vb.soft_counts(q_mkn, data), data, prior)
-    np.testing.assert_allclose(np.moveaxis(np.asarray(new), 1, 2), expected, atol=1e-12)
+        q_nkm = jnp.asarray(np.transpose(q * mask[:, :, None], (1, 2, 0)))
+        new, counts = vb.cvb0_update(q_nkm, vb.soft_counts(q_nkm, data), data, prior)
+    np.testing.assert_allclose(np.transpose(np.asarray(new), (2, 0, 1)), expected, atol=1e-12)
     np.testing.assert_allclose(np.asarray(counts.L), expected.sum(1).T, atol=1e-10)
 
 

@@ -10,7 +10,7 @@ the indicator counts (excluding the entry's own q)::
             / (alpha_k + beta_k + T_kn - q_mnk)
 
 All entries are updated together from the counts of the previous iteration (the
-synchronous, "parallel" CVB0 schedule); q is float32 of shape (M, K, N). ``trace`` is
+synchronous, "parallel" CVB0 schedule); q is float32 of shape (N, K, M). ``trace`` is
 the collapsed log joint log p(Y_observed, Z) of the Gibbs sampler evaluated at the soft
 counts (a monitor: CVB0 optimizes no objective that it could
 report, and this value need not increase); ``tol`` applies to its relative change.
@@ -64,10 +64,18 @@ class Variational(NamedTuple):
 
 
 class Data(NamedTuple):
-    """y (0 where not observed) and obs as floats of shape (M, N)."""
+    """The data as floats: y (0 where not observed) and obs of shape (M, N), and both
+    transposed and stacked, ``by_column[n, m] = (y_mn, obs_mn)``, shape (N, M, 2)."""
 
     y: jax.Array
     obs: jax.Array
+    by_column: jax.Array
+
+    @classmethod
+    def of(cls, Y, mask, dtype) -> Data:
+        """From validated ``Y`` (0 where not observed) and boolean ``mask``, both (M, N)."""
+        y, obs = jnp.asarray(Y, dtype), jnp.asarray(mask, dtype)
+        return cls(y, obs, jnp.stack([y.T, obs.T], axis=2))
 
 
 def variational_of(counts: Counts, prior: Prior) -> Variational:
@@ -85,40 +93,42 @@ def means(q: Variational) -> tuple[jax.Array, jax.Array]:
 
 
 def initial_responsibilities(key, data: Data, K: int) -> jax.Array:
-    """q(z) of an EM E-step at random factors: q_mkn ∝ w_mk h_kn^y (1 - h_kn)^(1-y), (M, K, N)."""
+    """q(z) of an EM E-step at random factors, q_nkm ∝ w_mk h_kn^y (1 - h_kn)^(1-y), (N, K, M)."""
     M, N = data.y.shape
     key_w, key_h = jax.random.split(key)
     W = jax.random.uniform(key_w, (M, K), data.y.dtype, minval=0.05, maxval=1)
     H = jax.random.uniform(key_h, (K, N), data.y.dtype, minval=0.05, maxval=0.95)
-    joint = W[:, :, None] * jnp.where(data.y[:, None, :] > 0, H, 1 - H)
-    return joint / joint.sum(1, keepdims=True) * data.obs[:, None, :]
+    y, obs = data.by_column[:, :, 0], data.by_column[:, :, 1]
+    joint = W.T[None] * jnp.where(y[:, None, :] > 0, H.T[:, :, None], 1 - H.T[:, :, None])
+    return joint / joint.sum(1, keepdims=True) * obs[:, None, :]
 
 
 # ---------------------------------------------------------------------------- CVB0
-# q is stored row-major as (M, K, N). XLA on CPU is slow when it fuses elementwise
-# producers into reductions (it recomputes them per reduction, or emits a poorly
-# vectorized loop), so the arrays that several reductions read are materialized with
-# optimization barriers; this made an iteration about 4x faster on lastfm.
+# q is stored column by column, shape (N, K, M), so that the column counts A and T are
+# one batched matrix-vector product and L one vector-matrix product (each reads q
+# once). XLA on CPU is slow when it fuses elementwise producers into reductions, so the
+# weights and q are materialized with optimization barriers. Both choices together made
+# an iteration about 1.6x faster on lastfm than the (M, K, N) layout with reductions.
 
 
 def soft_counts(q, data: Data) -> Counts:
-    """Counts of q of shape (M, K, N): L (K, M), A and T (K, N)."""
-    weighted_ones = jax.lax.optimization_barrier(q * data.y[:, None, :])
-    return Counts(L=q.sum(2).T, A=weighted_ones.sum(0), T=q.sum(0))
+    """Counts of q of shape (N, K, M): L (K, M), A and T (K, N)."""
+    # (N, K, 2) output: asking XLA for the (2, K, N) layout directly is 3x slower
+    ones_and_all = jnp.einsum("nkm,nmj->nkj", q, data.by_column)
+    L = jnp.einsum("n,nkm->km", jnp.ones(q.shape[0], q.dtype), q)
+    return Counts(L=L, A=ones_and_all[:, :, 0].T, T=ones_and_all[:, :, 1].T)
 
 
 def cvb0_update(q, counts: Counts, data: Data, prior: Prior):
-    """One synchronous CVB0 update of every q_mn; returns the new q (M, K, N) and its counts."""
-    alpha, beta, gamma = prior
-    L, A, T = counts
-    row = gamma[None] + L.T[:, :, None] - q
-    ones = (alpha + A)[None] - q
-    zeros = (beta + T - A)[None] - q
-    column = jnp.where(data.y[:, None, :] > 0, ones, zeros) / ((alpha + beta + T)[None] - q)
+    """One synchronous CVB0 update of every q_mn; returns the new q (N, K, M) and its counts."""
+    alpha, beta, gamma = (v[None] for v in prior)  # (1, K, 1)
+    A, T = counts.A.T[:, :, None], counts.T.T[:, :, None]  # (N, K, 1)
+    row = gamma + counts.L[None] - q  # L (1, K, M)
+    y, obs = data.by_column[:, None, :, 0], data.by_column[:, None, :, 1]
+    column = jnp.where(y > 0, alpha + A - q, beta + T - A - q) / (alpha + beta + T - q)
     # the counts include the entry, so each factor is >= its prior term; clip the rounding
     weights = jax.lax.optimization_barrier(jnp.maximum(row, 0) * jnp.maximum(column, 0))
-    q = weights * (data.obs[:, None, :] / weights.sum(1, keepdims=True))
-    q = jax.lax.optimization_barrier(q)
+    q = jax.lax.optimization_barrier(weights * (obs / weights.sum(1, keepdims=True)))
     return q, soft_counts(q, data)
 
 
@@ -295,12 +305,12 @@ def run(
         prior64 = _augmented.prior_arrays(prior, jnp.float64)
         tol_array = jnp.asarray(tol, jnp.float64)
         if variant == "cvb0":
-            layout = Data(jnp.asarray(data.Y, jnp.float32), jnp.asarray(data.mask, jnp.float32))
+            layout = Data.of(data.Y, data.mask, jnp.float32)
             prior32 = _augmented.prior_arrays(prior, jnp.float32)
             args = (key, layout, prior32, prior64, tol_array)
             solver = solve_cvb0
         else:
-            layout = Data(jnp.asarray(data.Y, jnp.float64), jnp.asarray(data.mask, jnp.float64))
+            layout = Data.of(data.Y, data.mask, jnp.float64)
             args = (key, layout, prior64, tol_array)
             solver = solve_meanfield
         program, compile_seconds = compiled(
