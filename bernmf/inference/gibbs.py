@@ -64,7 +64,7 @@ class Diagonals(NamedTuple):
     @property
     def rows_rotate(self) -> bool:
         """True when the rows change along a diagonal's position (M >= N)."""
-        return self.rows.shape[0] == 1 or bool(np.any(self.rows[0] != self.rows[1]))
+        return int(self.rows.max()) + 1 == self.rows.shape[0]  # M == P = max(M, N)
 
     def gather(self, X: np.ndarray) -> np.ndarray:
         """(M, N) -> diagonal layout (P, Q)."""

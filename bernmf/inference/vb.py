@@ -139,8 +139,12 @@ class Solution(NamedTuple):
     rel_change: jax.Array
 
 
-def _iterate(update, value, start, first_value, tol, max_iter: int) -> Solution:
-    """Run ``state = update(state)`` until the relative change of ``value(state)`` is < tol."""
+def _iterate(update, value, start, first_value, tol, max_iter: int):
+    """Run ``state = update(state)`` until the relative change of ``value(state)`` is < tol.
+
+    Returns the final ``(n_iter, state, value, trace, rel_change)``; ``trace`` has shape
+    (max_iter + 1,), ``first_value`` first and NaN after ``n_iter``.
+    """
     trace = jnp.full(max_iter + 1, jnp.nan, first_value.dtype).at[0].set(first_value)
     inf = jnp.asarray(jnp.inf, first_value.dtype)
 
