@@ -280,6 +280,8 @@ def run(
     if init is not None:
         raise ValueError("engine 'gibbs' takes no init (Z starts uniformly at random)")
     M, N = data.shape
+    if max(M, N) >= 2**24:
+        raise ValueError(f"engine 'gibbs' counts in float32: M and N must be < 2**24, got {M, N}")
     diagonals = Diagonals.of_shape(M, N)
     rows_rotate = diagonals.rows_rotate
     n_sweeps = num_warmup + num_samples * thinning
