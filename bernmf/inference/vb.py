@@ -125,7 +125,7 @@ def cvb0_update(q, counts: Counts, data: Data, prior: Prior):
     A, T = counts.A.T[:, :, None], counts.T.T[:, :, None]  # (N, K, 1)
     row = gamma + counts.L[None] - q  # L (1, K, M)
     y, obs = data.by_column[:, None, :, 0], data.by_column[:, None, :, 1]
-    column = jnp.where(y > 0, alpha + A - q, beta + T - A - q) / (alpha + beta + T - q)
+    column = jnp.where(y > 0, alpha + A - q, beta + T - A - q) * (1 / (alpha + beta + T - q))
     # the counts include the entry, so each factor is >= its prior term; clip the rounding
     weights = jax.lax.optimization_barrier(jnp.maximum(row, 0) * jnp.maximum(column, 0))
     q = jax.lax.optimization_barrier(weights * (obs / weights.sum(1, keepdims=True)))
