@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf.data import Observed, check_stopping
+from bernmf.inference import accelerate as squarem
 from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior, log_prior, masked_log_likelihood_terms
@@ -133,9 +134,18 @@ class Solution(NamedTuple):
     trace: jax.Array  # (max_iter + 1,), NaN after n_iter
     n_iter: jax.Array
     rel_change: jax.Array
+    sweeps: jax.Array  # MM sweeps evaluated (3 per accelerated iteration, plus one)
 
 
-def solve(init: Factors, problem: Problem, prior: Prior, tol, *, max_iter: int) -> Solution:
+def solve(
+    init: Factors,
+    problem: Problem,
+    prior: Prior,
+    tol,
+    *,
+    max_iter: int,
+    accelerate: bool = False,
+) -> Solution:
     """Iterate :func:`step` from ``init`` until the relative change of the objective is < tol.
 
     Parameters
@@ -148,11 +158,17 @@ def solve(init: Factors, problem: Problem, prior: Prior, tol, *, max_iter: int) 
         Stop when ``|f_prev - f| / |f_prev| < tol``; 0 runs exactly ``max_iter`` sweeps.
     max_iter : int
         Iteration limit (static: it sets the trace's length).
+    accelerate : bool, default False
+        Iterate SQUAREM-accelerated sweeps (:mod:`bernmf.inference.accelerate`)
+        instead: an iteration is then three sweeps, and the trace holds the objective
+        after each accelerated iteration.
 
     Returns
     -------
     Solution
     """
+    if accelerate:
+        return _solve_accelerated(init, problem, prior, tol, max_iter=max_iter)
     sweep = Sweep(init.W, init.H, *predict(init.W, init.H))
     first = objective(problem, sweep, prior)
     trace = jnp.full(max_iter + 1, jnp.nan, first.dtype).at[0].set(first)
@@ -173,13 +189,40 @@ def solve(init: Factors, problem: Problem, prior: Prior, tol, *, max_iter: int) 
     i, sweep, _, trace, rel_change = jax.lax.while_loop(
         keep_going, iterate, (jnp.asarray(0), sweep, first, trace, inf)
     )
-    return Solution(sweep.W, sweep.H, trace, i, rel_change)
+    return Solution(sweep.W, sweep.H, trace, i, rel_change, i)
+
+
+def _solve_accelerated(init: Factors, problem: Problem, prior: Prior, tol, *, max_iter: int):
+    def sweep(factors: Factors):
+        current = Sweep(factors.W, factors.H, *predict(factors.W, factors.H))
+        following = step(problem, current, prior)
+        return objective(problem, current, prior), Factors(following.W, following.H)
+
+    solution = squarem.solve(init, sweep, tol, max_iter=max_iter)
+    sweeps = 1 + squarem.EVALUATIONS_PER_ITERATION * solution.n_iter
+    return Solution(
+        solution.W, solution.H, solution.trace, solution.n_iter, solution.change, sweeps
+    )
 
 
 def check_dtype(dtype: str) -> None:
     """Raise ValueError unless ``dtype`` is one of :data:`DTYPES`."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+
+
+def check_flag(name: str, value) -> None:
+    """Raise TypeError unless ``value`` is a bool."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def check_restarts(restarts, init) -> None:
+    """``restarts`` must be an integer >= 1, and 1 when ``init`` is given."""
+    if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 1:
+        raise ValueError(f"restarts must be an integer >= 1, got {restarts!r}")
+    if restarts > 1 and init is not None:
+        raise ValueError("restarts > 1 needs random initializations: do not give init")
 
 
 def check_prior(prior: Prior) -> None:
@@ -221,10 +264,27 @@ def run(
     max_iter: int = 2000,
     tol: float = 1e-5,
     dtype: str = "float64",
+    accelerate: bool = True,
+    restarts: int = 1,
 ) -> Fit:
-    """Fit by MM; see :func:`bernmf.fit` for the arguments. Returns a :class:`Fit`."""
+    """Fit by MM; see :func:`bernmf.fit` for the arguments. Returns a :class:`Fit`.
+
+    With ``accelerate=True``, ``n_iter``, ``max_iter`` and the trace count accelerated
+    iterations (three MM sweeps each); ``extras["sweeps"]`` counts the sweeps. With
+    ``restarts=R > 1``, the fits from seeds ``seed, ..., seed + R - 1`` run in one
+    compiled call (:func:`bernmf.tune.best_of`) and the one of lowest objective is
+    returned.
+    """
     check_stopping(max_iter, tol)
     check_dtype(dtype)
+    check_flag("accelerate", accelerate)
+    check_restarts(restarts, init)
+    if restarts > 1:
+        from bernmf import tune  # tune builds on this module
+
+        seeds = range(seed, seed + restarts)
+        options = {"max_iter": max_iter, "tol": tol, "dtype": dtype, "accelerate": accelerate}
+        return tune.best_of(data, rank, prior, seeds, **options)
     M, N = data.shape
     given = None if init is None else check_init(init, M, N, rank)
     with jax.enable_x64(True):
@@ -237,7 +297,9 @@ def run(
         prior_arrays = Prior(*(jnp.asarray(v, float_type) for v in prior))
         tol_array = jnp.asarray(tol, float_type)
         args = (start, problem, prior_arrays, tol_array)
-        program, compile_seconds = compiled("mm.solve", solve, *args, max_iter=int(max_iter))
+        program, compile_seconds = compiled(
+            "mm.solve", solve, *args, max_iter=int(max_iter), accelerate=accelerate
+        )
         begin = time.perf_counter()
         solution = jax.block_until_ready(program(*args))
         run_seconds = time.perf_counter() - begin
@@ -255,6 +317,7 @@ def run(
             converged=bool(solution.rel_change < tol),
             timings={"compile": compile_seconds, "run": run_seconds},
             seed=seed,
+            extras={"accelerate": accelerate, "sweeps": int(solution.sweeps)},
         )
 
 
