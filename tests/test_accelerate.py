@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
+from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_mm import mm_cases, random_problem
@@ -186,3 +190,16 @@ def test_restarts_bad_arguments():
         bernmf.fit(Y, "mm", 2, mask=O, init=(W0, H0), restarts=2)
     with pytest.raises(TypeError, match="does not take option"):
         bernmf.fit(Y, "logsvd", 2, mask=O, restarts=2)
+
+
+def test_benchmark_quick_mode_writes_its_table_and_figure(tmp_path):
+    data_dir = shared_file("data", "animals.csv").parent
+    path = Path(__file__).parents[1] / "benchmarks" / "accelerate.py"
+    spec = importlib.util.spec_from_file_location("accelerate_benchmark", path)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    summary = benchmark.main(["--quick", "--data-dir", str(data_dir), "--out", str(tmp_path)])
+    assert (tmp_path / "accelerate.png").stat().st_size > 0
+    table = pd.read_csv(tmp_path / "accelerate.csv")
+    assert set(table["method"]) == {"plain", "accelerated", "to plain's stop"}
+    assert (summary["iterations_ratio"] > 1).all()
