@@ -97,7 +97,7 @@ def test_extrapolated_points_are_feasible(seed, max_step, boundary_share):
     assert np.all(H[points[2].H > 0] > 0) and np.all(H[points[2].H < 1] < 1)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mm_cases())
 def test_accelerated_objective_never_increases(case):
     Y, O, K, prior, seed = case

@@ -14,6 +14,10 @@ Entries where ``C + D = 0`` (a column with no observed entry under a flat prior)
 rows where the denominator is 0 (a row with no observed entry and gamma = 1) keep
 their value. The objective, ``-log_joint``, never increases when alpha, beta and
 gamma are all >= 1.
+
+By default (``accelerate=True``) :func:`run` iterates SQUAREM extrapolations of these
+sweeps (:mod:`bernmf.inference.accelerate`), safeguarded so that the constraints hold
+and the objective still never increases.
 """
 
 from __future__ import annotations
@@ -298,7 +302,7 @@ def run(
         tol_array = jnp.asarray(tol, float_type)
         args = (start, problem, prior_arrays, tol_array)
         program, compile_seconds = compiled(
-            "mm.solve", solve, *args, max_iter=int(max_iter), accelerate=accelerate
+            "mm.solve", solve, *args, max_iter=int(max_iter), accelerate=bool(accelerate)
         )
         begin = time.perf_counter()
         solution = jax.block_until_ready(program(*args))
@@ -317,7 +321,7 @@ def run(
             converged=bool(solution.rel_change < tol),
             timings={"compile": compile_seconds, "run": run_seconds},
             seed=seed,
-            extras={"accelerate": accelerate, "sweeps": int(solution.sweeps)},
+            extras={"accelerate": bool(accelerate), "sweeps": int(solution.sweeps)},
         )
 
 
