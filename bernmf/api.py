@@ -55,10 +55,15 @@ def fit(
         Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
         ``tol`` (default 1e-5; stop when the relative change of the objective
         is below it; 0 runs exactly ``max_iter`` iterations), ``dtype``
-        (``"float64"``, default, or ``"float32"``), ``block_rows`` (None,
-        default; an int or ``"auto"`` sweeps over blocks of rows so that memory
-        beyond Y is O((M + N) K + block_rows N)) and ``devices`` (a list of JAX
-        devices to shard the rows over, e.g. ``jax.devices()``); see
+        (``"float64"``, default, or ``"float32"``), ``accelerate`` (default True:
+        SQUAREM-accelerated MM, whose iterations are three MM sweeps each, the
+        objective still never increasing; ``extras["sweeps"]`` counts the sweeps;
+        False: plain MM sweeps), ``restarts`` (default 1; R > 1 fits from seeds
+        ``seed, ..., seed + R - 1`` in one compiled call and returns the fit of lowest
+        objective, with all R final objectives in ``extras["restarts"]``),
+        ``block_rows`` (None, default; an int or ``"auto"`` sweeps over blocks of rows
+        so that memory beyond Y is O((M + N) K + block_rows N)) and ``devices`` (a
+        list of JAX devices to shard the rows over, e.g. ``jax.devices()``); see
         :func:`bernmf.inference.mm.run`.
 
     Returns

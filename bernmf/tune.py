@@ -45,7 +45,7 @@ from bernmf.inference._compile import compiled
 from bernmf.models.spec import Prior, perplexity
 from bernmf.results import Fit
 
-__all__ = ["Batch", "Tuning", "fit_batch", "grid", "restarts"]
+__all__ = ["Batch", "Tuning", "best_of", "fit_batch", "grid", "restarts"]
 
 COLUMNS = [
     "rank",
@@ -54,6 +54,7 @@ COLUMNS = [
     "gamma",
     "seed",
     "iterations",
+    "sweeps",
     "converged",
     "seconds",
     "validation_perplexity",
@@ -69,6 +70,9 @@ class Batch:
     W : (G, M, K) ndarray
     H : (G, K, N) ndarray
     n_iter : (G,) int ndarray
+        Iterations (accelerated iterations with ``accelerate=True``).
+    sweeps : (G,) int ndarray
+        MM sweeps evaluated.
     converged : (G,) bool ndarray
     objective : (G,) ndarray
         Final objective (per observed entry for the ``as_published`` variant).
@@ -83,6 +87,7 @@ class Batch:
     W: np.ndarray
     H: np.ndarray
     n_iter: np.ndarray
+    sweeps: np.ndarray
     converged: np.ndarray
     objective: np.ndarray
     traces: np.ndarray
@@ -142,10 +147,12 @@ def _capacity(size: int) -> int:
     return max(MIN_CAPACITY, 1 << (size - 1).bit_length())
 
 
-def _solve_one(seed, prior, problem, tol, *, M, N, K, max_iter, variant):
+def _solve_one(seed, prior, problem, tol, *, M, N, K, max_iter, variant, accelerate):
     dtype = prior.alpha.dtype
     init = mm.random_init(jax.random.key(seed), M, N, K, dtype)
-    solution = batched.solve(init, problem, prior, tol, max_iter=max_iter, variant=variant)
+    solution = batched.solve(
+        init, problem, prior, tol, max_iter=max_iter, variant=variant, accelerate=accelerate
+    )
     jax.debug.callback(_report_done, seed)
     return solution
 
@@ -184,6 +191,7 @@ def fit_batch(
     tol: float = 1e-5,
     dtype: str = "float64",
     variant: str = "correct",
+    accelerate: bool | None = None,
     batch_size: int | None = None,
     workers: int = 1,
     progress: str | None = None,
@@ -205,6 +213,10 @@ def fit_batch(
         ``tol`` is the absolute decrease of the objective per observed entry.
     variant : {"correct", "as_published"}
         See :mod:`bernmf.inference.mm_batched`.
+    accelerate : bool, optional
+        SQUAREM-accelerated MM, as ``bernmf.fit(..., accelerate=True)`` (correct
+        variant only); ``max_iter`` then counts accelerated iterations. Default: on
+        for the correct variant, off for ``as_published``.
     batch_size : int, optional
         How many fits are vmapped together; default: all on an accelerator, 1 on CPU.
     workers : int, default 1
@@ -222,6 +234,11 @@ def fit_batch(
         raise ValueError("give one seed per prior, and at least one of each")
     if variant not in batched.VARIANTS:
         raise ValueError(f"variant must be one of {batched.VARIANTS}, got {variant!r}")
+    if accelerate is None:
+        accelerate = variant == "correct"
+    mm.check_flag("accelerate", accelerate)
+    if accelerate and variant != "correct":
+        raise ValueError("accelerate=True needs variant='correct'")
     mm.check_dtype(dtype)
     check_stopping(max_iter, tol)
     broadcast = [p.broadcast(rank) for p in priors]
@@ -233,6 +250,7 @@ def fit_batch(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     M, N = data.shape
     static = {"M": M, "N": N, "K": rank, "max_iter": int(max_iter), "variant": variant}
+    static["accelerate"] = bool(accelerate)
     with jax.enable_x64(True):
         float_type = mm.DTYPES[dtype]
         problem = batched.make_problem(data.Y, data.mask, float_type)
@@ -285,11 +303,13 @@ def fit_batch(
         n_iter = np.asarray(solution.n_iter)
         traces = np.asarray(solution.trace, float)  # (size, max_iter + 1)
         last = traces[np.arange(size), n_iter]
-        share = n_iter / max(n_iter.sum(), 1)
+        sweeps = np.asarray(solution.sweeps)
+        share = sweeps / max(sweeps.sum(), 1)
         return Batch(
             W=np.asarray(solution.W, float),
             H=np.asarray(solution.H, float),
             n_iter=n_iter,
+            sweeps=sweeps,
             converged=np.asarray(solution.converged),
             objective=last,
             traces=traces,
@@ -358,6 +378,7 @@ def grid(
     tol: float = 1e-5,
     dtype: str = "float64",
     variant: str = "correct",
+    accelerate: bool | None = None,
     batch_size: int | None = None,
     workers: int = 1,
     progress: bool = True,
@@ -381,7 +402,7 @@ def grid(
     restarts : int, default 1
         Random initializations per setting, with seeds ``seed, seed + 1, ...``; the
         same seeds for every (alpha, beta), so settings are compared on equal footing.
-    max_iter, tol, dtype, variant, batch_size, workers
+    max_iter, tol, dtype, variant, accelerate, batch_size, workers
         See :func:`fit_batch`.
     progress : bool, default True
         Print a line per rank, and progress lines during long ranks, to ``stream``.
@@ -416,6 +437,7 @@ def grid(
             tol=tol,
             dtype=dtype,
             variant=variant,
+            accelerate=accelerate,
             batch_size=batch_size,
             workers=workers,
             progress=label if progress else None,
@@ -432,6 +454,7 @@ def grid(
                     gamma,
                     s,
                     int(result.n_iter[i]),
+                    int(result.sweeps[i]),
                     bool(result.converged[i]),
                     float(result.seconds[i]),
                     score,
@@ -444,7 +467,7 @@ def grid(
             top = done.loc[done["validation_perplexity"].idxmin()]
             print(
                 f"{label}: {len(settings)} fits in {result.run_seconds:.1f} s "
-                f"(compile {result.compile_seconds:.1f} s), {int(done['iterations'].sum())} "
+                f"(compile {result.compile_seconds:.1f} s), {int(done['sweeps'].sum())} "
                 f"sweeps; best validation perplexity {top['validation_perplexity']:.4f} at "
                 f"alpha={top['alpha']:g}, beta={top['beta']:g}",
                 file=stream,
@@ -487,8 +510,8 @@ def restarts(
         The ``engine`` recorded on each :class:`~bernmf.results.Fit`; default "mm"
         (or "mm-as-published").
     **options
-        ``max_iter``, ``tol``, ``dtype``, ``variant``, ``batch_size``, ``workers``,
-        ``progress``.
+        ``max_iter``, ``tol``, ``dtype``, ``variant``, ``accelerate``, ``batch_size``,
+        ``workers``, ``progress``.
 
     Returns
     -------
@@ -518,8 +541,63 @@ def restarts(
                     "run": float(result.seconds[i]),
                 },
                 seed=s,
+                extras={"sweeps": int(result.sweeps[i])},
                 row_labels=data.row_labels,
                 col_labels=data.col_labels,
             )
         )
     return fits
+
+
+def best_of(data: Observed, rank: int, prior: Prior, seeds: Sequence[int], **options) -> Fit:
+    """The fit of lowest final objective among one MM fit per seed, in one compiled call.
+
+    This is ``bernmf.fit(..., restarts=R)`` for the ``mm`` engine: the seeds' fits are
+    those of ``bernmf.fit(..., seed=s)`` (to rounding), run by :func:`fit_batch`
+    (one after the other inside one compiled program on a CPU, vmapped on an
+    accelerator).
+
+    Parameters
+    ----------
+    data : Observed
+    rank : int
+    prior : Prior
+        Of arrays of shape (rank,).
+    seeds : sequence of int
+    **options
+        ``max_iter``, ``tol``, ``dtype``, ``accelerate`` (see :func:`fit_batch`).
+
+    Returns
+    -------
+    Fit
+        The best fit, with ``seed`` its seed, ``timings`` those of the whole call and
+        ``extras["restarts"]`` = ``{"seeds", "objectives", "n_iter", "converged"}``
+        (lists over all restarts, in the order of ``seeds``).
+    """
+    seeds = [int(s) for s in seeds]
+    result = fit_batch(data, rank, [prior] * len(seeds), seeds, **options)
+    best = int(np.argmin(np.where(np.isnan(result.objective), np.inf, result.objective)))
+    W, H = result.W[best], result.H[best]
+    return Fit(
+        engine="mm",
+        rank=rank,
+        prior=prior,
+        W=W,
+        H=H,
+        probs=W @ H,
+        trace=result.traces[best, : result.n_iter[best] + 1],
+        n_iter=int(result.n_iter[best]),
+        converged=bool(result.converged[best]),
+        timings={"compile": result.compile_seconds, "run": result.run_seconds},
+        seed=seeds[best],
+        extras={
+            "accelerate": bool(options.get("accelerate", True)),
+            "sweeps": int(result.sweeps[best]),
+            "restarts": {
+                "seeds": seeds,
+                "objectives": result.objective.tolist(),
+                "n_iter": result.n_iter.tolist(),
+                "converged": result.converged.tolist(),
+            },
+        },
+    )

@@ -71,7 +71,9 @@ def test_mm_matches_numpy_reference_for_50_iterations():
     alpha, beta, gamma = np.array([1.0, 1.3, 2.0, 1.1]), np.array([1.5, 1.0, 1.2, 3.0]), 1.4
     prior = bernmf.Prior(alpha, beta, gamma)
     with pytest.warns(UserWarning, match="1 row"):
-        result = bernmf.fit(Y, "mm", 4, mask=O, prior=prior, init=(W0, H0), max_iter=50, tol=0)
+        result = bernmf.fit(
+            Y, "mm", 4, mask=O, prior=prior, init=(W0, H0), max_iter=50, tol=0, accelerate=False
+        )
     W, H = W0, H0
     expected_trace = [numpy_objective(Y, O, W, H, alpha, beta, gamma)]
     for _ in range(50):
@@ -86,8 +88,9 @@ def test_mm_matches_numpy_reference_for_50_iterations():
 
 def test_em_is_mm_at_the_flat_prior_and_equals_responsibility_em():
     Y, O, W0, H0 = random_problem(1, 25, 15, 3)
-    em = bernmf.fit(Y, "em", 3, mask=O, init=(W0, H0), max_iter=50, tol=0)
-    mm_flat = bernmf.fit(Y, "mm", 3, mask=O, init=(W0, H0), max_iter=50, tol=0)
+    plain = {"init": (W0, H0), "max_iter": 50, "tol": 0, "accelerate": False}
+    em = bernmf.fit(Y, "em", 3, mask=O, **plain)
+    mm_flat = bernmf.fit(Y, "mm", 3, mask=O, **plain)
     np.testing.assert_array_equal(em.W, mm_flat.W)
     np.testing.assert_array_equal(em.trace, mm_flat.trace)
     W, H = numpy_em_ecm(Y, O, W0, H0, 50)
@@ -125,7 +128,9 @@ def test_objective_never_increases(case):
     Y, O, K, prior, seed = case
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        result = bernmf.fit(Y, "mm", K, mask=O, prior=prior, seed=seed % 1000, max_iter=30, tol=0)
+        result = bernmf.fit(
+            Y, "mm", K, mask=O, prior=prior, seed=seed % 1000, max_iter=30, tol=0, accelerate=False
+        )
     trace = result.trace
     assert np.all(np.isfinite(trace))
     assert np.all(np.diff(trace) <= 1e-10 * np.maximum(1.0, np.abs(trace[:-1])))
@@ -135,7 +140,9 @@ def test_objective_never_increases(case):
 
 def test_constraints_hold_after_2000_iterations_on_a_paleo_sized_problem():
     Y, _, _ = bernmf.simulate(3, 253, 902, 8, bernmf.Prior(0.2, 2.0, 0.5))
-    result = bernmf.fit(Y, "mm", 8, prior=bernmf.Prior(1.1, 1.5), max_iter=2000, tol=0)
+    result = bernmf.fit(
+        Y, "mm", 8, prior=bernmf.Prior(1.1, 1.5), max_iter=2000, tol=0, accelerate=False
+    )
     assert result.n_iter == 2000
     np.testing.assert_allclose(result.W.sum(axis=1), 1, atol=1e-12, rtol=0)
     assert result.W.min() >= 0 and result.H.min() >= 0 and result.H.max() <= 1
@@ -170,6 +177,7 @@ def test_float32_runs_stay_finite_and_close_to_float64():
     Y, _, _ = bernmf.simulate(5, 120, 80, 4, bernmf.Prior(0.5, 1.0, 1.0))
     _, _, W0, H0 = random_problem(5, 120, 80, 4)
     options = {"prior": bernmf.Prior(1.2, 1.2), "init": (W0, H0), "max_iter": 100, "tol": 0}
+    options["accelerate"] = False  # the same sweeps (accelerated: test_accelerate.py)
     single = bernmf.fit(Y, "mm", 4, dtype="float32", **options)
     double = bernmf.fit(Y, "mm", 4, **options)
     assert np.all(np.isfinite(single.trace)) and np.all(np.isfinite(single.W))

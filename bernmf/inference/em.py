@@ -34,23 +34,17 @@ def run(
     max_iter: int = 2000,
     tol: float = 1e-5,
     dtype: str = "float64",
+    accelerate: bool = True,
+    restarts: int = 1,
     block_rows: int | str | None = None,
     devices=None,
 ) -> Fit:
     """Fit by EM; the options are those of :func:`bernmf.inference.mm.run`."""
     flat = Prior().broadcast(rank)
-    result = mm.run(
-        data,
-        rank,
-        flat,
-        seed,
-        init,
-        max_iter=max_iter,
-        tol=tol,
-        dtype=dtype,
-        block_rows=block_rows,
-        devices=devices,
-    )
+    options = {"max_iter": max_iter, "tol": tol, "dtype": dtype}
+    options |= {"accelerate": accelerate, "restarts": restarts}
+    options |= {"block_rows": block_rows, "devices": devices}
+    result = mm.run(data, rank, flat, seed, init, **options)
     return dataclasses.replace(result, engine="em", prior=None)
 
 

@@ -19,6 +19,10 @@ The H step and the objective sum over rows and the W step is row by row, so the
 same sweep runs over blocks of rows (``block_rows``: memory O((M + N) K + B N)
 beyond Y) and over rows sharded across devices (``devices``: ``shard_map`` with
 the row sums ``psum``-ed); see :func:`run`.
+
+By default (``accelerate=True``) :func:`run` iterates SQUAREM extrapolations of these
+sweeps (:mod:`bernmf.inference.accelerate`), safeguarded so that the constraints hold
+and the objective still never increases.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bernmf.data import Observed, check_stopping
+from bernmf.inference import accelerate as squarem
 from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior, log_prior, masked_log_likelihood_terms
@@ -327,9 +332,18 @@ class Solution(NamedTuple):
     trace: jax.Array  # (max_iter + 1,), NaN after n_iter
     n_iter: jax.Array
     rel_change: jax.Array
+    sweeps: jax.Array  # MM sweeps evaluated (3 per accelerated iteration, plus one)
 
 
-def solve(init: Factors, problem: Problem, prior: Prior, tol, *, max_iter: int) -> Solution:
+def solve(
+    init: Factors,
+    problem: Problem,
+    prior: Prior,
+    tol,
+    *,
+    max_iter: int,
+    accelerate: bool = False,
+) -> Solution:
     """Iterate :func:`step` from ``init`` until the relative change of the objective is < tol.
 
     Parameters
@@ -342,11 +356,17 @@ def solve(init: Factors, problem: Problem, prior: Prior, tol, *, max_iter: int) 
         Stop when ``|f_prev - f| / |f_prev| < tol``; 0 runs exactly ``max_iter`` sweeps.
     max_iter : int
         Iteration limit (static: it sets the trace's length).
+    accelerate : bool, default False
+        Iterate SQUAREM-accelerated sweeps (:mod:`bernmf.inference.accelerate`)
+        instead: an iteration is then three sweeps, and the trace holds the objective
+        after each accelerated iteration.
 
     Returns
     -------
     Solution
     """
+    if accelerate:
+        return _solve_accelerated(init, problem, prior, tol, max_iter=max_iter)
     sweep = make_sweep(problem, init.W, init.H)
     first = objective(problem, sweep, prior)
     trace = jnp.full(max_iter + 1, jnp.nan, first.dtype).at[0].set(first)
@@ -367,13 +387,49 @@ def solve(init: Factors, problem: Problem, prior: Prior, tol, *, max_iter: int) 
     i, sweep, _, trace, rel_change = jax.lax.while_loop(
         keep_going, iterate, (jnp.asarray(0), sweep, first, trace, inf)
     )
-    return Solution(sweep.W, sweep.H, trace, i, rel_change)
+    return Solution(sweep.W, sweep.H, trace, i, rel_change, i)
+
+
+def _squared_norm(problem: Problem, factors: Factors) -> jax.Array:
+    """``||W||^2 + ||H||^2`` over the real rows of W on all devices (the SQUAREM step length)."""
+    W = factors.W
+    if problem.real_row is not None:
+        W = jnp.where(problem.real_row[:, None], W, 0.0)
+    return _total_over_devices(problem, jnp.sum(W**2)) + jnp.sum(factors.H**2)
+
+
+def _solve_accelerated(init: Factors, problem: Problem, prior: Prior, tol, *, max_iter: int):
+    def sweep(factors: Factors):
+        current = make_sweep(problem, factors.W, factors.H)
+        following = step(problem, current, prior)
+        return objective(problem, current, prior), Factors(following.W, following.H)
+
+    norm2 = functools.partial(_squared_norm, problem)
+    solution = squarem.solve(init, sweep, tol, max_iter=max_iter, norm2=norm2)
+    sweeps = 1 + squarem.EVALUATIONS_PER_ITERATION * solution.n_iter
+    return Solution(
+        solution.W, solution.H, solution.trace, solution.n_iter, solution.change, sweeps
+    )
 
 
 def check_dtype(dtype: str) -> None:
     """Raise ValueError unless ``dtype`` is one of :data:`DTYPES`."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+
+
+def check_flag(name: str, value) -> None:
+    """Raise TypeError unless ``value`` is a bool."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def check_restarts(restarts, init) -> None:
+    """``restarts`` must be an integer >= 1, and 1 when ``init`` is given."""
+    if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 1:
+        raise ValueError(f"restarts must be an integer >= 1, got {restarts!r}")
+    if restarts > 1 and init is not None:
+        raise ValueError("restarts > 1 needs random initializations: do not give init")
 
 
 def check_prior(prior: Prior) -> None:
@@ -487,12 +543,12 @@ def _solver(devices):
     mesh = _mesh(devices)
     rows, replicated = PartitionSpec(ROWS), PartitionSpec()
 
-    def solve_sharded(init, problem, prior, tol, *, max_iter):
+    def solve_sharded(init, problem, prior, tol, *, max_iter, accelerate):
         solution = jax.shard_map(
-            functools.partial(solve, max_iter=max_iter),
+            functools.partial(solve, max_iter=max_iter, accelerate=accelerate),
             mesh=mesh,
             in_specs=(Factors(rows, replicated), rows, replicated, replicated),
-            out_specs=Solution(rows, replicated, replicated, replicated, replicated),
+            out_specs=Solution(rows, *[replicated] * 5),
         )(init, problem, prior, tol)
         W = jax.lax.with_sharding_constraint(solution.W, NamedSharding(mesh, replicated))
         return solution._replace(W=W)
@@ -510,6 +566,8 @@ def run(
     max_iter: int = 2000,
     tol: float = 1e-5,
     dtype: str = "float64",
+    accelerate: bool = True,
+    restarts: int = 1,
     block_rows: int | str | None = None,
     devices=None,
 ) -> Fit:
@@ -517,6 +575,14 @@ def run(
 
     Parameters
     ----------
+    accelerate : bool, default True
+        Iterate SQUAREM-accelerated sweeps: ``n_iter``, ``max_iter`` and the trace
+        then count accelerated iterations (three MM sweeps each) and
+        ``extras["sweeps"]`` counts the sweeps. False: plain MM sweeps.
+    restarts : int, default 1
+        R > 1 runs the fits from seeds ``seed, ..., seed + R - 1`` in one compiled
+        call (:func:`bernmf.tune.best_of`; one device, unblocked) and returns the one
+        of lowest objective.
     block_rows : int, "auto" or None, default None
         None: the sweep works on whole (M, N) arrays (fastest while a few float
         copies of Y fit in memory). An int B: it goes over blocks of B rows, so
@@ -537,8 +603,20 @@ def run(
     """
     check_stopping(max_iter, tol)
     check_dtype(dtype)
+    check_flag("accelerate", accelerate)
+    check_restarts(restarts, init)
     check_block_rows(block_rows)
     devices = check_devices(devices)
+    if restarts > 1:
+        if block_rows is not None or devices is not None:
+            raise ValueError(
+                "restarts > 1 runs on one device, unblocked: leave out block_rows and devices"
+            )
+        from bernmf import tune  # tune builds on this module
+
+        seeds = range(seed, seed + restarts)
+        options = {"max_iter": max_iter, "tol": tol, "dtype": dtype, "accelerate": accelerate}
+        return tune.best_of(data, rank, prior, seeds, **options)
     M, N = data.shape
     given = None if init is None else check_init(init, M, N, rank)
     with jax.enable_x64(True):
@@ -558,7 +636,11 @@ def run(
         args = (start, problem, prior_arrays, tol_array)
         device_ids = None if devices is None else tuple(d.id for d in devices)
         program, compile_seconds = compiled(
-            ("mm.solve", block, device_ids), _solver(devices), *args, max_iter=int(max_iter)
+            ("mm.solve", block, device_ids),
+            _solver(devices),
+            *args,
+            max_iter=int(max_iter),
+            accelerate=bool(accelerate),
         )
         begin = time.perf_counter()
         solution = jax.block_until_ready(program(*args))
@@ -577,7 +659,12 @@ def run(
             converged=bool(solution.rel_change < tol),
             timings={"compile": compile_seconds, "run": run_seconds},
             seed=seed,
-            extras={"block_rows": block, "devices": n_devices},
+            extras={
+                "accelerate": bool(accelerate),
+                "sweeps": int(solution.sweeps),
+                "block_rows": block,
+                "devices": n_devices,
+            },
         )
 
 

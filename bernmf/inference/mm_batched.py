@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bernmf.inference import accelerate as squarem
 from bernmf.inference.mm import Factors
 from bernmf.models.spec import Prior, log_prior
 
@@ -170,6 +171,7 @@ class Solution(NamedTuple):
     trace: jax.Array  # (max_iter + 1,), NaN after n_iter
     n_iter: jax.Array
     converged: jax.Array
+    sweeps: jax.Array  # sweeps evaluated (3 per accelerated iteration, plus one)
 
 
 def solve(
@@ -180,6 +182,7 @@ def solve(
     *,
     max_iter: int,
     variant: str = "correct",
+    accelerate: bool = False,
 ) -> Solution:
     """Iterate the sweep from ``init``; vmappable over ``init`` and ``prior``.
 
@@ -188,9 +191,20 @@ def solve(
     first sweep after the first that lowers the objective per observed entry by less
     than ``tol`` (absolute, rises included; the published code uses 1e-5). Either way
     at most ``max_iter`` sweeps are made.
+
+    ``accelerate=True`` (correct variant only) iterates the SQUAREM-accelerated sweeps
+    of :mod:`bernmf.inference.accelerate`, as ``bernmf.fit(..., accelerate=True)``
+    does; ``max_iter``, ``n_iter`` and the trace then count accelerated iterations.
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if accelerate:
+        if variant != "correct":
+            raise ValueError(
+                "accelerate=True needs variant='correct' (the published sweep "
+                "does not decrease its objective, so it cannot be safeguarded)"
+            )
+        return _solve_accelerated(init, problem, prior, tol, max_iter=max_iter)
     sweep = sweep_as_published if variant == "as_published" else sweep_correct
     dtype = accumulator(init.W.dtype)  # of the objective
     inf = jnp.asarray(jnp.inf, dtype)
@@ -217,4 +231,16 @@ def solve(
     t, current, _, _, change, trace = jax.lax.while_loop(
         keep_going, iterate, (jnp.asarray(-1), init, init, inf, inf, trace)
     )
-    return Solution(current.W, current.H, trace, t, change < tol)
+    return Solution(current.W, current.H, trace, t, change < tol, t + 1)
+
+
+def _solve_accelerated(init: Factors, problem: SparseProblem, prior: Prior, tol, *, max_iter):
+    def sweep(factors: Factors):
+        value, W, H = sweep_correct(problem, factors.W, factors.H, prior)
+        return value, Factors(W, H)
+
+    solution = squarem.solve(init, sweep, tol, max_iter=max_iter)
+    sweeps = 1 + squarem.EVALUATIONS_PER_ITERATION * solution.n_iter
+    return Solution(
+        solution.W, solution.H, solution.trace, solution.n_iter, solution.change < tol, sweeps
+    )
