@@ -3,7 +3,9 @@
 Both run in this process, pinned to one CPU core with one BLAS / XLA thread, on the
 same simulated data; the table gives ms per iteration and the ratio numpy / bernmf.
 The numpy version is the update of DESIGN.md written directly (H step, W step and the
-objective that the stopping rule needs, each iteration).
+objective that the stopping rule needs, each iteration); bernmf runs plain sweeps
+(``accelerate=False``), so one iteration is one sweep on both sides
+(``benchmarks/accelerate.py`` measures what acceleration saves).
 
 Run: ``.venv/bin/python benchmarks/mm_speed.py [--iterations 200] [--out results/mm_speed]``
 """
@@ -63,7 +65,9 @@ def time_numpy(Y, mask, K, iterations):
 
 
 def time_bernmf(Y, mask, K, iterations):
-    result = bernmf.fit(Y, "mm", K, mask=mask, prior=PRIOR, max_iter=iterations, tol=0, seed=1)
+    result = bernmf.fit(
+        Y, "mm", K, mask=mask, prior=PRIOR, max_iter=iterations, tol=0, seed=1, accelerate=False
+    )
     assert result.n_iter == iterations
     return result.timings["run"] / iterations
 
