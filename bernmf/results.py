@@ -104,6 +104,12 @@ class Fit:
             raise ValueError(f"Y has shape {data.shape} but the fit has shape {self.probs.shape}")
         return perplexity(data.Y, self.probs, data.mask)
 
+    def to_arviz(self, *, wh: bool = False, log_likelihood: bool = True):
+        """The posterior draws as an ArviZ DataTree; see :func:`bernmf.posterior.to_arviz`."""
+        from bernmf.posterior import to_arviz
+
+        return to_arviz(self, wh=wh, log_likelihood=log_likelihood)
+
     @property
     def frames(self) -> FitFrames:
         """W, H and probs as labelled DataFrames (``fit.frames.W`` ...)."""
