@@ -29,6 +29,7 @@ objective) of each kept draw, so it is on the scale of ``mm``'s trace;
 
 from __future__ import annotations
 
+import sys
 import time
 
 import jax
@@ -77,6 +78,11 @@ def _check_options(
         raise ValueError(
             f"chain_method must be None or one of {CHAIN_METHODS}, got {chain_method!r}"
         )
+
+
+def _say(progress: bool, message: str) -> None:
+    if progress:
+        print(message, file=sys.stderr, flush=True)
 
 
 def default_chain_method(num_chains: int) -> str:
@@ -147,7 +153,9 @@ dense_mass
         Default: :func:`default_chain_method`.
     dtype : {"float64", "float32"}
     progress : bool
-        NumPyro's progress bar.
+        Print a line when sampling starts and one when it ends (on stderr).
+        NumPyro's own progress bar is not used: its host callback runs outside
+        the thread's ``jax.enable_x64`` context and fails in float64.
 
     Returns
     -------
@@ -191,7 +199,12 @@ dense_mass
             num_chains=num_chains,
             thinning=thinning,
             chain_method=chain_method,
-            progress_bar=progress,
+            progress_bar=False,
+        )
+        _say(
+            progress,
+            f"nuts: {num_chains} chain(s) x ({num_warmup} warmup + {num_samples} draws), "
+            f"{chain_method}, started at {start!r} in {start_seconds:.1f} s",
         )
         begin = time.perf_counter()
         sampler.run(
@@ -199,6 +212,7 @@ dense_mass
         )
         samples = jax.block_until_ready(sampler.get_samples(group_by_chain=True))
         run_seconds = time.perf_counter() - begin
+        _say(progress, f"nuts: sampled in {run_seconds:.1f} s (compilation included)")
         fields = sampler.get_extra_fields(group_by_chain=True)
     W_draws = np.asarray(samples["W"], float)
     H_draws = np.asarray(samples["H"], float)
