@@ -327,3 +327,29 @@ def test_rank_rhat_is_arviz_rhat_with_ties_and_an_odd_number_of_draws():
         rank_rhat(x), arviz_stats.rhat(x, chain_axis=0, draw_axis=1), rtol=1e-12
     )
     assert np.isnan(rank_rhat(x[:1])).all()  # one chain: undefined, as in arviz
+
+
+def test_posterior_vs_map_quick_smoke(tmp_path):
+    """experiments/posterior_vs_map.py --quick runs end to end and writes its tables and figures."""
+    import importlib.util
+    from pathlib import Path
+
+    from conftest import shared_file
+
+    data_dir = shared_file("data", "animals.csv").parent
+    script = Path(__file__).parents[1] / "experiments" / "posterior_vs_map.py"
+    spec = importlib.util.spec_from_file_location("posterior_vs_map", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    argv = ["--quick", "--quiet", "--data-dir", str(data_dir), "--out", str(tmp_path)]
+    assert module.main(argv) == 0
+    for name in ("simulated.csv", "reliability.csv", "datasets.csv", "tuning.csv", "summary.csv",
+                 "reliability.png", "coverage.png", "perplexity_vs_seconds.png"):  # fmt: skip
+        assert (tmp_path / name).stat().st_size > 0, name
+    simulated = pd.read_csv(tmp_path / "simulated.csv").set_index("engine")
+    assert list(simulated.index) == ["mm", "nuts", "svi_normal", "svi_lowrank"]
+    assert np.isnan(simulated.loc["mm", "coverage_90"])
+    assert 0 < simulated.loc["nuts", "coverage_90"] <= 1
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert set(summary["engine"]) == {"mm", "nuts", "svi_normal", "svi_lowrank"}
+    assert (summary["test_perplexity_mean"] < np.log(2)).all()
