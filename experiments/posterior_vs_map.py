@@ -58,6 +58,7 @@ def parse(argv):
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--svi-steps", type=int, default=5000)
     parser.add_argument("--skip-simulated", action="store_true")
+    parser.add_argument("--skip-datasets", action="store_true")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress lines from the engines")
     args = parser.parse_args(argv)
@@ -71,7 +72,7 @@ def parse(argv):
         args.warmup, args.samples, args.svi_steps = 60, 60, 400
         args.ranks, args.mm_values = (2, 4), (1.0, 1.5)
         args.bayes_priors = [(0.5, 0.5)]
-    args.datasets = args.datasets or list(DATASETS)
+    args.datasets = [] if args.skip_datasets else (args.datasets or list(DATASETS))
     return args
 
 
