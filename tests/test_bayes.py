@@ -289,6 +289,20 @@ def test_priors_below_one_are_allowed_and_mm_starts_from_a_flat_enough_prior():
     np.testing.assert_array_equal(start.gamma, [1.0, 1.0])
 
 
+def test_chain_starts_from_the_prior_or_a_given_init_are_inside_the_support():
+    Y, W, H = bernmf.simulate(4, 7, 6, 3)
+    data = as_observed(Y)
+    prior = bernmf.Prior(0.5, 0.5, 0.5).broadcast(3)
+    W0, H0 = nuts.initial_factors(data, 3, prior, 0, None, "prior", num_chains=2)
+    assert W0.shape == (2, 7, 3) and H0.shape == (2, 3, 6)
+    assert not np.allclose(W0[0], W0[1])  # chains start apart
+    np.testing.assert_allclose(W0.sum(axis=-1), 1)
+    assert ((W0 > 0).all()) and ((H0 > 0) & (H0 < 1)).all()
+    W1, H1 = nuts.initial_factors(data, 3, prior, 0, (W, H), "mm", num_chains=2)
+    np.testing.assert_array_equal(W1[0], W1[1])
+    np.testing.assert_allclose(H1[0], np.clip(H, 1e-3, 1 - 1e-3))
+
+
 def test_chains_run_in_parallel_only_with_a_device_per_chain(monkeypatch):
     monkeypatch.setattr(jax, "local_device_count", lambda: 1)
     assert nuts.default_chain_method(2) == "sequential"

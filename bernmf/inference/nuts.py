@@ -5,8 +5,8 @@ any positive alpha, beta, gamma are allowed, e.g. Beta(0.5, 0.5).
 
 Chains run in parallel, one per CPU device, when ``jax.local_device_count() >=
 num_chains``, and one after the other otherwise. JAX sees one CPU device unless
-told otherwise *before it starts*; to run 2 chains in parallel, call first thing
-in the program, before anything imports or uses JAX arrays::
+told otherwise *before its first computation*; to run 2 chains in parallel, call
+at the top of the program, before any JAX array is made::
 
     import numpyro
     numpyro.set_host_device_count(2)
@@ -167,8 +167,9 @@ dense_mass
         ``converged`` True when no transition diverged (see
         :func:`bernmf.diagnostics` for R-hat); ``timings["run"]`` the whole
         sampling time including NumPyro's compilation, which is not measured
-        apart (``timings["compile"]`` is NaN); ``extras`` chain_method,
-        divergences, start.
+        apart (``timings["compile"]`` is NaN), ``timings["start"]`` the time of
+        the MM starts; ``extras`` chain_method, divergences, start ("mm",
+        "prior" or "init" for a user ``init``).
     """
     _check_options(
         num_chains, num_warmup, num_samples, target_accept_prob, thinning, start, chain_method
@@ -177,6 +178,7 @@ dense_mass
     chain_method = chain_method or default_chain_method(num_chains)
     begin = time.perf_counter()
     W0, H0 = initial_factors(data, rank, prior, seed, init, start, num_chains)
+    start = "init" if init is not None else start
     start_seconds = time.perf_counter() - begin
     with jax.enable_x64(True):
         float_type = mm.DTYPES[dtype]
