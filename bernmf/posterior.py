@@ -281,7 +281,8 @@ def diagnostics(
     once, so its draws are never all in memory). ESS comes from ``arviz_stats``,
     which takes milliseconds per entry: for each quantity it is computed on at
     most ``ess_entries`` entries drawn at random (all of them when there are
-    fewer); the per-entry ESS arrays are NaN elsewhere.
+    fewer); the per-entry ESS arrays are NaN elsewhere. R-hat needs at least 2
+    chains: with one (``svi``) it is NaN and only ESS is reported.
 
     Parameters
     ----------
@@ -341,7 +342,7 @@ def diagnostics(
                 "entries": r.size,
                 "rhat_max": np.nanmax(r) if C > 1 else np.nan,
                 "rhat_q99": np.nanquantile(r, 0.99) if C > 1 else np.nan,
-                "share_rhat_le_1.01": float(np.mean(r <= RHAT_WARN)),
+                "share_rhat_le_1.01": float(np.mean(r <= RHAT_WARN)) if C > 1 else np.nan,
                 "ess_entries": int(np.isfinite(bulk).sum()),
                 "ess_bulk_min": np.nanmin(bulk),
                 "ess_bulk_median": np.nanmedian(bulk),
