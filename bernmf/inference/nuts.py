@@ -180,7 +180,7 @@ dense_mass
     W0, H0 = initial_factors(data, rank, prior, seed, init, start, num_chains)
     start = "init" if init is not None else start
     start_seconds = time.perf_counter() - begin
-    with jax.enable_x64(True):
+    with jax.enable_x64(dtype == "float64"):  # float32: all of NumPyro in float32
         float_type = mm.DTYPES[dtype]
         args = numpyro_model.model_args(data, prior, float_type)
         init_params = numpyro_model.to_unconstrained(

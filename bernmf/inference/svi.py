@@ -152,7 +152,7 @@ def run(
     if init is not None:
         W0, H0 = numpyro_model.interior(*mm.check_init(init, M, N, rank))
         given = {"W": W0, "H": H0}
-    with jax.enable_x64(True):
+    with jax.enable_x64(dtype == "float64"):  # float32: all of NumPyro in float32
         float_type = mm.DTYPES[dtype]
         args = numpyro_model.model_args(data, prior, float_type)
         if given is not None:
