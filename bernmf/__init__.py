@@ -8,6 +8,7 @@ from bernmf.api import fit
 from bernmf.inference import available as engines
 from bernmf.io import load
 from bernmf.models import Prior, log_joint, log_likelihood, log_prior, perplexity, simulate
+from bernmf.posterior import align_components, diagnostics
 from bernmf.results import Fit
 
 
@@ -33,6 +34,8 @@ def __getattr__(name: str):
 __all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "Fit",
     "Prior",
+    "align_components",
+    "diagnostics",
     "engines",
     "fit",
     "load",

@@ -113,6 +113,12 @@ class Fit:
 
         return save(self, path, overwrite=overwrite, metadata=metadata)
 
+    def to_arviz(self, *, wh: bool = False, log_likelihood: bool = True):
+        """The posterior draws as an ArviZ DataTree; see :func:`bernmf.posterior.to_arviz`."""
+        from bernmf.posterior import to_arviz
+
+        return to_arviz(self, wh=wh, log_likelihood=log_likelihood)
+
     @property
     def frames(self) -> FitFrames:
         """W, H and probs as labelled DataFrames (``fit.frames.W`` ...)."""

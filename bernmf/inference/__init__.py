@@ -1,6 +1,6 @@
 """Inference engines. Importing this package registers every engine."""
 
-from bernmf.inference import em, gibbs, logpca, logsvd, mm, vb
+from bernmf.inference import em, gibbs, logpca, logsvd, mm, nuts, svi, vb
 from bernmf.inference.registry import Engine, available, get_engine, register
 
 __all__ = [
@@ -12,6 +12,8 @@ __all__ = [
     "logpca",
     "logsvd",
     "mm",
+    "nuts",
     "register",
+    "svi",
     "vb",
 ]

@@ -1,0 +1,252 @@
+"""Engine ``nuts``: the posterior by NumPyro's No-U-Turn sampler.
+
+The model is :func:`bernmf.models.numpyro_model.model` (the spec's log-joint), so
+any positive alpha, beta, gamma are allowed, e.g. Beta(0.5, 0.5).
+
+Chains run in parallel, one per CPU device, when ``jax.local_device_count() >=
+num_chains``, and one after the other otherwise. JAX sees one CPU device unless
+told otherwise *before its first computation*; to run 2 chains in parallel, call
+at the top of the program, before any JAX array is made::
+
+    import numpyro
+    numpyro.set_host_device_count(2)
+
+(or set ``XLA_FLAGS=--xla_force_host_platform_device_count=2``). bernmf never
+calls it itself.
+
+Initialization (``start``): ``"mm"`` (default) starts chain c at the ``mm``
+solution with seed ``seed + c``, moved just inside the support
+(:func:`~bernmf.models.numpyro_model.interior`). MM needs alpha, beta, gamma >=
+1, so for a prior below 1 the MM start uses ``max(value, 1)`` for each
+hyperparameter (the flat prior where the prior is below 1); the sampler then
+targets the given prior. ``"prior"`` starts each chain at a draw from the prior.
+A user ``init=(W, H)`` starts every chain there.
+
+``trace`` is the chain-mean of minus the unnormalized log-joint (the ``mm``
+objective) of each kept draw, so it is on the scale of ``mm``'s trace;
+``sample_stats["lp"]`` holds the log-joint per chain and draw.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.infer import MCMC, NUTS
+
+from bernmf.data import Observed
+from bernmf.inference import mm
+from bernmf.inference.registry import Engine, register
+from bernmf.models import numpyro_model
+from bernmf.models.spec import Prior
+from bernmf.posterior import (
+    component_permutations,
+    log_joint_draws,
+    mean_probability,
+    permute_draws,
+)
+from bernmf.results import Fit
+
+STARTS = ("mm", "prior")
+CHAIN_METHODS = ("parallel", "sequential", "vectorized")
+EXTRA_FIELDS = ("diverging", "energy", "num_steps", "adapt_state.step_size", "accept_prob")
+
+
+def check_prior(prior: Prior) -> None:
+    """Any positive prior is allowed (checked by :meth:`Prior.broadcast`)."""
+
+
+def _check_options(
+    num_chains, num_warmup, num_samples, target_accept_prob, thinning, start, chain_method
+):
+    for name, value, minimum in (
+        ("num_chains", num_chains, 1),
+        ("num_warmup", num_warmup, 0),
+        ("num_samples", num_samples, 1),
+        ("thinning", thinning, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if not 0 < target_accept_prob < 1:
+        raise ValueError(f"target_accept_prob must be in (0, 1), got {target_accept_prob!r}")
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {STARTS}, got {start!r}")
+    if chain_method is not None and chain_method not in CHAIN_METHODS:
+        raise ValueError(
+            f"chain_method must be None or one of {CHAIN_METHODS}, got {chain_method!r}"
+        )
+
+
+def _say(progress: bool, message: str) -> None:
+    if progress:
+        print(message, file=sys.stderr, flush=True)
+
+
+def default_chain_method(num_chains: int) -> str:
+    """``"parallel"`` when JAX has a device per chain, else ``"sequential"``."""
+    return "parallel" if jax.local_device_count() >= num_chains else "sequential"
+
+
+def mm_start_prior(prior: Prior) -> Prior:
+    """The prior of the MM start: each hyperparameter raised to at least 1."""
+    return Prior(*(np.maximum(np.asarray(v, float), 1.0) for v in prior))
+
+
+def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
+    """Starting W (C, M, K) and H (C, K, N) of each chain, strictly inside the support."""
+    M, N = data.shape
+    if init is not None:
+        W, H = mm.check_init(init, M, N, rank)
+        starts = [(W, H)] * num_chains
+    elif start == "mm":
+        flat_enough = mm_start_prior(prior)
+        starts = []
+        for chain in range(num_chains):
+            point = mm.run(data, rank, flat_enough, seed + chain)
+            starts.append((point.W, point.H))
+    else:
+        rng = np.random.default_rng(seed)
+        starts = [
+            (
+                rng.dirichlet(prior.gamma, size=M),
+                rng.beta(prior.alpha[:, None], prior.beta[:, None], size=(rank, N)),
+            )
+            for _ in range(num_chains)
+        ]
+    W = np.stack([w for w, _ in starts])
+    H = np.stack([h for _, h in starts])
+    return numpyro_model.interior(W, H)
+
+
+def run(
+    data: Observed,
+    rank: int,
+    prior: Prior,
+    seed: int,
+    init=None,
+    *,
+    num_chains: int = 2,
+    num_warmup: int = 1000,
+    num_samples: int = 1000,
+    target_accept_prob: float = 0.8,
+    thinning: int = 1,
+    max_tree_depth: int = 10,
+    dense_mass: bool = False,
+    start: str = "mm",
+    chain_method: str | None = None,
+    dtype: str = "float64",
+    progress: bool = True,
+) -> Fit:
+    """Sample the posterior with NUTS; see :func:`bernmf.fit` for the common arguments.
+
+    Parameters
+    ----------
+    num_chains, num_warmup, num_samples, target_accept_prob, thinning, max_tree_depth, \
+dense_mass
+        As in NumPyro's ``MCMC`` and ``NUTS`` (a diagonal mass matrix by default).
+    start : {"mm", "prior"}
+        Where chains start when no ``init`` is given (see the module docstring).
+    chain_method : {"parallel", "sequential", "vectorized"}, optional
+        Default: :func:`default_chain_method`.
+    dtype : {"float64", "float32"}
+    progress : bool
+        Print a line when sampling starts and one when it ends (on stderr).
+        NumPyro's own progress bar is not used: its host callback runs outside
+        the thread's ``jax.enable_x64`` context and fails in float64.
+
+    Returns
+    -------
+    Fit
+        ``draws`` W (C, S, M, K) and H (C, S, K, N); ``W``, ``H`` the posterior
+        means after :func:`bernmf.align_components` (chains aligned to chain 0);
+        ``probs`` the posterior mean of W @ H; ``sample_stats`` diverging, energy,
+        n_steps, tree_depth, step_size, acceptance_rate, lp (each (C, S));
+        ``converged`` True when no transition diverged (see
+        :func:`bernmf.diagnostics` for R-hat); ``timings["run"]`` the whole
+        sampling time including NumPyro's compilation, which is not measured
+        apart (``timings["compile"]`` is NaN), ``timings["start"]`` the time of
+        the MM starts; ``extras`` chain_method, divergences, start ("mm",
+        "prior" or "init" for a user ``init``).
+    """
+    _check_options(
+        num_chains, num_warmup, num_samples, target_accept_prob, thinning, start, chain_method
+    )
+    mm.check_dtype(dtype)
+    chain_method = chain_method or default_chain_method(num_chains)
+    begin = time.perf_counter()
+    W0, H0 = initial_factors(data, rank, prior, seed, init, start, num_chains)
+    start = "init" if init is not None else start
+    start_seconds = time.perf_counter() - begin
+    with jax.enable_x64(dtype == "float64"):  # float32: all of NumPyro in float32
+        float_type = mm.DTYPES[dtype]
+        args = numpyro_model.model_args(data, prior, float_type)
+        init_params = numpyro_model.to_unconstrained(
+            jnp.asarray(W0, float_type), jnp.asarray(H0, float_type)
+        )
+        if num_chains == 1:
+            init_params = {name: value[0] for name, value in init_params.items()}
+        kernel = NUTS(
+            numpyro_model.model,
+            target_accept_prob=target_accept_prob,
+            max_tree_depth=max_tree_depth,
+            dense_mass=dense_mass,
+        )
+        sampler = MCMC(
+            kernel,
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+            num_chains=num_chains,
+            thinning=thinning,
+            chain_method=chain_method,
+            progress_bar=False,
+        )
+        _say(
+            progress,
+            f"nuts: {num_chains} chain(s) x ({num_warmup} warmup + {num_samples} draws), "
+            f"{chain_method}, started at {start!r} in {start_seconds:.1f} s",
+        )
+        begin = time.perf_counter()
+        sampler.run(
+            jax.random.PRNGKey(seed), *args, init_params=init_params, extra_fields=EXTRA_FIELDS
+        )
+        samples = jax.block_until_ready(sampler.get_samples(group_by_chain=True))
+        run_seconds = time.perf_counter() - begin
+        _say(progress, f"nuts: sampled in {run_seconds:.1f} s (compilation included)")
+        fields = sampler.get_extra_fields(group_by_chain=True)
+    W_draws = np.asarray(samples["W"], float)
+    H_draws = np.asarray(samples["H"], float)
+    lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)
+    n_steps = np.asarray(fields["num_steps"])
+    sample_stats = {
+        "diverging": np.asarray(fields["diverging"], bool),
+        "energy": np.asarray(fields["energy"], float),
+        "n_steps": n_steps,
+        "tree_depth": np.ceil(np.log2(n_steps + 1)).astype(int),
+        "step_size": np.asarray(fields["adapt_state.step_size"], float),
+        "acceptance_rate": np.asarray(fields["accept_prob"], float),
+        "lp": lp,
+    }
+    divergences = int(sample_stats["diverging"].sum())
+    W_aligned, H_aligned = permute_draws(W_draws, H_draws, component_permutations(H_draws))
+    return Fit(
+        engine="nuts",
+        rank=rank,
+        prior=prior,
+        W=W_aligned.mean(axis=(0, 1)),
+        H=H_aligned.mean(axis=(0, 1)),
+        probs=mean_probability(W_draws, H_draws),
+        trace=-lp.mean(axis=0),
+        n_iter=W_draws.shape[1],
+        converged=divergences == 0,
+        timings={"compile": float("nan"), "run": run_seconds, "start": start_seconds},
+        seed=seed,
+        extras={"chain_method": chain_method, "divergences": divergences, "start": start},
+        draws={"W": W_draws, "H": H_draws},
+        sample_stats=sample_stats,
+    )
+
+
+ENGINE = register(Engine(name="nuts", run=run, check_prior=check_prior, default_prior=Prior()))

@@ -1,0 +1,106 @@
+"""The model of :mod:`bernmf.models.spec` as a NumPyro model, for the Bayesian engines.
+
+The priors are NumPyro's Dirichlet and Beta distributions, whose log densities are
+the normalized ones of :func:`bernmf.models.spec.log_prior`; the likelihood is a
+``numpyro.factor`` of :func:`bernmf.models.spec.log_likelihood` itself, so only the
+observed entries enter (no ``obs_mask``, which would make the missing entries
+latent variables) and P(Y=0) is computed as ``W @ (1 - H)``, clipped only inside
+the log. The model's log density therefore equals
+``spec.log_joint(Y, mask, W, H, prior, normalized=True)``.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from numpyro.distributions import constraints
+from numpyro.distributions.transforms import biject_to
+
+from bernmf.data import Observed
+from bernmf.models.spec import Prior, log_likelihood
+
+SITES = ("W", "H")
+"""The latent sample sites, in the order of the factors."""
+
+
+def model(Y, mask, prior: Prior) -> None:
+    """NumPyro model of ``Y ~ Bernoulli(W @ H)`` on the observed entries.
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data, 0 wherever the entry is not observed.
+    mask : bool array of shape (M, N)
+        True where the entry is observed.
+    prior : Prior
+        Arrays of shape (K,), in the dtype of Y.
+
+    Notes
+    -----
+    Sample sites ``"W"`` of shape (M, K) (rows ~ Dirichlet(gamma)) and ``"H"`` of
+    shape (K, N) (entries ~ Beta(alpha_k, beta_k)); factor site ``"Y"``.
+    """
+    M, N = Y.shape
+    K = prior.alpha.shape[0]
+    W = numpyro.sample("W", dist.Dirichlet(jnp.broadcast_to(prior.gamma, (M, K))).to_event(1))
+    H = numpyro.sample(
+        "H",
+        dist.Beta(
+            jnp.broadcast_to(prior.alpha[:, None], (K, N)),
+            jnp.broadcast_to(prior.beta[:, None], (K, N)),
+        ).to_event(2),
+    )
+    numpyro.factor("Y", log_likelihood(Y, mask, W, H))
+
+
+def model_args(data: Observed, prior: Prior, dtype) -> tuple:
+    """The positional arguments of :func:`model` for validated data, as JAX arrays of ``dtype``."""
+    return (
+        jnp.asarray(data.Y, dtype),
+        jnp.asarray(data.mask),
+        Prior(*(jnp.asarray(v, dtype) for v in prior)),
+    )
+
+
+def to_unconstrained(W, H) -> dict:
+    """NumPyro's unconstrained coordinates of factors (leading batch dims allowed).
+
+    Parameters
+    ----------
+    W : array of shape (..., M, K)
+        Rows strictly inside the simplex.
+    H : array of shape (..., K, N)
+        Entries strictly inside (0, 1).
+
+    Returns
+    -------
+    dict
+        ``{"W": (..., M, K - 1), "H": (..., K, N)}``, the ``init_params`` of NUTS.
+    """
+    return {
+        "W": biject_to(constraints.simplex).inv(W),
+        "H": biject_to(constraints.unit_interval).inv(H),
+    }
+
+
+def interior(W, H, margin: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """Move factors off the boundary (a MAP often has exact zeros) so they have a finite
+    unconstrained image: W is mixed with the uniform row, H is clipped to
+    ``[margin, 1 - margin]``.
+
+    Parameters
+    ----------
+    W : array of shape (..., M, K)
+    H : array of shape (..., K, N)
+    margin : float
+
+    Returns
+    -------
+    (W, H)
+        Of the same shapes.
+    """
+    W = np.asarray(W, float)
+    K = W.shape[-1]
+    return (1 - margin) * W + margin / K, np.clip(np.asarray(H, float), margin, 1 - margin)

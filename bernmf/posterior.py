@@ -1,0 +1,482 @@
+"""Posterior draws: summaries, component alignment, convergence diagnostics, ArviZ export.
+
+Everything here works on any :class:`~bernmf.results.Fit` whose ``draws`` hold
+``{"W": (C, S, M, K), "H": (C, S, K, N)}`` (C chains of S draws), whichever engine
+filled them.
+
+The components of the model are not identified: permuting them (columns of W and
+rows of H together) leaves ``W @ H`` and the posterior unchanged, so different
+chains may settle on different orderings (label switching). ``W @ H`` is always
+identifiable; W and H are compared across chains only after
+:func:`align_components`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from scipy.optimize import linear_sum_assignment
+from scipy.special import ndtri
+
+from bernmf.models.spec import Prior, log_joint, masked_log_likelihood_terms
+from bernmf.results import Fit
+
+RHAT_WARN = 1.01
+"""R-hat of WH above which :func:`diagnostics` warns."""
+
+
+def _check_draws(fit: Fit) -> tuple[np.ndarray, np.ndarray]:
+    """Return the W and H draws of ``fit``; ValueError when it has none."""
+    if "W" not in fit.draws or "H" not in fit.draws:
+        raise ValueError(
+            f"the fit of engine {fit.engine!r} has no posterior draws (fit.draws is empty); "
+            "use a Bayesian engine such as 'nuts' or 'svi'"
+        )
+    return np.asarray(fit.draws["W"]), np.asarray(fit.draws["H"])
+
+
+def mean_probability(W_draws, H_draws) -> np.ndarray:
+    """Posterior mean of ``W @ H`` over all chains and draws, without storing every product.
+
+    Parameters
+    ----------
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+
+    Returns
+    -------
+    ndarray of shape (M, N)
+        ``mean over (c, s) of W[c, s] @ H[c, s]``, computed as one product of
+        (M, C*S*K) by (C*S*K, N).
+    """
+    C, S, M, K = W_draws.shape
+    N = H_draws.shape[-1]
+    W_wide = np.moveaxis(np.asarray(W_draws), 2, 0).reshape(M, C * S * K)
+    return W_wide @ np.asarray(H_draws).reshape(C * S * K, N) / (C * S)
+
+
+def log_joint_draws(Y, mask, W_draws, H_draws, prior: Prior) -> np.ndarray:
+    """Unnormalized log-joint (minus the ``mm`` objective) of every draw.
+
+    Parameters
+    ----------
+    Y, mask : arrays of shape (M, N)
+        The training data and its mask.
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+    prior : Prior
+
+    Returns
+    -------
+    ndarray of shape (C, S)
+    """
+    C, S = W_draws.shape[:2]
+    with jax.enable_x64(True):
+        prior_arrays = Prior(*(jnp.asarray(v) for v in prior))
+        Y, mask = jnp.asarray(Y), jnp.asarray(mask)
+
+        def one(factors):
+            return log_joint(Y, mask, factors[0], factors[1], prior_arrays)
+
+        flat = (
+            jnp.asarray(W_draws).reshape(C * S, *W_draws.shape[2:]),
+            jnp.asarray(H_draws).reshape(C * S, *H_draws.shape[2:]),
+        )
+        values = jax.jit(lambda f: jax.lax.map(one, f))(flat)
+        return np.asarray(values, float).reshape(C, S)
+
+
+def component_permutations(H_draws, reference=None) -> np.ndarray:
+    """For each chain, the permutation of components whose mean H best matches a reference.
+
+    Parameters
+    ----------
+    H_draws : array of shape (C, S, K, N)
+    reference : array of shape (K, N), optional
+        Default: the posterior mean of H in chain 0.
+
+    Returns
+    -------
+    ndarray of int, shape (C, K)
+        ``perm[c]``: chain c's component ``perm[c][k]`` is the reference's component
+        k (Hungarian matching of the chain-mean rows of H on squared distance).
+    """
+    H_draws = np.asarray(H_draws)
+    chain_means = H_draws.mean(axis=1)
+    reference = chain_means[0] if reference is None else np.asarray(reference, float)
+    if reference.shape != chain_means.shape[1:]:
+        raise ValueError(
+            f"reference must have the shape of H, {chain_means.shape[1:]}, got {reference.shape}"
+        )
+    permutations = []
+    for chain_mean in chain_means:
+        cost = ((reference[:, None, :] - chain_mean[None, :, :]) ** 2).sum(axis=-1)
+        _, columns = linear_sum_assignment(cost)
+        permutations.append(columns)
+    return np.asarray(permutations)
+
+
+def permute_draws(W_draws, H_draws, permutations) -> tuple[np.ndarray, np.ndarray]:
+    """Apply per-chain permutations (shape (C, K)) to the components of the draws."""
+    W_draws, H_draws = np.asarray(W_draws), np.asarray(H_draws)
+    W_aligned = np.stack([w[..., p] for w, p in zip(W_draws, permutations, strict=True)])
+    H_aligned = np.stack([h[:, p, :] for h, p in zip(H_draws, permutations, strict=True)])
+    return W_aligned, H_aligned
+
+
+def align_components(fit: Fit, reference=None) -> Fit:
+    """Permute each chain's components to match a reference (undoes label switching).
+
+    Parameters
+    ----------
+    fit : Fit
+        With ``draws`` ``{"W": (C, S, M, K), "H": (C, S, K, N)}``.
+    reference : array of shape (K, N), optional
+        The H to match (for example ``fit.H`` or another fit's H). Default: the
+        posterior mean of H in chain 0.
+
+    Returns
+    -------
+    Fit
+        A copy with the draws permuted chain by chain (W's columns and H's rows
+        together, so every draw of ``W @ H`` is unchanged) and
+        ``extras["permutations"]`` of shape (C, K). Other fields are unchanged.
+    """
+    W_draws, H_draws = _check_draws(fit)
+    permutations = component_permutations(H_draws, reference)
+    W_aligned, H_aligned = permute_draws(W_draws, H_draws, permutations)
+    return dataclasses.replace(
+        fit,
+        draws={**fit.draws, "W": W_aligned, "H": H_aligned},
+        extras={**fit.extras, "permutations": permutations},
+    )
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """Result of :func:`diagnostics`.
+
+    Attributes
+    ----------
+    table : DataFrame
+        One row per quantity (``"WH"``, ``"W"``, ``"H"``, the last two aligned):
+        entries, R-hat max / 99th percentile / share <= 1.01, the number of
+        entries with an ESS, bulk and tail ESS min / median over them, and median
+        bulk ESS per second of the fit's run time (``timings["run"]``).
+    rhat, ess_bulk, ess_tail : dict of str to ndarray
+        Per-entry values, of shapes (M, N), (M, K) and (K, N); ESS is NaN for the
+        entries it was not computed on.
+    divergences : int
+        Number of divergent transitions (0 when the engine reports none).
+    seconds : float
+        The fit's run time used for ESS per second.
+    """
+
+    table: pd.DataFrame
+    rhat: dict
+    ess_bulk: dict
+    ess_tail: dict
+    divergences: int
+    seconds: float
+
+
+def _split_chains(x: np.ndarray) -> np.ndarray:
+    """(C, S, ...) -> (2C, S // 2, ...): first and last halves of each chain as chains."""
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
+
+
+def _average_ranks(rows: np.ndarray) -> np.ndarray:
+    """Ranks (1-based, ties averaged) within each row of a 2-D array, vectorized.
+
+    ``scipy.stats.rankdata(rows, method="average", axis=1)`` gives the same numbers
+    but is much slower on many short rows.
+    """
+    count = rows.shape[1]
+    order = np.argsort(rows, axis=1, kind="stable")
+    ordered = np.take_along_axis(rows, order, axis=1)
+    position = np.broadcast_to(np.arange(count), rows.shape)
+    differs = ordered[:, 1:] != ordered[:, :-1]
+    first = np.concatenate([np.ones((rows.shape[0], 1), bool), differs], axis=1)
+    last = np.concatenate([differs, np.ones((rows.shape[0], 1), bool)], axis=1)
+    group_start = np.maximum.accumulate(np.where(first, position, 0), axis=1)
+    group_end = np.minimum.accumulate(np.where(last, position, count - 1)[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty(rows.shape)
+    np.put_along_axis(ranks, order, (group_start + group_end) / 2 + 1, axis=1)
+    return ranks
+
+
+def _z_scale(x: np.ndarray) -> np.ndarray:
+    """Rank-normalize over the (chain, draw) axes jointly, entry by entry."""
+    chains, draws = x.shape[:2]
+    size = chains * draws
+    ranks = _average_ranks(x.reshape(size, -1).T).T
+    return ndtri((ranks - 0.375) / (size + 0.25)).reshape(x.shape)
+
+
+def _basic_rhat(x: np.ndarray) -> np.ndarray:
+    """Gelman-Rubin R-hat of (C, S, ...) draws, entry by entry."""
+    draws = x.shape[1]
+    within = x.var(axis=1, ddof=1).mean(axis=0)
+    between = draws * x.mean(axis=1).var(axis=0, ddof=1)
+    return np.sqrt((between / within + draws - 1) / draws)
+
+
+def rank_rhat(x) -> np.ndarray:
+    """Rank-normalized split R-hat (Vehtari et al. 2021), vectorized over entries.
+
+    The same numbers as ``arviz_stats.rhat(x, chain_axis=0, draw_axis=1)``, which
+    loops over entries in Python (milliseconds each: too slow for the 350,000
+    entries of WH on lastfm).
+
+    Parameters
+    ----------
+    x : array of shape (C, S, ...)
+
+    Returns
+    -------
+    ndarray of shape x.shape[2:]
+        ``max(bulk, tail)`` R-hat; NaN with fewer than 2 chains or 4 draws.
+    """
+    x = np.asarray(x, float)
+    if x.shape[0] < 2 or x.shape[1] < 4:
+        return np.full(x.shape[2:], np.nan)
+    split = _split_chains(x)
+    folded = np.abs(split - np.median(split.reshape(-1, *split.shape[2:]), axis=0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.maximum(_basic_rhat(_z_scale(split)), _basic_rhat(_z_scale(folded)))
+
+
+def _wh_rows(W_draws, H_draws, rows: slice) -> np.ndarray:
+    """Draws of the rows ``rows`` of W @ H, shape (C, S, rows, N)."""
+    return np.einsum("csmk,cskn->csmn", W_draws[:, :, rows], H_draws)
+
+
+def _ess(x: np.ndarray, method: str) -> np.ndarray:
+    """arviz_stats' bulk or tail (5% and 95% quantiles) ESS of (C, S, entries) draws."""
+    import arviz_stats
+
+    options = {"prob": 0.05} if method == "tail" else {}
+    return np.asarray(arviz_stats.ess(x, chain_axis=0, draw_axis=1, method=method, **options))
+
+
+def diagnostics(
+    fit: Fit,
+    *,
+    warn: bool = True,
+    ess_entries: int = 1000,
+    seed: int = 0,
+    max_block_values: int = 20_000_000,
+) -> Diagnostics:
+    """R-hat and bulk/tail ESS of WH (identifiable) and of the aligned W and H.
+
+    R-hat (rank-normalized split R-hat, :func:`rank_rhat`) is computed for every
+    entry, WH a block of rows at a time (at most ``max_block_values`` numbers at
+    once, so its draws are never all in memory). ESS comes from ``arviz_stats``,
+    which takes milliseconds per entry: for each quantity it is computed on at
+    most ``ess_entries`` entries drawn at random (all of them when there are
+    fewer); the per-entry ESS arrays are NaN elsewhere. R-hat needs at least 2
+    chains: with one (``svi``) it is NaN and only ESS is reported.
+
+    Parameters
+    ----------
+    fit : Fit
+        With posterior draws (any engine).
+    warn : bool, default True
+        Warn when R-hat(WH) > 1.01 for some entry or there are divergences.
+    ess_entries : int, default 1000
+        Entries per quantity whose ESS is computed.
+    seed : int
+        Seed of the choice of those entries.
+    max_block_values : int
+        Memory bound of the blockwise computation of WH's R-hat.
+
+    Returns
+    -------
+    Diagnostics
+    """
+    _check_draws(fit)
+    aligned = align_components(fit)
+    W_draws, H_draws = (np.asarray(aligned.draws[k]) for k in ("W", "H"))
+    C, S, M = W_draws.shape[:3]
+    N = H_draws.shape[-1]
+    block = max(1, max_block_values // (C * S * N))
+    rng = np.random.default_rng(seed)
+    rhat = {
+        "WH": np.concatenate(
+            [rank_rhat(_wh_rows(W_draws, H_draws, slice(i, i + block))) for i in range(0, M, block)]
+        ),
+        "W": rank_rhat(W_draws),
+        "H": rank_rhat(H_draws),
+    }
+    ess_bulk, ess_tail = {}, {}
+    for quantity, shape in (("WH", (M, N)), ("W", W_draws.shape[2:]), ("H", H_draws.shape[2:])):
+        size = int(np.prod(shape))
+        chosen = np.sort(rng.choice(size, min(size, ess_entries), replace=False))
+        if quantity == "WH":
+            rows, columns = np.unravel_index(chosen, shape)
+            picked = np.einsum("csek,cske->cse", W_draws[:, :, rows], H_draws[..., columns])
+        else:
+            draws = W_draws if quantity == "W" else H_draws
+            picked = draws.reshape(C, S, size)[..., chosen]
+        for store, method in ((ess_bulk, "bulk"), (ess_tail, "tail")):
+            values = np.full(size, np.nan)
+            values[chosen] = _ess(picked, method)
+            store[quantity] = values.reshape(shape)
+    diverging = fit.sample_stats.get("diverging")
+    divergences = 0 if diverging is None else int(np.asarray(diverging).sum())
+    seconds = float(fit.timings.get("run", np.nan))
+    rows = []
+    for quantity in ("WH", "W", "H"):
+        r = rhat[quantity].ravel()
+        bulk, tail = ess_bulk[quantity].ravel(), ess_tail[quantity].ravel()
+        rows.append(
+            {
+                "quantity": quantity,
+                "entries": r.size,
+                "rhat_max": np.nanmax(r) if C > 1 else np.nan,
+                "rhat_q99": np.nanquantile(r, 0.99) if C > 1 else np.nan,
+                "share_rhat_le_1.01": float(np.mean(r <= RHAT_WARN)) if C > 1 else np.nan,
+                "ess_entries": int(np.isfinite(bulk).sum()),
+                "ess_bulk_min": np.nanmin(bulk),
+                "ess_bulk_median": np.nanmedian(bulk),
+                "ess_tail_min": np.nanmin(tail),
+                "ess_tail_median": np.nanmedian(tail),
+                "ess_bulk_per_second": np.nanmedian(bulk) / seconds,
+            }
+        )
+    table = pd.DataFrame(rows).set_index("quantity")
+    if warn:
+        worst = table.loc["WH", "rhat_max"]
+        if worst > RHAT_WARN or divergences:
+            warnings.warn(
+                f"posterior of engine {fit.engine!r} may not have converged: max R-hat(WH) = "
+                f"{worst:.3f} (share <= {RHAT_WARN}: {table.loc['WH', 'share_rhat_le_1.01']:.3f}), "
+                f"{divergences} divergent transition(s)",
+                UserWarning,
+                stacklevel=2,
+            )
+    return Diagnostics(
+        table=table,
+        rhat=rhat,
+        ess_bulk=ess_bulk,
+        ess_tail=ess_tail,
+        divergences=divergences,
+        seconds=seconds,
+    )
+
+
+def pointwise_log_likelihood(Y, mask, W_draws, H_draws) -> np.ndarray:
+    """Log-likelihood of each observed entry under each draw, one draw at a time.
+
+    Parameters
+    ----------
+    Y, mask : arrays of shape (M, N)
+        The training data and its mask.
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+
+    Returns
+    -------
+    ndarray of shape (C, S, n_observed)
+        In the order of ``np.nonzero(mask)``; P(Y=0) computed as ``W @ (1 - H)``.
+    """
+    C, S = W_draws.shape[:2]
+    row_index, column_index = np.nonzero(np.asarray(mask))
+    with jax.enable_x64(True):
+        y = jnp.asarray(np.asarray(Y)[row_index, column_index])
+        observed = jnp.ones(y.shape, bool)
+
+        def one(factors):
+            W, H = factors
+            p_one = jnp.sum(W[row_index] * H[:, column_index].T, axis=1)
+            p_zero = jnp.sum(W[row_index] * (1 - H[:, column_index]).T, axis=1)
+            return masked_log_likelihood_terms(y, observed, p_one, p_zero)
+
+        flat = (
+            jnp.asarray(W_draws).reshape(C * S, *W_draws.shape[2:]),
+            jnp.asarray(H_draws).reshape(C * S, *H_draws.shape[2:]),
+        )
+        values = jax.jit(lambda f: jax.lax.map(one, f))(flat)
+        return np.asarray(values, float).reshape(C, S, row_index.size)
+
+
+def to_arviz(fit: Fit, *, wh: bool = False, log_likelihood: bool = True):
+    """Export the posterior draws of a fit as an ArviZ 1.x DataTree.
+
+    Parameters
+    ----------
+    fit : Fit
+        With ``draws`` (any Bayesian engine) and, for the ``observed_data`` and
+        ``log_likelihood`` groups, ``observed`` (set by :func:`bernmf.fit`).
+    wh : bool, default False
+        Also store the draws of ``W @ H`` (C * S * M * N numbers).
+    log_likelihood : bool, default True
+        Store the pointwise log-likelihood of every observed (training) entry and
+        draw, C * S * n_observed numbers (about 4 GB for lastfm with 2 x 1000
+        draws: pass False for large data), so that ``arviz_stats.loo`` works.
+
+    Returns
+    -------
+    xarray.DataTree
+        Groups ``posterior`` (W with dims (row, component), H with (component,
+        column), WH with (row, column) on request), ``sample_stats`` (what the
+        engine recorded, e.g. diverging, energy, step_size, tree_depth),
+        ``observed_data`` (Y with dims (row, column), NaN where not observed) and
+        ``log_likelihood`` (Y over dim ``observation``, one per observed entry in
+        row-major order, with coordinates ``observed_row`` and ``observed_column``
+        holding its labels). Rows and columns carry the labels of a DataFrame input.
+    """
+    import xarray as xr
+    from arviz_base import dict_to_dataset
+
+    W_draws, H_draws = _check_draws(fit)
+    C, S, M, K = W_draws.shape
+    N = H_draws.shape[-1]
+    rows = np.asarray(fit.row_labels if fit.row_labels is not None else pd.RangeIndex(M))
+    columns = np.asarray(fit.col_labels if fit.col_labels is not None else pd.RangeIndex(N))
+    coords = {
+        "chain": np.arange(C),
+        "draw": np.arange(S),
+        "row": rows,
+        "column": columns,
+        "component": np.asarray([f"component_{k}" for k in range(K)]),
+    }
+    sample_dims = ["chain", "draw"]
+    posterior = {"W": W_draws, "H": H_draws}
+    if wh:
+        posterior["WH"] = np.einsum("csmk,cskn->csmn", W_draws, H_draws)
+    dims = {"W": ["row", "component"], "H": ["component", "column"], "WH": ["row", "column"]}
+    groups = {
+        "posterior": dict_to_dataset(posterior, coords=coords, dims=dims, sample_dims=sample_dims)
+    }
+    if fit.sample_stats:
+        stats = {name: np.asarray(v) for name, v in fit.sample_stats.items()}
+        groups["sample_stats"] = dict_to_dataset(stats, coords=coords, sample_dims=sample_dims)
+    observed = fit.observed
+    if observed is not None:
+        groups["observed_data"] = dict_to_dataset(
+            {"Y": np.where(observed.mask, observed.Y, np.nan)},
+            coords=coords,
+            dims={"Y": ["row", "column"]},
+            sample_dims=[],
+        )
+    if observed is not None and log_likelihood:
+        row_index, column_index = np.nonzero(observed.mask)
+        terms = pointwise_log_likelihood(observed.Y, observed.mask, W_draws, H_draws)
+        groups["log_likelihood"] = dict_to_dataset(
+            {"Y": terms},
+            coords={**coords, "observation": np.arange(row_index.size)},
+            dims={"Y": ["observation"]},
+            sample_dims=sample_dims,
+        ).assign_coords(
+            observed_row=("observation", rows[row_index]),
+            observed_column=("observation", columns[column_index]),
+        )
+    return xr.DataTree.from_dict(groups)

@@ -1,0 +1,390 @@
+"""The posterior-vs-MAP study: NUTS and SVI against the MM MAP, on one model spec.
+
+1. **Simulated data with known truth** (200 x 100, K = 4, W and H drawn from the flat
+   prior, Y ~ Bernoulli(WH), 20% of the entries held out). Engines ``mm`` (MAP),
+   ``nuts``, ``svi`` with the AutoNormal and the low-rank guide, all with the true
+   prior. Reported: held-out perplexity next to the truth's own, the reliability
+   diagram and expected calibration error (ECE, 10 equal-width bins) of the held-out
+   predictions, the coverage of the central 50% and 90% posterior intervals of the
+   true WH entries, and the seconds of each fit.
+2. **animals, paleo, lastfm on the paper's split**: ``mm`` tuned as in the paper
+   (rank and alpha, beta on validation, :func:`bernmf.tune.grid`); each Bayesian
+   engine at mm's rank with its own prior tuned on validation (alpha, beta in
+   {0.5, 1, 2}, gamma = 1: the best prior differs by engine); then the test
+   perplexity over ``--seeds`` seeds (mean and sd), seconds, and for NUTS the bulk
+   ESS per second of WH (median over entries), divergences and max R-hat(WH).
+
+Outputs in ``--out`` (default ``results/posterior_vs_map``): ``simulated.csv``,
+``reliability.csv``, ``tuning.csv``, ``datasets.csv`` (every test fit), ``summary.csv``
+(mean and sd per dataset and engine), ``reliability.png``, ``coverage.png`` and
+``perplexity_vs_seconds.png``. ``--quick`` is a smoke run (30 x 20 simulated data,
+animals only, one prior for the Bayesian engines, one seed, short chains). Seconds are wall times of
+:func:`bernmf.fit` (compilation included).
+
+Run: ``python experiments/posterior_vs_map.py [--data-dir DIR] [--quick]``
+(NUTS chains run in parallel: this script calls ``numpyro.set_host_device_count``
+before JAX starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from pathlib import Path
+
+ENGINES = {
+    "mm": ("mm", {}),
+    "nuts": ("nuts", {}),
+    "svi_normal": ("svi", {"guide": "AutoNormal"}),
+    "svi_lowrank": ("svi", {"guide": "AutoLowRankMultivariateNormal"}),
+}
+BAYES_VALUES = (0.5, 1.0, 2.0)
+MM_VALUES = (1.0, 1.2, 1.5, 2.0, 3.0)
+RANKS = (2, 4, 8, 16)
+DATASETS = ("animals", "paleo", "lastfm")
+BINS = 10
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default="../shared/data")
+    parser.add_argument("--out", type=Path, default=Path("results/posterior_vs_map"))
+    parser.add_argument("--datasets", nargs="*", default=None)
+    parser.add_argument("--seeds", type=int, default=3, help="test fits per engine")
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--svi-steps", type=int, default=5000)
+    parser.add_argument("--skip-simulated", action="store_true")
+    parser.add_argument("--skip-datasets", action="store_true")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines from the engines")
+    args = parser.parse_args(argv)
+    args.shape = (200, 100, 4)
+    args.ranks, args.mm_values = RANKS, MM_VALUES
+    args.bayes_priors = list(itertools.product(BAYES_VALUES, BAYES_VALUES))
+    if args.quick:
+        args.shape = (30, 20, 2)
+        args.datasets = args.datasets or ["animals"]
+        args.seeds = 1
+        args.warmup, args.samples, args.svi_steps = 60, 60, 400
+        args.ranks, args.mm_values = (2, 4), (1.0, 1.5)
+        args.bayes_priors = [(0.5, 0.5)]
+    args.datasets = [] if args.skip_datasets else (args.datasets or list(DATASETS))
+    return args
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def engine_options(name: str, args) -> tuple[str, dict]:
+    """The bernmf engine and its options for one of :data:`ENGINES`."""
+    engine, options = ENGINES[name]
+    options = dict(options)
+    if engine == "nuts":
+        options.update(num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples)
+    if engine == "svi":
+        options.update(steps=args.svi_steps)
+    if engine != "mm":
+        options["progress"] = not args.quiet
+    return engine, options
+
+
+def timed_fit(Y, name, rank, mask, prior, seed, args):
+    """``bernmf.fit`` with the options of engine ``name``; returns (fit, wall seconds)."""
+    import bernmf
+
+    engine, options = engine_options(name, args)
+    begin = time.perf_counter()
+    fit = bernmf.fit(Y, engine, rank=rank, mask=mask, prior=prior, seed=seed, **options)
+    return fit, time.perf_counter() - begin
+
+
+def reliability(Y, probs, mask, bins: int = BINS):
+    """Reliability diagram of the selected entries: table per bin and the ECE."""
+    import numpy as np
+    import pandas as pd
+
+    y, p = Y[mask], probs[mask]
+    which = np.minimum((p * bins).astype(int), bins - 1)
+    rows = []
+    for b in range(bins):
+        chosen = which == b
+        if chosen.any():
+            rows.append((b, chosen.sum(), p[chosen].mean(), y[chosen].mean()))
+    table = pd.DataFrame(rows, columns=["bin", "count", "predicted", "observed"])
+    ece = float((table["count"] * (table["predicted"] - table["observed"]).abs()).sum() / y.size)
+    return table, ece
+
+
+def coverage(fit, truth, levels=(0.5, 0.9), block_rows: int = 25) -> dict:
+    """Share of the true WH entries inside the central posterior intervals of WH."""
+    import numpy as np
+
+    if not fit.draws:
+        return {f"coverage_{int(level * 100)}": np.nan for level in levels}
+    W_draws = fit.draws["W"].reshape(-1, *fit.draws["W"].shape[2:])
+    H_draws = fit.draws["H"].reshape(-1, *fit.draws["H"].shape[2:])
+    inside = {level: 0 for level in levels}
+    for start in range(0, truth.shape[0], block_rows):
+        rows = slice(start, start + block_rows)
+        products = np.einsum("smk,skn->smn", W_draws[:, rows], H_draws)
+        for level in levels:
+            low, high = np.quantile(products, [(1 - level) / 2, (1 + level) / 2], axis=0)
+            inside[level] += int(((truth[rows] >= low) & (truth[rows] <= high)).sum())
+    return {f"coverage_{int(level * 100)}": inside[level] / truth.size for level in levels}
+
+
+def simulated_study(args):
+    """Part 1. Returns (table, reliability table)."""
+    import numpy as np
+    import pandas as pd
+
+    import bernmf
+
+    M, N, K = args.shape
+    prior = bernmf.Prior(1.0, 1.0, 1.0)
+    Y, W, H = bernmf.simulate(0, M, N, K, prior)
+    held_out = np.random.default_rng(0).random(Y.shape) < 0.2
+    truth = W @ H
+    truth_perplexity = bernmf.perplexity(Y, truth, held_out)
+    rows, diagrams = [], []
+    log(
+        f"== simulated {M} x {N}, K={K}, flat prior; truth's held-out perplexity "
+        f"{truth_perplexity:.4f}"
+    )
+    for name in ENGINES:
+        fit, seconds = timed_fit(Y, name, K, ~held_out, prior, 0, args)
+        table, ece = reliability(Y, fit.probs, held_out)
+        diagrams.append(table.assign(engine=name))
+        row = {
+            "engine": name,
+            "test_perplexity": bernmf.perplexity(Y, fit.probs, held_out),
+            "truth_perplexity": truth_perplexity,
+            "ece": ece,
+            **coverage(fit, truth),
+            "seconds": seconds,
+        }
+        rows.append(row)
+        log(
+            "  "
+            + ", ".join(
+                f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
+            )
+        )
+    return pd.DataFrame(rows), pd.concat(diagrams, ignore_index=True)
+
+
+def nuts_statistics(fit, seconds) -> dict:
+    """ESS per second (bulk, median over sampled WH entries), divergences, max R-hat(WH)."""
+    import bernmf
+
+    diagnostics = bernmf.diagnostics(fit, warn=False, ess_entries=300)
+    return {
+        "ess_per_second": diagnostics.table.loc["WH", "ess_bulk_median"] / seconds,
+        "divergences": diagnostics.divergences,
+        "rhat_wh_max": diagnostics.table.loc["WH", "rhat_max"],
+        "rhat_wh_share_le_1.01": diagnostics.table.loc["WH", "share_rhat_le_1.01"],
+    }
+
+
+def dataset_study(name, args):
+    """Part 2 for one dataset. Returns (test rows, tuning rows)."""
+    import bernmf
+    from bernmf import datasets, tune
+    from bernmf.split import paper_split
+
+    data = datasets.load(name, data_dir=args.data_dir)
+    split = paper_split(data.shape)
+    log(f"== {name} {data.shape}")
+    tuning = tune.grid(
+        data,
+        args.ranks,
+        args.mm_values,
+        args.mm_values,
+        mask=split.train,
+        validation=split.validation,
+        progress=not args.quiet,
+    )
+    rank = tuning.best["rank"]
+    chosen = {"mm": (tuning.best["alpha"], tuning.best["beta"])}
+    tuning_rows = [
+        {
+            "dataset": name,
+            "engine": "mm",
+            "rank": rank,
+            "alpha": a,
+            "beta": b,
+            "validation_perplexity": tuning.best["validation_perplexity"],
+            "chosen": True,
+        }
+        for a, b in [chosen["mm"]]
+    ]
+    first_fits = {}
+    for engine in list(ENGINES)[1:]:
+        best = None
+        for alpha, beta in args.bayes_priors:
+            fit, seconds = timed_fit(
+                data, engine, rank, split.train, bernmf.Prior(alpha, beta, 1.0), 0, args
+            )
+            score = fit.perplexity(data, split.validation)
+            log(
+                f"  {engine} alpha={alpha:g} beta={beta:g}: validation {score:.4f}, {seconds:.0f} s"
+            )
+            tuning_rows.append(
+                {
+                    "dataset": name,
+                    "engine": engine,
+                    "rank": rank,
+                    "alpha": alpha,
+                    "beta": beta,
+                    "validation_perplexity": score,
+                    "chosen": False,
+                }
+            )
+            if best is None or score < best[0]:
+                best = (score, (alpha, beta), (fit, seconds))
+        chosen[engine] = best[1]
+        first_fits[engine] = best[2]  # the seed-0 fit of the chosen prior is reused on test
+        for row in tuning_rows:
+            if row["engine"] == engine and (row["alpha"], row["beta"]) == best[1]:
+                row["chosen"] = True
+    rows = []
+    for engine, (alpha, beta) in chosen.items():
+        prior = bernmf.Prior(alpha, beta, 1.0)
+        for seed in range(args.seeds):
+            if seed == 0 and engine in first_fits:
+                fit, seconds = first_fits[engine]
+            else:
+                fit, seconds = timed_fit(data, engine, rank, split.train, prior, seed, args)
+            row = {
+                "dataset": name,
+                "engine": engine,
+                "rank": rank,
+                "alpha": alpha,
+                "beta": beta,
+                "seed": seed,
+                "test_perplexity": fit.perplexity(data, split.test),
+                "seconds": seconds,
+            }
+            if engine == "nuts":
+                row.update(nuts_statistics(fit, fit.timings["run"]))
+            rows.append(row)
+            log(f"  test {engine} seed {seed}: {row['test_perplexity']:.4f} ({seconds:.0f} s)")
+    return rows, tuning_rows
+
+
+def figures(simulated, diagrams, summary, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if simulated is not None:
+        figure, axis = plt.subplots(figsize=(4.5, 4.5))
+        axis.plot([0, 1], [0, 1], color="gray", linestyle=":", linewidth=1)
+        for engine, table in diagrams.groupby("engine", sort=False):
+            ece = simulated.set_index("engine").loc[engine, "ece"]
+            axis.plot(
+                table["predicted"], table["observed"], marker="o", label=f"{engine} (ECE {ece:.3f})"
+            )
+        axis.set_xlabel("predicted P(Y=1), held-out entries")
+        axis.set_ylabel("observed frequency")
+        axis.set_title("Reliability, simulated data")
+        axis.legend(fontsize=8)
+        figure.tight_layout()
+        figure.savefig(out / "reliability.png", dpi=120)
+        plt.close(figure)
+
+        figure, axis = plt.subplots(figsize=(5.5, 3.5))
+        bayes = simulated[simulated["engine"] != "mm"]
+        x = np.arange(len(bayes))
+        for offset, level in ((-0.2, 50), (0.2, 90)):
+            axis.bar(x + offset, bayes[f"coverage_{level}"], width=0.4, label=f"{level}% interval")
+            axis.axhline(level / 100, color="gray", linestyle=":", linewidth=1)
+        axis.set_xticks(x, bayes["engine"])
+        axis.set_ylabel("coverage of the true WH")
+        axis.set_ylim(0, 1)
+        axis.legend(fontsize=8)
+        figure.tight_layout()
+        figure.savefig(out / "coverage.png", dpi=120)
+        plt.close(figure)
+
+    if summary is not None and len(summary):
+        names = list(dict.fromkeys(summary["dataset"]))
+        figure, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.5), squeeze=False)
+        for axis, name in zip(axes[0], names, strict=True):
+            for _, row in summary[summary["dataset"] == name].iterrows():
+                axis.errorbar(
+                    row["seconds_mean"],
+                    row["test_perplexity_mean"],
+                    yerr=row["test_perplexity_sd"],
+                    marker="o",
+                    label=row["engine"],
+                )
+            axis.set_xscale("log")
+            axis.set_xlabel("seconds per fit")
+            axis.set_ylabel("test perplexity")
+            axis.set_title(name)
+            axis.legend(fontsize=8)
+        figure.tight_layout()
+        figure.savefig(out / "perplexity_vs_seconds.png", dpi=120)
+        plt.close(figure)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    import numpyro
+
+    numpyro.set_host_device_count(args.chains)  # before JAX starts: one CPU device per chain
+
+    import pandas as pd
+
+    start = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    simulated = diagrams = None
+    if not args.skip_simulated:
+        simulated, diagrams = simulated_study(args)
+        simulated.to_csv(args.out / "simulated.csv", index=False)
+        diagrams.to_csv(args.out / "reliability.csv", index=False)
+        log(simulated.round(4).to_string(index=False))
+    rows, tuning_rows = [], []
+    for name in args.datasets:
+        test_rows, tuned = dataset_study(name, args)
+        rows += test_rows
+        tuning_rows += tuned
+    summary = None
+    if rows:
+        fits = pd.DataFrame(rows)
+        fits.to_csv(args.out / "datasets.csv", index=False)
+        pd.DataFrame(tuning_rows).to_csv(args.out / "tuning.csv", index=False)
+        summary = (
+            fits.groupby(["dataset", "engine"], sort=False)
+            .agg(
+                rank=("rank", "first"),
+                alpha=("alpha", "first"),
+                beta=("beta", "first"),
+                test_perplexity_mean=("test_perplexity", "mean"),
+                test_perplexity_sd=("test_perplexity", "std"),
+                seconds_mean=("seconds", "mean"),
+            )
+            .reset_index()
+        )
+        if "ess_per_second" in fits:
+            nuts_stats = fits.groupby(["dataset", "engine"], sort=False)[
+                ["ess_per_second", "divergences", "rhat_wh_max"]
+            ].mean()
+            summary = summary.merge(nuts_stats.reset_index(), on=["dataset", "engine"], how="left")
+        summary.to_csv(args.out / "summary.csv", index=False)
+        log(summary.round(4).to_string(index=False))
+    figures(simulated, diagrams, summary, args.out)
+    log(f"wall time {time.perf_counter() - start:.0f} s; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
