@@ -36,7 +36,10 @@ def fit(
         zeros (mark missing ones with ``mask``, or store NaN).
     engine : str, default "mm"
         One of :func:`bernmf.engines`: ``"mm"`` (MAP by majorization-
-        minimization), ``"em"`` (maximum likelihood, no prior), ...
+        minimization), ``"em"`` (maximum likelihood, no prior), ``"nuts"`` and
+        ``"svi"`` (NumPyro), ``"gibbs"`` (collapsed Gibbs), ``"vb"`` (collapsed or
+        mean-field variational Bayes), ``"logsvd"``, ``"logpca"`` (logistic
+        baselines).
     rank : int
         Number of components K >= 1.
     mask : bool array of shape (M, N), optional
@@ -64,7 +67,10 @@ def fit(
         ``block_rows`` (None, default; an int or ``"auto"`` sweeps over blocks of rows
         so that memory beyond Y is O((M + N) K + block_rows N)) and ``devices`` (a
         list of JAX devices to shard the rows over, e.g. ``jax.devices()``); see
-        :func:`bernmf.inference.mm.run`.
+        :func:`bernmf.inference.mm.run`. The other engines' options are the
+        keyword-only parameters of their ``run`` (``bernmf.inference.<engine>.run``),
+        e.g. ``num_chains``, ``num_warmup``, ``num_samples`` for ``nuts`` and
+        ``gibbs``; an unknown option is an error that lists the known ones.
 
     Returns
     -------
