@@ -40,6 +40,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from bernmf.data import Observed, check_stopping
 from bernmf.inference import accelerate as squarem
 from bernmf.inference._compile import compiled
+from bernmf.inference._loop import iterate_until
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior, log_prior, masked_log_likelihood_terms
 from bernmf.results import Fit
@@ -369,23 +370,13 @@ def solve(
         return _solve_accelerated(init, problem, prior, tol, max_iter=max_iter)
     sweep = make_sweep(problem, init.W, init.H)
     first = objective(problem, sweep, prior)
-    trace = jnp.full(max_iter + 1, jnp.nan, first.dtype).at[0].set(first)
-    inf = jnp.asarray(jnp.inf, first.dtype)
-
-    def keep_going(carry):
-        i, _, _, _, rel_change = carry
-        return (i < max_iter) & (rel_change >= tol)
-
-    def iterate(carry):
-        i, sweep, previous, trace, _ = carry
-        sweep = step(problem, sweep, prior)
-        value = objective(problem, sweep, prior)
-        scale = jnp.maximum(jnp.abs(previous), jnp.finfo(value.dtype).tiny)
-        rel_change = jnp.abs(previous - value) / scale
-        return i + 1, sweep, value, trace.at[i + 1].set(value), rel_change
-
-    i, sweep, _, trace, rel_change = jax.lax.while_loop(
-        keep_going, iterate, (jnp.asarray(0), sweep, first, trace, inf)
+    i, sweep, _, trace, rel_change = iterate_until(
+        lambda current: step(problem, current, prior),
+        lambda current: objective(problem, current, prior),
+        sweep,
+        first,
+        tol,
+        max_iter=max_iter,
     )
     return Solution(sweep.W, sweep.H, trace, i, rel_change, i)
 

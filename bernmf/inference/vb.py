@@ -48,6 +48,7 @@ from bernmf.data import Observed, check_stopping
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts
 from bernmf.inference._compile import compiled
+from bernmf.inference._loop import iterate_until
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
@@ -139,30 +140,6 @@ class Solution(NamedTuple):
     rel_change: jax.Array
 
 
-def _iterate(update, value, start, first_value, tol, max_iter: int):
-    """Run ``state = update(state)`` until the relative change of ``value(state)`` is < tol.
-
-    Returns the final ``(n_iter, state, value, trace, rel_change)``; ``trace`` has shape
-    (max_iter + 1,), ``first_value`` first and NaN after ``n_iter``.
-    """
-    trace = jnp.full(max_iter + 1, jnp.nan, first_value.dtype).at[0].set(first_value)
-    inf = jnp.asarray(jnp.inf, first_value.dtype)
-
-    def keep_going(carry):
-        i, _, _, _, rel_change = carry
-        return (i < max_iter) & (rel_change >= tol)
-
-    def body(carry):
-        i, state, previous, trace, _ = carry
-        state = update(state)
-        current = value(state)
-        scale = jnp.maximum(jnp.abs(previous), jnp.finfo(current.dtype).tiny)
-        rel_change = jnp.abs(previous - current) / scale
-        return i + 1, state, current, trace.at[i + 1].set(current), rel_change
-
-    return jax.lax.while_loop(keep_going, body, (jnp.asarray(0), start, first_value, trace, inf))
-
-
 def solve_cvb0(key, data: Data, prior32: Prior, prior64: Prior, tol, *, K: int, max_iter: int):
     """CVB0 from random responsibilities; returns a :class:`Solution`."""
     q = initial_responsibilities(key, data, K)
@@ -174,8 +151,8 @@ def solve_cvb0(key, data: Data, prior32: Prior, prior64: Prior, tol, *, K: int, 
     def value(state):
         return _augmented.collapsed_log_joint(state[1], prior64)
 
-    i, (q, counts), _, trace, rel_change = _iterate(
-        update, value, start, value(start), tol, max_iter
+    i, (q, counts), _, trace, rel_change = iterate_until(
+        update, value, start, value(start), tol, max_iter=max_iter
     )
     counts = Counts(*(c.astype(jnp.float64) for c in counts))
     return Solution(variational_of(counts, prior64), trace, i, rel_change)
