@@ -65,7 +65,7 @@ def main(argv=None) -> None:
     search = pd.DataFrame(search).sort_values("validation_perplexity")
     best = search.iloc[0]
     rank = int(best["rank"])
-    prior = bernmf.Prior(best["alpha"], best["beta"], best["gamma"])
+    prior = bernmf.Prior(*(float(best[name]) for name in ("alpha", "beta", "gamma")))
     tests = []
     for seed in range(args.seeds):
         fit = bernmf.fit(Y, "nuts", rank, mask=split.train, prior=prior, seed=seed, progress=False)
