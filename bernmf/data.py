@@ -214,10 +214,15 @@ def check_rank(rank) -> int:
     return int(rank)
 
 
+def check_count(name: str, value, least: int = 1) -> None:
+    """Raise ValueError unless ``value`` is an integer (not a bool) >= ``least``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+
+
 def check_stopping(max_iter, tol) -> None:
     """Raise ValueError unless ``max_iter`` is an integer >= 1 and ``tol`` a finite number >= 0."""
-    if not isinstance(max_iter, int | np.integer) or isinstance(max_iter, bool) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    check_count("max_iter", max_iter)
     if isinstance(tol, bool) or not isinstance(tol, int | float | np.integer | np.floating):
         raise ValueError(f"tol must be a number, got {tol!r}")
     if not np.isfinite(tol) or tol < 0:

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from bernmf.data import Observed
+from bernmf.data import Observed, check_count
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts, collapsed_log_joint, posterior_means
 from bernmf.inference._compile import compiled
@@ -233,8 +233,7 @@ def check_options(num_warmup, num_samples, thinning, num_chains) -> None:
         ("thinning", thinning, 1),
         ("num_chains", num_chains, 1),
     ):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        check_count(name, value, least)
 
 
 def run(

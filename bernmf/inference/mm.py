@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from bernmf.data import Observed, check_stopping
+from bernmf.data import Observed, check_count, check_stopping
 from bernmf.inference import accelerate as squarem
 from bernmf.inference._compile import compiled
 from bernmf.inference._loop import iterate_until
@@ -417,8 +417,7 @@ def check_flag(name: str, value) -> None:
 
 def check_restarts(restarts, init) -> None:
     """``restarts`` must be an integer >= 1, and 1 when ``init`` is given."""
-    if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 1:
-        raise ValueError(f"restarts must be an integer >= 1, got {restarts!r}")
+    check_count("restarts", restarts)
     if restarts > 1 and init is not None:
         raise ValueError("restarts > 1 needs random initializations: do not give init")
 

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC, NUTS
 
-from bernmf.data import Observed
+from bernmf.data import Observed, check_count
 from bernmf.inference import mm
 from bernmf.inference.registry import Engine, register
 from bernmf.models import numpyro_model
@@ -68,8 +68,7 @@ def _check_options(
         ("num_samples", num_samples, 1),
         ("thinning", thinning, 1),
     ):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        check_count(name, value, minimum)
     if not 0 < target_accept_prob < 1:
         raise ValueError(f"target_accept_prob must be in (0, 1), got {target_accept_prob!r}")
     if start not in STARTS:

@@ -26,7 +26,7 @@ from numpyro import optim
 from numpyro.infer import SVI, Trace_ELBO, autoguide, init_to_uniform, init_to_value
 from tqdm.auto import tqdm
 
-from bernmf.data import Observed
+from bernmf.data import Observed, check_count
 from bernmf.inference import mm
 from bernmf.inference.registry import Engine, register
 from bernmf.models import numpyro_model
@@ -54,8 +54,7 @@ def _check_options(guide, steps, learning_rate, lr_decay, optimizer, num_particl
         ("num_particles", num_particles),
         ("num_draws", num_draws),
     ):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        check_count(name, value)
     if not (np.isfinite(learning_rate) and learning_rate > 0):
         raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
     if not 0 < lr_decay <= 1:
