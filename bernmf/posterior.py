@@ -61,6 +61,20 @@ def mean_probability(W_draws, H_draws) -> np.ndarray:
     return W_wide @ np.asarray(H_draws).reshape(C * S * K, N) / (C * S)
 
 
+def _map_draws(function, W_draws, H_draws) -> np.ndarray:
+    """``function((W, H))`` of every draw, one draw at a time in one compiled loop.
+
+    W_draws (C, S, M, K) and H_draws (C, S, K, N) are flattened to C * S draws; the
+    result has shape (C * S, ...). Call it inside ``jax.enable_x64(True)`` for float64.
+    """
+    C, S = W_draws.shape[:2]
+    flat = (
+        jnp.asarray(W_draws).reshape(C * S, *W_draws.shape[2:]),
+        jnp.asarray(H_draws).reshape(C * S, *H_draws.shape[2:]),
+    )
+    return np.asarray(jax.jit(lambda f: jax.lax.map(function, f))(flat), float)
+
+
 def log_joint_draws(Y, mask, W_draws, H_draws, prior: Prior) -> np.ndarray:
     """Unnormalized log-joint (minus the ``mm`` objective) of every draw.
 
@@ -84,12 +98,7 @@ def log_joint_draws(Y, mask, W_draws, H_draws, prior: Prior) -> np.ndarray:
         def one(factors):
             return log_joint(Y, mask, factors[0], factors[1], prior_arrays)
 
-        flat = (
-            jnp.asarray(W_draws).reshape(C * S, *W_draws.shape[2:]),
-            jnp.asarray(H_draws).reshape(C * S, *H_draws.shape[2:]),
-        )
-        values = jax.jit(lambda f: jax.lax.map(one, f))(flat)
-        return np.asarray(values, float).reshape(C, S)
+        return _map_draws(one, W_draws, H_draws).reshape(C, S)
 
 
 def component_permutations(H_draws, reference=None) -> np.ndarray:
@@ -399,12 +408,7 @@ def pointwise_log_likelihood(Y, mask, W_draws, H_draws) -> np.ndarray:
             p_zero = jnp.sum(W[row_index] * (1 - H[:, column_index]).T, axis=1)
             return masked_log_likelihood_terms(y, observed, p_one, p_zero)
 
-        flat = (
-            jnp.asarray(W_draws).reshape(C * S, *W_draws.shape[2:]),
-            jnp.asarray(H_draws).reshape(C * S, *H_draws.shape[2:]),
-        )
-        values = jax.jit(lambda f: jax.lax.map(one, f))(flat)
-        return np.asarray(values, float).reshape(C, S, row_index.size)
+        return _map_draws(one, W_draws, H_draws).reshape(C, S, row_index.size)
 
 
 def to_arviz(fit: Fit, *, wh: bool = False, log_likelihood: bool = True):
