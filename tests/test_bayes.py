@@ -76,6 +76,19 @@ def test_model_log_density_is_the_spec_log_joint():
     assert float(again) == pytest.approx(float(value), abs=1e-10)
 
 
+def test_written_out_gradient_equals_automatic_differentiation_of_the_spec():
+    Y, W, H = bernmf.simulate(4, 11, 9, 3)
+    mask = np.random.default_rng(5).random(Y.shape) < 0.7
+    H[0, :3] = [0.0, 1.0, 1e-300]  # exact zeros and ones: terms clipped inside the log
+    with jax.enable_x64(True):
+        Y_, mask_, W_, H_ = jnp.asarray(Y), jnp.asarray(mask), jnp.asarray(W), jnp.asarray(H)
+        ours = jax.value_and_grad(numpyro_model.log_likelihood, argnums=(2, 3))(Y_, mask_, W_, H_)
+        spec = jax.value_and_grad(log_likelihood, argnums=(2, 3))(Y_, mask_, W_, H_)
+    assert float(ours[0]) == pytest.approx(float(spec[0]), rel=1e-12)
+    for got, expected in zip(ours[1], spec[1], strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+
+
 def test_nuts_fit_holds_draws_statistics_and_consistent_summaries(nuts_fit, simulated):
     frame, _, _, train = simulated
     fit = nuts_fit

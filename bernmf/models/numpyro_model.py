@@ -2,15 +2,18 @@
 
 The priors are NumPyro's Dirichlet and Beta distributions, whose log densities are
 the normalized ones of :func:`bernmf.models.spec.log_prior`; the likelihood is a
-``numpyro.factor`` of :func:`bernmf.models.spec.log_likelihood` itself, so only the
-observed entries enter (no ``obs_mask``, which would make the missing entries
+``numpyro.factor`` of the value of :func:`bernmf.models.spec.log_likelihood`, so only
+the observed entries enter (no ``obs_mask``, which would make the missing entries
 latent variables) and P(Y=0) is computed as ``W @ (1 - H)``, clipped only inside
 the log. The model's log density therefore equals
-``spec.log_joint(Y, mask, W, H, prior, normalized=True)``.
+``spec.log_joint(Y, mask, W, H, prior, normalized=True)``. Its gradient is written
+out (:func:`log_likelihood`) so that it takes two matrix products instead of the
+four of automatic differentiation.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
@@ -19,10 +22,55 @@ from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 
 from bernmf.data import Observed
-from bernmf.models.spec import Prior, log_likelihood
+from bernmf.models.spec import Prior
 
 SITES = ("W", "H")
 """The latent sample sites, in the order of the factors."""
+
+
+@jax.custom_vjp
+def log_likelihood(Y, mask, W, H):
+    """:func:`bernmf.models.spec.log_likelihood` (JAX arrays), with its gradient written out.
+
+    With ``P = where(Y = 1, W @ H, W @ (1 - H))`` on the observed entries and
+    ``G = O * (2Y - 1) / P`` (the derivative of each term with respect to P(Y=1)),
+    the gradients are ``G @ H.T + (O * (1 - Y) / P).sum(1)`` for W and ``W.T @ G`` for
+    H (since ``W @ (1 - H)`` is ``W.sum(1) - W @ H`` for the gradient).
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data (values where ``mask`` is False are ignored).
+    mask : bool array of shape (M, N)
+    W : array of shape (M, K)
+    H : array of shape (K, N)
+
+    Returns
+    -------
+    scalar
+        ``sum(mask * (Y log(WH) + (1 - Y) log(W(1 - H))))``.
+    """
+    return _log_likelihood_forward(Y, mask, W, H)[0]
+
+
+def _log_likelihood_forward(Y, mask, W, H):
+    is_one = mask & (Y == 1)
+    raw = jnp.where(is_one, W @ H, W @ (1 - H))
+    tiny = jnp.finfo(W.dtype).tiny
+    observed = jnp.maximum(raw, tiny)
+    inverse = jnp.where(mask & (raw > tiny), 1 / observed, 0.0)  # clipped: no gradient
+    signed = jnp.where(is_one, inverse, -inverse)  # d term / d P(Y=1)
+    from_zeros = jnp.sum(jnp.where(is_one, 0.0, inverse), axis=1, keepdims=True)
+    value = jnp.sum(jnp.log(jnp.where(mask, observed, 1.0)))  # select, then log: vectorizes
+    return value, (W, H, signed, from_zeros)
+
+
+def _log_likelihood_backward(saved, cotangent):
+    W, H, signed, from_zeros = saved
+    return None, None, cotangent * (signed @ H.T + from_zeros), cotangent * (W.T @ signed)
+
+
+log_likelihood.defvjp(_log_likelihood_forward, _log_likelihood_backward)
 
 
 def model(Y, mask, prior: Prior) -> None:
