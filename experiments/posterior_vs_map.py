@@ -10,16 +10,20 @@
 2. **animals, paleo, lastfm on the paper's split**: ``mm`` tuned as in the paper
    (rank and alpha, beta on validation, :func:`bernmf.tune.grid`); each Bayesian
    engine at mm's rank with its own prior tuned on validation (alpha, beta in
-   {0.5, 1, 2}, gamma = 1: the best prior differs by engine); then the test
-   perplexity over ``--seeds`` seeds (mean and sd), seconds, and for NUTS the bulk
-   ESS per second of WH (median over entries), divergences and max R-hat(WH).
+   {0.1, 0.3, 1}, gamma = 1: the best prior differs by engine, and priors below 1
+   are where the Bayesian engines gain), with shorter runs for the tuning
+   (``--tune-warmup``, ``--tune-samples``, ``--tune-svi-steps``); then the test
+   perplexity over ``--seeds`` seeds of full-length runs (mean and sd), seconds, and
+   for NUTS the bulk ESS per second of WH (median over entries), divergences and max
+   R-hat(WH).
 
 Outputs in ``--out`` (default ``results/posterior_vs_map``): ``simulated.csv``,
 ``reliability.csv``, ``tuning.csv``, ``datasets.csv`` (every test fit), ``summary.csv``
 (mean and sd per dataset and engine), ``reliability.png``, ``coverage.png`` and
-``perplexity_vs_seconds.png``. ``--quick`` is a smoke run (30 x 20 simulated data;
-animals only, with mm and nuts; one prior for the Bayesian engines, one seed, short
-chains). Seconds are wall times of :func:`bernmf.fit` (compilation included).
+``perplexity_vs_seconds.png``. ``--quick`` is a smoke run (30 x 20 simulated data
+without the low-rank guide; animals only, with mm and nuts; one prior for the Bayesian
+engines, one seed, short chains). Seconds are wall times of :func:`bernmf.fit`
+(compilation included).
 
 Run: ``python experiments/posterior_vs_map.py [--data-dir DIR] [--quick]``
 (NUTS chains run in parallel: this script calls ``numpyro.set_host_device_count``
@@ -40,7 +44,7 @@ ENGINES = {
     "svi_normal": ("svi", {"guide": "AutoNormal"}),
     "svi_lowrank": ("svi", {"guide": "AutoLowRankMultivariateNormal"}),
 }
-BAYES_VALUES = (0.5, 1.0, 2.0)
+BAYES_VALUES = (0.1, 0.3, 1.0)
 MM_VALUES = (1.0, 1.2, 1.5, 2.0, 3.0)
 RANKS = (2, 4, 8, 16)
 DATASETS = ("animals", "paleo", "lastfm")
@@ -57,6 +61,13 @@ def parse(argv):
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--svi-steps", type=int, default=5000)
+    parser.add_argument(
+        "--dtype", default="float64", choices=("float64", "float32"), help="of nuts and svi"
+    )
+    parser.add_argument("--target-accept", type=float, default=0.8, help="NUTS target_accept_prob")
+    parser.add_argument("--tune-warmup", type=int, default=300, help="NUTS warmup when tuning")
+    parser.add_argument("--tune-samples", type=int, default=300, help="NUTS draws when tuning")
+    parser.add_argument("--tune-svi-steps", type=int, default=2000, help="SVI steps when tuning")
     parser.add_argument("--skip-simulated", action="store_true")
     parser.add_argument("--skip-datasets", action="store_true")
     parser.add_argument("--quick", action="store_true")
@@ -65,14 +76,16 @@ def parse(argv):
     args.shape = (200, 100, 4)
     args.ranks, args.mm_values = RANKS, MM_VALUES
     args.bayes_priors = list(itertools.product(BAYES_VALUES, BAYES_VALUES))
-    args.dataset_engines = list(ENGINES)[1:]
+    args.simulated_engines, args.dataset_engines = list(ENGINES), list(ENGINES)[1:]
     if args.quick:
         args.shape = (30, 20, 2)
         args.datasets = args.datasets or ["animals"]
         args.seeds = 1
         args.warmup, args.samples, args.svi_steps = 60, 60, 400
+        args.tune_warmup, args.tune_samples, args.tune_svi_steps = 60, 60, 400
         args.ranks, args.mm_values = (2,), (1.0, 1.5)
         args.bayes_priors = [(0.5, 0.5)]
+        args.simulated_engines = ["mm", "nuts", "svi_normal"]
         args.dataset_engines = ["nuts"]  # svi runs on the simulated data
     args.datasets = [] if args.skip_datasets else (args.datasets or list(DATASETS))
     return args
@@ -82,24 +95,29 @@ def log(message: str) -> None:
     print(message, flush=True)
 
 
-def engine_options(name: str, args) -> tuple[str, dict]:
-    """The bernmf engine and its options for one of :data:`ENGINES`."""
+def engine_options(name: str, args, tuning: bool = False) -> tuple[str, dict]:
+    """The bernmf engine and its options for one of :data:`ENGINES` (shorter when tuning)."""
     engine, options = ENGINES[name]
     options = dict(options)
     if engine == "nuts":
-        options.update(num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples)
+        options.update(
+            num_chains=args.chains,
+            num_warmup=args.tune_warmup if tuning else args.warmup,
+            num_samples=args.tune_samples if tuning else args.samples,
+            target_accept_prob=args.target_accept,
+        )
     if engine == "svi":
-        options.update(steps=args.svi_steps)
+        options.update(steps=args.tune_svi_steps if tuning else args.svi_steps)
     if engine != "mm":
-        options["progress"] = not args.quiet
+        options.update(progress=not args.quiet, dtype=args.dtype)
     return engine, options
 
 
-def timed_fit(Y, name, rank, mask, prior, seed, args):
+def timed_fit(Y, name, rank, mask, prior, seed, args, tuning: bool = False):
     """``bernmf.fit`` with the options of engine ``name``; returns (fit, wall seconds)."""
     import bernmf
 
-    engine, options = engine_options(name, args)
+    engine, options = engine_options(name, args, tuning)
     begin = time.perf_counter()
     fit = bernmf.fit(Y, engine, rank=rank, mask=mask, prior=prior, seed=seed, **options)
     return fit, time.perf_counter() - begin
@@ -158,7 +176,7 @@ def simulated_study(args):
         f"== simulated {M} x {N}, K={K}, flat prior; truth's held-out perplexity "
         f"{truth_perplexity:.4f}"
     )
-    for name in ENGINES:
+    for name in args.simulated_engines:
         fit, seconds = timed_fit(Y, name, K, ~held_out, prior, 0, args)
         table, ece = reliability(Y, fit.probs, held_out)
         diagrams.append(table.assign(engine=name))
@@ -225,12 +243,17 @@ def dataset_study(name, args):
         }
         for a, b in [chosen["mm"]]
     ]
-    first_fits = {}
+    first_fits = {}  # the seed-0 fit of each chosen prior, reused on test when full-length
+    full_length = (args.tune_warmup, args.tune_samples, args.tune_svi_steps) == (
+        args.warmup,
+        args.samples,
+        args.svi_steps,
+    )
     for engine in args.dataset_engines:
         best = None
         for alpha, beta in args.bayes_priors:
             fit, seconds = timed_fit(
-                data, engine, rank, split.train, bernmf.Prior(alpha, beta, 1.0), 0, args
+                data, engine, rank, split.train, bernmf.Prior(alpha, beta, 1.0), 0, args, True
             )
             score = fit.perplexity(data, split.validation)
             log(
@@ -250,7 +273,8 @@ def dataset_study(name, args):
             if best is None or score < best[0]:
                 best = (score, (alpha, beta), (fit, seconds))
         chosen[engine] = best[1]
-        first_fits[engine] = best[2]  # the seed-0 fit of the chosen prior is reused on test
+        if full_length:
+            first_fits[engine] = best[2]
         for row in tuning_rows:
             if row["engine"] == engine and (row["alpha"], row["beta"]) == best[1]:
                 row["chosen"] = True

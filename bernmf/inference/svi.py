@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from bernmf.data import Observed, check_count
 from bernmf.inference import mm
+from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
 from bernmf.models import numpyro_model
 from bernmf.models.spec import Prior
@@ -171,11 +172,17 @@ def run(
 
         chunk = max(1, steps // PROGRESS_CHUNKS) if progress else steps
         lengths = [chunk] * (steps // chunk) + ([steps % chunk] if steps % chunk else [])
-        begin = time.perf_counter()
-        programs = {
-            n: jax.jit(scan, static_argnums=2).lower(state, args, n).compile() for n in set(lengths)
-        }
-        compile_seconds = time.perf_counter() - begin
+        # The update depends on these options and on the shapes of (state, args), not on
+        # the data, the prior or the starting point: fits that differ only in those
+        # (a prior grid, seeds) share one compiled program.
+        program_key = (
+            "svi", guide, guide_rank, given is None, optimizer, learning_rate, lr_decay, steps,
+            clip_norm, num_particles,
+        )  # fmt: skip
+        programs, compile_seconds = {}, 0.0
+        for n in set(lengths):
+            programs[n], seconds = compiled(program_key, scan, state, args, length=n)
+            compile_seconds += seconds
         begin = time.perf_counter()
         losses = []
         with tqdm(total=steps, disable=not progress, file=sys.stderr, desc="svi") as bar:
