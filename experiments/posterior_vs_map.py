@@ -65,6 +65,10 @@ def parse(argv):
         "--dtype", default="float64", choices=("float64", "float32"), help="of nuts and svi"
     )
     parser.add_argument("--target-accept", type=float, default=0.8, help="NUTS target_accept_prob")
+    parser.add_argument(
+        "--max-tree-depth", type=int, default=10, help="NUTS max_tree_depth (caps cost per draw)"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="threads of the mm grid")
     parser.add_argument("--tune-warmup", type=int, default=300, help="NUTS warmup when tuning")
     parser.add_argument("--tune-samples", type=int, default=300, help="NUTS draws when tuning")
     parser.add_argument("--tune-svi-steps", type=int, default=2000, help="SVI steps when tuning")
@@ -105,6 +109,7 @@ def engine_options(name: str, args, tuning: bool = False) -> tuple[str, dict]:
             num_warmup=args.tune_warmup if tuning else args.warmup,
             num_samples=args.tune_samples if tuning else args.samples,
             target_accept_prob=args.target_accept,
+            max_tree_depth=args.max_tree_depth,
         )
     if engine == "svi":
         options.update(steps=args.tune_svi_steps if tuning else args.svi_steps)
@@ -220,6 +225,7 @@ def dataset_study(name, args):
     data = datasets.load(name, data_dir=args.data_dir)
     split = paper_split(data.shape)
     log(f"== {name} {data.shape}")
+    begin = time.perf_counter()
     tuning = tune.grid(
         data,
         args.ranks,
@@ -227,9 +233,14 @@ def dataset_study(name, args):
         args.mm_values,
         mask=split.train,
         validation=split.validation,
+        workers=args.workers,
         progress=not args.quiet,
     )
     rank = tuning.best["rank"]
+    log(
+        f"  mm tuned on validation: K={rank}, alpha={tuning.best['alpha']:g}, "
+        f"beta={tuning.best['beta']:g}, {time.perf_counter() - begin:.0f} s"
+    )
     chosen = {"mm": (tuning.best["alpha"], tuning.best["beta"])}
     tuning_rows = [
         {
