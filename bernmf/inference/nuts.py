@@ -29,6 +29,7 @@ objective) of each kept draw, so it is on the scale of ``mm``'s trace;
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 
@@ -187,8 +188,10 @@ dense_mass
         )
         if num_chains == 1:
             init_params = {name: value[0] for name, value in init_params.items()}
+        # On the (jitted) potential rather than the model: NumPyro would otherwise run the
+        # model op by op to initialize, compiling each operation (seconds on a first call).
         kernel = NUTS(
-            numpyro_model.model,
+            potential_fn=jax.jit(functools.partial(numpyro_model.potential_energy, args=args)),
             target_accept_prob=target_accept_prob,
             max_tree_depth=max_tree_depth,
             dense_mass=dense_mass,
@@ -208,15 +211,12 @@ dense_mass
             f"{chain_method}, started at {start!r} in {start_seconds:.1f} s",
         )
         begin = time.perf_counter()
-        sampler.run(
-            jax.random.PRNGKey(seed), *args, init_params=init_params, extra_fields=EXTRA_FIELDS
-        )
+        sampler.run(jax.random.PRNGKey(seed), init_params=init_params, extra_fields=EXTRA_FIELDS)
         samples = jax.block_until_ready(sampler.get_samples(group_by_chain=True))
         run_seconds = time.perf_counter() - begin
         _say(progress, f"nuts: sampled in {run_seconds:.1f} s (compilation included)")
         fields = sampler.get_extra_fields(group_by_chain=True)
-    W_draws = np.asarray(samples["W"], float)
-    H_draws = np.asarray(samples["H"], float)
+        W_draws, H_draws = (np.asarray(x, float) for x in numpyro_model.to_constrained(samples))
     lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)
     n_steps = np.asarray(fields["num_steps"])
     sample_stats = {

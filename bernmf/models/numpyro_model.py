@@ -20,6 +20,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
+from numpyro.infer import util as infer_util
 
 from bernmf.data import Observed
 from bernmf.models.spec import Prior
@@ -109,6 +110,30 @@ def model_args(data: Observed, prior: Prior, dtype) -> tuple:
         jnp.asarray(data.Y, dtype),
         jnp.asarray(data.mask),
         Prior(*(jnp.asarray(v, dtype) for v in prior)),
+    )
+
+
+def potential_energy(params: dict, args: tuple):
+    """Minus the log density of :func:`model` at unconstrained ``params``, Jacobians included.
+
+    What NUTS integrates. Built from the model inside the caller's trace (no eager
+    model initialization), so it can be handed to ``NUTS(potential_fn=...)``.
+
+    Parameters
+    ----------
+    params : dict
+        ``{"W": (M, K - 1), "H": (K, N)}`` in NumPyro's unconstrained coordinates.
+    args : tuple
+        :func:`model_args`.
+    """
+    return infer_util.potential_energy(model, args, {}, params)
+
+
+def to_constrained(params: dict) -> tuple:
+    """The inverse of :func:`to_unconstrained`: ``(W (..., M, K), H (..., K, N))``."""
+    return (
+        biject_to(constraints.simplex)(params["W"]),
+        biject_to(constraints.unit_interval)(params["H"]),
     )
 
 
