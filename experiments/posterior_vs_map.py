@@ -72,6 +72,13 @@ def parse(argv):
     parser.add_argument("--tune-warmup", type=int, default=300, help="NUTS warmup when tuning")
     parser.add_argument("--tune-samples", type=int, default=300, help="NUTS draws when tuning")
     parser.add_argument("--tune-svi-steps", type=int, default=2000, help="SVI steps when tuning")
+    parser.add_argument(
+        "--dataset-engines",
+        nargs="*",
+        choices=list(ENGINES)[1:],
+        default=None,
+        help="Bayesian engines of part 2 (default: all; the low-rank guide is slow on big data)",
+    )
     parser.add_argument("--skip-simulated", action="store_true")
     parser.add_argument("--skip-datasets", action="store_true")
     parser.add_argument("--quick", action="store_true")
@@ -80,7 +87,8 @@ def parse(argv):
     args.shape = (200, 100, 4)
     args.ranks, args.mm_values = RANKS, MM_VALUES
     args.bayes_priors = list(itertools.product(BAYES_VALUES, BAYES_VALUES))
-    args.simulated_engines, args.dataset_engines = list(ENGINES), list(ENGINES)[1:]
+    args.simulated_engines = list(ENGINES)
+    args.dataset_engines = args.dataset_engines or list(ENGINES)[1:]
     if args.quick:
         args.shape = (30, 20, 2)
         args.datasets = args.datasets or ["animals"]
