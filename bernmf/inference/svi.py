@@ -193,9 +193,7 @@ def run(
                 bar.set_postfix(loss=f"{losses[-1][-1]:.6g}")
         run_seconds = time.perf_counter() - begin
         params = engine.get_params(state)
-        shape = (num_draws,)
-        draw = jax.jit(lambda key, p: approximation.sample_posterior(key, p, sample_shape=shape))
-        draws = draw(key_draws, params)  # compiled at once rather than op by op
+        draws = approximation.sample_posterior(key_draws, params, sample_shape=(num_draws,))
         W_draws = np.asarray(draws["W"], float)[None]
         H_draws = np.asarray(draws["H"], float)[None]
         params = {name: np.asarray(value) for name, value in params.items()}
