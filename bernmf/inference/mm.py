@@ -120,13 +120,12 @@ def make_sweep(problem: Problem, W, H) -> Sweep:
 
 
 def _ratios(y_one, y_zero, p_one, p_zero):
-    """``O*Y / (W @ H)`` and ``O*(1-Y) / (W @ (1-H))``, of the shape of ``y_one``.
-
-    Each entry is a one or a zero (or unobserved), so one division per entry serves both.
-    """
+    """``O*Y / (W @ H)`` and ``O*(1-Y) / (W @ (1-H))``, of the shape of ``y_one``."""
     tiny = jnp.finfo(p_one.dtype).tiny
-    inverse = 1 / jnp.maximum(jnp.where(y_one, p_one, p_zero), tiny)
-    return jnp.where(y_one, inverse, 0.0), jnp.where(y_zero, inverse, 0.0)
+    return (
+        jnp.where(y_one, 1 / jnp.maximum(p_one, tiny), 0.0),
+        jnp.where(y_zero, 1 / jnp.maximum(p_zero, tiny), 0.0),
+    )
 
 
 def _blocks(problem: Problem, *row_arrays):
@@ -168,17 +167,12 @@ def _h_statistics(problem: Problem, sweep: Sweep):
 
 
 def _w_statistics(problem: Problem, sweep: Sweep):
-    """``S = W * ((O*Y / WH) @ H.T + (O*(1-Y) / W(1-H)) @ (1 - H).T)``, shape (M, K).
-
-    Computed with one product instead of two, as ``W * ((R1 - R0) @ H.T + R0.sum(1))``
-    (``R1``, ``R0`` the two ratios); clipped at 0 against rounding.
-    """
+    """``S = W * ((O*Y / WH) @ H.T + (O*(1-Y) / W(1-H)) @ (1 - H).T)``, shape (M, K)."""
     W, H = sweep.W, sweep.H
 
     def rows_S(y_one, y_zero, W_rows, p_one, p_zero):
         r_one, r_zero = _ratios(y_one, y_zero, p_one, p_zero)
-        from_zeros = jnp.sum(r_zero, axis=1, keepdims=True)
-        return W_rows * jnp.maximum((r_one - r_zero) @ H.T + from_zeros, 0.0)
+        return W_rows * (r_one @ H.T + r_zero @ (1 - H).T)
 
     if problem.block_rows is None:
         return rows_S(problem.y_one, problem.y_zero, W, sweep.p_one, sweep.p_zero)
