@@ -1,7 +1,9 @@
 """Engine ``nuts``: the posterior by NumPyro's No-U-Turn sampler.
 
 The model is :func:`bernmf.models.numpyro_model.model` (the spec's log-joint), so
-any positive alpha, beta, gamma are allowed, e.g. Beta(0.5, 0.5).
+any positive alpha, beta, gamma are allowed, e.g. Beta(0.5, 0.5). NUTS runs on its
+jitted potential (:func:`~bernmf.models.numpyro_model.potential_energy`) in NumPyro's
+unconstrained coordinates, and the draws are mapped back to W and H.
 
 Chains run in parallel, one per CPU device, when ``jax.local_device_count() >=
 num_chains``, and one after the other otherwise. JAX sees one CPU device unless
