@@ -33,10 +33,10 @@ SITES = ("W", "H")
 def log_likelihood(Y, mask, W, H):
     """:func:`bernmf.models.spec.log_likelihood` (JAX arrays), with its gradient written out.
 
-    With ``P = where(Y = 1, W @ H, W @ (1 - H))`` on the observed entries and
-    ``G = O * (2Y - 1) / P`` (the derivative of each term with respect to P(Y=1)),
-    the gradients are ``G @ H.T + (O * (1 - Y) / P).sum(1)`` for W and ``W.T @ G`` for
-    H (since ``W @ (1 - H)`` is ``W.sum(1) - W @ H`` for the gradient).
+    With ``P = where(Y = 1, W @ H, W @ (1 - H))`` on the observed entries,
+    ``A = O * Y / P``, ``B = O * (1 - Y) / P`` and ``G = A - B``, the gradients are
+    ``A @ H.T + B @ (1 - H).T = G @ H.T + B.sum(1)`` for W and ``W.T @ A - W.T @ B =
+    W.T @ G`` for H: two matrix products.
 
     Parameters
     ----------
