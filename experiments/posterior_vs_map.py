@@ -20,7 +20,7 @@
 Outputs in ``--out`` (default ``results/posterior_vs_map``): ``simulated.csv``,
 ``reliability.csv``, ``tuning.csv``, ``datasets.csv`` (every test fit), ``summary.csv``
 (mean and sd per dataset and engine), ``reliability.png``, ``coverage.png`` and
-``perplexity_vs_seconds.png``. ``--quick`` is a smoke run (30 x 20 simulated data with
+``perplexity_vs_seconds.png``. ``--quick`` is a smoke run (24 x 18 simulated data with
 mm and the AutoNormal guide; animals only, with mm and nuts; one prior for the Bayesian
 engines, one seed, short chains). Seconds are wall times of :func:`bernmf.fit`
 (compilation included).
@@ -90,7 +90,7 @@ def parse(argv):
     args.simulated_engines, args.ess_entries = list(ENGINES), 300
     args.dataset_engines = args.dataset_engines or list(ENGINES)[1:]
     if args.quick:
-        args.shape = (30, 20, 2)
+        args.shape = (24, 18, 2)
         args.datasets = args.datasets or ["animals"]
         args.seeds = 1
         args.warmup, args.samples, args.svi_steps = 60, 60, 400

@@ -238,10 +238,10 @@ def test_diagnostics_on_mixed_and_on_separated_chains():
     assert counted.divergences == 1
 
 
-def test_svi_autodelta_reaches_the_mm_objective():
+def test_svi_autodelta_reaches_the_mm_objective(simulated):
     """AutoDelta is a MAP on the constrained space: same objective as mm (within 0.5%)."""
-    Y, _, _ = bernmf.simulate(0, 40, 30, 2)
-    mask = np.random.default_rng(1).random(Y.shape) < 0.8
+    frame, _, _, mask = simulated
+    Y = frame.to_numpy()
     prior = bernmf.Prior(1.2, 1.5, 1.1)
     best_mm = min(
         bernmf.fit(Y, "mm", rank=2, mask=mask, prior=prior, seed=s, tol=1e-9).objective
