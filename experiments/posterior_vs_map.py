@@ -212,7 +212,7 @@ def simulated_study(args):
     return pd.DataFrame(rows), pd.concat(diagrams, ignore_index=True)
 
 
-def nuts_statistics(fit, seconds, ess_entries: int = 300) -> dict:
+def nuts_statistics(fit, seconds, ess_entries: int) -> dict:
     """ESS per second (bulk, median over sampled WH entries), divergences, max R-hat(WH)."""
     import bernmf
 

@@ -23,7 +23,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer import util as infer_util
 
 from bernmf.data import Observed
-from bernmf.models.spec import Prior
+from bernmf.models.spec import Prior, masked_log_likelihood_terms, observed_probability
 
 SITES = ("W", "H")
 """The latent sample sites, in the order of the factors."""
@@ -55,14 +55,14 @@ def log_likelihood(Y, mask, W, H):
 
 
 def _log_likelihood_forward(Y, mask, W, H):
+    p_one, p_zero = W @ H, W @ (1 - H)
+    value = jnp.sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))
+    observed = observed_probability(Y, mask, p_one, p_zero)  # XLA shares it with the line above
     is_one = mask & (Y == 1)
-    raw = jnp.where(is_one, W @ H, W @ (1 - H))
     tiny = jnp.finfo(W.dtype).tiny
-    observed = jnp.maximum(raw, tiny)
-    inverse = jnp.where(mask & (raw > tiny), 1 / observed, 0.0)  # clipped: no gradient
-    signed = jnp.where(is_one, inverse, -inverse)  # d term / d P(Y=1)
+    inverse = jnp.where(mask & (observed > tiny), 1 / jnp.maximum(observed, tiny), 0.0)
+    signed = jnp.where(is_one, inverse, -inverse)  # d term / d P(Y=1); clipped terms: 0
     from_zeros = jnp.sum(jnp.where(is_one, 0.0, inverse), axis=1, keepdims=True)
-    value = jnp.sum(jnp.log(jnp.where(mask, observed, 1.0)))  # select, then log: vectorizes
     return value, (W, H, signed, from_zeros)
 
 
