@@ -10,6 +10,7 @@ from scipy import stats
 
 import bernmf
 from bernmf.models import log_joint, log_likelihood, log_prior, perplexity, simulate
+from bernmf.models.spec import masked_log_likelihood_sum, masked_log_likelihood_terms
 
 
 @pytest.fixture
@@ -48,6 +49,26 @@ def test_numpy_and_jax_give_the_same_log_joint(problem):
         in_jax = log_joint(*(jnp.asarray(a) for a in (Y, mask, W, H)), prior, normalized=True)
         assert isinstance(in_jax, jax.Array)
         assert float(in_jax) == pytest.approx(log_joint(Y, mask, W, H, prior, normalized=True))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("smallest", [1e-3, 1e-30, 1e-200, 0.0])
+def test_log_likelihood_sum_in_jax_equals_the_sum_of_its_terms(dtype, smallest):
+    # 37 rows: not a multiple of the groups of rows multiplied together. The smallest
+    # probabilities put products below the normal range (float32 from 1e-30, float64
+    # from 1e-200 and at 0), where every entry must go through its own log instead.
+    rng = np.random.default_rng(1)
+    p_one = rng.uniform(0.05, 0.95, size=(37, 11))
+    p_one[rng.random(p_one.shape) < 0.2] = smallest
+    Y = (rng.random(p_one.shape) < 0.5).astype(float)
+    mask = rng.random(p_one.shape) < 0.8
+    with jax.enable_x64(True):
+        args = [jnp.asarray(a) for a in (Y, mask)]
+        args += [jnp.asarray(a, dtype) for a in (p_one, 1 - p_one)]
+        fast = float(jax.jit(masked_log_likelihood_sum)(*args))
+        plain = float(jnp.sum(masked_log_likelihood_terms(*args)))
+    assert np.isfinite(fast)
+    assert fast == pytest.approx(plain, rel=1e-14 if dtype == "float64" else 1e-5)
 
 
 def test_log_joint_is_minus_the_mm_objective(problem):

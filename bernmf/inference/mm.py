@@ -42,7 +42,7 @@ from bernmf.inference import accelerate as squarem
 from bernmf.inference._compile import compiled
 from bernmf.inference._loop import iterate_until
 from bernmf.inference.registry import Engine, register
-from bernmf.models.spec import Prior, log_prior, masked_log_likelihood_terms
+from bernmf.models.spec import Prior, log_prior, masked_log_likelihood_sum
 from bernmf.results import Fit
 
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
@@ -215,13 +215,12 @@ def step(problem: Problem, sweep: Sweep, prior: Prior) -> Sweep:
 def _log_likelihood(problem: Problem, sweep: Sweep):
     """Log-likelihood of the observed entries of this device's rows."""
     if problem.block_rows is None:
-        terms = masked_log_likelihood_terms(problem.y_one, problem.mask, sweep.p_one, sweep.p_zero)
-        return jnp.sum(terms)
+        return masked_log_likelihood_sum(problem.y_one, problem.mask, sweep.p_one, sweep.p_zero)
 
     def block_sum(block):
         y_one, mask, W_block = block
         p_one, p_zero = predict(W_block, sweep.H)
-        return jnp.sum(masked_log_likelihood_terms(y_one, mask, p_one, p_zero))
+        return masked_log_likelihood_sum(y_one, mask, p_one, p_zero)
 
     return jnp.sum(jax.lax.map(block_sum, _blocks(problem, problem.y_one, problem.mask, sweep.W)))
 

@@ -110,6 +110,55 @@ def masked_log_likelihood_terms(Y, mask, p_one, p_zero):
     return _safe_log(xp, observed_probability(Y, mask, p_one, p_zero))
 
 
+def masked_log_likelihood_sum(Y, mask, p_one, p_zero):
+    """``sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))``, fast in JAX.
+
+    Parameters and shapes as in :func:`observed_probability`; returns a scalar.
+
+    A logarithm costs several times a product, so for JAX arrays of two or more
+    dimensions the observed probabilities of each group of ``2**levels`` rows
+    (16 in float64, 4 in float32) are first multiplied together, entry by entry,
+    and only their products go through the log: the same sum, to rounding, with
+    16 (or 4) times fewer logarithms. A product is accurate as long as it stays a
+    normal number; when one does not (a group whose product falls below about
+    1e-308 in float64, 1e-38 in float32), every entry goes through its own log
+    instead (``lax.cond``), so the result always equals the plain sum to rounding.
+    """
+    xp, _ = _namespace(Y, mask, p_one, p_zero)
+    if xp is np or p_one.ndim < 2:
+        return xp.sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))
+    finfo = xp.finfo(p_one.dtype)
+    observed = xp.maximum(observed_probability(Y, mask, p_one, p_zero), finfo.tiny)
+    products = _row_group_products(observed, levels=4 if finfo.bits >= 64 else 2)
+    products_are_normal = xp.all((products >= finfo.tiny) & (products <= finfo.max))
+    # The slow branch computes the terms again from the operands rather than reusing
+    # `observed`, so that `observed` is never written to memory on the fast path.
+    return jax.lax.cond(
+        products_are_normal,
+        lambda products, *_: xp.sum(xp.log(products)),
+        lambda _, *data: xp.sum(masked_log_likelihood_terms(*data)),
+        products,
+        Y,
+        mask,
+        p_one,
+        p_zero,
+    )
+
+
+def _row_group_products(x, levels: int):
+    """Entry-wise products of ``2**levels`` rows of x at a time (rows padded with ones).
+
+    x has shape (M, ...); the result has shape (ceil(M / 2**levels), ...).
+    """
+    group = 2**levels
+    padding = [(0, -x.shape[0] % group)] + [(0, 0)] * (x.ndim - 1)
+    x = jax.numpy.pad(x, padding, constant_values=1)
+    for _ in range(levels):
+        half = x.shape[0] // 2
+        x = x[:half] * x[half:]
+    return x
+
+
 def log_likelihood(Y, mask, W, H):
     """Bernoulli log-likelihood of the observed entries of Y under P(Y=1) = W @ H.
 
@@ -129,8 +178,7 @@ def log_likelihood(Y, mask, W, H):
     scalar
         ``sum(mask * (Y log(WH) + (1 - Y) log(W(1 - H))))``.
     """
-    xp, _ = _namespace(Y, mask, W, H)
-    return xp.sum(masked_log_likelihood_terms(Y, mask, W @ H, W @ (1 - H)))
+    return masked_log_likelihood_sum(Y, mask, W @ H, W @ (1 - H))
 
 
 def log_prior(W, H, prior: Prior, *, normalized: bool = False):
