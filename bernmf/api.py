@@ -64,8 +64,9 @@ def fit(
         False: plain MM sweeps), ``restarts`` (default 1; R > 1 fits from seeds
         ``seed, ..., seed + R - 1`` in one compiled call and returns the fit of lowest
         objective, with all R final objectives in ``extras["restarts"]``),
-        ``block_rows`` (None, default; an int or ``"auto"`` sweeps over blocks of rows
-        so that memory beyond Y is O((M + N) K + block_rows N)) and ``devices`` (a
+        ``block_rows`` (default ``"auto"``: over blocks of rows when the (M, N)
+        temporaries outgrow the CPU's cache or memory; an int B: blocks of B rows,
+        memory beyond Y O((M + N) K + B N); None: never blocked) and ``devices`` (a
         list of JAX devices to shard the rows over, e.g. ``jax.devices()``); see
         :func:`bernmf.inference.mm.run`. The other engines' options are the
         keyword-only parameters of their ``run`` (``bernmf.inference.<engine>.run``),

@@ -36,7 +36,7 @@ def run(
     dtype: str = "float64",
     accelerate: bool = True,
     restarts: int = 1,
-    block_rows: int | str | None = None,
+    block_rows: int | str | None = "auto",
     devices=None,
 ) -> Fit:
     """Fit by EM; the options are those of :func:`bernmf.inference.mm.run`."""
