@@ -123,6 +123,8 @@ def masked_log_likelihood_sum(Y, mask, p_one, p_zero):
     normal number; when one does not (a group whose product falls below about
     1e-308 in float64, 1e-38 in float32), every entry goes through its own log
     instead (``lax.cond``), so the result always equals the plain sum to rounding.
+    Under ``jax.vmap`` the ``lax.cond`` becomes a select that runs both branches, so
+    vmapped code should sum :func:`masked_log_likelihood_terms` instead.
     """
     xp, _ = _namespace(Y, mask, p_one, p_zero)
     if xp is np or p_one.ndim < 2:
@@ -178,7 +180,8 @@ def log_likelihood(Y, mask, W, H):
     scalar
         ``sum(mask * (Y log(WH) + (1 - Y) log(W(1 - H))))``.
     """
-    return masked_log_likelihood_sum(Y, mask, W @ H, W @ (1 - H))
+    xp, _ = _namespace(Y, mask, W, H)
+    return xp.sum(masked_log_likelihood_terms(Y, mask, W @ H, W @ (1 - H)))
 
 
 def log_prior(W, H, prior: Prior, *, normalized: bool = False):
