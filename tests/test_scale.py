@@ -86,9 +86,10 @@ def test_blocked_sweep_stops_at_the_same_iteration():
 
 def test_auto_block_rows_blocks_only_what_does_not_fit(monkeypatch):
     assert mm.choose_block_rows("auto", 1000, 100, 1, 8) is None
-    # On a CPU, past the cache: blocks of CPU_BLOCK_BYTES (8 x 125 x 1000 x 8 bytes = 8 MB);
+    # On a CPU, past the cache: blocks of 8 MiB of temporaries per core (8 x 125 x 1000 x 8 B);
     # elsewhere only memory counts; lastfm's shape stays unblocked.
     assert mm.choose_block_rows("auto", 2000, 1000, 1, 8, "cpu") == 125
+    assert mm.choose_block_rows("auto", 2000, 1000, 1, 8, "cpu", cores=2) == 250
     assert mm.choose_block_rows("auto", 2000, 1000, 1, 8, "gpu") is None
     assert mm.choose_block_rows("auto", 1226, 285, 1, 8, "cpu") is None
     monkeypatch.setattr(mm, "AUTO_BLOCK_BYTES", 8 * 100 * 8 * 300)  # 300 rows fit

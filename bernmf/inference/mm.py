@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from typing import NamedTuple
 
@@ -464,10 +465,15 @@ CPU_CACHE_BYTES = 2**25
 A sweep reads and writes its (rows, N) temporaries several times; past the size of
 the last-level cache each pass goes to main memory, and blocks of rows that stay in
 the cache are faster: 1.4-1.5x per sweep on 2000 x 1000 and 3000 x 3000 (K = 16,
-float64, one core of an AMD EPYC with 32 MiB of L3), the same speed at 1000 x 500.
+float64, one core of an AMD EPYC with 32 MiB of L3), the same speed at 1000 x 500;
+with two cores, 1.2x on the same two and the same speed at 1000 x 1000.
 """
-CPU_BLOCK_BYTES = 2**23
-"""The temporaries of one block when ``"auto"`` blocks for the cache (8 MiB)."""
+CPU_BLOCK_BYTES_PER_CORE = 2**23
+"""The temporaries of one block when ``"auto"`` blocks for the cache: 8 MiB per core.
+
+Each matrix product and elementwise pass of a block is split over the cores, so more
+cores need larger blocks to stay efficient (measured best on one and two cores).
+"""
 LIVE_TEMPORARIES = 8
 """Float (rows, N) arrays alive at once in an unblocked sweep (predictions, ratios, products)."""
 
@@ -483,7 +489,7 @@ def check_block_rows(block_rows) -> None:
 
 
 def choose_block_rows(
-    block_rows, M: int, N: int, n_devices: int, itemsize: int, platform: str = "cpu"
+    block_rows, M: int, N: int, n_devices: int, itemsize: int, platform="cpu", cores=1
 ) -> int | None:
     """The rows per block that a validated ``block_rows`` option means for this problem.
 
@@ -491,8 +497,9 @@ def choose_block_rows(
     float arrays of each device's rows x N) fit in :data:`AUTO_BLOCK_BYTES` and, on a
     CPU (``platform="cpu"``), in :data:`CPU_CACHE_BYTES`. Otherwise it takes the
     largest blocks whose temporaries fit in the smaller of the budgets exceeded
-    (:data:`CPU_BLOCK_BYTES` for the cache), evened out so that padding is less than
-    one block. An integer larger than the rows of a device is reduced to them.
+    (for the cache, :data:`CPU_BLOCK_BYTES_PER_CORE` times ``cores``, the CPU cores
+    this process may run on), evened out so that padding is less than one block. An
+    integer larger than the rows of a device is reduced to them.
     """
     rows_per_device = -(-M // n_devices)
     if block_rows is None:
@@ -501,13 +508,20 @@ def choose_block_rows(
         row_bytes = LIVE_TEMPORARIES * N * itemsize
         budget = AUTO_BLOCK_BYTES
         if platform == "cpu" and rows_per_device * row_bytes > CPU_CACHE_BYTES:
-            budget = min(budget, CPU_BLOCK_BYTES)
+            budget = min(budget, CPU_BLOCK_BYTES_PER_CORE * cores)
         fitting = budget // row_bytes
         if fitting >= rows_per_device:
             return None
         n_blocks = -(-rows_per_device // max(1, fitting))
         return -(-rows_per_device // n_blocks)
     return min(int(block_rows), rows_per_device)
+
+
+def _cpu_cores() -> int:
+    """The CPU cores this process may run on (all of the machine's where that is unknown)."""
+    if hasattr(os, "sched_getaffinity"):  # Linux
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def check_devices(devices) -> tuple | None:
@@ -638,7 +652,7 @@ def run(
         n_devices = 1 if devices is None else len(devices)
         itemsize = jnp.dtype(float_type).itemsize
         platform = jax.default_backend() if devices is None else devices[0].platform
-        block = choose_block_rows(block_rows, M, N, n_devices, itemsize, platform)
+        block = choose_block_rows(block_rows, M, N, n_devices, itemsize, platform, _cpu_cores())
         if given is None:
             start = random_init(jax.random.key(seed), M, N, rank, float_type)
         else:
