@@ -111,34 +111,45 @@ def masked_log_likelihood_terms(Y, mask, p_one, p_zero):
 
 
 def masked_log_likelihood_sum(Y, mask, p_one, p_zero):
-    """``sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))``, fast in JAX.
+    """``sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))``, fast on CPUs.
 
     Parameters and shapes as in :func:`observed_probability`; returns a scalar.
 
-    A logarithm costs several times a product, so for JAX arrays of two or more
-    dimensions the observed probabilities of each group of ``2**levels`` rows
+    On a CPU a logarithm costs several times a product, so for JAX arrays of two or
+    more dimensions the observed probabilities of each group of ``2**levels`` rows
     (16 in float64, 4 in float32) are first multiplied together, entry by entry,
-    and only their products go through the log: the same sum, to rounding, with
-    16 (or 4) times fewer logarithms. A product is accurate as long as it stays a
+    and only their products go through the log: the same sum, to rounding, with 16
+    (or 4) times fewer logarithms. A product is accurate as long as it stays a
     normal number; when one does not (a group whose product falls below about
     1e-308 in float64, 1e-38 in float32), every entry goes through its own log
     instead (``lax.cond``), so the result always equals the plain sum to rounding.
-    Under ``jax.vmap`` the ``lax.cond`` becomes a select that runs both branches, so
-    vmapped code should sum :func:`masked_log_likelihood_terms` instead.
+    Under ``jax.vmap`` that ``lax.cond`` becomes a select that runs both branches,
+    so vmapped code should sum :func:`masked_log_likelihood_terms` instead. On
+    other platforms (GPUs) this is the plain sum (``lax.platform_dependent``).
     """
     xp, _ = _namespace(Y, mask, p_one, p_zero)
     if xp is np or p_one.ndim < 2:
         return xp.sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))
-    finfo = xp.finfo(p_one.dtype)
-    observed = xp.maximum(observed_probability(Y, mask, p_one, p_zero), finfo.tiny)
+    return jax.lax.platform_dependent(
+        Y, mask, p_one, p_zero, cpu=_sum_by_row_group_products, default=_plain_sum
+    )
+
+
+def _plain_sum(Y, mask, p_one, p_zero):
+    return jax.numpy.sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))
+
+
+def _sum_by_row_group_products(Y, mask, p_one, p_zero):
+    finfo = jax.numpy.finfo(p_one.dtype)
+    observed = jax.numpy.maximum(observed_probability(Y, mask, p_one, p_zero), finfo.tiny)
     products = _row_group_products(observed, levels=4 if finfo.bits >= 64 else 2)
-    products_are_normal = xp.all((products >= finfo.tiny) & (products <= finfo.max))
+    products_are_normal = jax.numpy.all((products >= finfo.tiny) & (products <= finfo.max))
     # The slow branch computes the terms again from the operands rather than reusing
     # `observed`, so that `observed` is never written to memory on the fast path.
     return jax.lax.cond(
         products_are_normal,
-        lambda products, *_: xp.sum(xp.log(products)),
-        lambda _, *data: xp.sum(masked_log_likelihood_terms(*data)),
+        lambda products, *_: jax.numpy.sum(jax.numpy.log(products)),
+        lambda _, *data: _plain_sum(*data),
         products,
         Y,
         mask,
