@@ -142,14 +142,16 @@ def _plain_sum(Y, mask, p_one, p_zero):
 def _sum_by_row_group_products(Y, mask, p_one, p_zero):
     finfo = jax.numpy.finfo(p_one.dtype)
     observed = jax.numpy.maximum(observed_probability(Y, mask, p_one, p_zero), finfo.tiny)
-    products = _row_group_products(observed, levels=4 if finfo.bits >= 64 else 2)
+    products, rest = _row_group_products(observed, levels=4 if finfo.bits >= 64 else 2)
+    grouped = observed.shape[0] - rest.shape[0]
     products_are_normal = jax.numpy.all((products >= finfo.tiny) & (products <= finfo.max))
-    # The slow branch computes the terms again from the operands rather than reusing
-    # `observed`, so that `observed` is never written to memory on the fast path.
-    return jax.lax.cond(
+    # The slow branch computes the terms of the grouped rows again from the operands
+    # rather than reusing `observed`, so that `observed` is never written to memory
+    # on the fast path.
+    return jax.numpy.sum(jax.numpy.log(rest)) + jax.lax.cond(
         products_are_normal,
         lambda products, *_: jax.numpy.sum(jax.numpy.log(products)),
-        lambda _, *data: _plain_sum(*data),
+        lambda _, *data: _plain_sum(*(a[:grouped] for a in data)),
         products,
         Y,
         mask,
@@ -159,17 +161,17 @@ def _sum_by_row_group_products(Y, mask, p_one, p_zero):
 
 
 def _row_group_products(x, levels: int):
-    """Entry-wise products of ``2**levels`` rows of x at a time (rows padded with ones).
+    """Entry-wise products of ``2**levels`` rows of x at a time, and the rows left over.
 
-    x has shape (M, ...); the result has shape (ceil(M / 2**levels), ...).
+    x has shape (M, ...); returns the products, of shape (M // 2**levels, ...), and
+    the last ``M % 2**levels`` rows of x.
     """
-    group = 2**levels
-    padding = [(0, -x.shape[0] % group)] + [(0, 0)] * (x.ndim - 1)
-    x = jax.numpy.pad(x, padding, constant_values=1)
+    grouped = x.shape[0] - x.shape[0] % 2**levels
+    products, rest = x[:grouped], x[grouped:]
     for _ in range(levels):
-        half = x.shape[0] // 2
-        x = x[:half] * x[half:]
-    return x
+        half = products.shape[0] // 2
+        products = products[:half] * products[half:]
+    return products, rest
 
 
 def log_likelihood(Y, mask, W, H):
