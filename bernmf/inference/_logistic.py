@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf.data import Observed, check_stopping
-from bernmf.models.spec import masked_log_likelihood_terms
+from bernmf.models.spec import masked_log_likelihood_sum
 
 MIN_ITER = 5  # R checks convergence only once ``m > 4``
 
@@ -79,8 +79,7 @@ def working_matrix(q, theta, fitted):
 
 def fitted_nll(problem: Problem, fitted):
     """Mean negative log-likelihood of the observed entries from ``sigmoid(q Theta)``."""
-    terms = masked_log_likelihood_terms(problem.y, problem.mask, fitted, fitted)
-    return -jnp.sum(terms) / problem.n_obs
+    return -masked_log_likelihood_sum(problem.y, problem.mask, fitted, fitted) / problem.n_obs
 
 
 def mean_nll(problem: Problem, theta):
