@@ -29,7 +29,7 @@ import numpy as np
 
 from bernmf.inference import accelerate as squarem
 from bernmf.inference.mm import Factors
-from bernmf.models.spec import Prior, log_prior
+from bernmf.models.spec import Prior, log_prior, masked_log_likelihood_sum
 
 VARIANTS = ("correct", "as_published")
 
@@ -128,7 +128,8 @@ def _sweep(problem: SparseProblem, W, H, prior: Prior, published: bool):
     p_zero = _safe(_p_zero(W, H, published))
     p_one_at, W_at, _ = _ones_terms(problem, W, H)
     p_one_at = _safe(p_one_at)
-    log_lik = jnp.sum((problem.y_zero * jnp.log(p_zero)).astype(acc)) + jnp.sum(
+    at_zeros = problem.y_zero == 1
+    log_lik = masked_log_likelihood_sum(at_zeros, at_zeros, p_zero, p_zero).astype(acc) + jnp.sum(
         jnp.log(p_one_at).astype(acc)
     )
     value = -(log_lik + log_prior(W.astype(acc), H.astype(acc), prior))
