@@ -12,11 +12,14 @@ ms per iteration and the ratios. Three numpy iterations are timed, all in float6
   log, the loss recomputed each iteration): seven matrix products per iteration.
 
 bernmf runs plain sweeps (``accelerate=False``), so one iteration is one sweep on
-every side (``benchmarks/accelerate.py`` measures what acceleration saves), in
-float64 (the default) and in float32.
+every side, in float64 (the default) and in float32. With ``--data-dir`` the script
+then times, on lastfm's paper split at K = 16, numpy's plain MM to its stop (relative
+change < 1e-5) against bernmf's accelerated MM to the same objective, from the same
+starts (:func:`to_plain_stop`; ``benchmarks/accelerate.py`` compares bernmf's plain
+and accelerated MM on all three datasets).
 
 Run: ``.venv/bin/python benchmarks/mm_speed.py [--iterations 100] [--data-dir ../shared/data]
-[--out results/mm_speed]``
+[--tolerance-seeds 3] [--out results/mm_speed]``
 """
 
 from __future__ import annotations
@@ -38,9 +41,12 @@ import pandas as pd  # noqa: E402
 
 import bernmf  # noqa: E402
 from bernmf import datasets  # noqa: E402
+from bernmf.split import paper_split  # noqa: E402
 
 CASES = [(1226, 285, 4), (1226, 285, 8), (1226, 285, 16), (3000, 3000, 16)]
 PRIOR = bernmf.Prior(alpha=1.2, beta=1.5, gamma=1.0)
+TOLERANCE_PRIOR = bernmf.Prior(alpha=1.8, beta=3.0)  # benchmarks/accelerate.py's, at K = 16
+TOLERANCE_MAX_ITER = 20_000
 
 
 def numpy_iteration(Y1, Y0, n_obs, W, H, alpha, beta, gamma):
@@ -53,13 +59,17 @@ def numpy_iteration(Y1, Y0, n_obs, W, H, alpha, beta, gamma):
     Yh, Yh0 = W @ H, W @ (1 - H)
     S = W * ((Y1 / Yh) @ H.T + (Y0 / Yh0) @ (1 - H).T)
     W = (S + gamma - 1) / (n_obs[:, None] + K * (gamma - 1))
+    return W, H, numpy_objective(Y1, Y0, W, H, alpha, beta, gamma)
+
+
+def numpy_objective(Y1, Y0, W, H, alpha, beta, gamma):
+    """The MM objective (negative log-posterior, unnormalized) in plain numpy."""
     Yh, Yh0 = W @ H, W @ (1 - H)
-    objective = -(
+    return -(
         np.sum(Y1 * np.log(Yh) + Y0 * np.log(Yh0))
         + np.sum((alpha - 1) * np.log(H) + (beta - 1) * np.log1p(-H))
         + np.sum((gamma - 1) * np.log(W))
     )
-    return W, H, objective
 
 
 def published_iteration(Y1, mask, n_total, W, H, alpha, beta, eps=1e-8):
@@ -125,6 +135,71 @@ RATIOS = {
 }
 
 
+def to_plain_stop(Y, train, K, prior, seed, tol=1e-5):
+    """Seconds to the objective at which plain MM stops: numpy's plain loop, bernmf accelerated.
+
+    Both start from the same random factors. numpy iterates :func:`numpy_iteration`
+    until the relative change of the objective is below ``tol`` (bernmf's stopping
+    rule); bernmf's accelerated MM then runs just enough iterations to reach that
+    objective (found from a longer run's trace), timed on its own. bernmf's plain
+    MM from the same start is run too: it should stop after as many iterations as
+    numpy's (the same iterates, to rounding).
+    """
+    M, N = Y.shape
+    rng = np.random.default_rng(seed)
+    W, H = rng.random((M, K)), rng.random((K, N))
+    W /= W.sum(axis=1, keepdims=True)
+    init = (W, H)
+    alpha, beta, gamma = (float(value) for value in prior)
+    Y1, Y0 = Y * train, (1 - Y) * train
+    n_obs = train.sum(axis=1).astype(float)
+    begin = time.perf_counter()
+    previous, iterations = numpy_objective(Y1, Y0, W, H, alpha, beta, gamma), 0
+    while iterations < TOLERANCE_MAX_ITER:
+        W, H, value = numpy_iteration(Y1, Y0, n_obs, W, H, alpha, beta, gamma)
+        iterations += 1
+        if abs(previous - value) / abs(previous) < tol:
+            break
+        previous = value
+    numpy_seconds = time.perf_counter() - begin
+    options = {"mask": train, "prior": prior, "init": init}
+    plain = bernmf.fit(Y, "mm", K, accelerate=False, max_iter=TOLERANCE_MAX_ITER, **options)
+    longer = bernmf.fit(Y, "mm", K, tol=0, max_iter=500, **options)
+    steps = max(int(np.flatnonzero(longer.trace <= value)[0]), 1)
+    fast = bernmf.fit(Y, "mm", K, tol=0, max_iter=steps, **options)
+    return {
+        "seed": seed,
+        "numpy plain iterations": iterations,
+        "bernmf plain iterations": plain.n_iter,
+        "numpy objective": value,
+        "bernmf accelerated iterations": fast.n_iter,
+        "bernmf sweeps": fast.extras["sweeps"],
+        "bernmf objective": fast.objective,
+        "numpy s": numpy_seconds,
+        "bernmf s": fast.timings["run"],
+        "numpy s / bernmf s": numpy_seconds / fast.timings["run"],
+    }
+
+
+def tolerance_study(data_dir, seeds, out: Path) -> None:
+    """:func:`to_plain_stop` on lastfm's paper split, K = 16; prints, writes CSV and PNG."""
+    Y = datasets.load("lastfm", data_dir=data_dir, download=False).to_numpy().astype(float)
+    train = paper_split(Y.shape).train
+    table = pd.DataFrame([to_plain_stop(Y, train, 16, TOLERANCE_PRIOR, s) for s in seeds])
+    print("\nTo the objective where plain MM stops (tol 1e-5), lastfm K = 16, paper split:")
+    print(table.to_string(index=False, float_format="%.4g"))
+    table.to_csv(out / "mm_to_tolerance.csv", index=False)
+    figure, axis = plt.subplots(figsize=(5, 3.2))
+    x = np.arange(len(table))
+    axis.bar(x - 0.2, table["numpy s"], 0.4, label="numpy, plain MM")
+    axis.bar(x + 0.2, table["bernmf s"], 0.4, label="bernmf, accelerated")
+    axis.set(xticks=x, xticklabels=[f"seed {s}" for s in table["seed"]], yscale="log")
+    axis.set(ylabel="seconds to plain MM's stop (1 core)", title="lastfm, K = 16")
+    axis.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(out / "mm_to_tolerance.png", dpi=120)
+
+
 def cases(data_dir):
     """``(label, Y, mask, K)``: simulated data, then the real lastfm when data_dir is given."""
     mask_rng = np.random.default_rng(0)
@@ -142,6 +217,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="best of this many timings")
     parser.add_argument("--data-dir", default=None, help="folder with lastfm.csv: time it too")
     parser.add_argument("--out", type=Path, default=Path("results/mm_speed"))
+    parser.add_argument(
+        "--tolerance-seeds",
+        type=int,
+        default=3,
+        help="with --data-dir: starts for the time to plain MM's stop on lastfm (0: skip)",
+    )
     args = parser.parse_args()
     print(single_core.describe())
     rows = []
@@ -173,6 +254,9 @@ def main() -> None:
     figure.tight_layout()
     figure.savefig(args.out / "mm_speed.png", dpi=120)
     print(f"wrote {args.out / 'mm_speed.csv'} and {args.out / 'mm_speed.png'}")
+    if args.data_dir is not None and args.tolerance_seeds > 0:
+        tolerance_study(args.data_dir, range(args.tolerance_seeds), args.out)
+        print(f"wrote {args.out / 'mm_to_tolerance.csv'} and {args.out / 'mm_to_tolerance.png'}")
 
 
 if __name__ == "__main__":
