@@ -70,7 +70,7 @@ def test_accelerated_blocked_sweeps_equal_the_unblocked_ones():
     # iterations on this weakly identified toy problem: compare over 20 (61 sweeps).
     Y, O = masked_problem()
     options = {"mask": O, "prior": bernmf.Prior([1.0, 1.3, 2.0], 1.5, 1.4), "max_iter": 20}
-    reference = fit_quietly(Y, "mm", 3, tol=0, **options)
+    reference = fit_quietly(Y, "mm", 3, tol=0, block_rows=None, **options)
     blocked = fit_quietly(Y, "mm", 3, tol=0, block_rows=10, **options)  # padded to 60 rows
     assert blocked.extras["sweeps"] == reference.extras["sweeps"] == 61
     assert_same_fit(blocked, reference)
@@ -78,7 +78,7 @@ def test_accelerated_blocked_sweeps_equal_the_unblocked_ones():
 
 def test_blocked_sweep_stops_at_the_same_iteration():
     Y, O = masked_problem(1)
-    reference = fit_quietly(Y, "mm", 2, mask=O, tol=1e-7)
+    reference = fit_quietly(Y, "mm", 2, mask=O, tol=1e-7, block_rows=None)
     blocked = fit_quietly(Y, "mm", 2, mask=O, tol=1e-7, block_rows=8)
     assert reference.converged and blocked.converged
     assert_same_fit(blocked, reference)
@@ -101,7 +101,21 @@ def test_auto_block_rows_blocks_only_what_does_not_fit(monkeypatch):
     monkeypatch.setattr(mm, "AUTO_BLOCK_BYTES", 8 * 17 * 8 * 20)
     blocked = fit_quietly(Y, "mm", 3, mask=O, block_rows="auto", max_iter=30, tol=0)
     assert blocked.extras["block_rows"] == 18  # 53 rows in 3 blocks
-    assert_same_fit(blocked, fit_quietly(Y, "mm", 3, mask=O, max_iter=30, tol=0))
+    unblocked = fit_quietly(Y, "mm", 3, mask=O, max_iter=30, tol=0, block_rows=None)
+    assert unblocked.extras["block_rows"] is None
+    assert_same_fit(blocked, unblocked)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the cache rule is for CPUs")
+def test_default_blocks_for_the_cpu_cache_with_the_same_result(monkeypatch):
+    Y, O = masked_problem()
+    monkeypatch.setattr(mm, "CPU_CACHE_BYTES", 8 * 17 * 8 * 20)  # 20 rows fit in the "cache"
+    monkeypatch.setattr(mm, "CPU_BLOCK_BYTES_PER_CORE", 8 * 17 * 8 * 10)
+    monkeypatch.setattr(mm, "_cpu_cores", lambda: 2)  # blocks of up to 20 rows
+    blocked = fit_quietly(Y, "mm", 3, mask=O, max_iter=30, tol=0)  # block_rows="auto"
+    assert blocked.extras["block_rows"] == 18  # 53 rows in 3 blocks
+    unblocked = fit_quietly(Y, "mm", 3, mask=O, max_iter=30, tol=0, block_rows=None)
+    assert_same_fit(blocked, unblocked)
 
 
 def test_blocked_temporaries_scale_with_the_block_not_with_the_matrix():
@@ -123,7 +137,7 @@ def test_blocked_temporaries_scale_with_the_block_not_with_the_matrix():
 
 def test_sparse_bool_and_int8_input_give_the_same_fit_as_float():
     Y, O = masked_problem(2)
-    reference = fit_quietly(Y, "mm", 2, mask=O, max_iter=40, tol=0)
+    reference = fit_quietly(Y, "mm", 2, mask=O, max_iter=40, tol=0, block_rows=None)
     for kind in (
         sparse.csr_array(Y),
         sparse.csc_matrix(Y),
