@@ -128,10 +128,10 @@ def _sweep(problem: SparseProblem, W, H, prior: Prior, published: bool):
     p_zero = _safe(_p_zero(W, H, published))
     p_one_at, W_at, _ = _ones_terms(problem, W, H)
     p_one_at = _safe(p_one_at)
+    # sum of log P(Y=0) over the observed zeros: there both probabilities given are P(Y=0)
     at_zeros = problem.y_zero == 1
-    log_lik = masked_log_likelihood_sum(at_zeros, at_zeros, p_zero, p_zero).astype(acc) + jnp.sum(
-        jnp.log(p_one_at).astype(acc)
-    )
+    log_lik_zeros = masked_log_likelihood_sum(at_zeros, at_zeros, p_zero, p_zero)
+    log_lik = log_lik_zeros.astype(acc) + jnp.sum(jnp.log(p_one_at).astype(acc))
     value = -(log_lik + log_prior(W.astype(acc), H.astype(acc), prior))
     y_zero_h = problem.y_zero_published if published else problem.y_zero
     from_ones = _sum_by_col(problem, W_at / p_one_at[:, None], N).T  # W.T @ (Y1 / WH)

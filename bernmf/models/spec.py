@@ -136,10 +136,12 @@ def masked_log_likelihood_sum(Y, mask, p_one, p_zero):
 
 
 def _plain_sum(Y, mask, p_one, p_zero):
+    """:func:`masked_log_likelihood_sum` with one log per entry."""
     return jax.numpy.sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))
 
 
 def _sum_by_row_group_products(Y, mask, p_one, p_zero):
+    """:func:`masked_log_likelihood_sum` with one log per group of rows (see there)."""
     finfo = jax.numpy.finfo(p_one.dtype)
     observed = jax.numpy.maximum(observed_probability(Y, mask, p_one, p_zero), finfo.tiny)
     products, rest = _row_group_products(observed, levels=4 if finfo.bits >= 64 else 2)
