@@ -129,15 +129,16 @@ def masked_log_likelihood_sum(Y, mask, p_one, p_zero):
     """
     xp, _ = _namespace(Y, mask, p_one, p_zero)
     if xp is np or p_one.ndim < 2:
-        return xp.sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))
+        return _plain_sum(Y, mask, p_one, p_zero)
     return jax.lax.platform_dependent(
         Y, mask, p_one, p_zero, cpu=_sum_by_row_group_products, default=_plain_sum
     )
 
 
 def _plain_sum(Y, mask, p_one, p_zero):
-    """:func:`masked_log_likelihood_sum` with one log per entry."""
-    return jax.numpy.sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))
+    """:func:`masked_log_likelihood_sum` with one log per entry (numpy or JAX)."""
+    xp, _ = _namespace(Y, mask, p_one, p_zero)
+    return xp.sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))
 
 
 def _sum_by_row_group_products(Y, mask, p_one, p_zero):
@@ -195,8 +196,7 @@ def log_likelihood(Y, mask, W, H):
     scalar
         ``sum(mask * (Y log(WH) + (1 - Y) log(W(1 - H))))``.
     """
-    xp, _ = _namespace(Y, mask, W, H)
-    return xp.sum(masked_log_likelihood_terms(Y, mask, W @ H, W @ (1 - H)))
+    return _plain_sum(Y, mask, W @ H, W @ (1 - H))  # not the grouped sum: vmap-safe
 
 
 def log_prior(W, H, prior: Prior, *, normalized: bool = False):
