@@ -41,7 +41,7 @@ RCPP_MS = {"gibbs": 66.0, "cvb0": 32.0}
 def time_engine(Y, mask, name: str, n: int) -> float:
     """Milliseconds per sweep (gibbs) or iteration (vb variants), compilation excluded."""
     if name == "gibbs":
-        options = {"num_warmup": 0, "num_samples": n, "progress_bar": False}
+        options = {"num_warmup": 0, "num_samples": n, "progress": False}
         fit = bernmf.fit(Y, "gibbs", rank=RANK, mask=mask, **options)
     else:
         fit = bernmf.fit(Y, "vb", rank=RANK, mask=mask, variant=name, max_iter=n, tol=0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 
 import numpy as np
 
@@ -69,9 +68,10 @@ def fit(
         memory beyond Y O((M + N) K + B N); None: never blocked) and ``devices`` (a
         list of JAX devices to shard the rows over, e.g. ``jax.devices()``); see
         :func:`bernmf.inference.mm.run`. The other engines' options are the
-        keyword-only parameters of their ``run`` (``bernmf.inference.<engine>.run``),
+        parameters documented on their ``run`` (``bernmf.inference.<engine>.run``),
         e.g. ``num_chains``, ``num_warmup``, ``num_samples`` for ``nuts`` and
-        ``gibbs``; an unknown option is an error that lists the known ones.
+        ``gibbs``; ``bernmf.inference.get_engine(name).options`` lists an engine's
+        options with their defaults, and an unknown option is an error that lists them.
 
     Returns
     -------
@@ -91,26 +91,11 @@ def fit(
     ((100, 3), (3, 40))
     """
     chosen = get_engine(engine)
-    accepted = [
-        p.name
-        for p in inspect.signature(chosen.run).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    ]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise TypeError(
-            f"engine {engine!r} does not take option(s) {unknown}; its options: {accepted}"
-        )
+    options = chosen.with_defaults(options)
     rank = check_rank(rank)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    if prior is not None:
-        if not isinstance(prior, Prior):
-            raise TypeError(f"prior must be a bernmf.Prior, got {type(prior).__name__}")
-        prior = prior.broadcast(rank)
-        chosen.check_prior(prior)
-    elif chosen.default_prior is not None:
-        prior = chosen.default_prior.broadcast(rank)
+    prior = chosen.prior_for(prior, rank)
     data = as_observed(Y, mask)
     result = chosen.run(data, rank, prior, int(seed), init, **options)
     return dataclasses.replace(

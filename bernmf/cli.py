@@ -233,9 +233,9 @@ def show(args, table: pd.DataFrame, summary: dict) -> None:
 
 def prior_of(args, engine: str) -> Prior | None:
     """The --alpha/--beta/--gamma prior for an engine that takes one, else None."""
-    if get_engine(engine).default_prior is None:
-        return None
     default = get_engine(engine).default_prior
+    if default is None:
+        return None
     return Prior(
         default.alpha if args.alpha is None else args.alpha,
         default.beta if args.beta is None else args.beta,

@@ -138,12 +138,17 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _options(self) -> tuple[Prior | None, dict]:
         engine = get_engine(self.engine)
+        if not engine.probabilities:
+            raise ValueError(
+                f"engine {self.engine!r} does not give probabilities (W rows on the simplex, "
+                "H in [0, 1]); NBMF needs an engine of the mean-parametrized model"
+            )
         options = dict(self.engine_options or {})
         if self.max_iter is not None:
             options["max_iter"] = self.max_iter
         if self.tol is not None:
             options["tol"] = self.tol
-        if engine.default_prior is None:
+        if not engine.takes_prior:
             if (self.alpha, self.beta, self.gamma) != (1.0, 1.0, 1.0):
                 raise ValueError(
                     f"engine {self.engine!r} takes no prior: leave alpha, beta, gamma at 1.0"
@@ -186,16 +191,9 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             seed=self._seed(),
             **options,
         )
-        W, H = result.W, result.H
-        on_simplex = np.all(W >= 0) and np.allclose(W.sum(axis=1), 1, atol=1e-6)
-        if not (on_simplex and np.all((H >= 0) & (H <= 1))):
-            raise ValueError(
-                f"engine {self.engine!r} does not give probabilities (W rows on the simplex, "
-                "H in [0, 1]); NBMF needs an engine of the mean-parametrized model"
-            )
         self.result_ = result
-        self.components_ = H
-        self._n_features_out = H.shape[0]
+        self.components_ = result.H
+        self._n_features_out = result.rank
         self.n_iter_ = int(result.n_iter)
         self.loss_curve_ = np.asarray(result.trace)
         return self

@@ -54,7 +54,7 @@ def fit_one(Y, train, method: str, seed: int, iterations: int):
     """One fit with the reference settings (the engines' default prior is gamma = 1/K)."""
     if method == "gibbs":
         half = iterations // 2
-        options = {"num_warmup": half, "num_samples": iterations - half, "progress_bar": False}
+        options = {"num_warmup": half, "num_samples": iterations - half, "progress": False}
         return bernmf.fit(Y, "gibbs", rank=RANK, mask=train, seed=seed, **options)
     return bernmf.fit(
         Y, "vb", rank=RANK, mask=train, seed=seed, variant=method, max_iter=iterations, tol=0

@@ -202,7 +202,7 @@ def test_cvb0_update_matches_numpy(simulated):
 # ---------------------------------------------------------------------------- both engines
 
 ENGINES = [
-    ("gibbs", {"num_warmup": 100, "num_samples": 50, "progress_bar": False}),
+    ("gibbs", {"num_warmup": 100, "num_samples": 50, "progress": False}),
     ("vb", {"variant": "cvb0", "max_iter": VB_ITER}),
     ("vb", {"variant": "meanfield", "max_iter": VB_ITER}),
 ]
@@ -231,7 +231,7 @@ def test_gibbs_result_shapes_and_ranges(simulated):
         num_samples=4,
         thinning=2,
         num_chains=2,
-        progress_bar=False,
+        progress=False,
     )
     M, N = Y.shape
     assert fit.draws["W"].shape == (2, 4, M, 3) and fit.draws["H"].shape == (2, 4, 3, N)

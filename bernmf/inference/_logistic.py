@@ -164,16 +164,3 @@ def check_options(engine: str, rank: int, shape: tuple[int, int], init, max_iter
         raise ValueError(
             f"engine {engine!r} needs rank <= min(M, N) = {min(shape)}, got rank={rank}"
         )
-
-
-def prior_checker(engine: str) -> Callable:
-    """Return ``check_prior`` for a prior-free logistic engine: any prior is an error."""
-
-    def check_prior(prior) -> None:
-        raise ValueError(
-            f"engine {engine!r} fits natural parameters by maximum likelihood and takes no "
-            "prior; leave prior=None"
-        )
-
-    check_prior.__doc__ = f"Engine {engine!r} is prior-free: any prior is an error."
-    return check_prior

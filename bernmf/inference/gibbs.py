@@ -236,6 +236,16 @@ def check_options(num_warmup, num_samples, thinning, num_chains) -> None:
         check_count(name, value, least)
 
 
+OPTIONS = {
+    "num_warmup": 250,
+    "num_samples": 250,
+    "thinning": 1,
+    "num_chains": 1,
+    "progress": True,
+}
+"""The options of :func:`run`, with their defaults."""
+
+
 def run(
     data: Observed,
     rank: int,
@@ -243,11 +253,11 @@ def run(
     seed: int,
     init=None,
     *,
-    num_warmup: int = 250,
-    num_samples: int = 250,
-    thinning: int = 1,
-    num_chains: int = 1,
-    progress_bar: bool = True,
+    num_warmup: int,
+    num_samples: int,
+    thinning: int,
+    num_chains: int,
+    progress: bool,
 ) -> Fit:
     """Sample the posterior by collapsed Gibbs; see :func:`bernmf.fit` for the arguments.
 
@@ -261,7 +271,7 @@ def run(
         Sweeps per kept draw after the burn-in.
     num_chains : int, default 1
         Independent chains, run together (vectorized).
-    progress_bar : bool, default True
+    progress : bool, default True
         Show a tqdm bar over the sweeps.
 
     Returns
@@ -303,7 +313,7 @@ def run(
         log_joint = [np.asarray(first)]
         kept = []
         begin = time.perf_counter()
-        for i in tqdm(range(n_sweeps), desc="gibbs", unit="sweep", disable=not progress_bar):
+        for i in tqdm(range(n_sweeps), desc="gibbs", unit="sweep", disable=not progress):
             states, value = program(
                 states, layout, prior32, prior64, keys, jnp.asarray(i, jnp.int32)
             )
@@ -344,10 +354,5 @@ def _initial_states(key, layout: Data, diagonals: Diagonals, K: int, num_chains:
 
 
 ENGINE = register(
-    Engine(
-        name="gibbs",
-        run=run,
-        check_prior=_augmented.check_prior,
-        default_prior=_augmented.DEFAULT_PRIOR,
-    )
+    Engine("gibbs", run, OPTIONS, _augmented.DEFAULT_PRIOR, _augmented.check_prior, bayesian=True)
 )

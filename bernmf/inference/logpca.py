@@ -42,7 +42,6 @@ from bernmf.inference._logistic import (
     fitted_sigmoid,
     make_problem,
     minimize,
-    prior_checker,
     working_matrix,
 )
 from bernmf.inference.registry import Engine, register
@@ -154,6 +153,16 @@ def _choose_m(data, rank, m_grid, validation_fraction, seed, tol, max_iter):
     return best, scores, seconds
 
 
+OPTIONS = {
+    "m": 4.0,
+    "max_iter": 2000,
+    "tol": 1e-5,
+    "m_grid": DEFAULT_M_GRID,
+    "validation_fraction": 0.2,
+}
+"""The options of :func:`run`, with their defaults."""
+
+
 def run(
     data: Observed,
     rank: int,
@@ -161,11 +170,11 @@ def run(
     seed: int,
     init=None,
     *,
-    m: float | None = 4.0,
-    max_iter: int = 2000,
-    tol: float = 1e-5,
-    m_grid: tuple[float, ...] = DEFAULT_M_GRID,
-    validation_fraction: float = 0.2,
+    m: float | None,
+    max_iter: int,
+    tol: float,
+    m_grid: tuple[float, ...],
+    validation_fraction: float,
 ) -> Fit:
     """Fit projection logistic PCA; see :func:`bernmf.fit` for the common arguments.
 
@@ -276,6 +285,4 @@ def transform(fit: Fit, Y, mask=None) -> Projection:
     return Projection(scores, expit(mu + scores @ U.T))
 
 
-ENGINE = register(
-    Engine(name="logpca", run=run, check_prior=prior_checker("logpca"), default_prior=None)
-)
+ENGINE = register(Engine("logpca", run, OPTIONS, probabilities=False))

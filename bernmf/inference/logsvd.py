@@ -43,7 +43,6 @@ from bernmf.inference._logistic import (
     fitted_sigmoid,
     make_problem,
     minimize,
-    prior_checker,
     working_matrix,
 )
 from bernmf.inference.registry import Engine, register
@@ -204,6 +203,14 @@ def solve(problem: Problem, tol, *, rank: int, max_iter: int, svd: str):
     )
 
 
+OPTIONS = {
+    "max_iter": 2000,
+    "tol": 1e-5,
+    "svd": "exact",
+}
+"""The options of :func:`run`, with their defaults."""
+
+
 def run(
     data: Observed,
     rank: int,
@@ -211,9 +218,9 @@ def run(
     seed: int,
     init=None,
     *,
-    max_iter: int = 2000,
-    tol: float = 1e-5,
-    svd: str = "exact",
+    max_iter: int,
+    tol: float,
+    svd: str,
 ) -> Fit:
     """Fit logistic SVD; see :func:`bernmf.fit` for the common arguments.
 
@@ -275,6 +282,4 @@ def run(
         )
 
 
-ENGINE = register(
-    Engine(name="logsvd", run=run, check_prior=prior_checker("logsvd"), default_prior=None)
-)
+ENGINE = register(Engine("logsvd", run, OPTIONS, probabilities=False))

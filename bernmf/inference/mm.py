@@ -585,6 +585,18 @@ def _solver(devices):
     return solve_sharded
 
 
+OPTIONS = {
+    "max_iter": 2000,
+    "tol": 1e-5,
+    "dtype": "float64",
+    "accelerate": True,
+    "restarts": 1,
+    "block_rows": "auto",
+    "devices": None,
+}
+"""The options of :func:`run`, with their defaults."""
+
+
 def run(
     data: Observed,
     rank: int,
@@ -592,13 +604,13 @@ def run(
     seed: int,
     init=None,
     *,
-    max_iter: int = 2000,
-    tol: float = 1e-5,
-    dtype: str = "float64",
-    accelerate: bool = True,
-    restarts: int = 1,
-    block_rows: int | str | None = "auto",
-    devices=None,
+    max_iter: int,
+    tol: float,
+    dtype: str,
+    accelerate: bool,
+    restarts: int,
+    block_rows: int | str | None,
+    devices,
 ) -> Fit:
     """Fit by MM; see :func:`bernmf.fit` for the arguments. Returns a :class:`Fit`.
 
@@ -713,4 +725,6 @@ def _place_factors(factors: Factors, rows: int, devices) -> Factors:
     )
 
 
-ENGINE = register(Engine(name="mm", run=run, check_prior=check_prior, default_prior=Prior()))
+ENGINE = register(
+    Engine(name="mm", run=run, options=OPTIONS, default_prior=Prior(), check_prior=check_prior)
+)

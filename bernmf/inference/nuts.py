@@ -107,7 +107,7 @@ def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
         flat_enough = mm_start_prior(prior)
         starts = []
         for chain in range(num_chains):
-            point = mm.run(data, rank, flat_enough, seed + chain)
+            point = mm.ENGINE.fit(data, rank, flat_enough, seed + chain)
             starts.append((point.W, point.H))
     else:
         rng = np.random.default_rng(seed)
@@ -123,6 +123,22 @@ def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
     return numpyro_model.interior(W, H)
 
 
+OPTIONS = {
+    "num_chains": 2,
+    "num_warmup": 1000,
+    "num_samples": 1000,
+    "target_accept_prob": 0.8,
+    "thinning": 1,
+    "max_tree_depth": 10,
+    "dense_mass": False,
+    "start": "mm",
+    "chain_method": None,
+    "dtype": "float64",
+    "progress": True,
+}
+"""The options of :func:`run`, with their defaults."""
+
+
 def run(
     data: Observed,
     rank: int,
@@ -130,17 +146,17 @@ def run(
     seed: int,
     init=None,
     *,
-    num_chains: int = 2,
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
-    target_accept_prob: float = 0.8,
-    thinning: int = 1,
-    max_tree_depth: int = 10,
-    dense_mass: bool = False,
-    start: str = "mm",
-    chain_method: str | None = None,
-    dtype: str = "float64",
-    progress: bool = True,
+    num_chains: int,
+    num_warmup: int,
+    num_samples: int,
+    target_accept_prob: float,
+    thinning: int,
+    max_tree_depth: int,
+    dense_mass: bool,
+    start: str,
+    chain_method: str | None,
+    dtype: str,
+    progress: bool,
 ) -> Fit:
     """Sample the posterior with NUTS; see :func:`bernmf.fit` for the common arguments.
 
@@ -250,4 +266,4 @@ dense_mass
     )
 
 
-ENGINE = register(Engine(name="nuts", run=run, check_prior=check_prior, default_prior=Prior()))
+ENGINE = register(Engine("nuts", run, OPTIONS, Prior(), check_prior, bayesian=True))

@@ -1,10 +1,17 @@
-"""The engine registry: every engine is one module that registers one :class:`Engine`."""
+"""The engine registry: every engine is one module that registers one :class:`Engine`.
+
+An engine declares what it is (its options with their defaults, its default prior,
+whether its factors are probabilities, whether it fills posterior draws), so that
+:func:`bernmf.fit`, the CLI, the estimator and the contract tests read the
+declaration instead of guessing from the engine's code.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
+from bernmf.data import Observed
 from bernmf.models.spec import Prior
 
 
@@ -16,20 +23,96 @@ class Engine(NamedTuple):
     name : str
         The name given to :func:`bernmf.fit`.
     run : callable
-        ``run(data, rank, prior, seed, init, **options) -> Fit`` where ``data``
-        is a validated :class:`bernmf.data.Observed` and ``prior`` is broadcast
-        to arrays of shape (rank,) (None for engines without a prior).
-    check_prior : callable
-        ``check_prior(prior)`` raises ValueError for a prior outside the
-        engine's range; called before any compilation.
-    default_prior : Prior or None
+        ``run(data, rank, prior, seed, init, **options) -> Fit``: ``data`` is a
+        validated :class:`bernmf.data.Observed`, ``prior`` a :class:`Prior` of
+        arrays of shape (rank,) (None for engines without a prior), and every
+        option of :attr:`options` is passed. Call it through :meth:`fit`.
+    options : mapping
+        Every option the engine takes, with its default.
+    default_prior : Prior or None, default None
         The prior used when none is given; None means the engine takes no prior.
+    check_prior : callable, optional
+        ``check_prior(prior)`` raises ValueError for a prior outside the engine's
+        range; called before any compilation. Only for engines that take a prior.
+    probabilities : bool, default True
+        Whether the factors are probabilities (rows of W on the simplex, H in
+        [0, 1]), as in the mean-parametrized model; False for the logistic
+        baselines, whose factors are natural parameters.
+    bayesian : bool, default False
+        Whether the engine samples or approximates the posterior and fills
+        :attr:`bernmf.Fit.draws`.
     """
 
     name: str
     run: Callable
-    check_prior: Callable[[Prior], None]
-    default_prior: Prior | None
+    options: Mapping[str, Any]
+    default_prior: Prior | None = None
+    check_prior: Callable[[Prior], None] | None = None
+    probabilities: bool = True
+    bayesian: bool = False
+
+    @property
+    def takes_prior(self) -> bool:
+        """Whether the engine takes a prior (it has a default one)."""
+        return self.default_prior is not None
+
+    def with_defaults(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The declared options with ``options`` in place of their defaults.
+
+        Raises
+        ------
+        TypeError
+            An option the engine does not declare; the message lists its options.
+        """
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise TypeError(
+                f"engine {self.name!r} does not take option(s) {unknown}; "
+                f"its options: {sorted(self.options)}"
+            )
+        return {**self.options, **options}
+
+    def prior_for(self, prior: Prior | None, rank: int) -> Prior | None:
+        """The prior a fit uses, broadcast to shape (rank,); checked against the engine's range.
+
+        Raises
+        ------
+        TypeError
+            ``prior`` is not a :class:`Prior`.
+        ValueError
+            A prior for an engine that takes none, or one outside its range.
+        """
+        if prior is None:
+            return None if self.default_prior is None else self.default_prior.broadcast(rank)
+        if not isinstance(prior, Prior):
+            raise TypeError(f"prior must be a bernmf.Prior, got {type(prior).__name__}")
+        if not self.takes_prior:
+            takers = ", ".join(n for n in available() if _ENGINES[n].takes_prior)
+            raise ValueError(
+                f"engine {self.name!r} fits by maximum likelihood and takes no prior; "
+                f"leave prior=None, or use an engine that takes one: {takers}"
+            )
+        prior = prior.broadcast(rank)
+        if self.check_prior is not None:
+            self.check_prior(prior)
+        return prior
+
+    def fit(
+        self,
+        data: Observed,
+        rank: int,
+        prior: Prior | None = None,
+        seed: int = 0,
+        init=None,
+        **options,
+    ):
+        """Run the engine on validated data with its defaults for the options not given.
+
+        ``prior`` is checked and broadcast by :meth:`prior_for`; see :func:`bernmf.fit`
+        for the arguments. Returns a :class:`bernmf.Fit`.
+        """
+        options = self.with_defaults(options)
+        return self.run(data, rank, self.prior_for(prior, rank), seed, init, **options)
 
 
 _ENGINES: dict[str, Engine] = {}

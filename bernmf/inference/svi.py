@@ -95,6 +95,22 @@ def has_converged(losses: np.ndarray, tol: float = CONVERGENCE_TOL) -> bool:
     return bool(abs(before - last) <= tol * abs(last))
 
 
+OPTIONS = {
+    "guide": "AutoNormal",
+    "steps": 5000,
+    "learning_rate": 0.01,
+    "lr_decay": 0.1,
+    "optimizer": "adam",
+    "clip_norm": 10.0,
+    "num_particles": 1,
+    "num_draws": 1000,
+    "guide_rank": None,
+    "dtype": "float64",
+    "progress": True,
+}
+"""The options of :func:`run`, with their defaults."""
+
+
 def run(
     data: Observed,
     rank: int,
@@ -102,17 +118,17 @@ def run(
     seed: int,
     init=None,
     *,
-    guide: str = "AutoNormal",
-    steps: int = 5000,
-    learning_rate: float = 0.01,
-    lr_decay: float = 0.1,
-    optimizer: str = "adam",
-    clip_norm: float = 10.0,
-    num_particles: int = 1,
-    num_draws: int = 1000,
-    guide_rank: int | None = None,
-    dtype: str = "float64",
-    progress: bool = True,
+    guide: str,
+    steps: int,
+    learning_rate: float,
+    lr_decay: float,
+    optimizer: str,
+    clip_norm: float,
+    num_particles: int,
+    num_draws: int,
+    guide_rank: int | None,
+    dtype: str,
+    progress: bool,
 ) -> Fit:
     """Fit a variational posterior by SVI; see :func:`bernmf.fit` for the common arguments.
 
@@ -221,4 +237,4 @@ def run(
     )
 
 
-ENGINE = register(Engine(name="svi", run=run, check_prior=check_prior, default_prior=Prior()))
+ENGINE = register(Engine("svi", run, OPTIONS, Prior(), check_prior, bayesian=True))

@@ -246,6 +246,14 @@ def solve_meanfield(key, data: Data, prior: Prior, tol, *, K: int, max_iter: int
 # ---------------------------------------------------------------------------- engine
 
 
+OPTIONS = {
+    "variant": "cvb0",
+    "max_iter": 500,
+    "tol": 1e-6,
+}
+"""The options of :func:`run`, with their defaults."""
+
+
 def run(
     data: Observed,
     rank: int,
@@ -253,9 +261,9 @@ def run(
     seed: int,
     init=None,
     *,
-    variant: str = "cvb0",
-    max_iter: int = 500,
-    tol: float = 1e-6,
+    variant: str,
+    max_iter: int,
+    tol: float,
 ) -> Fit:
     """Fit q by CVB0 or mean-field VB; see :func:`bernmf.fit` for the arguments.
 
@@ -326,11 +334,5 @@ def run(
     )
 
 
-ENGINE = register(
-    Engine(
-        name="vb",
-        run=run,
-        check_prior=_augmented.check_prior,
-        default_prior=_augmented.DEFAULT_PRIOR,
-    )
-)
+# bayesian=False: vb returns the variational posterior means, without draws
+ENGINE = register(Engine("vb", run, OPTIONS, _augmented.DEFAULT_PRIOR, _augmented.check_prior))
