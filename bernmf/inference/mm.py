@@ -376,17 +376,14 @@ def solve(
     """
     if accelerate:
         return _solve_accelerated(init, problem, prior, tol, max_iter=max_iter)
-    sweep = make_sweep(problem, init.W, init.H)
-    first = objective(problem, sweep, prior)
-    i, sweep, _, trace, rel_change = iterate_until(
+    end = iterate_until(
         lambda current: step(problem, current, prior),
         lambda current: objective(problem, current, prior),
-        sweep,
-        first,
+        make_sweep(problem, init.W, init.H),
         tol,
         max_iter=max_iter,
     )
-    return Solution(sweep.W, sweep.H, trace, i, rel_change, i)
+    return Solution(end.state.W, end.state.H, end.trace, end.n_iter, end.change, end.n_iter)
 
 
 def _squared_norm(problem: Problem, factors: Factors) -> jax.Array:

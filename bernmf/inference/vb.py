@@ -151,11 +151,9 @@ def solve_cvb0(key, data: Data, prior32: Prior, prior64: Prior, tol, *, K: int, 
     def value(state):
         return _augmented.collapsed_log_joint(state[1], prior64)
 
-    i, (q, counts), _, trace, rel_change = iterate_until(
-        update, value, start, value(start), tol, max_iter=max_iter
-    )
-    counts = Counts(*(c.astype(jnp.float64) for c in counts))
-    return Solution(variational_of(counts, prior64), trace, i, rel_change)
+    end = iterate_until(update, value, start, tol, max_iter=max_iter)
+    counts = Counts(*(c.astype(jnp.float64) for c in end.state[1]))
+    return Solution(variational_of(counts, prior64), end.trace, end.n_iter, end.change)
 
 
 # ---------------------------------------------------------------------------- mean field
