@@ -8,7 +8,7 @@ ways:
 * ``loop``: ``bernmf.fit(Y, "mm", K, mask=train, prior=..., seed=...)`` for each point
   (the engine's compiled program is reused after the first fit; its compile time is
   left out);
-* ``tune, one by one``: :func:`bernmf.tune.fit_batch` with ``batch_size=1`` (one compiled
+* ``tune, one by one``: :func:`bernmf.inference.mm.run_many` with ``batch_size=1`` (one compiled
   call; the fits run one after the other inside it: the CPU default);
 * ``tune, vmapped``: the same call with the whole grid vmapped (``batch_size`` = grid
   size: the accelerator default).
@@ -31,8 +31,9 @@ import numpy as np
 import pandas as pd
 
 import bernmf
-from bernmf import datasets, tune
+from bernmf import datasets
 from bernmf.data import as_observed
+from bernmf.inference import mm
 from bernmf.split import paper_split
 
 
@@ -92,9 +93,7 @@ def main(argv=None) -> None:
         rows.append((name, "grid", "loop of bernmf.fit", len(fits), iterations, 0.0, loop))
         data = as_observed(Y, split.train)
         for label, batch_size in (("tune, one by one", 1), ("tune, vmapped", len(settings))):
-            batch = tune.fit_batch(
-                data, args.rank, priors, seeds, batch_size=batch_size, **accelerate
-            )
+            batch = mm.run_many(data, args.rank, priors, seeds, batch_size=batch_size, **accelerate)
             rows.append(
                 (
                     name,

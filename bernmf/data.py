@@ -227,3 +227,42 @@ def check_stopping(max_iter, tol) -> None:
         raise ValueError(f"tol must be a number, got {tol!r}")
     if not np.isfinite(tol) or tol < 0:
         raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+
+
+DTYPES = {"float64": np.float64, "float32": np.float32}
+"""The float dtypes an engine's ``dtype`` option names."""
+
+
+def check_dtype(dtype: str) -> None:
+    """Raise ValueError unless ``dtype`` is one of :data:`DTYPES`."""
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+
+
+def check_flag(name: str, value) -> None:
+    """Raise TypeError unless ``value`` is a bool."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def check_init(init, M: int, N: int, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Validate user-given initial factors; return ``(W, H)`` as float64 arrays.
+
+    W must be (M, K), nonnegative with rows summing to one (renormalized exactly
+    here), and H (K, N) in [0, 1].
+    """
+    if len(init) != 2:
+        raise ValueError("init must be a pair (W, H)")
+    W, H = (np.array(a, dtype=float) for a in init)
+    if W.shape != (M, K) or H.shape != (K, N):
+        raise ValueError(
+            f"init must have W of shape {(M, K)} and H of shape {(K, N)}, "
+            f"got {W.shape} and {H.shape}"
+        )
+    if not (np.isfinite(W).all() and np.isfinite(H).all()):
+        raise ValueError("init W and H must be finite")
+    if (W < 0).any() or not np.allclose(W.sum(axis=1), 1, atol=1e-6):
+        raise ValueError("init W must be nonnegative with rows summing to 1")
+    if (H < 0).any() or (H > 1).any():
+        raise ValueError("init H must lie in [0, 1]")
+    return W / W.sum(axis=1, keepdims=True), H

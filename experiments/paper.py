@@ -11,7 +11,7 @@ validation, 15% test, seed 12345):
 
 NBMF-EM and NBMF-MM use SQUAREM-accelerated MM (``--no-accelerate``: plain sweeps).
 ``--as-published`` runs NBMF-EM and NBMF-MM with the three defects of the published code
-(see :mod:`bernmf.inference.mm_batched`): held-out entries as zeros in the H update, W
+(see experiments/published.py): held-out entries as zeros in the H update, W
 divided by N, and a stop at the first sweep that lowers the objective per observed entry
 by less than 1e-5. ``--quick`` is a smoke run (animals, tiny grid, two restarts).
 
@@ -37,7 +37,11 @@ import pandas as pd
 
 import bernmf
 from bernmf import datasets, tune
+from bernmf.data import as_observed
 from bernmf.split import paper_split
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # this folder's published.py
+import published
 
 RANKS = (2, 4, 8, 16)
 PRIOR_VALUES = np.linspace(1, 3, 11)
@@ -52,40 +56,35 @@ def log(message: str) -> None:
 
 def nbmf_method(data, split, name, method, ranks, alphas, betas, args, variant):
     """Tune on validation, then restarts on test. Returns (rows, tuning, test fits)."""
-    tuning = tune.grid(
-        data,
-        ranks,
-        alphas,
-        betas,
-        mask=split.train,
-        validation=split.validation,
-        seed=VALIDATION_SEED,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        dtype=args.grid_dtype,
-        variant=variant,
-        accelerate=args.accelerate,
-        workers=args.workers,
-        progress=not args.quiet,
-        stream=sys.stdout,
-    )
+    observed = as_observed(data, split.train)
+    if variant == "as_published":
+        options = {"max_iter": args.max_iter, "tol": args.tol}
+        tuning = published.grid(
+            data, ranks, alphas, betas, mask=split.train, validation=split.validation,
+            seed=VALIDATION_SEED, dtype=args.grid_dtype, **options,
+        )  # fmt: skip
+    else:
+        options = {"max_iter": args.max_iter, "tol": args.tol, "workers": args.workers}
+        options["accelerate"] = args.accelerate
+        tuning = tune.grid(
+            data, ranks, alphas, betas, mask=split.train, validation=split.validation,
+            seed=VALIDATION_SEED, dtype=args.grid_dtype, progress=not args.quiet,
+            stream=sys.stdout, **options,
+        )  # fmt: skip
     rows = tuning.table.assign(dataset=name, method=method, stage="validation")
     rows = rows.rename(columns={"validation_perplexity": "perplexity"})
     best = tuning.best
     prior = bernmf.Prior(best["alpha"], best["beta"])
-    fits = tune.restarts(
-        data,
-        best["rank"],
-        prior,
-        args.seeds,
-        mask=split.train,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        dtype=args.dtype,
-        variant=variant,
-        accelerate=args.accelerate,
-        workers=args.workers,
-    )
+    if variant == "as_published":
+        outputs = published.fits(
+            observed, best["rank"], [prior] * len(args.seeds), args.seeds, dtype=args.dtype,
+            **options,
+        )  # fmt: skip
+        fits = published.to_fits(observed, best["rank"], prior, args.seeds, outputs)
+    else:
+        fits = tune.restarts(
+            data, best["rank"], prior, args.seeds, mask=split.train, dtype=args.dtype, **options
+        )
     test = pd.DataFrame(
         {
             "rank": best["rank"],
@@ -294,9 +293,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--no-accelerate",
         dest="accelerate",
-        action="store_const",
-        const=False,
-        default=None,
+        action="store_false",
         help="plain MM sweeps (default: SQUAREM-accelerated MM, except --as-published)",
     )
     parser.add_argument("--no-logsvd", action="store_true", help="skip logistic SVD")

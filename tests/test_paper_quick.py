@@ -1,21 +1,92 @@
-"""Smoke run of the paper's experiment (experiments/paper.py --quick), both variants."""
+"""The paper's experiment: its published iteration (defects included), and a smoke run of
+experiments/paper.py --quick in both variants."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pandas as pd
 from conftest import shared_file
 
-SCRIPT = Path(__file__).parents[1] / "experiments" / "paper.py"
+import bernmf
+from bernmf.data import as_observed
+from bernmf.split import random_split
+
+EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("paper_experiment", SCRIPT)
+def load_script(name="paper"):
+    spec = importlib.util.spec_from_file_location(f"{name}_experiment", EXPERIMENTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def small_problem(seed):
+    Y, _, _ = bernmf.simulate(seed, 30, 20, 3)
+    return np.asarray(Y, float), random_split(Y.shape, seed=seed)
+
+
+def numpy_published_sweep(Y, O, W, H, alpha, beta):
+    """One sweep of the published code, written from its description (held-out as zeros in
+    the H update, W divided by N) in plain numpy; P(Y=0) is 1 - W @ H."""
+    Y1 = O * Y
+    P = W @ H
+    C = H * (W.T @ (Y1 / P)) + (alpha - 1)
+    D = (1 - H) * (W.T @ ((1 - Y1) / (1 - P))) + (beta - 1)
+    H = C / (C + D)
+    P = W @ H
+    S = W * ((Y1 / P) @ H.T + (O * (1 - Y) / (1 - P)) @ (1 - H).T)
+    return S / Y.shape[1], H
+
+
+def test_published_sweep_matches_its_description_and_its_defects():
+    published = load_script("published")
+    Y, split = small_problem(2)
+    O = split.train.astype(float)
+    rng = np.random.default_rng(0)
+    W = rng.uniform(0.1, 1, (30, 3))
+    W /= W.sum(1, keepdims=True)
+    H = rng.uniform(0.1, 0.9, (3, 20))
+    with jax.enable_x64(True):
+        data = published.make_data(as_observed(Y, split.train), jnp.float64)
+        prior = bernmf.Prior(*(jnp.full(3, v) for v in (1.4, 2.0, 1.0)))
+        _, W_new, H_new = published.sweep(data, jnp.asarray(W), jnp.asarray(H), prior)
+    W_ref, H_ref = numpy_published_sweep(Y, O, W, H, 1.4, 2.0)
+    np.testing.assert_allclose(H_new, H_ref, rtol=1e-10)
+    np.testing.assert_allclose(W_new, W_ref, rtol=1e-10)
+    # defect 2: rows of W sum to (observed entries of the row) / N, not to one
+    np.testing.assert_allclose(np.asarray(W_new).sum(1), O.sum(1) / 20, rtol=1e-10)
+
+
+def test_the_published_code_counts_held_out_entries_as_zeros():
+    # their values are never read (both codes), but the published H step takes them as
+    # zeros: from the same start, its fit differs from the masked MM's
+    published = load_script("published")
+    Y, split = small_problem(3)
+    flipped = np.where(split.train, Y, 1 - Y)  # change every held-out entry
+    prior, options = bernmf.Prior(1.5, 1.5), {"max_iter": 50, "tol": -1.0}  # 50 sweeps
+    H = [published.fits(as_observed(v, split.train), 3, [prior], [0], **options)[1][0]
+         for v in (Y, flipped)]  # fmt: skip
+    np.testing.assert_array_equal(H[0], H[1])
+    masked = bernmf.fit(Y, "mm", 3, mask=split.train, prior=prior, seed=0, max_iter=50, tol=0,
+                        accelerate=False)  # fmt: skip
+    assert np.abs(H[0] - masked.H).max() > 1e-2
+
+
+def test_the_published_loop_stops_on_an_absolute_decrease_per_entry():
+    published = load_script("published")
+    Y, split = small_problem(4)
+    outputs = published.fits(as_observed(Y, split.train), 3, [bernmf.Prior()], [0], tol=1e-5)
+    traces, n_iter = outputs[2], outputs[3]
+    trace = traces[0, : n_iter[0] + 1]
+    changes = -np.diff(trace)[1:]  # the first sweep is never compared (published loop)
+    assert changes[-1] < 1e-5 and (changes[:-1] >= 1e-5).all()
+    assert trace[-1] < 1  # per observed entry, not a sum
 
 
 def test_quick_protocol_corrected_and_as_published(tmp_path, capsys):

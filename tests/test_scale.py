@@ -19,7 +19,7 @@ from scipy import sparse
 
 import bernmf
 from bernmf.data import as_observed
-from bernmf.inference import mm
+from bernmf.inference import layout, mm
 from bernmf.inference._compile import cache_size
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +65,33 @@ def test_blocked_sweeps_equal_the_unblocked_ones(engine, prior, block_rows):
     assert np.all(np.diff(blocked.trace) <= 1e-9 * np.abs(blocked.trace[1:]))
 
 
+@pytest.mark.parametrize(
+    ("prior", "accelerate"),
+    [(bernmf.Prior([1.0, 1.3, 2.0], 1.5, 1.4), False), (bernmf.Prior(), False), (None, True)],
+)
+def test_sparse_ones_give_the_dense_sweeps(prior, accelerate):
+    # the ones enter by gathers and segment sums: the same iterates, to rounding
+    Y, O = masked_problem()  # with a row that has no observed entry
+    options = {"mask": O, "prior": prior, "max_iter": 20 if accelerate else 80, "tol": 0}
+    options |= {"accelerate": accelerate, "block_rows": None}
+    dense = fit_quietly(Y, "mm", 3, layout="dense", **options)
+    sparse = fit_quietly(Y, "mm", 3, layout="sparse", **options)
+    assert (dense.extras["layout"], sparse.extras["layout"]) == ("dense", "sparse")
+    assert_same_fit(sparse, dense)
+    assert np.all(np.diff(sparse.trace) <= 1e-9 * np.abs(sparse.trace[1:]))
+
+
+def test_auto_layout_takes_sparse_ones_below_the_density_threshold(monkeypatch):
+    Y, O = masked_problem()
+    density = Y[O].mean()
+    monkeypatch.setattr(layout, "SPARSE_DENSITY", density + 0.01)
+    assert fit_quietly(Y, "mm", 2, mask=O, max_iter=3).extras["layout"] == "sparse"
+    blocked = fit_quietly(Y, "mm", 2, mask=O, max_iter=3, block_rows=10)
+    assert blocked.extras["layout"] == "dense"  # sparse ones are for whole rows
+    monkeypatch.setattr(layout, "SPARSE_DENSITY", density - 0.01)
+    assert fit_quietly(Y, "mm", 2, mask=O, max_iter=3).extras["layout"] == "dense"
+
+
 def test_accelerated_blocked_sweeps_equal_the_unblocked_ones():
     # SQUAREM's extrapolations amplify rounding (sums in another order) over many
     # iterations on this weakly identified toy problem: compare over 20 (61 sweeps).
@@ -85,20 +112,20 @@ def test_blocked_sweep_stops_at_the_same_iteration():
 
 
 def test_auto_block_rows_blocks_only_what_does_not_fit(monkeypatch):
-    assert mm.choose_block_rows("auto", 1000, 100, 1, 8) is None
+    assert layout.choose_block_rows("auto", 1000, 100, 1, 8) is None
     # On a CPU, past the cache: blocks of 8 MiB of temporaries per core (8 x 125 x 1000 x 8 B);
     # elsewhere only memory counts; lastfm's shape stays unblocked.
-    assert mm.choose_block_rows("auto", 2000, 1000, 1, 8, "cpu") == 125
-    assert mm.choose_block_rows("auto", 2000, 1000, 1, 8, "cpu", cores=2) == 250
-    assert mm.choose_block_rows("auto", 2000, 1000, 1, 8, "gpu") is None
-    assert mm.choose_block_rows("auto", 1226, 285, 1, 8, "cpu") is None
-    monkeypatch.setattr(mm, "AUTO_BLOCK_BYTES", 8 * 100 * 8 * 300)  # 300 rows fit
-    assert mm.choose_block_rows("auto", 1000, 100, 1, 8) == 250  # 4 even blocks, no padding
-    assert mm.choose_block_rows("auto", 1000, 100, 4, 8) is None  # 250 rows per device fit
-    assert mm.choose_block_rows(5000, 1000, 100, 1, 8) == 1000
-    assert mm.padded_rows(1001, 250, 2) == 1500
+    assert layout.choose_block_rows("auto", 2000, 1000, 1, 8, "cpu") == 125
+    assert layout.choose_block_rows("auto", 2000, 1000, 1, 8, "cpu", cores=2) == 250
+    assert layout.choose_block_rows("auto", 2000, 1000, 1, 8, "gpu") is None
+    assert layout.choose_block_rows("auto", 1226, 285, 1, 8, "cpu") is None
+    monkeypatch.setattr(layout, "AUTO_BLOCK_BYTES", 8 * 100 * 8 * 300)  # 300 rows fit
+    assert layout.choose_block_rows("auto", 1000, 100, 1, 8) == 250  # 4 even blocks, no padding
+    assert layout.choose_block_rows("auto", 1000, 100, 4, 8) is None  # 250 rows per device fit
+    assert layout.choose_block_rows(5000, 1000, 100, 1, 8) == 1000
+    assert layout.padded_rows(1001, 250, 2) == 1500
     Y, O = masked_problem()
-    monkeypatch.setattr(mm, "AUTO_BLOCK_BYTES", 8 * 17 * 8 * 20)
+    monkeypatch.setattr(layout, "AUTO_BLOCK_BYTES", 8 * 17 * 8 * 20)
     blocked = fit_quietly(Y, "mm", 3, mask=O, block_rows="auto", max_iter=30, tol=0)
     assert blocked.extras["block_rows"] == 18  # 53 rows in 3 blocks
     unblocked = fit_quietly(Y, "mm", 3, mask=O, max_iter=30, tol=0, block_rows=None)
@@ -109,9 +136,9 @@ def test_auto_block_rows_blocks_only_what_does_not_fit(monkeypatch):
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="the cache rule is for CPUs")
 def test_default_blocks_for_the_cpu_cache_with_the_same_result(monkeypatch):
     Y, O = masked_problem()
-    monkeypatch.setattr(mm, "CPU_CACHE_BYTES", 8 * 17 * 8 * 20)  # 20 rows fit in the "cache"
-    monkeypatch.setattr(mm, "CPU_BLOCK_BYTES_PER_CORE", 8 * 17 * 8 * 10)
-    monkeypatch.setattr(mm, "_cpu_cores", lambda: 2)  # blocks of up to 20 rows
+    monkeypatch.setattr(layout, "CPU_CACHE_BYTES", 8 * 17 * 8 * 20)  # 20 rows fit in the "cache"
+    monkeypatch.setattr(layout, "CPU_BLOCK_BYTES_PER_CORE", 8 * 17 * 8 * 10)
+    monkeypatch.setattr(layout, "cpu_cores", lambda: 2)  # blocks of up to 20 rows
     blocked = fit_quietly(Y, "mm", 3, mask=O, max_iter=30, tol=0)  # block_rows="auto"
     assert blocked.extras["block_rows"] == 18  # 53 rows in 3 blocks
     unblocked = fit_quietly(Y, "mm", 3, mask=O, max_iter=30, tol=0, block_rows=None)
@@ -126,7 +153,8 @@ def test_blocked_temporaries_scale_with_the_block_not_with_the_matrix():
         start = mm.random_init(jax.random.key(0), M, N, K, jnp.float64)
         prior = bernmf.Prior(*(jnp.ones(K) for _ in range(3)))
         for block_rows in (None, 100):
-            problem = mm.make_problem(data, jnp.float64, block_rows=block_rows)
+            choice = layout.Choice(block_rows, False, None)
+            problem = layout.make_data(data, jnp.float64, choice)
             program = jax.jit(lambda *a: mm.solve(*a, max_iter=5))
             lowered = program.lower(start, problem, prior, jnp.asarray(1e-5))
             temporaries[block_rows] = lowered.compile().memory_analysis().temp_size_in_bytes
@@ -196,6 +224,8 @@ def test_bad_sparse_and_integer_input_is_a_clear_error(data, message):
         ({"block_rows": 2.5}, TypeError, "block_rows must be None, 'auto'"),
         ({"block_rows": "big"}, TypeError, "block_rows must be None, 'auto'"),
         ({"block_rows": True}, TypeError, "block_rows must be None, 'auto'"),
+        ({"layout": "coo"}, ValueError, "layout must be one of"),
+        ({"layout": "sparse", "block_rows": 5}, ValueError, "leave out block_rows"),
     ],
 )
 def test_bad_devices_and_block_rows_are_clear_errors_before_compilation(options, error, message):
@@ -226,6 +256,7 @@ SHARDED_SCRIPT = textwrap.dedent(
         ("mm", dict(prior=prior, max_iter=60, tol=0, accelerate=False), dict(devices=devices)),
         ("mm", dict(prior=prior, max_iter=20, tol=0), dict(devices=jax.devices(), block_rows=7)),
         ("em", dict(tol=1e-7), dict(devices=jax.devices()[:3])),
+        ("mm", dict(prior=prior, max_iter=20, tol=0, restarts=3), dict(devices=devices)),
     ]
     for engine, common, sharded in cases:
         one = bernmf.fit(Y, engine, 3, mask=O, **common)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf.data import Observed, check_stopping
-from bernmf.inference import mm
+from bernmf.inference import layout, mm
 from bernmf.inference._compile import compiled
 from bernmf.models.spec import Prior, masked_log_likelihood_terms
 
@@ -40,17 +40,21 @@ class FoldIn(NamedTuple):
     converged: bool
 
 
-def row_objectives(problem: mm.Problem, sweep: mm.Sweep, gamma) -> jax.Array:
+def row_objectives(data: layout.Data, state: layout.State, gamma) -> jax.Array:
     """Negative log-posterior of each row's W given H, shape (M,)."""
-    log_lik = masked_log_likelihood_terms(problem.y_one, problem.mask, sweep.p_one, sweep.p_zero)
-    log_w = jnp.log(jnp.maximum(sweep.W, jnp.finfo(sweep.W.dtype).tiny))
+    log_lik = masked_log_likelihood_terms(data.y_one, data.mask, state.p_one, state.p_zero)
+    log_w = jnp.log(jnp.maximum(state.W, jnp.finfo(state.W.dtype).tiny))
     return -(log_lik.sum(axis=1) + log_w @ (gamma - 1))
 
 
-def _solve(W, H, problem: mm.Problem, prior: Prior, tol, *, max_iter: int):
-    """MM updates of W; each row stops on its own, so rows never depend on each other."""
-    sweep = mm.Sweep(W, H, *mm.predict(W, H))
-    first = row_objectives(problem, sweep, prior.gamma)
+def _solve(W, H, data: layout.Data, prior: Prior, tol, *, max_iter: int):
+    """MM updates of W; each row stops on its own, so rows never depend on each other.
+
+    Not the shared :func:`bernmf.inference._loop.iterate_until`: that loop stops on
+    one scalar objective, and here every row has its own stopping rule.
+    """
+    state = layout.state_at(data, W, H)
+    first = row_objectives(data, state, prior.gamma)
     active = jnp.ones(first.shape, bool)
 
     def keep_going(carry):
@@ -58,15 +62,15 @@ def _solve(W, H, problem: mm.Problem, prior: Prior, tol, *, max_iter: int):
         return (i < max_iter) & active.any()
 
     def iterate(carry):
-        i, sweep, previous, active = carry
-        W = jnp.where(active[:, None], mm.update_W(problem, sweep, prior).W, sweep.W)
-        sweep = mm.Sweep(W, H, *mm.predict(W, H))
-        value = row_objectives(problem, sweep, prior.gamma)
+        i, state, previous, active = carry
+        W = jnp.where(active[:, None], mm.update_W(data, state, prior).W, state.W)
+        state = layout.state_at(data, W, H)
+        value = row_objectives(data, state, prior.gamma)
         scale = jnp.maximum(jnp.abs(previous), jnp.finfo(value.dtype).tiny)
-        return i + 1, sweep, value, active & (jnp.abs(previous - value) / scale >= tol)
+        return i + 1, state, value, active & (jnp.abs(previous - value) / scale >= tol)
 
-    i, sweep, _, active = jax.lax.while_loop(keep_going, iterate, (0, sweep, first, active))
-    return sweep.W, i, active.any()
+    i, state, _, active = jax.lax.while_loop(keep_going, iterate, (0, state, first, active))
+    return state.W, i, active.any()
 
 
 def fold_in(data: Observed, H, gamma=1.0, *, max_iter: int = 1000, tol: float = 1e-9) -> FoldIn:
@@ -100,11 +104,11 @@ def fold_in(data: Observed, H, gamma=1.0, *, max_iter: int = 1000, tol: float = 
     if np.any(prior.gamma < 1):
         raise ValueError(f"fold-in needs gamma >= 1, got {prior.gamma.tolist()}")
     with jax.enable_x64(True):
-        problem = mm.make_problem(data, jnp.float64)
+        dense = layout.make_data(data, jnp.float64)
         args = (
             jnp.full((M, K), 1.0 / K),
             jnp.asarray(H),
-            problem,
+            dense,
             Prior(*(jnp.asarray(v) for v in prior)),
             jnp.asarray(tol, jnp.float64),
         )

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC, NUTS
 
-from bernmf.data import Observed, check_count
+from bernmf.data import DTYPES, Observed, check_count, check_dtype, check_init
 from bernmf.inference import mm
 from bernmf.inference.registry import Engine, register
 from bernmf.models import numpyro_model
@@ -101,7 +101,7 @@ def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
     """Starting W (C, M, K) and H (C, K, N) of each chain, strictly inside the support."""
     M, N = data.shape
     if init is not None:
-        W, H = mm.check_init(init, M, N, rank)
+        W, H = check_init(init, M, N, rank)
         starts = [(W, H)] * num_chains
     elif start == "mm":
         flat_enough = mm_start_prior(prior)
@@ -192,15 +192,15 @@ dense_mass
     _check_options(
         num_chains, num_warmup, num_samples, target_accept_prob, thinning, start, chain_method
     )
-    mm.check_dtype(dtype)
+    check_dtype(dtype)
     chain_method = chain_method or default_chain_method(num_chains)
     begin = time.perf_counter()
     W0, H0 = initial_factors(data, rank, prior, seed, init, start, num_chains)
     start = "init" if init is not None else start
     start_seconds = time.perf_counter() - begin
     with jax.enable_x64(dtype == "float64"):  # float32: all of NumPyro in float32
-        float_type = mm.DTYPES[dtype]
-        args = numpyro_model.model_args(data, prior, float_type)
+        float_type = DTYPES[dtype]
+        args = numpyro_model.model_args(data.Y, data.mask, prior, float_type)
         init_params = numpyro_model.to_unconstrained(
             jnp.asarray(W0, float_type), jnp.asarray(H0, float_type)
         )

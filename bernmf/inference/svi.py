@@ -26,8 +26,7 @@ from numpyro import optim
 from numpyro.infer import SVI, Trace_ELBO, autoguide, init_to_uniform, init_to_value
 from tqdm.auto import tqdm
 
-from bernmf.data import Observed, check_count
-from bernmf.inference import mm
+from bernmf.data import DTYPES, Observed, check_count, check_dtype, check_init
 from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
 from bernmf.models import numpyro_model
@@ -162,15 +161,15 @@ def run(
         optimizer, final_loss, params (the guide's parameters).
     """
     _check_options(guide, steps, learning_rate, lr_decay, optimizer, num_particles, num_draws)
-    mm.check_dtype(dtype)
+    check_dtype(dtype)
     M, N = data.shape
     given = None
     if init is not None:
-        W0, H0 = numpyro_model.interior(*mm.check_init(init, M, N, rank))
+        W0, H0 = numpyro_model.interior(*check_init(init, M, N, rank))
         given = {"W": W0, "H": H0}
     with jax.enable_x64(dtype == "float64"):  # float32: all of NumPyro in float32
-        float_type = mm.DTYPES[dtype]
-        args = numpyro_model.model_args(data, prior, float_type)
+        float_type = DTYPES[dtype]
+        args = numpyro_model.model_args(data.Y, data.mask, prior, float_type)
         if given is not None:
             given = {name: jnp.asarray(value, float_type) for name, value in given.items()}
         approximation = make_guide(guide, given, guide_rank)

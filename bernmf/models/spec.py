@@ -22,6 +22,13 @@ from numpy.typing import ArrayLike
 from scipy import special as np_special
 
 
+class Factors(NamedTuple):
+    """W of shape (M, K), rows on the simplex; H of shape (K, N), entries in [0, 1]."""
+
+    W: ArrayLike
+    H: ArrayLike
+
+
 class Prior(NamedTuple):
     """Hyperparameters of the Dirichlet-Beta prior.
 

@@ -17,19 +17,18 @@ from hypothesis import strategies as st
 from test_mm import mm_cases, random_problem
 
 import bernmf
-from bernmf import tune
 from bernmf.data import as_observed
-from bernmf.inference import accelerate as squarem
-from bernmf.inference import mm
+from bernmf.inference import mm, squarem
 from bernmf.inference._compile import cache_size
+from bernmf.models.spec import Factors
 
 
 def feasible_point(rng, M, N, K):
     W = rng.uniform(0.3, 0.6, (M, K))
-    return mm.Factors(W / W.sum(1, keepdims=True), rng.uniform(0.3, 0.6, (K, N)))
+    return Factors(W / W.sum(1, keepdims=True), rng.uniform(0.3, 0.6, (K, N)))
 
 
-def linear_contraction(center: mm.Factors, rate: float, penalty: float = 0.0):
+def linear_contraction(center: Factors, rate: float, penalty: float = 0.0):
     """F(x) = c + rate (x - c), f(x) = ||x - c||^2 (+ penalty within 1e-3 of c)."""
 
     def sweep(x):
@@ -46,11 +45,11 @@ def test_squarem_solves_a_linear_fixed_point_map_in_two_iterations():
     rng = np.random.default_rng(0)
     start, center = feasible_point(rng, 6, 5, 3), feasible_point(rng, 6, 5, 3)
     with jax.enable_x64(True):
-        sweep = linear_contraction(mm.Factors(*map(jnp.asarray, center)), 0.5)
-        solution = squarem.solve(mm.Factors(*map(jnp.asarray, start)), sweep, 0.0, max_iter=2)
-    np.testing.assert_allclose(solution.W, center.W, atol=1e-14)
-    np.testing.assert_allclose(solution.H, center.H, atol=1e-14)
-    assert int(solution.n_iter) == 2 and int(solution.accepted) == 1
+        sweep = linear_contraction(Factors(*map(jnp.asarray, center)), 0.5)
+        solution = squarem.solve(Factors(*map(jnp.asarray, start)), sweep, 0.0, max_iter=2)
+    np.testing.assert_allclose(solution.state.x.W, center.W, atol=1e-14)
+    np.testing.assert_allclose(solution.state.x.H, center.H, atol=1e-14)
+    assert int(solution.n_iter) == 2 and int(solution.state.accepted) == 1
     assert np.asarray(solution.trace)[-1] < 1e-26
 
 
@@ -60,12 +59,12 @@ def test_an_extrapolation_that_raises_the_objective_falls_back_to_plain_mm():
     rng = np.random.default_rng(1)
     start, center = feasible_point(rng, 6, 5, 3), feasible_point(rng, 6, 5, 3)
     with jax.enable_x64(True):
-        sweep = linear_contraction(mm.Factors(*map(jnp.asarray, center)), 0.5, penalty=1e3)
-        solution = squarem.solve(mm.Factors(*map(jnp.asarray, start)), sweep, 0.0, max_iter=2)
+        sweep = linear_contraction(Factors(*map(jnp.asarray, center)), 0.5, penalty=1e3)
+        solution = squarem.solve(Factors(*map(jnp.asarray, start)), sweep, 0.0, max_iter=2)
     # iteration 1: x0 -> F(F(F(x0))); iteration 2 rejected: -> F(F(.)); so 5 plain sweeps
-    for got, a, c in zip(solution[:2], start, center, strict=True):
+    for got, a, c in zip(solution.state.x, start, center, strict=True):
         np.testing.assert_allclose(got, c + 0.5**5 * (a - c), rtol=1e-13)
-    assert int(solution.accepted) == 0
+    assert int(solution.state.accepted) == 0
     assert np.all(np.diff(np.asarray(solution.trace)) <= 0)
 
 
@@ -86,7 +85,7 @@ def test_extrapolated_points_are_feasible(seed, max_step, boundary_share):
         W[:, 0] += 1e-3
         H = rng.random((4, 9))
         H[rng.random(H.shape) < boundary_share] = rng.integers(0, 2)
-        points.append(mm.Factors(W / W.sum(1, keepdims=True), H))
+        points.append(Factors(W / W.sum(1, keepdims=True), H))
     with jax.enable_x64(True):
         point, step = squarem.extrapolate(*points, jnp.asarray(max_step))
     W, H = np.asarray(point.W), np.asarray(point.H)
@@ -136,17 +135,21 @@ def test_float32_accelerated_fit_is_monotone_and_near_float64():
     assert single.trace[-1] == pytest.approx(double.trace[-1], rel=1e-4)
 
 
-def test_mm_engine_and_batched_solver_accelerate_alike():
+def test_a_single_fit_from_its_start_and_a_batch_accelerate_alike():
+    # the single fit from a given start runs mm.solve alone; the batch maps it over seeds
     Y, O, _, _ = random_problem(11, 40, 30, 3)
     prior = bernmf.Prior(1.3, 1.7, 1.1)
-    single = bernmf.fit(Y, "mm", 3, mask=O, prior=prior, seed=4, max_iter=200, tol=1e-8)
-    batch = tune.fit_batch(as_observed(Y, O), 3, [prior], [4], max_iter=200, tol=1e-8)
+    with jax.enable_x64(True):
+        start = mm.random_init(jax.random.key(4), 40, 30, 3, jnp.float64)
+    options = {"mask": O, "prior": prior, "max_iter": 200, "tol": 1e-8}
+    single = bernmf.fit(Y, "mm", 3, init=tuple(map(np.asarray, start)), **options)
+    batch = mm.run_many(as_observed(Y, O), 3, [prior], [4], max_iter=200, tol=1e-8)
     assert batch.n_iter[0] == single.n_iter and batch.sweeps[0] == single.extras["sweeps"]
     np.testing.assert_allclose(batch.traces[0, : single.n_iter + 1], single.trace, rtol=1e-10)
     np.testing.assert_allclose(batch.W[0], single.W, atol=1e-9)
 
 
-def test_em_accelerates_too_and_as_published_cannot():
+def test_em_accelerates_too():
     Y, O, _, _ = random_problem(12, 30, 20, 3)
     em = bernmf.fit(Y, "em", 3, mask=O, seed=1, max_iter=40, tol=0)
     mm_flat = bernmf.fit(Y, "mm", 3, mask=O, seed=1, max_iter=40, tol=0)
@@ -154,9 +157,6 @@ def test_em_accelerates_too_and_as_published_cannot():
     assert em.extras["sweeps"] == 1 + 3 * 40
     plain = bernmf.fit(Y, "em", 3, mask=O, seed=1, max_iter=40, tol=0, accelerate=False)
     assert plain.extras["accelerate"] is False and plain.extras["sweeps"] == 40
-    with pytest.raises(ValueError, match="variant='correct'"):
-        tune.fit_batch(as_observed(Y, O), 3, [bernmf.Prior()], [0], variant="as_published",
-                       accelerate=True)  # fmt: skip
     with pytest.raises(TypeError, match="accelerate must be True or False"):
         bernmf.fit(Y, "mm", 3, mask=O, accelerate="yes")
 

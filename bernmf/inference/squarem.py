@@ -32,10 +32,13 @@ with the sweeps and the iteration needs no extra objective evaluation.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from bernmf.inference._loop import Solution
+from bernmf.models.spec import Factors
 
 STEP_FACTOR = 4.0
 """``a_max`` is multiplied (divided) by this after a step at it is taken (rejected)."""
@@ -43,36 +46,8 @@ STEP_FACTOR = 4.0
 EVALUATIONS_PER_ITERATION = 3
 """Sweeps per accelerated iteration; the solver makes one more, at its start."""
 
-Factors = Any
-"""What is extrapolated: a NamedTuple with fields W (M, K) and H (K, N), such as
-:class:`bernmf.inference.mm.Factors` (not imported: mm imports this module)."""
-
-Sweep = Callable[[Factors], tuple[jax.Array, Factors]]
-
-
-class Solution(NamedTuple):
-    """Result of :func:`solve`.
-
-    Attributes
-    ----------
-    W, H : arrays
-        The last factors whose objective is known (the last entry of the trace).
-    trace : (max_iter + 1,) array
-        Objective at the start and after each accelerated iteration; NaN after n_iter.
-    n_iter : int array
-        Accelerated iterations made; ``1 + 3 * n_iter`` sweeps were evaluated.
-    change : array
-        Relative change of the objective in the last iteration (inf before the first).
-    accepted : int array
-        How many iterations took the extrapolated point (the others took x2).
-    """
-
-    W: jax.Array
-    H: jax.Array
-    trace: jax.Array
-    n_iter: jax.Array
-    change: jax.Array
-    accepted: jax.Array
+FixedPointMap = Callable[[Factors], tuple[jax.Array, Factors]]
+"""``x -> (f(x), F(x))``: the objective at x and one MM sweep from x."""
 
 
 def _norm2(tree) -> jax.Array:
@@ -86,7 +61,7 @@ def extrapolate(
 
     Parameters
     ----------
-    x0, x1, x2 : Factors (or another NamedTuple with fields W and H)
+    x0, x1, x2 : Factors
         ``x1 = F(x0)``, ``x2 = F(x1)``; W of shape (M, K) with rows on the simplex, H of
         shape (K, N) in [0, 1].
     max_step : scalar
@@ -118,7 +93,10 @@ def extrapolate(
     return type(x2)(jnp.where(plain, x2.W, W), jnp.where(plain, x2.H, H)), step
 
 
-class _State(NamedTuple):
+class State(NamedTuple):
+    """Where an accelerated iteration stands (``accepted`` counts the extrapolated
+    points taken; the other iterations took x2)."""
+
     t: jax.Array  # accelerated iterations done; -1 before the first sweep
     stage: jax.Array  # which sweep comes next: 0 of x1, 1 of the point, 2 of x_{t+1}
     inp: Factors  # the input of the next sweep
@@ -137,12 +115,15 @@ def _select(condition, a, b):
     return jax.tree.map(lambda u, v: jnp.where(condition, u, v), a, b)
 
 
-def solve(init: Factors, sweep: Sweep, tol, *, max_iter: int, norm2: Callable = _norm2) -> Solution:
+def solve(
+    init: Factors, sweep: FixedPointMap, tol, *, max_iter: int, norm2: Callable = _norm2
+) -> Solution:
     """Iterate accelerated MM from ``init`` until the relative change of f is < tol.
 
     The loop body makes one sweep and moves through the three stages of an
     accelerated iteration (a sweep from x1, from the extrapolated point, from the
-    chosen point), so the compiled program holds the sweep once.
+    chosen point), so the compiled program holds the sweep once; that is why it is not
+    :func:`bernmf.inference._loop.iterate_until`, whose body would hold three sweeps.
 
     Parameters
     ----------
@@ -162,9 +143,13 @@ def solve(init: Factors, sweep: Sweep, tol, *, max_iter: int, norm2: Callable = 
     Returns
     -------
     Solution
+        Of :func:`bernmf.inference._loop.iterate_until`'s kind: ``state`` is the last
+        :class:`State`, whose ``x`` holds the last factors whose objective is known
+        (the last entry of the trace); ``n_iter`` counts accelerated iterations
+        (``1 + 3 * n_iter`` sweeps were evaluated).
     """
     dtype = jax.eval_shape(sweep, init)[0].dtype  # of the objective
-    start = _State(
+    start = State(
         t=jnp.asarray(-1),
         stage=jnp.asarray(2),
         inp=init,
@@ -179,10 +164,10 @@ def solve(init: Factors, sweep: Sweep, tol, *, max_iter: int, norm2: Callable = 
         trace=jnp.full(max_iter + 1, jnp.nan, dtype),
     )
 
-    def keep_going(state: _State):
+    def keep_going(state: State):
         return (state.t < max_iter) & (state.change >= tol)
 
-    def iterate(state: _State) -> _State:
+    def iterate(state: State) -> State:
         value, out = sweep(state.inp)
         first, second, third = state.stage == 0, state.stage == 1, state.stage == 2
         # stage 0: out = x2; extrapolate
@@ -202,7 +187,7 @@ def solve(init: Factors, sweep: Sweep, tol, *, max_iter: int, norm2: Callable = 
         change = jnp.where(state.t < 0, jnp.inf, jnp.abs(state.value - value) / scale)
         t = jnp.where(third, state.t + 1, state.t)
         inp = _select(first, point, _select(second, following, out))
-        return _State(
+        return State(
             t=t,
             stage=(state.stage + 1) % 3,
             inp=inp,
@@ -218,4 +203,4 @@ def solve(init: Factors, sweep: Sweep, tol, *, max_iter: int, norm2: Callable = 
         )
 
     end = jax.lax.while_loop(keep_going, iterate, start)
-    return Solution(end.x.W, end.x.H, end.trace, end.t, end.change, end.accepted)
+    return Solution(end, end.trace, end.t, end.change)
