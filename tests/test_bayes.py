@@ -60,7 +60,7 @@ def test_model_log_density_is_the_spec_log_joint():
     data = as_observed(Y, mask)
     prior = bernmf.Prior(0.5, [0.7, 1.3, 2.0], 0.8).broadcast(3)
     with jax.enable_x64(True):
-        args = numpyro_model.model_args(data, prior, jnp.float64)
+        args = numpyro_model.model_args(data.Y, data.mask, prior, jnp.float64)
         value, _ = log_density(numpyro_model.model, args, {}, {"W": W, "H": H})
     expected = log_joint(data.Y, data.mask, W, H, prior, normalized=True)
     assert float(value) == pytest.approx(expected, rel=0, abs=1e-8)
@@ -69,7 +69,7 @@ def test_model_log_density_is_the_spec_log_joint():
     with jax.enable_x64(True):
         again, _ = log_density(
             numpyro_model.model,
-            numpyro_model.model_args(flipped, prior, jnp.float64),
+            numpyro_model.model_args(flipped.Y, flipped.mask, prior, jnp.float64),
             {},
             {"W": W, "H": H},
         )

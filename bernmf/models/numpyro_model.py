@@ -22,7 +22,6 @@ from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 from numpyro.infer import util as infer_util
 
-from bernmf.data import Observed
 from bernmf.models.spec import Prior, masked_log_likelihood_terms, observed_probability
 
 SITES = ("W", "H")
@@ -104,11 +103,15 @@ def model(Y, mask, prior: Prior) -> None:
     numpyro.factor("Y", log_likelihood(Y, mask, W, H))
 
 
-def model_args(data: Observed, prior: Prior, dtype) -> tuple:
-    """The positional arguments of :func:`model` for validated data, as JAX arrays of ``dtype``."""
+def model_args(Y, mask, prior: Prior, dtype) -> tuple:
+    """The positional arguments of :func:`model` as JAX arrays of ``dtype``.
+
+    ``Y`` (M, N) holds 0 and 1 (any value where ``mask`` is False), ``mask`` (M, N) is
+    True where the entry is observed: e.g. ``Observed.Y`` and ``Observed.mask``.
+    """
     return (
-        jnp.asarray(data.Y, dtype),
-        jnp.asarray(data.mask),
+        jnp.asarray(Y, dtype),
+        jnp.asarray(mask),
         Prior(*(jnp.asarray(v, dtype) for v in prior)),
     )
 
