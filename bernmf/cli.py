@@ -12,13 +12,8 @@ import contextlib
 import importlib.util
 import io
 import json
-import math
-import os
-import shutil
 import sys
-import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +21,12 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from bernmf import datasets, plot, tune
+from bernmf._output import check_output, output_folder, to_json, write_json
 from bernmf.api import fit
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
+from bernmf.readers import read_mask, read_matrix
 from bernmf.split import Split, paper_split, random_split
 
 
@@ -76,40 +73,7 @@ def demo(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------
-# input and output
-
-
-def read_matrix(path) -> pd.DataFrame | np.ndarray:
-    """Read DATA: CSV (row names in the first column, a header of column names, empty
-    cells missing), Parquet, or ``.npz`` (the array ``Y``, or its only array)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no data file {path}")
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return datasets.read_csv(path)
-    if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as arrays:
-            names = list(arrays.keys())
-            if "Y" in names:
-                return arrays["Y"]
-            if len(names) == 1:
-                return arrays[names[0]]
-        raise ValueError(f"{path}: an .npz file must hold an array named 'Y', found {names}")
-    raise ValueError(f"{path}: DATA must be .csv, .parquet or .npz, got {suffix or 'no suffix'!r}")
-
-
-def read_mask(path, shape) -> np.ndarray:
-    """Read a mask file in any DATA format: 1/True = observed (training), 0 = not."""
-    values = read_matrix(path)
-    array = values.to_numpy() if isinstance(values, pd.DataFrame) else np.asarray(values)
-    if array.shape != tuple(shape):
-        raise ValueError(f"mask {path} has shape {array.shape} but DATA has shape {shape}")
-    if array.dtype != bool and not np.isin(array, (0, 1)).all():
-        raise ValueError(f"mask {path} must hold only 0/1 (or True/False)")
-    return array.astype(bool)
+# arguments and messages
 
 
 def load_data(args) -> tuple[object, str]:
@@ -162,58 +126,6 @@ def comma_list(kind):
         return values
 
     return parse
-
-
-def to_json(value) -> object:
-    """Numpy scalars and arrays as plain JSON values; NaN and infinities as null."""
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return to_json(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON has no NaN or infinity
-    return value
-
-
-def write_json(path: Path, value) -> None:
-    path.write_text(json.dumps(to_json(value), indent=2) + "\n")
-
-
-@contextmanager
-def output_folder(out, force: bool):
-    """Yield a new temporary folder next to ``out``, moved to ``out`` once complete.
-
-    An existing ``out`` is an error unless ``force``; then it is replaced only after
-    the new results are complete. On failure the temporary folder is removed.
-    """
-    out = Path(out)
-    check_output(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
-        yield temporary
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(temporary, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(temporary, out)
-
-
-def check_output(out: Path, force: bool) -> None:
-    """Refuse an existing ``out`` without ``force`` (checked before any work)."""
-    if out.exists() and not force:
-        raise FileExistsError(f"{out} exists; use --force to replace it")
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"{out} exists and is not a folder")
 
 
 def say(args, message: str) -> None:
