@@ -8,7 +8,7 @@ import inspect
 import numpy as np
 
 from bernmf.data import as_observed, check_rank
-from bernmf.inference import get_engine
+from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
 
@@ -90,6 +90,32 @@ def fit(
     >>> result.W.shape, result.H.shape
     ((100, 3), (3, 40))
     """
+    chosen, rank, prior = check_arguments(engine, rank, prior, seed, options)
+    data = as_observed(Y, mask)
+    result = chosen.run(data, rank, prior, int(seed), init, **options)
+    return dataclasses.replace(
+        result, row_labels=data.row_labels, col_labels=data.col_labels, observed=data
+    )
+
+
+def check_arguments(
+    engine: str, rank, prior: Prior | None, seed, options: dict
+) -> tuple[Engine, int, Prior | None]:
+    """Check the arguments of :func:`fit` other than the data, without fitting anything.
+
+    :func:`bernmf.compare` calls it for every fit before the first one starts.
+
+    Returns
+    -------
+    (Engine, int, Prior or None)
+        The engine, the rank, and the prior broadcast to shape (rank,) (the engine's
+        default when ``prior`` is None; None for an engine without a prior).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`fit` does: unknown engine or option, bad rank, seed or prior.
+    """
     chosen = get_engine(engine)
     accepted = [
         p.name
@@ -111,8 +137,4 @@ def fit(
         chosen.check_prior(prior)
     elif chosen.default_prior is not None:
         prior = chosen.default_prior.broadcast(rank)
-    data = as_observed(Y, mask)
-    result = chosen.run(data, rank, prior, int(seed), init, **options)
-    return dataclasses.replace(
-        result, row_labels=data.row_labels, col_labels=data.col_labels, observed=data
-    )
+    return chosen, rank, prior
