@@ -13,16 +13,15 @@ import importlib.util
 import io
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from bernmf import datasets, plot, tune
 from bernmf._output import check_output, output_folder, to_json, write_json
 from bernmf.api import fit
+from bernmf.comparison import compare
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
@@ -44,23 +43,23 @@ def demo(args: argparse.Namespace) -> int:
         f"density {Y.mean():.3f}; "
         f"{test.mean():.0%} of entries held out for testing.",
     )
-    rows = []
-    for engine in ("em", "mm"):
-        for rank in args.ranks:
-            prior = map_prior if engine == "mm" else None
-            start = time.perf_counter()
-            result = fit(Y, engine, rank, mask=train, prior=prior, seed=args.seed)
-            rows.append(
-                {
-                    "engine": engine,
-                    "rank": rank,
-                    "iterations": result.n_iter,
-                    "train objective": result.objective,
-                    "held-out perplexity": scored(Y, result, test),
-                    "seconds": time.perf_counter() - start,
-                }
-            )
-    table = pd.DataFrame(rows)
+    fits = compare(
+        Y,
+        ["em", "mm"],
+        args.ranks,
+        [args.seed],
+        train=train,
+        test=test,
+        priors={"mm": map_prior},
+        measure=lambda result: {"train objective": result.objective},
+        progress=False,
+    ).fits
+    table = fits[["engine", "rank", "iterations", "train objective"]].assign(
+        **{
+            "held-out perplexity": fits["perplexity"],
+            "seconds": fits["seconds"] + fits["compile_seconds"],
+        }
+    )
     truth = perplexity(Y, W @ H, test)
     show(args, table, {"fits": table.to_dict(orient="records"), "true_perplexity": truth})
     say(args, "(seconds include compilation the first time a shape is seen)")
@@ -160,14 +159,6 @@ def scored(Y, result, mask) -> float:
     return perplexity(np.asarray(Y, dtype=float), result.probs, mask)
 
 
-def describe_prior(prior: Prior | None) -> str:
-    if prior is None:
-        return "none"
-    values = [np.unique(np.asarray(v, dtype=float)) for v in prior]
-    text = ["/".join(f"{x:g}" for x in v) for v in values]
-    return f"Beta({text[0]}, {text[1]}) Dirichlet({text[2]})"
-
-
 # ---------------------------------------------------------------------------------------
 # commands
 
@@ -230,7 +221,6 @@ def compare_command(args) -> int:
     engines_ = available() if args.engines == ["all"] else args.engines
     for name in engines_:
         get_engine(name)  # unknown names fail here, before any fit
-    ranks = args.ranks
     options = parse_options(args.option, scoped=True)
     unknown = sorted(set(options) - set(engines_))
     if unknown:
@@ -251,39 +241,18 @@ def compare_command(args) -> int:
         split = random_split(shape, (1 - args.test, 0.0, args.test), seed=args.seed)
         split_name = f"random entries, {args.test:.0%} test (seed {args.seed})"
     say(args, f"data: {source}; split: {split_name}")
-    runs = [(e, k, s) for e in engines_ for k in ranks for s in range(args.seeds)]
-    rows = []
-    for engine, rank, seed in tqdm(runs, desc="fits", disable=args.quiet or args.json):
-        prior = prior_of(args, engine)
-        result = fit(
-            Y, engine, rank, mask=split.train, prior=prior, seed=seed, **options.get(engine, {})
-        )
-        rows.append(
-            {
-                "engine": engine,
-                "rank": rank,
-                "prior": describe_prior(result.prior),
-                "seed": seed,
-                "perplexity": scored(Y, result, split.test),
-                "seconds": result.timings.get("run", np.nan),
-                "compile_seconds": result.timings.get("compile", np.nan),
-                "iterations": result.n_iter,
-                "converged": result.converged,
-            }
-        )
-    fits = pd.DataFrame(rows)
-    table = (
-        fits.groupby(["engine", "rank", "prior"], sort=False)
-        .agg(
-            perplexity=("perplexity", "mean"),
-            perplexity_sd=("perplexity", "std"),
-            seconds=("seconds", "mean"),
-            compile_seconds=("compile_seconds", "max"),
-            iterations=("iterations", "mean"),
-            fits=("perplexity", "size"),
-        )
-        .reset_index()
+    comparison = compare(
+        Y,
+        engines_,
+        args.ranks,
+        range(args.seeds),
+        train=split.train,
+        test=split.test,
+        priors={engine: prior_of(args, engine) for engine in engines_},
+        options=options,
+        progress=not (args.quiet or args.json),
     )
+    fits, table = comparison.fits, comparison.summary
     summary = {
         "data": source,
         "split": split_name,
