@@ -1,7 +1,8 @@
 """Engines x ranks x seeds on one split: held-out perplexity, seconds, iterations.
 
 :func:`compare` (``bernmf.compare``) fits every combination on the training entries
-and scores the held-out ones. ``bernmf compare`` and the experiments call it.
+and scores the held-out ones. The commands ``bernmf compare`` and ``bernmf demo``
+and ``experiments/posterior_vs_map.py`` build their tables with it.
 """
 
 from __future__ import annotations
