@@ -1,10 +1,12 @@
 """bernmf: binary matrix factorization with mean-parametrized Bernoulli models.
 
 ``Y ~ Bernoulli(W @ H)`` with Dirichlet rows of W and Beta entries of H, fitted by
-several engines behind one entry point, :func:`fit`. NaN in Y means "missing".
+several engines behind one entry point, :func:`fit`; :func:`compare` tables held-out
+perplexity over engines x ranks x seeds. NaN in Y means "missing".
 """
 
 from bernmf.api import fit
+from bernmf.comparison import compare
 from bernmf.inference import available as engines
 from bernmf.io import load
 from bernmf.models import Prior, log_joint, log_likelihood, log_prior, perplexity, simulate
@@ -35,6 +37,7 @@ __all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "Fit",
     "Prior",
     "align_components",
+    "compare",
     "diagnostics",
     "engines",
     "fit",

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from bernmf.data import as_observed, check_rank
-from bernmf.inference import get_engine
+from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
 
@@ -90,14 +90,36 @@ def fit(
     >>> result.W.shape, result.H.shape
     ((100, 3), (3, 40))
     """
-    chosen = get_engine(engine)
-    options = chosen.with_defaults(options)
-    rank = check_rank(rank)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    prior = chosen.prior_for(prior, rank)
+    chosen, rank, prior, options = check_arguments(engine, rank, prior, seed, options)
     data = as_observed(Y, mask)
     result = chosen.run(data, rank, prior, int(seed), init, **options)
     return dataclasses.replace(
         result, row_labels=data.row_labels, col_labels=data.col_labels, observed=data
     )
+
+
+def check_arguments(
+    engine: str, rank, prior: Prior | None, seed, options: dict
+) -> tuple[Engine, int, Prior | None, dict]:
+    """Check the arguments of :func:`fit` other than the data, without fitting anything.
+
+    :func:`bernmf.compare` calls it for every fit before the first one starts.
+
+    Returns
+    -------
+    (Engine, int, Prior or None, dict)
+        The engine, the rank, the prior broadcast to shape (rank,) (the engine's
+        default when ``prior`` is None; None for an engine without a prior), and
+        every option of the engine (its defaults for those not given).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`fit` does: unknown engine or option, bad rank, seed or prior.
+    """
+    chosen = get_engine(engine)
+    options = chosen.with_defaults(options)
+    rank = check_rank(rank)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return chosen, rank, chosen.prior_for(prior, rank), options

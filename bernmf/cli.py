@@ -12,24 +12,20 @@ import contextlib
 import importlib.util
 import io
 import json
-import math
-import os
-import shutil
 import sys
-import tempfile
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from bernmf import datasets, plot, tune
+from bernmf._output import check_output, output_folder, to_json, write_json
 from bernmf.api import fit
+from bernmf.comparison import compare
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
+from bernmf.readers import read_mask, read_matrix
 from bernmf.split import Split, paper_split, random_split
 
 
@@ -47,23 +43,23 @@ def demo(args: argparse.Namespace) -> int:
         f"density {Y.mean():.3f}; "
         f"{test.mean():.0%} of entries held out for testing.",
     )
-    rows = []
-    for engine in ("em", "mm"):
-        for rank in args.ranks:
-            prior = map_prior if engine == "mm" else None
-            start = time.perf_counter()
-            result = fit(Y, engine, rank, mask=train, prior=prior, seed=args.seed)
-            rows.append(
-                {
-                    "engine": engine,
-                    "rank": rank,
-                    "iterations": result.n_iter,
-                    "train objective": result.objective,
-                    "held-out perplexity": scored(Y, result, test),
-                    "seconds": time.perf_counter() - start,
-                }
-            )
-    table = pd.DataFrame(rows)
+    fits = compare(
+        Y,
+        ["em", "mm"],
+        args.ranks,
+        [args.seed],
+        train=train,
+        test=test,
+        priors={"mm": map_prior},
+        measure=lambda result: {"train objective": result.objective},
+        progress=False,
+    ).fits
+    table = fits[["engine", "rank", "iterations", "train objective"]].assign(
+        **{
+            "held-out perplexity": fits["perplexity"],
+            "seconds": fits["seconds"] + fits["compile_seconds"],
+        }
+    )
     truth = perplexity(Y, W @ H, test)
     show(args, table, {"fits": table.to_dict(orient="records"), "true_perplexity": truth})
     say(args, "(seconds include compilation the first time a shape is seen)")
@@ -76,40 +72,7 @@ def demo(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------
-# input and output
-
-
-def read_matrix(path) -> pd.DataFrame | np.ndarray:
-    """Read DATA: CSV (row names in the first column, a header of column names, empty
-    cells missing), Parquet, or ``.npz`` (the array ``Y``, or its only array)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no data file {path}")
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return datasets.read_csv(path)
-    if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as arrays:
-            names = list(arrays.keys())
-            if "Y" in names:
-                return arrays["Y"]
-            if len(names) == 1:
-                return arrays[names[0]]
-        raise ValueError(f"{path}: an .npz file must hold an array named 'Y', found {names}")
-    raise ValueError(f"{path}: DATA must be .csv, .parquet or .npz, got {suffix or 'no suffix'!r}")
-
-
-def read_mask(path, shape) -> np.ndarray:
-    """Read a mask file in any DATA format: 1/True = observed (training), 0 = not."""
-    values = read_matrix(path)
-    array = values.to_numpy() if isinstance(values, pd.DataFrame) else np.asarray(values)
-    if array.shape != tuple(shape):
-        raise ValueError(f"mask {path} has shape {array.shape} but DATA has shape {shape}")
-    if array.dtype != bool and not np.isin(array, (0, 1)).all():
-        raise ValueError(f"mask {path} must hold only 0/1 (or True/False)")
-    return array.astype(bool)
+# arguments and messages
 
 
 def load_data(args) -> tuple[object, str]:
@@ -164,58 +127,6 @@ def comma_list(kind):
     return parse
 
 
-def to_json(value) -> object:
-    """Numpy scalars and arrays as plain JSON values; NaN and infinities as null."""
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return to_json(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON has no NaN or infinity
-    return value
-
-
-def write_json(path: Path, value) -> None:
-    path.write_text(json.dumps(to_json(value), indent=2) + "\n")
-
-
-@contextmanager
-def output_folder(out, force: bool):
-    """Yield a new temporary folder next to ``out``, moved to ``out`` once complete.
-
-    An existing ``out`` is an error unless ``force``; then it is replaced only after
-    the new results are complete. On failure the temporary folder is removed.
-    """
-    out = Path(out)
-    check_output(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
-        yield temporary
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(temporary, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(temporary, out)
-
-
-def check_output(out: Path, force: bool) -> None:
-    """Refuse an existing ``out`` without ``force`` (checked before any work)."""
-    if out.exists() and not force:
-        raise FileExistsError(f"{out} exists; use --force to replace it")
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"{out} exists and is not a folder")
-
-
 def say(args, message: str) -> None:
     """An informational line, unless --quiet or --json."""
     if not (args.quiet or args.json):
@@ -233,9 +144,10 @@ def show(args, table: pd.DataFrame, summary: dict) -> None:
 
 def prior_of(args, engine: str) -> Prior | None:
     """The --alpha/--beta/--gamma prior for an engine that takes one, else None."""
-    default = get_engine(engine).default_prior
-    if default is None:
+    chosen = get_engine(engine)
+    if not chosen.takes_prior:
         return None
+    default = chosen.default_prior
     return Prior(
         default.alpha if args.alpha is None else args.alpha,
         default.beta if args.beta is None else args.beta,
@@ -246,14 +158,6 @@ def prior_of(args, engine: str) -> Prior | None:
 def scored(Y, result, mask) -> float:
     """Perplexity of ``result`` on the entries of Y selected by ``mask`` (NaN never scored)."""
     return perplexity(np.asarray(Y, dtype=float), result.probs, mask)
-
-
-def describe_prior(prior: Prior | None) -> str:
-    if prior is None:
-        return "none"
-    values = [np.unique(np.asarray(v, dtype=float)) for v in prior]
-    text = ["/".join(f"{x:g}" for x in v) for v in values]
-    return f"Beta({text[0]}, {text[1]}) Dirichlet({text[2]})"
 
 
 # ---------------------------------------------------------------------------------------
@@ -318,7 +222,6 @@ def compare_command(args) -> int:
     engines_ = available() if args.engines == ["all"] else args.engines
     for name in engines_:
         get_engine(name)  # unknown names fail here, before any fit
-    ranks = args.ranks
     options = parse_options(args.option, scoped=True)
     unknown = sorted(set(options) - set(engines_))
     if unknown:
@@ -339,39 +242,18 @@ def compare_command(args) -> int:
         split = random_split(shape, (1 - args.test, 0.0, args.test), seed=args.seed)
         split_name = f"random entries, {args.test:.0%} test (seed {args.seed})"
     say(args, f"data: {source}; split: {split_name}")
-    runs = [(e, k, s) for e in engines_ for k in ranks for s in range(args.seeds)]
-    rows = []
-    for engine, rank, seed in tqdm(runs, desc="fits", disable=args.quiet or args.json):
-        prior = prior_of(args, engine)
-        result = fit(
-            Y, engine, rank, mask=split.train, prior=prior, seed=seed, **options.get(engine, {})
-        )
-        rows.append(
-            {
-                "engine": engine,
-                "rank": rank,
-                "prior": describe_prior(result.prior),
-                "seed": seed,
-                "perplexity": scored(Y, result, split.test),
-                "seconds": result.timings.get("run", np.nan),
-                "compile_seconds": result.timings.get("compile", np.nan),
-                "iterations": result.n_iter,
-                "converged": result.converged,
-            }
-        )
-    fits = pd.DataFrame(rows)
-    table = (
-        fits.groupby(["engine", "rank", "prior"], sort=False)
-        .agg(
-            perplexity=("perplexity", "mean"),
-            perplexity_sd=("perplexity", "std"),
-            seconds=("seconds", "mean"),
-            compile_seconds=("compile_seconds", "max"),
-            iterations=("iterations", "mean"),
-            fits=("perplexity", "size"),
-        )
-        .reset_index()
+    comparison = compare(
+        Y,
+        engines_,
+        args.ranks,
+        range(args.seeds),
+        train=split.train,
+        test=split.test,
+        priors={engine: prior_of(args, engine) for engine in engines_},
+        options=options,
+        progress=not (args.quiet or args.json),
     )
+    fits, table = comparison.fits, comparison.summary
     summary = {
         "data": source,
         "split": split_name,

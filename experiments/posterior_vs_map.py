@@ -22,8 +22,9 @@ Outputs in ``--out`` (default ``results/posterior_vs_map``): ``simulated.csv``,
 (mean and sd per dataset and engine), ``reliability.png``, ``coverage.png`` and
 ``perplexity_vs_seconds.png``. ``--quick`` is a smoke run (24 x 18 simulated data with
 mm and the AutoNormal guide; animals only, with mm and nuts; one prior for the Bayesian
-engines, one seed, short chains). Seconds are wall times of :func:`bernmf.fit`
-(compilation included).
+engines, one seed, short chains). Seconds include compilation: wall times of
+:func:`bernmf.fit` in ``simulated.csv`` and the tuning lines, compile + run seconds of
+``Fit.timings`` in ``datasets.csv`` (the test fits, run by :func:`bernmf.compare`).
 
 Run: ``python experiments/posterior_vs_map.py [--data-dir DIR] [--quick]``
 (NUTS chains run in parallel: this script calls ``numpyro.set_host_device_count``
@@ -36,6 +37,7 @@ import argparse
 import itertools
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 ENGINES = {
@@ -212,13 +214,14 @@ def simulated_study(args):
     return pd.DataFrame(rows), pd.concat(diagrams, ignore_index=True)
 
 
-def nuts_statistics(fit, seconds, ess_entries: int) -> dict:
-    """ESS per second (bulk, median over sampled WH entries), divergences, max R-hat(WH)."""
+def nuts_statistics(fit, ess_entries: int) -> dict:
+    """ESS per second of sampling (bulk, median over sampled WH entries), divergences,
+    max R-hat(WH): the ``measure`` of :func:`bernmf.compare` for nuts."""
     import bernmf
 
     diagnostics = bernmf.diagnostics(fit, warn=False, ess_entries=ess_entries)
     return {
-        "ess_per_second": diagnostics.table.loc["WH", "ess_bulk_median"] / seconds,
+        "ess_per_second": diagnostics.table.loc["WH", "ess_bulk_median"] / fit.timings["run"],
         "divergences": diagnostics.divergences,
         "rhat_wh_max": diagnostics.table.loc["WH", "rhat_max"],
         "rhat_wh_share_le_1.01": diagnostics.table.loc["WH", "share_rhat_le_1.01"],
@@ -226,7 +229,9 @@ def nuts_statistics(fit, seconds, ess_entries: int) -> dict:
 
 
 def dataset_study(name, args):
-    """Part 2 for one dataset. Returns (test rows, tuning rows)."""
+    """Part 2 for one dataset. Returns (test fits as a DataFrame, tuning rows)."""
+    import pandas as pd
+
     import bernmf
     from bernmf import datasets, tune
     from bernmf.split import paper_split
@@ -263,12 +268,6 @@ def dataset_study(name, args):
         }
         for a, b in [chosen["mm"]]
     ]
-    first_fits = {}  # the seed-0 fit of each chosen prior, reused on test when full-length
-    full_length = (args.tune_warmup, args.tune_samples, args.tune_svi_steps) == (
-        args.warmup,
-        args.samples,
-        args.svi_steps,
-    )
     for engine in args.dataset_engines:
         best = None
         for alpha, beta in args.bayes_priors:
@@ -291,36 +290,39 @@ def dataset_study(name, args):
                 }
             )
             if best is None or score < best[0]:
-                best = (score, (alpha, beta), (fit, seconds))
+                best = (score, (alpha, beta))
         chosen[engine] = best[1]
-        if full_length:
-            first_fits[engine] = best[2]
         for row in tuning_rows:
             if row["engine"] == engine and (row["alpha"], row["beta"]) == best[1]:
                 row["chosen"] = True
-    rows = []
-    for engine, (alpha, beta) in chosen.items():
-        prior = bernmf.Prior(alpha, beta, 1.0)
-        for seed in range(args.seeds):
-            if seed == 0 and engine in first_fits:
-                fit, seconds = first_fits[engine]
-            else:
-                fit, seconds = timed_fit(data, engine, rank, split.train, prior, seed, args)
-            row = {
-                "dataset": name,
-                "engine": engine,
-                "rank": rank,
-                "alpha": alpha,
-                "beta": beta,
-                "seed": seed,
-                "test_perplexity": fit.perplexity(data, split.test),
-                "seconds": seconds,
-            }
-            if engine == "nuts":
-                row.update(nuts_statistics(fit, fit.timings["run"], args.ess_entries))
-            rows.append(row)
-            log(f"  test {engine} seed {seed}: {row['test_perplexity']:.4f} ({seconds:.0f} s)")
-    return rows, tuning_rows
+    tables = []
+    for label, (alpha, beta) in chosen.items():
+        engine, options = engine_options(label, args)
+        fits = bernmf.compare(
+            data,
+            [engine],
+            [rank],
+            range(args.seeds),
+            train=split.train,
+            test=split.test,
+            priors={engine: bernmf.Prior(alpha, beta, 1.0)},
+            options={engine: options},
+            measure=partial(nuts_statistics, ess_entries=args.ess_entries)
+            if engine == "nuts"
+            else None,
+            progress=not args.quiet,
+        ).fits
+        seconds = fits["seconds"] + fits["compile_seconds"].fillna(0.0)  # nuts: run has it
+        table = (
+            fits.drop(columns=["prior", "compile_seconds", "iterations", "converged"])
+            .rename(columns={"perplexity": "test_perplexity"})
+            .assign(dataset=name, engine=label, alpha=alpha, beta=beta, seconds=seconds)
+        )
+        for seed, score, took in zip(table["seed"], table["test_perplexity"], seconds, strict=True):
+            log(f"  test {label} seed {seed}: {score:.4f} ({took:.0f} s)")
+        first = ["dataset", "engine", "rank", "alpha", "beta", "seed", "test_perplexity"]
+        tables.append(table[first + [c for c in table.columns if c not in first]])
+    return pd.concat(tables, ignore_index=True), tuning_rows
 
 
 def figures(simulated, diagrams, summary, out: Path) -> None:
@@ -398,14 +400,14 @@ def main(argv=None) -> int:
         simulated.to_csv(args.out / "simulated.csv", index=False)
         diagrams.to_csv(args.out / "reliability.csv", index=False)
         log(simulated.round(4).to_string(index=False))
-    rows, tuning_rows = [], []
+    tables, tuning_rows = [], []
     for name in args.datasets:
-        test_rows, tuned = dataset_study(name, args)
-        rows += test_rows
+        table, tuned = dataset_study(name, args)
+        tables.append(table)
         tuning_rows += tuned
     summary = None
-    if rows:
-        fits = pd.DataFrame(rows)
+    if tables:
+        fits = pd.concat(tables, ignore_index=True)
         fits.to_csv(args.out / "datasets.csv", index=False)
         pd.DataFrame(tuning_rows).to_csv(args.out / "tuning.csv", index=False)
         summary = (

@@ -73,7 +73,7 @@ def test_no_cycle_among_the_imports_run_at_load_time():
 
     def visit(name):
         if name in path:
-            raise AssertionError(f"import cycle: {' -> '.join([*path[path.index(name):], name])}")
+            raise AssertionError(f"import cycle: {' -> '.join([*path[path.index(name) :], name])}")
         if name in done:
             return
         path.append(name)

@@ -1,0 +1,213 @@
+"""Engines x ranks x seeds on one split: held-out perplexity, seconds, iterations.
+
+:func:`compare` (``bernmf.compare``) fits every combination on the training entries
+and scores the held-out ones. The commands ``bernmf compare`` and ``bernmf demo``
+and ``experiments/posterior_vs_map.py`` build their tables with it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from bernmf.api import check_arguments, fit
+from bernmf.data import as_observed
+from bernmf.inference import get_engine
+from bernmf.models import Prior, perplexity
+from bernmf.results import Fit
+
+__all__ = ["Comparison", "compare", "describe_prior"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The tables of :func:`compare`.
+
+    Attributes
+    ----------
+    fits : DataFrame
+        One row per fit, engines outermost, then ranks, then seeds: ``engine``,
+        ``rank``, ``prior`` (:func:`describe_prior` of the prior used), ``seed``,
+        ``perplexity`` (held-out, nats per entry), ``seconds`` (run, without
+        compilation), ``compile_seconds``, ``iterations``, ``converged``, then the
+        columns of ``measure``.
+    summary : DataFrame
+        One row per (engine, rank, prior): ``perplexity`` (mean over seeds),
+        ``perplexity_sd``, ``seconds`` (mean), ``compile_seconds`` (max: only the
+        first fit of a shape compiles), ``iterations`` (mean) and ``fits`` (count).
+    """
+
+    fits: pd.DataFrame
+    summary: pd.DataFrame
+
+
+def compare(
+    Y,
+    engines: Iterable[str],
+    ranks: Iterable[int],
+    seeds: Iterable[int] = range(3),
+    *,
+    train,
+    test,
+    priors: Mapping[str, Prior | None] | None = None,
+    options: Mapping[str, Mapping] | None = None,
+    measure: Callable[[Fit], Mapping] | None = None,
+    progress: bool = True,
+) -> Comparison:
+    """Fit every engine x rank x seed on ``train`` and score each fit on ``test``.
+
+    Every argument is checked before the first fit, so a typo in the last engine's
+    options does not cost the fits before it.
+
+    Parameters
+    ----------
+    Y : array-like, DataFrame or scipy.sparse matrix of shape (M, N)
+        Binary data, NaN missing (as for :func:`bernmf.fit`).
+    engines : list of str
+        Names from :func:`bernmf.engines`.
+    ranks : list of int
+        Numbers of components K >= 1.
+    seeds : list of int, default range(3)
+        Initialization seeds; each (engine, rank) is fitted once per seed.
+    train, test : bool arrays of shape (M, N)
+        The entries to fit on and the disjoint entries to score (test entries, or
+        validation entries when choosing a setting).
+    priors : dict of engine name to Prior, optional
+        The prior of an engine; engines left out (or mapped to None) get their
+        default (None for an engine without a prior, such as ``em``).
+    options : dict of engine name to dict, optional
+        Engine options passed to :func:`bernmf.fit`, e.g. ``{"mm": {"max_iter": 500}}``.
+    measure : callable, optional
+        ``measure(fit) -> dict`` of more columns for a fit's row (e.g. sampler
+        diagnostics), computed while the fit is in memory; fits are not kept.
+    progress : bool, default True
+        Show a progress bar over the fits.
+
+    Returns
+    -------
+    Comparison
+        ``fits`` (one row per fit) and ``summary`` (one row per engine, rank, prior).
+
+    Raises
+    ------
+    TypeError, ValueError
+        Unknown engines (the message lists the known ones), options or priors for
+        engines not compared, empty lists, masks of another shape, overlapping or
+        empty masks, or any argument :func:`bernmf.fit` would refuse.
+
+    Examples
+    --------
+    >>> import bernmf
+    >>> from bernmf.split import random_split
+    >>> Y, _, _ = bernmf.simulate(0, 60, 40, 3)
+    >>> split = random_split(Y.shape, (0.8, 0.0, 0.2), seed=0)
+    >>> result = bernmf.compare(Y, ["mm", "em"], [2, 3], seeds=[0, 1],
+    ...                         train=split.train, test=split.test, progress=False)
+    >>> result.summary[["engine", "rank", "fits"]].values.tolist()
+    [['mm', 2, 2], ['mm', 3, 2], ['em', 2, 2], ['em', 3, 2]]
+    """
+    engines = _nonempty_list("engines", engines, "['mm', 'em']")
+    ranks = _nonempty_list("ranks", ranks, "[2, 4, 8]")
+    seeds = _nonempty_list("seeds", seeds, "range(3)")
+    for name in engines:
+        get_engine(name)  # ValueError listing the known engines
+    priors, options = dict(priors or {}), dict(options or {})
+    for what, given in (("priors", priors), ("options", options)):
+        unknown = sorted(set(given) - set(engines))
+        if unknown:
+            raise ValueError(f"{what} name engine(s) {unknown} that are not compared: {engines}")
+    for engine in engines:
+        for rank in ranks:
+            for seed in seeds:
+                check_arguments(engine, rank, priors.get(engine), seed, options.get(engine, {}))
+    train, scored = _split(Y, train, test)
+
+    runs = [(e, k, s) for e in engines for k in ranks for s in seeds]
+    rows = []
+    for engine, rank, seed in tqdm(runs, desc="fits", disable=not progress):
+        result = fit(
+            Y,
+            engine,
+            rank,
+            mask=train,
+            prior=priors.get(engine),
+            seed=seed,
+            **options.get(engine, {}),
+        )
+        rows.append(
+            {
+                "engine": engine,
+                "rank": rank,
+                "prior": describe_prior(result.prior),
+                "seed": seed,
+                "perplexity": perplexity(scored.Y, result.probs, scored.mask),
+                "seconds": result.timings.get("run", np.nan),
+                "compile_seconds": result.timings.get("compile", np.nan),
+                "iterations": result.n_iter,
+                "converged": result.converged,
+                **(measure(result) if measure is not None else {}),
+            }
+        )
+    fits = pd.DataFrame(rows)
+    summary = (
+        fits.groupby(["engine", "rank", "prior"], sort=False)
+        .agg(
+            perplexity=("perplexity", "mean"),
+            perplexity_sd=("perplexity", "std"),
+            seconds=("seconds", "mean"),
+            compile_seconds=("compile_seconds", "max"),
+            iterations=("iterations", "mean"),
+            fits=("perplexity", "size"),
+        )
+        .reset_index()
+    )
+    return Comparison(fits=fits, summary=summary)
+
+
+def describe_prior(prior: Prior | None) -> str:
+    """A prior as short text, ``"Beta(1.2, 1.5) Dirichlet(1)"`` (``"none"`` for None).
+
+    A hyperparameter that differs across components lists its distinct values, ``1/2``.
+    """
+    if prior is None:
+        return "none"
+    values = [np.unique(np.asarray(v, dtype=float)) for v in prior]
+    text = ["/".join(f"{x:g}" for x in v) for v in values]
+    return f"Beta({text[0]}, {text[1]}) Dirichlet({text[2]})"
+
+
+def _nonempty_list(name: str, values, example: str) -> list:
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a list, e.g. {example}; got {values!r}")
+    values = list(values)
+    if not values:
+        raise ValueError(f"{name} is empty; give at least one, e.g. {example}")
+    return values
+
+
+def _split(Y, train, test):
+    """Check the masks; return ``train`` and Y with its test entries (an ``Observed``)."""
+    shape = np.shape(Y)
+    masks = {}
+    for name, mask in (("train", train), ("test", test)):
+        mask = np.asarray(mask)
+        if mask.dtype != bool:
+            raise TypeError(f"{name} must be a bool array (True = use), got dtype {mask.dtype}")
+        if mask.shape != shape:
+            raise ValueError(f"{name} has shape {mask.shape} but Y has shape {shape}")
+        if not mask.any():
+            raise ValueError(f"{name} selects no entry")
+        masks[name] = mask
+    shared = int((masks["train"] & masks["test"]).sum())
+    if shared:
+        raise ValueError(f"train and test share {shared} entries; they must be disjoint")
+    with warnings.catch_warnings():
+        # rows without a test entry are ordinary here: nothing is fitted on them
+        warnings.filterwarnings("ignore", "\\d+ row\\(s\\) and", UserWarning)
+        scored = as_observed(Y, masks["test"])
+    return masks["train"], scored

@@ -1,0 +1,141 @@
+"""bernmf.compare: the engines x ranks x seeds table on small simulated data."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import bernmf
+from bernmf import comparison
+from bernmf.split import random_split
+
+OPTIONS = {"mm": {"max_iter": 30}, "em": {"max_iter": 30}}
+
+
+@pytest.fixture(scope="module")
+def data():
+    """Y (30 x 20, rank 2) with NaN in one cell, and a 60/20/20 split."""
+    Y, _, _ = bernmf.simulate(1, 30, 20, 2)
+    Y = Y.astype(float)
+    Y[0, 0] = np.nan
+    return Y, random_split(Y.shape, (0.6, 0.2, 0.2), seed=4)
+
+
+@pytest.fixture(scope="module")
+def result(data):
+    Y, split = data
+    return bernmf.compare(
+        Y,
+        ["mm", "em"],
+        [2, 3],
+        seeds=[0, 5],
+        train=split.train,
+        test=split.test,
+        priors={"mm": bernmf.Prior(1.2, 1.5)},
+        options=OPTIONS,
+        progress=False,
+    )
+
+
+def test_tables_have_one_row_per_fit_and_per_setting(result):
+    fits, summary = result.fits, result.summary
+    assert list(fits.columns) == [
+        "engine",
+        "rank",
+        "prior",
+        "seed",
+        "perplexity",
+        "seconds",
+        "compile_seconds",
+        "iterations",
+        "converged",
+    ]
+    assert fits[["engine", "rank", "seed"]].values.tolist() == [
+        [e, k, s] for e in ("mm", "em") for k in (2, 3) for s in (0, 5)
+    ]
+    assert set(fits.loc[fits["engine"] == "mm", "prior"]) == {"Beta(1.2, 1.5) Dirichlet(1)"}
+    assert set(fits.loc[fits["engine"] == "em", "prior"]) == {"none"}
+    assert (fits["iterations"] <= 30).all()
+    assert summary[["engine", "rank", "fits"]].values.tolist() == [
+        ["mm", 2, 2],
+        ["mm", 3, 2],
+        ["em", 2, 2],
+        ["em", 3, 2],
+    ]
+    first = fits.iloc[:2]
+    assert summary.loc[0, "perplexity"] == pytest.approx(first["perplexity"].mean())
+    assert summary.loc[0, "perplexity_sd"] == pytest.approx(first["perplexity"].std())
+    with pytest.raises(AttributeError):
+        result.fits = None  # frozen
+
+
+def test_perplexity_is_that_of_the_same_direct_fit(data, result):
+    Y, split = data
+    for engine, prior in (("mm", bernmf.Prior(1.2, 1.5)), ("em", None)):
+        direct = bernmf.fit(Y, engine, 3, mask=split.train, prior=prior, seed=5, **OPTIONS[engine])
+        row = result.fits.query("engine == @engine and rank == 3 and seed == 5").iloc[0]
+        assert row["perplexity"] == pytest.approx(direct.perplexity(Y, split.test), rel=1e-12)
+        assert row["iterations"] == direct.n_iter
+
+
+def test_measure_adds_columns(data):
+    Y, split = data
+    result = bernmf.compare(
+        Y,
+        ["em"],
+        [2],
+        [0],
+        train=split.train,
+        test=split.validation,
+        options={"em": OPTIONS["em"]},
+        measure=lambda fit: {"validation_objective": fit.objective},
+        progress=False,
+    )
+    assert result.fits.columns[-1] == "validation_objective"
+    assert np.isfinite(result.fits["validation_objective"]).all()
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ({"engines": ["mm", "nope"]}, ValueError, "unknown engine 'nope'; known engines: "),
+        ({"engines": "mm"}, TypeError, "engines must be a list"),
+        ({"ranks": []}, ValueError, "ranks is empty"),
+        ({"seeds": []}, ValueError, "seeds is empty"),
+        ({"ranks": [2, 0]}, ValueError, "rank must be >= 1"),
+        ({"seeds": [-1]}, ValueError, "seed must be an integer >= 0"),
+        ({"options": {"vb": {}}}, ValueError, r"options name engine\(s\) \['vb'\]"),
+        ({"options": {"em": {"maxiter": 3}}}, TypeError, "does not take option"),
+        ({"priors": {"em": bernmf.Prior(2.0, 2.0)}}, ValueError, "'em' .* takes no prior"),
+        ({"priors": {"gibbs": None}}, ValueError, r"priors name engine\(s\) \['gibbs'\]"),
+        ({"test": "train"}, ValueError, "train and test share"),
+        ({"test": "wide"}, ValueError, r"test has shape \(30, 21\)"),
+        ({"train": "ints"}, TypeError, "train must be a bool array"),
+        ({"test": "none"}, ValueError, "test selects no entry"),
+    ],
+)
+def test_bad_arguments_fail_before_any_fit(data, monkeypatch, change, error, message):
+    Y, split = data
+    masks = {
+        "train": split.train,
+        "wide": np.ones((30, 21), bool),
+        "ints": split.train.astype(int),
+        "none": np.zeros(Y.shape, bool),
+    }
+    arguments = {"engines": ["mm", "em"], "ranks": [2], "seeds": [0], "options": {}}
+    arguments |= {"train": split.train, "test": split.test}
+    arguments |= {k: masks.get(v, v) if k in ("train", "test") else v for k, v in change.items()}
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted before the arguments were checked")
+
+    monkeypatch.setattr(comparison, "fit", no_fit)
+    with pytest.raises(error, match=message):
+        bernmf.compare(Y, progress=False, **arguments)
+
+
+def test_the_module_stays_a_module():
+    assert importlib.import_module("bernmf.comparison").compare is bernmf.compare
+    assert "compare" in bernmf.__all__
