@@ -157,13 +157,6 @@ def test_to_arviz_groups_dims_labels_and_pointwise_log_likelihood(nuts_fit, simu
     assert np.isfinite(loo.elpd) and loo.elpd < 0
 
 
-def test_to_arviz_needs_draws(simulated):
-    frame, _, _, train = simulated
-    point = bernmf.fit(frame, "mm", rank=K, mask=train, max_iter=5)
-    with pytest.raises(ValueError, match="no posterior draws"):
-        point.to_arviz()
-
-
 def _fake_fit(W_draws, H_draws, **changes):
     """A Fit with given draws (the form any Bayesian engine fills)."""
     S, m, k = W_draws.shape[1:]

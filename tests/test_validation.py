@@ -40,12 +40,8 @@ Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
         (Y, {"prior": bernmf.Prior(beta=np.ones((2, 2)))}, ValueError, "length rank=2"),
         (Y, {"prior": bernmf.Prior(alpha=0.5)}, ValueError, "'mm' needs prior alpha >= 1"),
         (Y, {"prior": bernmf.Prior(gamma=[1.0, 0.9])}, ValueError, "prior gamma >= 1"),
-        (Y, {"prior": bernmf.Prior(beta=np.nan)}, ValueError, "must be finite"),
-        (Y, {"prior": bernmf.Prior(alpha=-1.0)}, ValueError, "must be positive"),
         (Y, {"prior": (1.0, 1.0, 1.0)}, TypeError, "must be a bernmf.Prior"),
-        (Y, {"engine": "em", "prior": bernmf.Prior()}, ValueError, "'em' .* takes no prior"),
         (Y, {"engine": "nmf"}, ValueError, "unknown engine 'nmf'; known engines: .*em.*mm"),
-        (Y, {"max_iters": 5}, TypeError, r"does not take option\(s\) \['max_iters'\]"),
         (Y, {"max_iter": 0}, ValueError, "max_iter must be an integer >= 1"),
         (Y, {"tol": -1.0}, ValueError, "tol must be"),
         (Y, {"dtype": "float16"}, ValueError, "dtype must be one of"),
@@ -63,7 +59,9 @@ def test_bad_input_is_a_clear_error_before_compilation(data, kwargs, error, mess
     assert cache_size() == before
 
 
-def test_input_is_not_modified_and_labels_come_back():
+def test_input_is_not_modified_and_frames_hold_the_factors():
+    """The caller's DataFrame and mask stay as they were; the frames hold the factors
+    (that their labels come back is checked for every engine in test_engines.py)."""
     frame = pd.DataFrame(
         np.where(np.arange(30).reshape(6, 5) % 7 == 0, np.nan, Y),
         index=[f"animal{i}" for i in range(6)],
@@ -75,8 +73,6 @@ def test_input_is_not_modified_and_labels_come_back():
     result = bernmf.fit(frame, "mm", 2, mask=mask)
     pd.testing.assert_frame_equal(frame, frame_copy)
     np.testing.assert_array_equal(mask, mask_copy)
-    assert list(result.frames.W.index) == list(frame.index)
-    assert list(result.frames.H.columns) == list(frame.columns)
     assert result.frames.W.shape == (6, 2) and result.frames.probs.shape == (6, 5)
     np.testing.assert_array_equal(result.frames.H.to_numpy(), result.H)
 
