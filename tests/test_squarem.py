@@ -188,8 +188,6 @@ def test_restarts_bad_arguments():
         bernmf.fit(Y, "mm", 2, mask=O, restarts=0)
     with pytest.raises(ValueError, match="do not give init"):
         bernmf.fit(Y, "mm", 2, mask=O, init=(W0, H0), restarts=2)
-    with pytest.raises(TypeError, match="does not take option"):
-        bernmf.fit(Y, "logsvd", 2, mask=O, restarts=2)
 
 
 def test_benchmark_quick_mode_writes_its_table_and_figure(tmp_path):
