@@ -27,8 +27,8 @@ from bernmf.models.spec import masked_log_likelihood_sum
 MIN_ITER = 5  # R checks convergence only once ``m > 4``
 
 
-class Problem(NamedTuple):
-    """The data as the updates use it.
+class Data(NamedTuple):
+    """The observed data as the updates use them (float64).
 
     Attributes
     ----------
@@ -47,15 +47,15 @@ class Problem(NamedTuple):
     q: jax.Array
     n_obs: jax.Array
 
-
-def make_problem(data: Observed) -> Problem:
-    """Build a float64 :class:`Problem` (call under ``jax.enable_x64(True)``)."""
-    return Problem(
-        y=jnp.asarray(data.Y, jnp.float64),
-        mask=jnp.asarray(data.mask),
-        q=jnp.asarray(np.where(data.mask, 2 * data.Y - 1, 0.0), jnp.float64),
-        n_obs=jnp.asarray(data.mask.sum(), jnp.float64),
-    )
+    @classmethod
+    def of(cls, data: Observed) -> Data:
+        """From validated data (call under ``jax.enable_x64(True)``)."""
+        return cls(
+            y=jnp.asarray(data.Y, jnp.float64),
+            mask=jnp.asarray(data.mask),
+            q=jnp.asarray(np.where(data.mask, 2 * data.Y - 1, 0.0), jnp.float64),
+            n_obs=jnp.asarray(data.mask.sum(), jnp.float64),
+        )
 
 
 def fitted_sigmoid(q, theta):
@@ -77,18 +77,18 @@ def working_matrix(q, theta, fitted):
     return theta + 4 * q * (1 - fitted)
 
 
-def fitted_nll(problem: Problem, fitted):
+def fitted_nll(data: Data, fitted):
     """Mean negative log-likelihood of the observed entries from ``sigmoid(q Theta)``."""
-    return -masked_log_likelihood_sum(problem.y, problem.mask, fitted, fitted) / problem.n_obs
+    return -masked_log_likelihood_sum(data.y, data.mask, fitted, fitted) / data.n_obs
 
 
-def mean_nll(problem: Problem, theta):
+def mean_nll(data: Data, theta):
     """Mean Bernoulli negative log-likelihood of the observed entries under sigmoid(Theta).
 
     ``sigmoid(q Theta)`` is P(Y=1) where y = 1 and P(Y=0) where y = 0, so one array
     serves as both probabilities (one sigmoid per entry instead of two).
     """
-    return fitted_nll(problem, fitted_sigmoid(problem.q, theta))
+    return fitted_nll(data, fitted_sigmoid(data.q, theta))
 
 
 class Solution(NamedTuple):
@@ -101,13 +101,13 @@ class Solution(NamedTuple):
 def minimize(
     start,
     step: Callable,
-    problem: Problem,
+    data: Data,
     tol,
     *,
     max_iter: int,
     revert_above: float,
 ) -> Solution:
-    """Iterate ``state = step(problem, state)`` with R's stopping rule.
+    """Iterate ``state = step(data, state)`` with R's stopping rule.
 
     Parameters
     ----------
@@ -115,8 +115,8 @@ def minimize(
         The initial state; it must have the fields ``theta`` (M, N) and ``fitted``
         = :func:`fitted_sigmoid` ``(q, theta)``, from which the loss is computed.
     step : callable
-        ``step(problem, state) -> state``, one majorization step.
-    problem : Problem
+        ``step(data, state) -> state``, one majorization step.
+    data : Data
     tol : scalar
         Stop after iteration ``i >= 5`` when ``loss[i-1] - loss[i] < tol``.
     max_iter : int
@@ -130,7 +130,7 @@ def minimize(
     Solution
         ``trace[: n_iter + 1]`` is the loss from iteration 0 to the kept iterate.
     """
-    first = fitted_nll(problem, start.fitted)
+    first = fitted_nll(data, start.fitted)
     trace = jnp.full(max_iter + 1, jnp.nan, first.dtype).at[0].set(first)
 
     def keep_going(carry):
@@ -139,8 +139,8 @@ def minimize(
 
     def iterate(carry):
         i, state, _, trace, _ = carry
-        new = step(problem, state)
-        value = fitted_nll(problem, new.fitted)
+        new = step(data, state)
+        value = fitted_nll(data, new.fitted)
         done = (i + 1 >= MIN_ITER) & (trace[i] - value < tol)
         return i + 1, new, state, trace.at[i + 1].set(value), done
 
