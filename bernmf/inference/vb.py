@@ -220,9 +220,12 @@ class State(NamedTuple):
 def solve_meanfield(key, data: Data, prior: Prior, tol, *, K: int, max_iter: int) -> Solution:
     """Mean-field coordinate ascent from random responsibilities; the Solution's state is q.
 
-    The iteration state carries the next q with the current one, as one
-    :func:`meanfield_step` yields both the ELBO of a q and its successor: each ELBO is
-    computed once, and the q returned is the last one whose ELBO is in the trace.
+    One :func:`meanfield_step` yields both the ELBO of a q and its successor, so the
+    loop's state carries the next q with the current one: each ELBO is computed once,
+    and the q returned is the last one whose ELBO is in the trace. The loop starts one
+    iteration early, from a state whose successor is the initial q, and that iteration
+    is dropped (its NaN value from the trace, its change by ``min_iter=2``): the step
+    is then compiled once, in the loop, not also before it (1.6x the compile time).
     """
     q = variational_of(soft_counts(initial_responsibilities(key, data, K), data), prior)
 
@@ -232,11 +235,12 @@ def solve_meanfield(key, data: Data, prior: Prior, tol, *, K: int, max_iter: int
     end = iterate_until(
         lambda state: state_at(state.following),
         lambda state: state.elbo,
-        state_at(q),
+        State(q, jnp.asarray(jnp.nan, q.a.dtype), q),
         tol,
-        max_iter=max_iter,
+        max_iter=max_iter + 1,
+        min_iter=2,
     )
-    return end._replace(state=end.state.q)
+    return Solution(end.state.q, end.trace[1:], end.n_iter - 1, end.change)
 
 
 # ---------------------------------------------------------------------------- engine
