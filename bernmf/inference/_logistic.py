@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf.data import Observed, check_stopping
+from bernmf.inference._loop import Solution, iterate_until
 from bernmf.models.spec import masked_log_likelihood_sum
 
 MIN_ITER = 5  # R checks convergence only once ``m > 4``
@@ -91,11 +92,14 @@ def mean_nll(data: Data, theta):
     return fitted_nll(data, fitted_sigmoid(data.q, theta))
 
 
-class Solution(NamedTuple):
-    state: NamedTuple  # the engine's state (with ``theta`` and ``fitted``) at the kept iterate
-    trace: jax.Array  # (max_iter + 1,), NaN after n_iter
-    n_iter: jax.Array
-    converged: jax.Array
+def _decrease(previous, current):
+    """The loss's decrease ``previous - current``: the change that the loop compares with tol.
+
+    R stops when ``decrease < tol``, which a NaN decrease (a NaN loss, or inf - inf)
+    does not meet, so it counts as inf here (the loop stops on a NaN change).
+    """
+    decrease = previous - current
+    return jnp.where(jnp.isnan(decrease), jnp.inf, decrease)
 
 
 def minimize(
@@ -108,6 +112,10 @@ def minimize(
     revert_above: float,
 ) -> Solution:
     """Iterate ``state = step(data, state)`` with R's stopping rule.
+
+    Runs on :func:`~bernmf.inference._loop.iterate_until` with the loss's decrease as
+    the change and ``min_iter=5``; the loop's state is the pair (latest, previous
+    iterate), so that the last step can be undone.
 
     Parameters
     ----------
@@ -128,29 +136,24 @@ def minimize(
     Returns
     -------
     Solution
-        ``trace[: n_iter + 1]`` is the loss from iteration 0 to the kept iterate.
+        ``state`` is the kept iterate and ``trace[: n_iter + 1]`` the loss from
+        iteration 0 to it; ``change`` is the last step's decrease (inf before
+        iteration 5), so ``change < tol`` when R's rule stopped the loop.
     """
-    first = fitted_nll(data, start.fitted)
-    trace = jnp.full(max_iter + 1, jnp.nan, first.dtype).at[0].set(first)
-
-    def keep_going(carry):
-        i, _, _, _, done = carry
-        return (i < max_iter) & ~done
-
-    def iterate(carry):
-        i, state, _, trace, _ = carry
-        new = step(data, state)
-        value = fitted_nll(data, new.fitted)
-        done = (i + 1 >= MIN_ITER) & (trace[i] - value < tol)
-        return i + 1, new, state, trace.at[i + 1].set(value), done
-
-    i, state, previous, trace, done = jax.lax.while_loop(
-        keep_going, iterate, (jnp.asarray(0), start, start, trace, jnp.asarray(False))
+    end = iterate_until(
+        lambda pair: (step(data, pair[0]), pair[0]),
+        lambda pair: fitted_nll(data, pair[0].fitted),
+        (start, start),
+        tol,
+        max_iter=max_iter,
+        change=_decrease,
+        min_iter=MIN_ITER,
     )
+    (latest, previous), trace, i = end.state, end.trace, end.n_iter
     increased = trace[i] - trace[i - 1] > revert_above
-    kept = jax.tree.map(lambda new, old: jnp.where(increased, old, new), state, previous)
+    kept = jax.tree.map(lambda new, old: jnp.where(increased, old, new), latest, previous)
     trace = jnp.where(increased, trace.at[i].set(jnp.nan), trace)
-    return Solution(kept, trace, i - increased.astype(i.dtype), done)
+    return end._replace(state=kept, trace=trace, n_iter=i - increased.astype(i.dtype))
 
 
 def check_options(engine: str, rank: int, shape: tuple[int, int], init, max_iter, tol) -> None:

@@ -93,7 +93,7 @@ def step(data: Data, state: State, m) -> State:
 
 
 def solve(data: Data, m, tol, *, rank: int, max_iter: int):
-    """Initialize as R does and iterate :func:`step` to convergence; a :class:`Solution`."""
+    """Initialize as R does and iterate :func:`step` to convergence (:func:`minimize`)."""
     return minimize(
         initial_state(data, m, rank=rank),
         lambda p, s: step(p, s, m),
@@ -239,7 +239,7 @@ def run(
         probs=expit(np.asarray(state.theta, float)),
         trace=np.asarray(solution.trace[: n_iter + 1], float),
         n_iter=n_iter,
-        converged=bool(solution.converged),
+        converged=bool(solution.change < tol),
         timings={**fit_timings, **timings},
         seed=seed,
         extras={"mu": np.asarray(state.mu, float), "U": U, "m": m, **extras},

@@ -190,7 +190,7 @@ def step(data: Data, state: State, *, svd: str = "exact") -> State:
 
 
 def solve(data: Data, tol, *, rank: int, max_iter: int, svd: str):
-    """Initialize as R does and iterate :func:`step` to convergence; a :class:`Solution`."""
+    """Initialize as R does and iterate :func:`step` to convergence (:func:`minimize`)."""
     start = initial_state(data, rank=rank)
     return minimize(
         start,
@@ -274,7 +274,7 @@ def run(
             probs=expit(np.asarray(state.theta, float)),
             trace=np.asarray(solution.trace[: n_iter + 1], float),
             n_iter=n_iter,
-            converged=bool(solution.converged),
+            converged=bool(solution.change < tol),
             timings={"compile": compile_seconds, "run": run_seconds},
             seed=seed,
             extras={"mu": np.asarray(state.mu, float)},
