@@ -132,7 +132,9 @@ def _exact_factors(centred, B):
     has not converged after MAX_REFINEMENTS steps, the factors come from
     :func:`_gram_factors` instead. (Like every warm-started Krylov method, this
     relies on B not being orthogonal, to rounding level, to a leading singular
-    vector; the previous iterate's loadings are not, in practice.)
+    vector; the previous iterate's loadings are not, in practice.) The refinement does
+    not use :func:`~bernmf.inference._loop.iterate_until`: it traces no value and stops
+    on a residual, not on a value's change.
 
     Returns ``(A, B)`` of shapes (M, K) and (N, K), B orthonormal.
     """
