@@ -83,15 +83,6 @@ def fitted_nll(data: Data, fitted):
     return -masked_log_likelihood_sum(data.y, data.mask, fitted, fitted) / data.n_obs
 
 
-def mean_nll(data: Data, theta):
-    """Mean Bernoulli negative log-likelihood of the observed entries under sigmoid(Theta).
-
-    ``sigmoid(q Theta)`` is P(Y=1) where y = 1 and P(Y=0) where y = 0, so one array
-    serves as both probabilities (one sigmoid per entry instead of two).
-    """
-    return fitted_nll(data, fitted_sigmoid(data.q, theta))
-
-
 def _decrease(previous, current):
     """The loss's decrease ``previous - current``: the change that the loop compares with tol.
 
