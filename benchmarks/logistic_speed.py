@@ -44,7 +44,7 @@ import bernmf  # noqa: E402
 import bernmf.datasets  # noqa: E402
 from bernmf.data import as_observed  # noqa: E402
 from bernmf.inference import logsvd  # noqa: E402
-from bernmf.inference._logistic import make_problem  # noqa: E402
+from bernmf.inference._logistic import Data  # noqa: E402
 from bernmf.split import paper_split  # noqa: E402
 
 CASES = ("paleo", "lastfm")
@@ -85,21 +85,21 @@ def time_numpy(q, mask):
 
 def compile_bernmf(data, svd):
     with jax.enable_x64(True):
-        problem = make_problem(data)
+        layout = Data.of(data)
         tol = jnp.asarray(1e-5)
         program = (
-            jax.jit(lambda p, t: logsvd.solve(p, t, rank=RANK, max_iter=2000, svd=svd))
-            .lower(problem, tol)
+            jax.jit(lambda d, t: logsvd.solve(d, t, rank=RANK, max_iter=2000, svd=svd))
+            .lower(layout, tol)
             .compile()
         )
-    return program, problem, tol
+    return program, layout, tol
 
 
-def time_bernmf(program, problem, tol):
+def time_bernmf(program, layout, tol):
     """(seconds per iteration, iterations, final loss) of one whole compiled fit."""
     with jax.enable_x64(True):
         begin = time.perf_counter()
-        solution = jax.block_until_ready(program(problem, tol))
+        solution = jax.block_until_ready(program(layout, tol))
         seconds = time.perf_counter() - begin
     n_iter = int(solution.n_iter)
     return seconds / n_iter, n_iter, float(solution.trace[n_iter])

@@ -22,13 +22,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf.data import Observed, check_stopping
+from bernmf.inference._loop import Solution, iterate_until
 from bernmf.models.spec import masked_log_likelihood_sum
 
 MIN_ITER = 5  # R checks convergence only once ``m > 4``
 
 
-class Problem(NamedTuple):
-    """The data as the updates use it.
+class Data(NamedTuple):
+    """The observed data as the updates use them (float64).
 
     Attributes
     ----------
@@ -47,15 +48,15 @@ class Problem(NamedTuple):
     q: jax.Array
     n_obs: jax.Array
 
-
-def make_problem(data: Observed) -> Problem:
-    """Build a float64 :class:`Problem` (call under ``jax.enable_x64(True)``)."""
-    return Problem(
-        y=jnp.asarray(data.Y, jnp.float64),
-        mask=jnp.asarray(data.mask),
-        q=jnp.asarray(np.where(data.mask, 2 * data.Y - 1, 0.0), jnp.float64),
-        n_obs=jnp.asarray(data.mask.sum(), jnp.float64),
-    )
+    @classmethod
+    def of(cls, data: Observed) -> Data:
+        """From validated data (call under ``jax.enable_x64(True)``)."""
+        return cls(
+            y=jnp.asarray(data.Y, jnp.float64),
+            mask=jnp.asarray(data.mask),
+            q=jnp.asarray(np.where(data.mask, 2 * data.Y - 1, 0.0), jnp.float64),
+            n_obs=jnp.asarray(data.mask.sum(), jnp.float64),
+        )
 
 
 def fitted_sigmoid(q, theta):
@@ -77,37 +78,35 @@ def working_matrix(q, theta, fitted):
     return theta + 4 * q * (1 - fitted)
 
 
-def fitted_nll(problem: Problem, fitted):
+def fitted_nll(data: Data, fitted):
     """Mean negative log-likelihood of the observed entries from ``sigmoid(q Theta)``."""
-    return -masked_log_likelihood_sum(problem.y, problem.mask, fitted, fitted) / problem.n_obs
+    return -masked_log_likelihood_sum(data.y, data.mask, fitted, fitted) / data.n_obs
 
 
-def mean_nll(problem: Problem, theta):
-    """Mean Bernoulli negative log-likelihood of the observed entries under sigmoid(Theta).
+def _decrease(previous, current):
+    """The loss's decrease ``previous - current``: the change that the loop compares with tol.
 
-    ``sigmoid(q Theta)`` is P(Y=1) where y = 1 and P(Y=0) where y = 0, so one array
-    serves as both probabilities (one sigmoid per entry instead of two).
+    R stops when ``decrease < tol``, which a NaN decrease (a NaN loss, or inf - inf)
+    does not meet, so it counts as inf here (the loop stops on a NaN change).
     """
-    return fitted_nll(problem, fitted_sigmoid(problem.q, theta))
-
-
-class Solution(NamedTuple):
-    state: NamedTuple  # the engine's state (with ``theta`` and ``fitted``) at the kept iterate
-    trace: jax.Array  # (max_iter + 1,), NaN after n_iter
-    n_iter: jax.Array
-    converged: jax.Array
+    decrease = previous - current
+    return jnp.where(jnp.isnan(decrease), jnp.inf, decrease)
 
 
 def minimize(
     start,
     step: Callable,
-    problem: Problem,
+    data: Data,
     tol,
     *,
     max_iter: int,
     revert_above: float,
 ) -> Solution:
-    """Iterate ``state = step(problem, state)`` with R's stopping rule.
+    """Iterate ``state = step(data, state)`` with R's stopping rule.
+
+    Runs on :func:`~bernmf.inference._loop.iterate_until` with the loss's decrease as
+    the change and ``min_iter=5``; the loop's state is the pair (latest, previous
+    iterate), so that the last step can be undone.
 
     Parameters
     ----------
@@ -115,8 +114,8 @@ def minimize(
         The initial state; it must have the fields ``theta`` (M, N) and ``fitted``
         = :func:`fitted_sigmoid` ``(q, theta)``, from which the loss is computed.
     step : callable
-        ``step(problem, state) -> state``, one majorization step.
-    problem : Problem
+        ``step(data, state) -> state``, one majorization step.
+    data : Data
     tol : scalar
         Stop after iteration ``i >= 5`` when ``loss[i-1] - loss[i] < tol``.
     max_iter : int
@@ -128,29 +127,24 @@ def minimize(
     Returns
     -------
     Solution
-        ``trace[: n_iter + 1]`` is the loss from iteration 0 to the kept iterate.
+        ``state`` is the kept iterate and ``trace[: n_iter + 1]`` the loss from
+        iteration 0 to it; ``change`` is the last step's decrease (inf before
+        iteration 5), so ``change < tol`` when R's rule stopped the loop.
     """
-    first = fitted_nll(problem, start.fitted)
-    trace = jnp.full(max_iter + 1, jnp.nan, first.dtype).at[0].set(first)
-
-    def keep_going(carry):
-        i, _, _, _, done = carry
-        return (i < max_iter) & ~done
-
-    def iterate(carry):
-        i, state, _, trace, _ = carry
-        new = step(problem, state)
-        value = fitted_nll(problem, new.fitted)
-        done = (i + 1 >= MIN_ITER) & (trace[i] - value < tol)
-        return i + 1, new, state, trace.at[i + 1].set(value), done
-
-    i, state, previous, trace, done = jax.lax.while_loop(
-        keep_going, iterate, (jnp.asarray(0), start, start, trace, jnp.asarray(False))
+    end = iterate_until(
+        lambda pair: (step(data, pair[0]), pair[0]),
+        lambda pair: fitted_nll(data, pair[0].fitted),
+        (start, start),
+        tol,
+        max_iter=max_iter,
+        change=_decrease,
+        min_iter=MIN_ITER,
     )
+    (latest, previous), trace, i = end.state, end.trace, end.n_iter
     increased = trace[i] - trace[i - 1] > revert_above
-    kept = jax.tree.map(lambda new, old: jnp.where(increased, old, new), state, previous)
+    kept = jax.tree.map(lambda new, old: jnp.where(increased, old, new), latest, previous)
     trace = jnp.where(increased, trace.at[i].set(jnp.nan), trace)
-    return Solution(kept, trace, i - increased.astype(i.dtype), done)
+    return end._replace(state=kept, trace=trace, n_iter=i - increased.astype(i.dtype))
 
 
 def check_options(engine: str, rank: int, shape: tuple[int, int], init, max_iter, tol) -> None:

@@ -21,7 +21,8 @@ class Solution(NamedTuple):
     n_iter : int array
         Iterations made.
     change : array
-        Relative change of the value in the last iteration (inf before the first).
+        The value's change in the last iteration, as the loop measured it (relative by
+        default); inf before the first iteration, and before ``min_iter``.
     """
 
     state: Any
@@ -30,10 +31,24 @@ class Solution(NamedTuple):
     change: jax.Array
 
 
+def relative_change(previous, current):
+    """``|previous - current| / |previous|``, the scale at least the smallest normal float."""
+    scale = jnp.maximum(jnp.abs(previous), jnp.finfo(current.dtype).tiny)
+    return jnp.abs(previous - current) / scale
+
+
 def iterate_until(
-    update: Callable, value: Callable, start, tol, *, max_iter: int, first_value=None
+    update: Callable,
+    value: Callable,
+    start,
+    tol,
+    *,
+    max_iter: int,
+    first_value=None,
+    change: Callable = relative_change,
+    min_iter: int = 1,
 ) -> Solution:
-    """Run ``state = update(state)`` until the relative change of ``value(state)`` is < tol.
+    """Run ``state = update(state)`` until the change of ``value(state)`` is < tol.
 
     Parameters
     ----------
@@ -44,11 +59,17 @@ def iterate_until(
     start : pytree
         The initial state.
     tol : scalar
-        Stop when ``|v_prev - v| / |v_prev| < tol``; 0 runs exactly ``max_iter`` iterations.
+        Stop when ``change(v_prev, v) < tol``, by default ``|v_prev - v| / |v_prev| < tol``;
+        0 then runs exactly ``max_iter`` iterations.
     max_iter : int
         Iteration limit (static: it sets the trace's length).
     first_value : scalar array, optional
         ``value(start)`` when the caller has it already.
+    change : callable, default :func:`relative_change`
+        ``(previous value, value) -> scalar``, the change compared with ``tol``; the
+        loop goes on while it is ``>= tol`` (so a NaN change stops it).
+    min_iter : int, default 1
+        The first iteration whose change counts (the change is inf before it; static).
 
     Returns
     -------
@@ -59,17 +80,18 @@ def iterate_until(
     inf = jnp.asarray(jnp.inf, first_value.dtype)
 
     def keep_going(carry):
-        i, _, _, _, change = carry
-        return (i < max_iter) & (change >= tol)
+        i, _, _, _, latest = carry
+        return (i < max_iter) & (latest >= tol)
 
     def body(carry):
         i, state, previous, trace, _ = carry
         state = update(state)
         current = value(state)
-        scale = jnp.maximum(jnp.abs(previous), jnp.finfo(current.dtype).tiny)
-        change = jnp.abs(previous - current) / scale
-        return i + 1, state, current, trace.at[i + 1].set(current), change
+        measured = change(previous, current)
+        if min_iter > 1:  # static: callers without a minimum trace the same program
+            measured = jnp.where(i + 1 >= min_iter, measured, inf)
+        return i + 1, state, current, trace.at[i + 1].set(current), measured
 
     carry = (jnp.asarray(0), start, first_value, trace, inf)
-    n_iter, state, _, trace, change = jax.lax.while_loop(keep_going, body, carry)
-    return Solution(state, trace, n_iter, change)
+    n_iter, state, _, trace, latest = jax.lax.while_loop(keep_going, body, carry)
+    return Solution(state, trace, n_iter, latest)

@@ -37,10 +37,9 @@ from scipy.special import expit
 from bernmf.data import Observed, as_observed
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
-    Problem,
+    Data,
     check_options,
     fitted_sigmoid,
-    make_problem,
     minimize,
     working_matrix,
 )
@@ -61,44 +60,44 @@ class State(NamedTuple):
     fitted: jax.Array
 
 
-def saturated(problem: Problem, m, mu):
+def saturated(data: Data, m, mu):
     """``eta = m q + (missing indicator) * mu``, shape (M, N)."""
-    return m * problem.q + jnp.where(problem.mask, 0.0, mu[None, :])
+    return m * data.q + jnp.where(data.mask, 0.0, mu[None, :])
 
 
-def _state(problem: Problem, mu, U, eta) -> State:
+def _state(data: Data, mu, U, eta) -> State:
     theta = mu[None, :] + ((eta - mu) @ U) @ U.T
-    return State(mu, U, eta, theta, fitted_sigmoid(problem.q, theta))
+    return State(mu, U, eta, theta, fitted_sigmoid(data.q, theta))
 
 
-def initial_state(problem: Problem, m, *, rank: int) -> State:
+def initial_state(data: Data, m, *, rank: int) -> State:
     """R's default start: mu = colMeans(m q), U = top-K right singular vectors of centred q."""
-    q = problem.q
+    q = data.q
     mu = (m * q).mean(axis=0)
     _, _, vt = jnp.linalg.svd(q - q.mean(axis=0), full_matrices=False)
-    return _state(problem, mu, vt[:rank].T, saturated(problem, m, mu))
+    return _state(data, mu, vt[:rank].T, saturated(data, m, mu))
 
 
-def step(problem: Problem, state: State, m) -> State:
+def step(data: Data, state: State, m) -> State:
     """One majorization step of projection logistic PCA (module docstring)."""
     U = state.U
     rank = U.shape[1]
-    Z = working_matrix(problem.q, state.theta, state.fitted)
+    Z = working_matrix(data.q, state.theta, state.fitted)
     mu = (Z - (state.eta @ U) @ U.T).mean(axis=0)
-    eta = saturated(problem, m, mu)
+    eta = saturated(data, m, mu)
     T = (eta - mu).T @ Z
     n_rows = eta.shape[0]
     T = T + T.T - eta.T @ eta + n_rows * jnp.outer(mu, mu)
     _, vectors = jnp.linalg.eigh(T)  # ascending eigenvalues
-    return _state(problem, mu, vectors[:, ::-1][:, :rank], eta)
+    return _state(data, mu, vectors[:, ::-1][:, :rank], eta)
 
 
-def solve(problem: Problem, m, tol, *, rank: int, max_iter: int):
-    """Initialize as R does and iterate :func:`step` to convergence; a :class:`Solution`."""
+def solve(data: Data, m, tol, *, rank: int, max_iter: int):
+    """Initialize as R does and iterate :func:`step` to convergence (:func:`minimize`)."""
     return minimize(
-        initial_state(problem, m, rank=rank),
+        initial_state(data, m, rank=rank),
         lambda p, s: step(p, s, m),
-        problem,
+        data,
         tol,
         max_iter=max_iter,
         revert_above=1e-10,  # R's logisticPCA tolerates increases up to 1e-10
@@ -116,14 +115,14 @@ def _check_m(m, what: str = "m") -> float:
 def _fit_once(data: Observed, rank: int, m: float, tol: float, max_iter: int):
     """Run the compiled solver once; return (state and solution as numpy, timings)."""
     with jax.enable_x64(True):
-        problem = make_problem(data)
+        layout = Data.of(data)
         m_array = jnp.asarray(m, jnp.float64)
         tol_array = jnp.asarray(tol, jnp.float64)
         program, compile_seconds = compiled(
-            "logpca.solve", solve, problem, m_array, tol_array, rank=rank, max_iter=max_iter
+            "logpca.solve", solve, layout, m_array, tol_array, rank=rank, max_iter=max_iter
         )
         begin = time.perf_counter()
-        solution = jax.block_until_ready(program(problem, m_array, tol_array))
+        solution = jax.block_until_ready(program(layout, m_array, tol_array))
         run_seconds = time.perf_counter() - begin
         solution = jax.tree.map(np.asarray, solution)
     return solution, {"compile": compile_seconds, "run": run_seconds}
@@ -240,7 +239,7 @@ def run(
         probs=expit(np.asarray(state.theta, float)),
         trace=np.asarray(solution.trace[: n_iter + 1], float),
         n_iter=n_iter,
-        converged=bool(solution.converged),
+        converged=bool(solution.change < tol),
         timings={**fit_timings, **timings},
         seed=seed,
         extras={"mu": np.asarray(state.mu, float), "U": U, "m": m, **extras},

@@ -38,10 +38,9 @@ from scipy.special import expit
 from bernmf.data import Observed
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
-    Problem,
+    Data,
     check_options,
     fitted_sigmoid,
-    make_problem,
     minimize,
     working_matrix,
 )
@@ -61,9 +60,9 @@ class State(NamedTuple):
     fitted: jax.Array
 
 
-def _state(problem: Problem, mu, A, B) -> State:
+def _state(data: Data, mu, A, B) -> State:
     theta = mu[None, :] + A @ B.T
-    return State(mu, A, B, theta, fitted_sigmoid(problem.q, theta))
+    return State(mu, A, B, theta, fitted_sigmoid(data.q, theta))
 
 
 def _gram_factors(centred, rank: int):
@@ -133,7 +132,9 @@ def _exact_factors(centred, B):
     has not converged after MAX_REFINEMENTS steps, the factors come from
     :func:`_gram_factors` instead. (Like every warm-started Krylov method, this
     relies on B not being orthogonal, to rounding level, to a leading singular
-    vector; the previous iterate's loadings are not, in practice.)
+    vector; the previous iterate's loadings are not, in practice.) The refinement does
+    not use :func:`~bernmf.inference._loop.iterate_until`: it traces no value and stops
+    on a residual, not on a value's change.
 
     Returns ``(A, B)`` of shapes (M, K) and (N, K), B orthonormal.
     """
@@ -158,19 +159,19 @@ def _exact_factors(centred, B):
     return jax.lax.cond(done, lambda: (A, B), lambda: _gram_factors(centred, rank))
 
 
-def initial_state(problem: Problem, *, rank: int) -> State:
+def initial_state(data: Data, *, rank: int) -> State:
     """R's default start: mu = colMeans(4q), A, B from the SVD of 4q centred by column."""
-    four_q = 4 * problem.q
+    four_q = 4 * data.q
     mu = four_q.mean(axis=0)
-    return _state(problem, mu, *_gram_factors(four_q - mu, rank))
+    return _state(data, mu, *_gram_factors(four_q - mu, rank))
 
 
-def step(problem: Problem, state: State, *, svd: str = "exact") -> State:
+def step(data: Data, state: State, *, svd: str = "exact") -> State:
     """One majorization step: working matrix, main effects, rank-K SVD of the centred rest.
 
     Parameters
     ----------
-    problem : Problem
+    data : Data
     state : State
     svd : {"exact", "subspace"}
         The exact truncated SVD (:func:`_exact_factors`), or one warm-started block
@@ -180,23 +181,23 @@ def step(problem: Problem, state: State, *, svd: str = "exact") -> State:
     -------
     State
     """
-    Z = working_matrix(problem.q, state.theta, state.fitted)
+    Z = working_matrix(data.q, state.theta, state.fitted)
     mu = Z.mean(axis=0)
     centred = Z - mu
     if svd == "exact":
         A, B = _exact_factors(centred, state.B)
     else:
         A, B = _subspace_factors(centred, state.B)
-    return _state(problem, mu, A, B)
+    return _state(data, mu, A, B)
 
 
-def solve(problem: Problem, tol, *, rank: int, max_iter: int, svd: str):
-    """Initialize as R does and iterate :func:`step` to convergence; a :class:`Solution`."""
-    start = initial_state(problem, rank=rank)
+def solve(data: Data, tol, *, rank: int, max_iter: int, svd: str):
+    """Initialize as R does and iterate :func:`step` to convergence (:func:`minimize`)."""
+    start = initial_state(data, rank=rank)
     return minimize(
         start,
         lambda p, s: step(p, s, svd=svd),
-        problem,
+        data,
         tol,
         max_iter=max_iter,
         revert_above=0.0,
@@ -256,13 +257,13 @@ def run(
     if svd not in SVD_MODES:
         raise ValueError(f"svd must be one of {SVD_MODES}, got {svd!r}")
     with jax.enable_x64(True):
-        problem = make_problem(data)
+        layout = Data.of(data)
         tol_array = jnp.asarray(tol, jnp.float64)
         program, compile_seconds = compiled(
-            "logsvd.solve", solve, problem, tol_array, rank=rank, max_iter=int(max_iter), svd=svd
+            "logsvd.solve", solve, layout, tol_array, rank=rank, max_iter=int(max_iter), svd=svd
         )
         begin = time.perf_counter()
-        solution = jax.block_until_ready(program(problem, tol_array))
+        solution = jax.block_until_ready(program(layout, tol_array))
         run_seconds = time.perf_counter() - begin
         state = solution.state
         n_iter = int(solution.n_iter)
@@ -275,7 +276,7 @@ def run(
             probs=expit(np.asarray(state.theta, float)),
             trace=np.asarray(solution.trace[: n_iter + 1], float),
             n_iter=n_iter,
-            converged=bool(solution.converged),
+            converged=bool(solution.change < tol),
             timings={"compile": compile_seconds, "run": run_seconds},
             seed=seed,
             extras={"mu": np.asarray(state.mu, float)},

@@ -48,7 +48,7 @@ from bernmf.data import Observed, check_stopping
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts
 from bernmf.inference._compile import compiled
-from bernmf.inference._loop import iterate_until
+from bernmf.inference._loop import Solution, iterate_until
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
@@ -133,15 +133,10 @@ def cvb0_update(q, counts: Counts, data: Data, prior: Prior):
     return q, soft_counts(q, data)
 
 
-class Solution(NamedTuple):
-    q: Variational
-    trace: jax.Array  # (max_iter + 1,), NaN after n_iter
-    n_iter: jax.Array
-    rel_change: jax.Array
-
-
-def solve_cvb0(key, data: Data, prior32: Prior, prior64: Prior, tol, *, K: int, max_iter: int):
-    """CVB0 from random responsibilities; returns a :class:`Solution`."""
+def solve_cvb0(
+    key, data: Data, prior32: Prior, prior64: Prior, tol, *, K: int, max_iter: int
+) -> Solution:
+    """CVB0 from random responsibilities; the Solution's state is q(W), q(H) (float64)."""
     q = initial_responsibilities(key, data, K)
     start = (q, soft_counts(q, data))
 
@@ -153,7 +148,7 @@ def solve_cvb0(key, data: Data, prior32: Prior, prior64: Prior, tol, *, K: int, 
 
     end = iterate_until(update, value, start, tol, max_iter=max_iter)
     counts = Counts(*(c.astype(jnp.float64) for c in end.state[1]))
-    return Solution(variational_of(counts, prior64), end.trace, end.n_iter, end.change)
+    return end._replace(state=variational_of(counts, prior64))
 
 
 # ---------------------------------------------------------------------------- mean field
@@ -214,31 +209,38 @@ def meanfield_step(q: Variational, data: Data, prior: Prior) -> tuple[jax.Array,
     return elbo, updated
 
 
-def solve_meanfield(key, data: Data, prior: Prior, tol, *, K: int, max_iter: int) -> Solution:
-    """Mean-field coordinate ascent from random responsibilities; returns a :class:`Solution`.
+class State(NamedTuple):
+    """A mean-field iterate q, its ELBO and the q that follows it (one :func:`meanfield_step`)."""
 
-    Loop pass ``i`` computes the ELBO of the i-th q (``trace[i]``) and the next q, so each
-    ELBO is computed once and the returned q is the last one whose ELBO is in the trace.
+    q: Variational
+    elbo: jax.Array
+    following: Variational
+
+
+def solve_meanfield(key, data: Data, prior: Prior, tol, *, K: int, max_iter: int) -> Solution:
+    """Mean-field coordinate ascent from random responsibilities; the Solution's state is q.
+
+    One :func:`meanfield_step` yields both the ELBO of a q and its successor, so the
+    loop's state carries the next q with the current one: each ELBO is computed once,
+    and the q returned is the last one whose ELBO is in the trace. The loop starts one
+    iteration early, from a state whose successor is the initial q, and that iteration
+    is dropped (its NaN value from the trace, its change by ``min_iter=2``): the step
+    is then compiled once, in the loop, not also before it (1.6x the compile time).
     """
     q = variational_of(soft_counts(initial_responsibilities(key, data, K), data), prior)
-    trace = jnp.full(max_iter + 1, jnp.nan, q.a.dtype)
-    inf = jnp.asarray(jnp.inf, q.a.dtype)
 
-    def keep_going(carry):
-        i, _, _, _, _, rel_change = carry
-        return (i <= max_iter) & (rel_change >= tol)
+    def state_at(q: Variational) -> State:
+        return State(q, *meanfield_step(q, data, prior))
 
-    def body(carry):
-        i, q, _, previous, trace, _ = carry
-        elbo, following = meanfield_step(q, data, prior)
-        scale = jnp.maximum(jnp.abs(previous), jnp.finfo(elbo.dtype).tiny)
-        rel_change = jnp.where(i == 0, inf, jnp.abs(previous - elbo) / scale)
-        return i + 1, following, q, elbo, trace.at[i].set(elbo), rel_change
-
-    i, _, q, _, trace, rel_change = jax.lax.while_loop(
-        keep_going, body, (jnp.asarray(0), q, q, inf, trace, inf)
+    end = iterate_until(
+        lambda state: state_at(state.following),
+        lambda state: state.elbo,
+        State(q, jnp.asarray(jnp.nan, q.a.dtype), q),
+        tol,
+        max_iter=max_iter + 1,
+        min_iter=2,
     )
-    return Solution(q, trace, i - 1, rel_change)
+    return Solution(end.state.q, end.trace[1:], end.n_iter - 1, end.change)
 
 
 # ---------------------------------------------------------------------------- engine
@@ -306,11 +308,11 @@ def run(
         begin = time.perf_counter()
         solution = jax.block_until_ready(program(*args))
         run_seconds = time.perf_counter() - begin
-        W, H = (np.asarray(x, float) for x in means(solution.q))
+        W, H = (np.asarray(x, float) for x in means(solution.state))
         n_iter = int(solution.n_iter)
-        q = {name: np.asarray(v, float) for name, v in solution.q._asdict().items()}
+        q = {name: np.asarray(v, float) for name, v in solution.state._asdict().items()}
         trace = np.asarray(solution.trace, float)[: n_iter + 1]
-        converged = bool(np.asarray(solution.rel_change) < tol)
+        converged = bool(np.asarray(solution.change) < tol)
     return Fit(
         engine="vb",
         rank=rank,
