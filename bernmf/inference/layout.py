@@ -239,9 +239,11 @@ CPU_BLOCK_BYTES_PER_CORE = 2**23
 (each product and elementwise pass of a block is split over the cores)."""
 LIVE_TEMPORARIES = 8
 """Float (rows, N) arrays alive at once in an unblocked sweep (predictions, ratios, products)."""
-SPARSE_DENSITY = 0.0
+SPARSE_DENSITY = 0.045
 """``layout="auto"`` handles the ones sparsely when at most this fraction of the
-observed entries are ones (and the rows are neither blocked nor sharded)."""
+observed entries are ones (and the rows are neither blocked nor sharded): below it
+sparse ones are the faster sweep on a CPU core, above it dense (``benchmarks/layout.py``;
+the figures are in the README)."""
 
 
 def check_block_rows(block_rows) -> None:

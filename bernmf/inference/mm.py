@@ -517,22 +517,23 @@ def run(
         record = {"seeds": seeds, "objectives": batch.objective.tolist()}
         record |= {"n_iter": batch.n_iter.tolist(), "converged": batch.converged.tolist()}
         return batch.fit(best, prior, seeds[best], extras={"restarts": record})
-    if init is None:
-        return run_many(data, rank, [prior], [seed], batch_size=1, **options).fit(0, prior, seed)
     M, N = data.shape
-    W, H = check_init(init, M, N, rank)
+    given = None if init is None else check_init(init, M, N, rank)
     with jax.enable_x64(True):
         float_type, choice, problem = _prepare(data, **options)
         replicated = layouts.replicated(choice.devices)
-        start = Factors(*(layouts.place(a.astype(float_type), replicated) for a in (W, H)))
         prior_arrays = Prior(*(layouts.place(np.asarray(v, float_type), replicated) for v in prior))
         tol_array = layouts.place(np.asarray(tol, float_type), replicated)
+        static = _static(choice, max_iter, accelerate)
+        if given is None:  # one fit alone: a program without run_many's loop over fits
+            start, function = np.asarray(seed, np.uint32), _solve_from_seed
+            static |= {"M": M, "K": rank}
+        else:
+            start = Factors(*(layouts.place(a.astype(float_type), replicated) for a in given))
+            function = _solve_from
         args = (start, prior_arrays, problem, tol_array)
         program, compile_seconds = compiled(
-            ("mm.solve_from", choice.block_rows, choice.sparse),
-            _solve_from,
-            *args,
-            **_static(choice, max_iter, accelerate),
+            (function.__name__, choice.block_rows, choice.sparse), function, *args, **static
         )
         begin = time.perf_counter()
         solution = jax.block_until_ready(program(*args))
