@@ -177,7 +177,7 @@ def test_float32_runs_stay_finite_and_close_to_float64():
     Y, _, _ = bernmf.simulate(5, 120, 80, 4, bernmf.Prior(0.5, 1.0, 1.0))
     _, _, W0, H0 = random_problem(5, 120, 80, 4)
     options = {"prior": bernmf.Prior(1.2, 1.2), "init": (W0, H0), "max_iter": 100, "tol": 0}
-    options["accelerate"] = False  # the same sweeps (accelerated: test_accelerate.py)
+    options["accelerate"] = False  # the same sweeps (accelerated: test_squarem.py)
     single = bernmf.fit(Y, "mm", 4, dtype="float32", **options)
     double = bernmf.fit(Y, "mm", 4, **options)
     assert np.all(np.isfinite(single.trace)) and np.all(np.isfinite(single.W))

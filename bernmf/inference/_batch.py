@@ -30,8 +30,8 @@ PROGRESS_EVERY = 10.0
 
 MIN_CAPACITY = 128
 """A one-by-one program is compiled for at least this many fits and told how many to
-run, so that grids, restarts and single fits of one shape share one compiled program
-(while their outputs fit in :data:`CAPACITY_BYTES`)."""
+run, so that grids and restarts of one shape share one compiled program (while their
+outputs fit in :data:`CAPACITY_BYTES`)."""
 CAPACITY_BYTES = 2**26
 """Memory that the unused output slots of a one-by-one program may take (64 MiB)."""
 

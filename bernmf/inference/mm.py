@@ -492,8 +492,8 @@ def run(
         blocks of B rows, so that the memory beyond Y and the mask is O((M + N) K
         + B N); M is padded to a multiple of B with unobserved rows. ``"auto"``:
         blocks once the temporaries outgrow the CPU's cache or
-        :data:`~bernmf.inference.layouts.AUTO_BLOCK_BYTES`
-        (:func:`~bernmf.inference.layouts.choose_block_rows`). The result is the
+        :data:`~bernmf.inference.layout.AUTO_BLOCK_BYTES`
+        (:func:`~bernmf.inference.layout.choose_block_rows`). The result is the
         same up to floating-point rounding (about 1e-13 in float64).
     devices : list of jax.Device, optional
         Shard the rows of Y, the mask and W over these devices and replicate H
