@@ -6,7 +6,8 @@ import dataclasses
 
 import numpy as np
 
-from bernmf.data import as_observed, check_rank
+from bernmf.data import Observed, as_observed, check_rank
+from bernmf.ensemble import check_combine, combine_members, run_members
 from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
@@ -21,6 +22,9 @@ def fit(
     prior: Prior | None = None,
     seed: int = 0,
     init=None,
+    restarts: int = 1,
+    combine: str = "best",
+    validation=None,
     **options,
 ) -> Fit:
     """Factorize a binary matrix, P(Y=1) ~ W @ H, with the chosen engine.
@@ -53,6 +57,23 @@ def fit(
     init : tuple (W, H), optional
         Initial factors, W of shape (M, K) with rows on the simplex and H of
         shape (K, N) in [0, 1]; replaces the random initialization.
+    restarts : int, default 1
+        R > 1 fits an ensemble of R members (:mod:`bernmf.ensemble`) from seeds
+        ``seed, ..., seed + R - 1``: for ``mm`` and ``em`` R fits in one compiled
+        call, for ``nuts`` and ``gibbs`` R chains (``num_chains`` is set to R), for
+        the other engines one fit per seed.
+    combine : {"best", "mean", "stack"}, default "best"
+        How the members are combined: the one of best final objective, the uniform
+        mixture of their predictive probabilities, or the mixture weighted by
+        stacking their log predictive densities on ``validation`` (for posterior
+        draws without ``validation``: on their PSIS-LOO). ``probs`` and
+        :meth:`Fit.perplexity` are the mixture's; W and H are the best member's;
+        ``fit.members`` holds the members and ``extras["restarts"]`` their seeds,
+        objectives, ``weights`` and the modes they reached.
+    validation : bool array of shape (M, N), optional
+        Held-out entries of Y (observed, outside ``mask``) on which ``"stack"``
+        weights the members and every member and the mixture are scored
+        (``extras["restarts"]["validation_perplexity"]``). They never enter a fit.
     **options
         Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
         ``tol`` (default 1e-5; stop when the relative change of the objective
@@ -60,9 +81,7 @@ def fit(
         (``"float64"``, default, or ``"float32"``), ``accelerate`` (default True:
         SQUAREM-accelerated MM, whose iterations are three MM sweeps each, the
         objective still never increasing; ``extras["sweeps"]`` counts the sweeps;
-        False: plain MM sweeps), ``restarts`` (default 1; R > 1 fits from seeds
-        ``seed, ..., seed + R - 1`` in one compiled call and returns the fit of lowest
-        objective, with all R final objectives in ``extras["restarts"]``),
+        False: plain MM sweeps),
         ``block_rows`` (default ``"auto"``: over blocks of rows when the (M, N)
         temporaries outgrow the CPU's cache or memory; an int B: blocks of B rows,
         memory beyond Y O((M + N) K + B N); None: never blocked) and ``devices`` (a
@@ -90,12 +109,47 @@ def fit(
     >>> result.W.shape, result.H.shape
     ((100, 3), (3, 40))
     """
+    given = dict(options)
     chosen, rank, prior, options = check_arguments(engine, rank, prior, seed, options)
+    restarts = check_combine(chosen, restarts, combine, validation is not None)
     data = as_observed(Y, mask)
-    result = chosen.run(data, rank, prior, int(seed), init, **options)
+    held_out = None if validation is None else held_out_entries(Y, data, validation)
+    if restarts == 1 and held_out is None and combine == "best":
+        result = chosen.run(data, rank, prior, int(seed), init, **options)
+    else:
+        if init is not None:
+            raise ValueError("restarts > 1 needs random initializations: do not give init")
+        if "num_chains" in given and given["num_chains"] != restarts and restarts > 1:
+            raise ValueError(
+                f"restarts={restarts} runs {restarts} chains of engine {engine!r}: leave "
+                f"num_chains out (it was {given['num_chains']!r})"
+            )
+        seeds = range(int(seed), int(seed) + restarts)
+        members = run_members(chosen, data, rank, prior, seeds, options)
+        result = combine_members(members, combine, data, held_out, maximizes=chosen.maximizes)
     return dataclasses.replace(
         result, row_labels=data.row_labels, col_labels=data.col_labels, observed=data
     )
+
+
+def held_out_entries(Y, data: Observed, validation) -> Observed:
+    """The validation entries of Y as :class:`Observed`, checked against the training mask.
+
+    Raises
+    ------
+    ValueError
+        A mask of the wrong shape, one that overlaps the training entries, or one
+        without an observed entry.
+    """
+    held_out = as_observed(Y, validation, warn_empty=False)
+    if (held_out.mask & data.mask).any():
+        raise ValueError(
+            "validation entries must not be training entries: validation and mask overlap "
+            f"in {int((held_out.mask & data.mask).sum())} entries"
+        )
+    if not held_out.mask.any():
+        raise ValueError("validation has no observed entry of Y")
+    return held_out
 
 
 def check_arguments(

@@ -22,6 +22,7 @@ from bernmf import datasets, plot, tune
 from bernmf._output import check_output, output_folder, to_json, write_json
 from bernmf.api import fit
 from bernmf.comparison import compare
+from bernmf.ensemble import COMBINES
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
@@ -155,6 +156,17 @@ def prior_of(args, engine: str) -> Prior | None:
     )
 
 
+def members_table(result) -> pd.DataFrame | None:
+    """One row per member of an ensemble (seed, objective, weight, mode, ...); None for one fit."""
+    if not result.members:
+        return None
+    record = result.extras["restarts"]
+    columns = ("seeds", "objectives", "n_iter", "converged", "weights")
+    columns += ("validation_perplexity",) * ("validation_perplexity" in record)
+    table = pd.DataFrame({k: record[k] for k in columns})
+    return table.rename(columns={"seeds": "seed", "objectives": "objective", "modes": "mode"})
+
+
 def scored(Y, result, mask) -> float:
     """Perplexity of ``result`` on the entries of Y selected by ``mask`` (NaN never scored)."""
     return perplexity(np.asarray(Y, dtype=float), result.probs, mask)
@@ -170,6 +182,7 @@ def fit_command(args) -> int:
     check_output(out, args.force)
     Y = read_matrix(args.data)
     mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
+    validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
     options = parse_options(args.option, scoped=False)
     if args.max_iter is not None:
         options["max_iter"] = args.max_iter
@@ -181,7 +194,11 @@ def fit_command(args) -> int:
         prior = Prior(*(1.0 if v is None else v for v in given))
     get_engine(args.engine)  # an unknown name fails before anything is read or said
     say(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
-    result = fit(Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed, **options)
+    result = fit(
+        Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed,
+        restarts=args.restarts, combine=args.combine, validation=validation, **options,
+    )  # fmt: skip
+    members = members_table(result)
     summary = {
         "engine": result.engine,
         "rank": result.rank,
@@ -198,7 +215,17 @@ def fit_command(args) -> int:
         "timings": dict(result.timings),
         "versions": versions(),
     }
+    if members is not None:
+        summary["ensemble"] = {
+            "combine": args.combine,
+            "members": len(members),
+            "modes": int(members["mode"].nunique()),
+        }
+    if validation is not None:
+        summary["validation_perplexity"] = result.perplexity(Y, validation)
     with output_folder(out, args.force) as folder:
+        if members is not None:
+            members.to_csv(folder / "members.csv", index=False)
         result.frames.W.to_csv(folder / "W.csv")
         result.frames.H.to_csv(folder / "H.csv")
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
@@ -209,8 +236,16 @@ def fit_command(args) -> int:
         plot.traces(result, path=folder / "trace.png")
     summary["out"] = str(out)
     shown = ("engine", "rank", "n_iter", "converged", "objective", "train_perplexity")
+    shown += ("validation_perplexity",) * (validation is not None)
     table = pd.DataFrame([{k: summary[k] for k in shown}])
     show(args, table, summary)
+    if members is not None:
+        ensemble = summary["ensemble"]
+        say(
+            args,
+            f"ensemble of {ensemble['members']} members ({args.combine}) in "
+            f"{ensemble['modes']} distinct mode(s); members.csv lists them",
+        )
     say(args, f"results in {out}")
     return 0
 
@@ -453,6 +488,15 @@ def build_parser() -> argparse.ArgumentParser:
     prior_options(fit_parser)
     fit_parser.add_argument("--mask", help="file of the entries to fit on (1 = use)")
     fit_parser.add_argument("--seed", type=int, default=0, help="initialization seed (0)")
+    fit_parser.add_argument(
+        "--restarts", type=int, default=1, help="members of an ensemble, seeds SEED, SEED+1, ..."
+    )
+    fit_parser.add_argument(
+        "--combine", choices=COMBINES, default="best", help="how members combine (best)"
+    )
+    fit_parser.add_argument(
+        "--validation", help="file of held-out entries that weigh --combine stack (1 = use)"
+    )
     fit_parser.add_argument("--max-iter", type=int, help="iteration limit (engine's default)")
     fit_parser.add_argument("--tol", type=float, help="stopping tolerance (engine's default)")
     fit_parser.add_argument(

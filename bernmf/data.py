@@ -127,7 +127,7 @@ def _labels(Y):
     return None, None
 
 
-def as_observed(Y, mask=None) -> Observed:
+def as_observed(Y, mask=None, *, warn_empty: bool = True) -> Observed:
     """Validate a binary matrix and its mask.
 
     Parameters
@@ -158,7 +158,8 @@ def as_observed(Y, mask=None) -> Observed:
     -----
     UserWarning
         Once, if some rows or columns have no observed entry (allowed: their
-        factors are then set by the prior, or kept).
+        factors are then set by the prior, or kept), unless ``warn_empty`` is
+        False (entries held out for scoring, where that is expected).
     """
     if sparse.issparse(Y):
         ones, is_nan = _sparse_ones_and_missing(Y, "Y")
@@ -172,7 +173,7 @@ def as_observed(Y, mask=None) -> Observed:
         raise ValueError("no entry of Y is observed (the mask and the NaNs of Y leave nothing)")
     empty_rows = int((~observed.any(axis=1)).sum())
     empty_cols = int((~observed.any(axis=0)).sum())
-    if empty_rows or empty_cols:
+    if warn_empty and (empty_rows or empty_cols):
         warnings.warn(
             f"{empty_rows} row(s) and {empty_cols} column(s) of Y have no observed entry; "
             "their factors are determined by the prior (or kept at their initial value)",

@@ -59,6 +59,9 @@ class Fit:
     observed : Observed or None
         The data the fit was made on (Y and the mask of its observed entries),
         kept by :func:`bernmf.fit` for the ArviZ export and for saving.
+    members : tuple of Fit
+        The members of an ensemble (``bernmf.fit(..., restarts=R)``), whose
+        predictive probabilities ``probs`` mixes; empty for a single fit.
     """
 
     engine: str
@@ -78,6 +81,7 @@ class Fit:
     draws: Mapping[str, np.ndarray] = field(default_factory=dict)
     sample_stats: Mapping[str, np.ndarray] = field(default_factory=dict)
     observed: Observed | None = field(default=None, repr=False)
+    members: tuple[Fit, ...] = field(default=(), repr=False)
 
     @property
     def objective(self) -> float:

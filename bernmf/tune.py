@@ -60,17 +60,24 @@ class Tuning:
         seconds, validation_perplexity.
     best : dict
         The row with the lowest validation perplexity (rank, alpha, beta, seed,
+        validation_perplexity); with ``combine``, the setting whose ensemble has
+        the lowest (rank, alpha, beta, seed of its best member, its ensemble's
         validation_perplexity).
     best_factors : (W, H)
-        The factors of that fit.
+        The factors of that fit (with ``combine``: of that ensemble's member of
+        lowest objective).
     timings : dict
         Per rank: ``{"compile": s, "run": s}``.
+    ensembles : DataFrame or None
+        With ``combine``: one row per (rank, alpha, beta): gamma, members and the
+        validation perplexity of the ensemble of its ``restarts`` fits.
     """
 
     table: pd.DataFrame
     best: dict
     best_factors: tuple[np.ndarray, np.ndarray]
     timings: dict = field(default_factory=dict)
+    ensembles: pd.DataFrame | None = None
 
     def mean_over_seeds(self) -> pd.DataFrame:
         """Validation perplexity averaged over restarts, per (rank, alpha, beta)."""
@@ -98,6 +105,7 @@ def grid(
     validation,
     gamma: float = 1.0,
     restarts: int = 1,
+    combine: str | None = None,
     seed: int = 0,
     batch_size: int | None = None,
     workers: int = 1,
@@ -123,6 +131,11 @@ def grid(
     restarts : int, default 1
         Random initializations per setting, with seeds ``seed, seed + 1, ...``; the
         same seeds for every (alpha, beta), so settings are compared on equal footing.
+    combine : {"mean", "best"}, optional
+        Also score, and choose the setting by, the ensemble of each setting's
+        ``restarts`` fits (:mod:`bernmf.ensemble`): the uniform mixture of their
+        probabilities, or the fit of lowest objective. ``"stack"`` is not offered:
+        its weights are fitted on the validation entries it would be scored on.
     batch_size, workers
         See :func:`bernmf.inference.mm.run_many`.
     progress : bool, default True
@@ -139,6 +152,8 @@ def grid(
     alphas, betas = _values("alphas", alphas), _values("betas", betas)
     if restarts < 1:
         raise ValueError(f"restarts must be >= 1, got {restarts}")
+    if combine not in (None, "mean", "best"):
+        raise ValueError(f"combine must be None, 'mean' or 'best', got {combine!r}")
     data = as_observed(Y, mask)
     values = as_observed(Y).Y
     validation = np.asarray(validation, bool)
@@ -148,7 +163,7 @@ def grid(
         raise ValueError("validation entries must not be training entries (mask)")
     stream = stream or sys.stderr
     settings = [(a, b, seed + r) for a in alphas for b in betas for r in range(restarts)]
-    rows, timings = [], {}
+    rows, ensembles, timings = [], [], {}
     best_score, best_factors = np.inf, None
     for rank in ranks:
         label = f"rank {rank}"
@@ -181,8 +196,21 @@ def grid(
                     score,
                 )
             )
-            if score < best_score:
+            if combine is None and score < best_score:
                 best_score, best_factors = score, (result.W[i], result.H[i])
+        for start in range(0, len(settings), restarts) if combine else ():
+            members = range(start, start + restarts)
+            chosen = min(members, key=lambda i: np.nan_to_num(result.objective[i], nan=np.inf))
+            probs = (
+                np.mean([result.probs(i) for i in members], axis=0)
+                if combine == "mean"
+                else result.probs(chosen)
+            )
+            score = perplexity(values, probs, validation)
+            a, b, s = settings[chosen]
+            ensembles.append((rank, a, b, gamma, restarts, s, score))
+            if score < best_score:
+                best_score, best_factors = score, (result.W[chosen], result.H[chosen])
         if progress:
             done = pd.DataFrame(rows[-len(settings) :], columns=COLUMNS)
             top = done.loc[done["validation_perplexity"].idxmin()]
@@ -195,7 +223,14 @@ def grid(
                 flush=True,
             )
     table = pd.DataFrame(rows, columns=COLUMNS)
-    top = table.loc[table["validation_perplexity"].idxmin()]
+    ensemble_columns = ["rank", "alpha", "beta", "gamma", "members", "seed"]
+    ensemble_table = (
+        pd.DataFrame(ensembles, columns=[*ensemble_columns, "validation_perplexity"])
+        if combine
+        else None
+    )
+    scored = table if combine is None else ensemble_table
+    top = scored.loc[scored["validation_perplexity"].idxmin()]
     best = {
         "rank": int(top["rank"]),
         "alpha": float(top["alpha"]),
@@ -203,7 +238,7 @@ def grid(
         "seed": int(top["seed"]),
         "validation_perplexity": float(top["validation_perplexity"]),
     }
-    return Tuning(table=table, best=best, best_factors=best_factors, timings=timings)
+    return Tuning(table, best, best_factors, timings, ensemble_table)
 
 
 def restarts(
@@ -238,14 +273,6 @@ def restarts(
     """
     prior = (prior or Prior()).broadcast(check_rank(rank))
     data = as_observed(Y, mask)
-    seeds = [int(s) for s in seeds]
-    batch = mm.run_many(data, rank, [prior] * len(seeds), seeds, **options)
-    fits = []
-    for i, s in enumerate(seeds):
-        compile_seconds = batch.compile_seconds if i == 0 else 0.0
-        timings = {"compile": compile_seconds, "run": float(batch.seconds[i])}
-        fit = batch.fit(i, prior, s, timings=timings)
-        fits.append(
-            dataclasses.replace(fit, row_labels=data.row_labels, col_labels=data.col_labels)
-        )
-    return fits
+    fits = mm.run_members(data, rank, prior, [int(s) for s in seeds], **options)
+    labels = {"row_labels": data.row_labels, "col_labels": data.col_labels}
+    return [dataclasses.replace(fit, **labels) for fit in fits]

@@ -316,3 +316,47 @@ def test_every_engine_is_listed_and_found_by_name():
         assert get_engine(name).name == name
     with pytest.raises(ValueError, match="unknown engine"):
         get_engine("no-such-engine")
+
+
+VALIDATION = ~MASK & (np.add.outer(np.arange(M), np.arange(N)) % 2 == 1)
+"""Held-out entries that weight the members of a stacked ensemble; observed in both data."""
+
+
+@functools.cache
+def stacked(engine: str, data: str = "base") -> bernmf.Fit:
+    """An ensemble of two members of ``engine``, stacked on :data:`VALIDATION`."""
+    options = FAST_OPTIONS.get(engine, {})
+    return bernmf.fit(
+        DATA[data], engine, K, mask=MASK, restarts=2, combine="stack", validation=VALIDATION,
+        **options,
+    )  # fmt: skip
+
+
+def test_an_ensemble_mixes_its_members_by_their_weights(name):
+    """Two members; weights on the simplex; probs the weighted mixture of theirs, in [0, 1]."""
+    result = stacked(name)
+    weights = np.asarray(result.extras["restarts"]["weights"])
+    assert len(result.members) == 2 and weights.shape == (2,)
+    assert np.all(weights >= 0) and np.isclose(weights.sum(), 1)
+    mixture = sum(w * m.probs for w, m in zip(weights, result.members, strict=True))
+    np.testing.assert_allclose(result.probs, mixture, rtol=0, atol=1e-12)
+    assert in_unit_interval(result.probs)
+    y = _Y[VALIDATION]
+    by_hand = -np.mean(y * np.log(mixture[VALIDATION]) + (1 - y) * np.log1p(-mixture[VALIDATION]))
+    assert np.isclose(result.perplexity(DATA["base"], VALIDATION), by_hand, rtol=1e-12)
+    # the weights maximize the mixture's log score on the entries they were fitted on
+    members = [m.perplexity(DATA["base"], VALIDATION) for m in result.members]
+    assert by_hand <= min(members) + 1e-9
+
+
+def test_an_ensemble_ignores_entries_outside_the_mask_and_validation(name):
+    """Changing Y where neither the mask nor the validation entries look changes nothing."""
+    changed = DATA["changed"].to_numpy().copy()
+    changed[VALIDATION] = _Y[VALIDATION]
+    data = pd.DataFrame(changed, index=ROWS, columns=COLUMNS)
+    options = FAST_OPTIONS.get(name, {})
+    other = bernmf.fit(
+        data, name, K, mask=MASK, restarts=2, combine="stack", validation=VALIDATION, **options
+    )
+    assert_same_fit(stacked(name), other)
+    assert stacked(name).extras["restarts"]["weights"] == other.extras["restarts"]["weights"]

@@ -22,4 +22,14 @@ def run(data: Observed, rank: int, prior: None, seed: int, init=None, **options)
     return dataclasses.replace(result, engine="em", prior=None)
 
 
-ENGINE = register(mm.ENGINE._replace(name="em", run=run, default_prior=None, check_prior=None))
+def run_members(data: Observed, rank: int, prior: None, seeds, **options) -> list[Fit]:
+    """EM fits of ``seeds`` in one compiled call: :func:`bernmf.inference.mm.run_members`."""
+    members = mm.run_members(data, rank, Prior().broadcast(rank), seeds, **options)
+    return [dataclasses.replace(m, engine="em", prior=None) for m in members]
+
+
+ENGINE = register(
+    mm.ENGINE._replace(
+        name="em", run=run, default_prior=None, check_prior=None, run_members=run_members
+    )
+)

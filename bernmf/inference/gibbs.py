@@ -40,6 +40,7 @@ from bernmf.data import Observed, check_count
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts, collapsed_log_joint, posterior_means
 from bernmf.inference._compile import compiled
+from bernmf.inference.members import by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
@@ -354,5 +355,13 @@ def _initial_states(key, layout: Data, diagonals: Diagonals, K: int, num_chains:
 
 
 ENGINE = register(
-    Engine("gibbs", run, OPTIONS, _augmented.DEFAULT_PRIOR, _augmented.check_prior, bayesian=True)
+    Engine(
+        "gibbs",
+        run,
+        OPTIONS,
+        _augmented.DEFAULT_PRIOR,
+        _augmented.check_prior,
+        bayesian=True,
+        run_members=by_chain(run),
+    )
 )

@@ -381,15 +381,13 @@ def run_many(
     progress : bool, default False
         Print "label: done/total fits" lines to ``stream`` during long calls.
     **options
-        The options of :func:`run` but ``restarts``; the same defaults.
+        The options of :func:`run`, with the same defaults.
 
     Returns
     -------
     Batch
     """
-    options = ENGINE.with_defaults({"restarts": 1, **options})
-    if options.pop("restarts") != 1:
-        raise ValueError("run_many takes no restarts: give the seeds")
+    options = ENGINE.with_defaults(options)
     if len(priors) != len(seeds) or not len(seeds):
         raise ValueError("give one seed per prior, and at least one of each")
     for s in seeds:
@@ -441,7 +439,6 @@ OPTIONS = {
     "tol": 1e-5,
     "dtype": "float64",
     "accelerate": True,
-    "restarts": 1,
     "layout": "auto",
     "block_rows": "auto",
     "devices": None,
@@ -460,7 +457,6 @@ def run(
     tol: float,
     dtype: str,
     accelerate: bool,
-    restarts: int,
     layout: str,
     block_rows: int | str | None,
     devices,
@@ -477,10 +473,6 @@ def run(
         Iterate SQUAREM-accelerated sweeps: ``n_iter``, ``max_iter`` and the trace
         then count accelerated iterations (three MM sweeps each) and
         ``extras["sweeps"]`` counts the sweeps. False: plain MM sweeps.
-    restarts : int, default 1
-        R > 1 runs the fits from seeds ``seed, ..., seed + R - 1`` in one compiled
-        call (:func:`run_many`) and returns the one of lowest objective, with
-        ``extras["restarts"]`` = ``{"seeds", "objectives", "n_iter", "converged"}``.
     layout : {"auto", "dense", "sparse"}, default "auto"
         How the observed ones enter the sums (:mod:`bernmf.inference.layout`):
         ``"sparse"`` only at the ones (gathers and segment sums), ``"dense"`` on
@@ -505,18 +497,8 @@ def run(
         same data) and pass ``devices=jax.devices()``; every process gets the
         whole result.
     """
-    check_count("restarts", restarts)
     options = {"max_iter": max_iter, "tol": tol, "dtype": dtype, "accelerate": accelerate}
     options |= {"layout": layout, "block_rows": block_rows, "devices": devices}
-    if restarts > 1:
-        if init is not None:
-            raise ValueError("restarts > 1 needs random initializations: do not give init")
-        seeds = list(range(seed, seed + restarts))
-        batch = run_many(data, rank, [prior] * restarts, seeds, **options)
-        best = int(np.argmin(np.where(np.isnan(batch.objective), np.inf, batch.objective)))
-        record = {"seeds": seeds, "objectives": batch.objective.tolist()}
-        record |= {"n_iter": batch.n_iter.tolist(), "converged": batch.converged.tolist()}
-        return batch.fit(best, prior, seeds[best], extras={"restarts": record})
     M, N = data.shape
     given = None if init is None else check_init(init, M, N, rank)
     with jax.enable_x64(True):
@@ -543,6 +525,30 @@ def run(
     return batch.fit(0, prior, seed)
 
 
+def run_members(
+    data: Observed, rank: int, prior: Prior, seeds: Sequence[int], **options
+) -> list[Fit]:
+    """The fits of ``seeds`` in one compiled call (:func:`run_many`), as :func:`run` gives them.
+
+    Each member's timings are its share of the call's run time (:attr:`Batch.seconds`),
+    the compile time counted on the first. ``options`` are those of :func:`run_many`.
+    """
+    batch = run_many(data, rank, [prior] * len(seeds), seeds, **options)
+    members = []
+    for i, seed in enumerate(seeds):
+        compile_seconds = batch.compile_seconds if i == 0 else 0.0
+        timings = {"compile": compile_seconds, "run": float(batch.seconds[i])}
+        members.append(batch.fit(i, prior, int(seed), timings=timings))
+    return members
+
+
 ENGINE = register(
-    Engine(name="mm", run=run, options=OPTIONS, default_prior=Prior(), check_prior=check_prior)
+    Engine(
+        name="mm",
+        run=run,
+        options=OPTIONS,
+        default_prior=Prior(),
+        check_prior=check_prior,
+        run_members=run_members,
+    )
 )

@@ -42,6 +42,7 @@ from numpyro.infer import MCMC, NUTS
 
 from bernmf.data import DTYPES, Observed, check_count, check_dtype, check_init
 from bernmf.inference import mm
+from bernmf.inference.members import by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models import numpyro_model
 from bernmf.models.spec import Prior
@@ -266,4 +267,6 @@ dense_mass
     )
 
 
-ENGINE = register(Engine("nuts", run, OPTIONS, Prior(), check_prior, bayesian=True))
+ENGINE = register(
+    Engine("nuts", run, OPTIONS, Prior(), check_prior, bayesian=True, run_members=by_chain(run))
+)

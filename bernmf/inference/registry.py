@@ -41,6 +41,14 @@ class Engine(NamedTuple):
     bayesian : bool, default False
         Whether the engine samples or approximates the posterior and fills
         :attr:`bernmf.Fit.draws`.
+    run_members : callable, optional
+        ``run_members(data, rank, prior, seeds, **options) -> list[Fit]``: the
+        members of an ensemble (:func:`bernmf.fit` with ``restarts=R``), one per
+        seed, when the engine runs them together (mm's batched fits, the chains of
+        a sampler: :mod:`bernmf.inference.members`); None: one :attr:`run` per seed.
+    maximizes : bool, default False
+        Whether the engine's trace rises as the fit improves (an ELBO), so that
+        the best of several fits is the one of highest final trace.
     """
 
     name: str
@@ -50,6 +58,8 @@ class Engine(NamedTuple):
     check_prior: Callable[[Prior], None] | None = None
     probabilities: bool = True
     bayesian: bool = False
+    run_members: Callable | None = None
+    maximizes: bool = False
 
     @property
     def takes_prior(self) -> bool:

@@ -335,4 +335,6 @@ def run(
 
 
 # bayesian=False: vb returns the variational posterior means, without draws
-ENGINE = register(Engine("vb", run, OPTIONS, _augmented.DEFAULT_PRIOR, _augmented.check_prior))
+ENGINE = register(
+    Engine("vb", run, OPTIONS, _augmented.DEFAULT_PRIOR, _augmented.check_prior, maximizes=True)
+)

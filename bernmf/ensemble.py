@@ -1,0 +1,161 @@
+"""Ensembles: R fits of one model from different starts, combined into one predictive.
+
+The posterior of this model has many modes, and fits from different seeds (or the
+chains of a sampler) settle in different ones. :func:`bernmf.fit` with
+``restarts=R`` runs R members (:mod:`bernmf.inference.members`) and combines them:
+
+- ``"best"``: the member of best final objective (lowest; highest for an engine that
+  maximizes its trace);
+- ``"mean"``: the uniform mixture of the members' predictive probabilities;
+- ``"stack"``: the mixture weighted by stacking (Yao, Vehtari, Simpson & Gelman
+  2018) of the members' log predictive densities, on the ``validation`` entries, or
+  for posterior draws without them, on each member's PSIS-LOO (chain stacking, Yao,
+  Vehtari & Gelman 2022); see :mod:`bernmf.stacking`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from bernmf.data import Observed
+from bernmf.inference import Engine
+from bernmf.models.spec import Prior
+from bernmf.results import Fit
+from bernmf.stacking import bernoulli_lpd, chain_stacking, stacking_weights
+
+COMBINES = ("best", "mean", "stack")
+"""The ways :func:`bernmf.fit` combines the members of an ensemble."""
+
+
+def check_combine(engine: Engine, restarts, combine, validation_given: bool) -> int:
+    """Check ``restarts`` and ``combine`` before anything runs; return R.
+
+    Raises
+    ------
+    ValueError
+        R < 1 or not an integer, an unknown ``combine``, or ``"stack"`` without
+        validation entries for an engine without posterior draws.
+    """
+    if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 1:
+        raise ValueError(f"restarts must be an integer >= 1, got {restarts!r}")
+    if combine not in COMBINES:
+        raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
+    if combine == "stack" and not validation_given and not engine.bayesian:
+        raise ValueError(
+            f"combine='stack' weights the members of engine {engine.name!r} by their log "
+            "predictive density on held-out entries: give validation= (a bool mask of "
+            "observed entries outside the training mask)"
+        )
+    return int(restarts)
+
+
+def run_members(
+    engine: Engine,
+    data: Observed,
+    rank: int,
+    prior: Prior | None,
+    seeds: Sequence[int],
+    options: dict,
+) -> list[Fit]:
+    """The members of ``seeds``: the engine's :attr:`~Engine.run_members`, else one run each."""
+    if engine.run_members is not None:
+        return engine.run_members(data, rank, prior, list(seeds), **options)
+    return [engine.run(data, rank, prior, int(s), None, **options) for s in seeds]
+
+
+def _scores(members: Sequence[Fit], maximizes: bool) -> np.ndarray:
+    """Final objective of each member, lower is better, NaN as the worst."""
+    objectives = np.array([m.objective for m in members], float)
+    scores = -objectives if maximizes else objectives
+    return np.where(np.isnan(scores), np.inf, scores)
+
+
+def _weights(members, combine: str, best: int, lpd, observed: Observed) -> np.ndarray:
+    """The members' weights (R,), on the simplex."""
+    R = len(members)
+    if combine == "best":
+        return np.eye(R)[best]
+    if combine == "mean":
+        return np.full(R, 1.0 / R)
+    if lpd is not None:
+        return stacking_weights(lpd)
+    W_draws = np.concatenate([m.draws["W"] for m in members])
+    H_draws = np.concatenate([m.draws["H"] for m in members])
+    return chain_stacking(observed.Y, observed.mask, W_draws, H_draws).weights
+
+
+def _pooled(members: Sequence[Fit], field: str) -> dict:
+    """The members' draws or sample statistics, concatenated along the chain axis."""
+    keys = members[0].__getattribute__(field).keys()
+    return {k: np.concatenate([np.asarray(getattr(m, field)[k]) for m in members]) for k in keys}
+
+
+def combine_members(
+    members: Sequence[Fit],
+    combine: str,
+    observed: Observed,
+    validation: Observed | None = None,
+    *,
+    maximizes: bool = False,
+) -> Fit:
+    """One :class:`Fit` of the members, their predictive probabilities mixed by ``combine``.
+
+    Parameters
+    ----------
+    members : sequence of Fit
+        Fits of one model on the same data (R >= 1), e.g. from different seeds.
+    combine : {"best", "mean", "stack"}
+        See the module docstring.
+    observed : Observed
+        The training data of the members.
+    validation : Observed, optional
+        Held-out entries (its mask) of Y, used by ``"stack"`` and scored for every
+        member and the mixture.
+    maximizes : bool
+        Whether a higher final trace is a better member (:attr:`Engine.maximizes`).
+
+    Returns
+    -------
+    Fit
+        ``probs`` is the mixture ``sum_r weights[r] * members[r].probs`` (so
+        :meth:`Fit.perplexity` scores the mixture); W, H, trace, n_iter and seed are
+        the best member's; ``converged`` is True when every member converged;
+        ``timings`` add up the members'; ``draws`` pool the members' chains, except
+        for ``"best"``; ``members`` holds the members and ``extras["restarts"]``
+        their seeds, objectives, iterations, convergence, ``weights``, the
+        ``combine`` rule and, with validation entries, each member's ``validation_perplexity``.
+    """
+    members = list(members)
+    scores = _scores(members, maximizes)
+    best = int(np.argmin(scores))
+    probs = np.stack([m.probs for m in members])
+    lpd = None
+    if validation is not None:
+        lpd = bernoulli_lpd(validation.Y, validation.mask, probs)
+    weights = _weights(members, combine, best, lpd, observed)
+    mixture = np.tensordot(weights, probs, axes=1)
+    record = {
+        "seeds": [m.seed for m in members],
+        "objectives": [m.objective for m in members],
+        "n_iter": [m.n_iter for m in members],
+        "converged": [bool(m.converged) for m in members],
+        "weights": weights.tolist(),
+        "combine": combine,
+    }
+    if lpd is not None:
+        record["validation_perplexity"] = (-lpd.mean(axis=0)).tolist()
+    chosen = members[best]
+    pooled = combine != "best" and bool(chosen.draws)
+    return dataclasses.replace(
+        chosen,
+        probs=mixture,
+        converged=all(m.converged for m in members),
+        timings={k: float(sum(m.timings.get(k, 0.0) for m in members)) for k in chosen.timings},
+        extras={**chosen.extras, "restarts": record},
+        draws=_pooled(members, "draws") if pooled else chosen.draws,
+        sample_stats=_pooled(members, "sample_stats") if pooled else chosen.sample_stats,
+        members=tuple(members),
+    )

@@ -1,0 +1,83 @@
+"""The members of an ensemble: several fits of one model, run together where an engine can.
+
+:func:`bernmf.fit` with ``restarts=R`` asks the engine for R members
+(:attr:`~bernmf.inference.registry.Engine.run_members`). MM and EM run their R fits
+in one compiled call (:func:`bernmf.inference.mm.run_many`); a sampler's members are
+its chains, sampled in one run (:func:`by_chain`), since chains started apart settle
+in different modes of this multimodal posterior; other engines run once per seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from bernmf.data import Observed
+from bernmf.models.spec import Prior
+from bernmf.posterior import component_permutations, mean_probability, permute_draws
+from bernmf.results import Fit
+
+
+def split_chains(fit: Fit) -> list[Fit]:
+    """One :class:`Fit` per chain of a sampler's fit, each a member of an ensemble.
+
+    Member c keeps the draws and sample statistics of chain c (leading dims (1, S)),
+    the posterior means of its aligned W and H, the posterior mean of its ``W @ H``
+    as ``probs``, and as ``trace`` minus its log-joint per draw
+    (``sample_stats["lp"]``, shape (S,)), so that a lower trace is a better chain,
+    as for the MAP engines. Its seed is ``fit.seed + c``, its timings a 1/C share.
+
+    Parameters
+    ----------
+    fit : Fit
+        With draws ``{"W": (C, S, M, K), "H": (C, S, K, N)}`` and
+        ``sample_stats["lp"]`` of shape (C, S).
+
+    Returns
+    -------
+    list of Fit, length C
+    """
+    W_draws, H_draws = (np.asarray(fit.draws[k]) for k in ("W", "H"))
+    lp = np.asarray(fit.sample_stats["lp"], float)
+    C = W_draws.shape[0]
+    members = []
+    for c in range(C):
+        W_c, H_c = W_draws[c : c + 1], H_draws[c : c + 1]
+        W_aligned, H_aligned = permute_draws(W_c, H_c, component_permutations(H_c))
+        members.append(
+            dataclasses.replace(
+                fit,
+                W=W_aligned.mean(axis=(0, 1)),
+                H=H_aligned.mean(axis=(0, 1)),
+                probs=mean_probability(W_c, H_c),
+                trace=-lp[c],
+                seed=fit.seed + c,
+                timings={k: v / C for k, v in fit.timings.items()},
+                draws={**fit.draws, "W": W_c, "H": H_c},
+                sample_stats={k: np.asarray(v)[c : c + 1] for k, v in fit.sample_stats.items()},
+                extras={**fit.extras, "chain": c},
+            )
+        )
+    return members
+
+
+def by_chain(run: Callable) -> Callable:
+    """``run_members`` of a sampler whose ``run`` takes ``num_chains``: R chains, one run.
+
+    The chains are seeded as the engine seeds them from ``seeds[0]`` (for ``nuts``
+    with ``start="mm"``, chain c starts at the MM fit of seed ``seeds[0] + c``), so
+    ``seeds`` must be consecutive.
+    """
+
+    def run_members(
+        data: Observed, rank: int, prior: Prior, seeds: Sequence[int], **options
+    ) -> list[Fit]:
+        seeds = [int(s) for s in seeds]
+        if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
+            raise ValueError(f"the chains of a sampler take consecutive seeds, got {seeds}")
+        options = {**options, "num_chains": len(seeds)}
+        return split_chains(run(data, rank, prior, seeds[0], None, **options))
+
+    return run_members

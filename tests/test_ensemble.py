@@ -1,0 +1,121 @@
+"""Ensembles (``bernmf.fit(..., restarts=R, combine=...)``): what only they have.
+
+The contract suite (tests/test_engines.py) checks a stacked ensemble of every engine:
+mixture, weights, mask invariance. Here: the mixture rules against hand computations,
+chain members against the pooled sampler, and the errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import bernmf
+from bernmf.data import as_observed
+from bernmf.ensemble import combine_members
+from bernmf.inference import registry
+
+M, N, K = 40, 30, 3
+Y, _, _ = bernmf.simulate(3, M, N, K)
+rng = np.random.default_rng(0)
+codes = rng.choice(3, size=(M, N), p=[0.15, 0.15, 0.7])
+TRAIN, VALIDATION, TEST = codes == 2, codes == 1, codes == 0
+OPTIONS = {"max_iter": 200, "tol": 1e-6}
+
+
+@pytest.fixture(scope="module")
+def members() -> list[bernmf.Fit]:
+    """Four mm fits of the training entries, seeds 0-3, as an ensemble's members."""
+    return list(bernmf.fit(Y, "mm", K, mask=TRAIN, restarts=4, combine="mean", **OPTIONS).members)
+
+
+def nll(probs, entries) -> float:
+    """Mean negative log-likelihood of Y's ``entries`` under ``probs``, by hand."""
+    y, p = Y[entries], probs[entries]
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+def test_members_are_the_single_fits_of_their_seeds(members):
+    for member in members[::3]:
+        single = bernmf.fit(Y, "mm", K, mask=TRAIN, seed=member.seed, **OPTIONS)
+        np.testing.assert_allclose(member.probs, single.probs, rtol=0, atol=1e-10)
+        assert member.n_iter == single.n_iter
+
+
+def test_mean_is_the_uniform_mixture_and_scores_it(members):
+    result = bernmf.fit(Y, "mm", K, mask=TRAIN, restarts=4, combine="mean", **OPTIONS)
+    mixture = np.mean([m.probs for m in members], axis=0)
+    np.testing.assert_allclose(result.probs, mixture, rtol=0, atol=1e-12)
+    assert np.isclose(result.perplexity(Y, TEST), nll(mixture, TEST), rtol=1e-12)
+    assert result.extras["restarts"]["weights"] == [0.25] * 4
+
+
+def test_best_is_the_member_of_lowest_objective(members):
+    result = bernmf.fit(Y, "mm", K, mask=TRAIN, restarts=4, **OPTIONS)
+    objectives = [m.objective for m in members]
+    chosen = members[int(np.argmin(objectives))]
+    np.testing.assert_array_equal(result.probs, chosen.probs)
+    np.testing.assert_array_equal(result.W, chosen.W)
+    assert result.seed == chosen.seed and result.extras["restarts"]["objectives"] == objectives
+
+
+def test_stacking_gives_a_bad_member_no_weight(members):
+    """A member predicting 0.5 everywhere gets (near) zero weight; the others carry it."""
+    bad = dataclasses.replace(members[0], probs=np.full((M, N), 0.5), seed=99)
+    observed, validation = as_observed(Y, TRAIN), as_observed(Y, VALIDATION)
+    result = combine_members([*members, bad], "stack", observed, validation)
+    weights = np.asarray(result.extras["restarts"]["weights"])
+    assert weights[-1] < 0.01 and np.isclose(weights.sum(), 1)
+    uniform = np.mean([m.probs for m in members], axis=0)
+    assert nll(result.probs, VALIDATION) <= nll(uniform, VALIDATION) + 1e-9
+
+
+def test_the_chains_of_a_sampler_are_its_members():
+    """gibbs with restarts=2 and "mean": two one-chain members whose mixture is the pooled fit."""
+    options = {"num_warmup": 10, "num_samples": 8, "progress": False}
+    pooled = bernmf.fit(Y, "gibbs", K, mask=TRAIN, num_chains=2, seed=5, **options)
+    result = bernmf.fit(Y, "gibbs", K, mask=TRAIN, restarts=2, combine="mean", seed=5, **options)
+    assert [m.draws["W"].shape[0] for m in result.members] == [1, 1]
+    assert [m.seed for m in result.members] == [5, 6]
+    np.testing.assert_allclose(result.probs, pooled.probs, rtol=1e-12)
+    np.testing.assert_array_equal(result.draws["H"], pooled.draws["H"])
+    lp = pooled.sample_stats["lp"]
+    assert result.extras["restarts"]["objectives"] == pytest.approx(list(-lp[:, -1]))
+
+
+@pytest.fixture
+def never_run(monkeypatch):
+    """Every engine's run and run_members replaced by a failure: input must be refused first."""
+
+    def run(*args, **options):
+        raise AssertionError("the engine ran: the input should have been refused first")
+
+    for name in bernmf.engines():
+        engine = registry.get_engine(name)
+        replaced = engine._replace(run=run, run_members=run if engine.run_members else None)
+        monkeypatch.setitem(registry._ENGINES, name, replaced)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"restarts": 0}, "restarts must be an integer >= 1"),
+        ({"restarts": 2.5}, "restarts must be an integer >= 1"),
+        ({"restarts": 2, "combine": "median"}, "combine must be one of"),
+        ({"restarts": 2, "combine": "stack"}, "give validation="),
+        ({"restarts": 2, "validation": TRAIN}, "must not be training entries"),
+        ({"restarts": 2, "validation": np.zeros((M, N), bool)}, "no observed entry"),
+        ({"restarts": 2, "validation": VALIDATION[:, :5]}, "shape"),
+        ({"restarts": 2, "init": (np.full((M, K), 1 / K), np.full((K, N), 0.5))}, "init"),
+    ],
+)
+def test_bad_ensembles_fail_before_running(arguments, message, never_run):
+    with pytest.raises(ValueError, match=message):
+        bernmf.fit(Y, "mm", K, mask=TRAIN, **arguments)
+
+
+def test_num_chains_other_than_restarts_is_refused(never_run):
+    with pytest.raises(ValueError, match="leave num_chains out"):
+        bernmf.fit(Y, "nuts", K, mask=TRAIN, restarts=3, num_chains=2)
