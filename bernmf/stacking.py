@@ -29,6 +29,10 @@ from bernmf.models.spec import masked_log_likelihood_terms
 PARETO_K_THRESHOLD = 0.7
 """Pareto k above which a PSIS-LOO estimate is unreliable (Vehtari et al. 2024)."""
 
+PSIS_MIN_DRAWS = 25
+"""Fewest draws per chain for PSIS: with few draws arviz_stats fits the Pareto tail to the
+S / 5 largest importance ratios, and needs at least 5."""
+
 
 def _check_lpd(lpd) -> np.ndarray:
     """Return ``lpd`` as a float64 (n, R) array; ValueError/TypeError naming the problem."""
@@ -316,10 +320,11 @@ def chain_stacking(
     Raises
     ------
     ValueError
-        On inconsistent shapes, invalid Y or masks, or a validation mask that
-        overlaps ``mask`` or selects nothing. ``arviz_stats`` raises ValueError for
-        an entry whose largest log-likelihood values are all equal (a chain whose
-        draws are all the same).
+        On inconsistent shapes, invalid Y or masks, a validation mask that
+        overlaps ``mask`` or selects nothing, fewer than :data:`PSIS_MIN_DRAWS`
+        draws per chain for PSIS-LOO, or when PSIS fails for an entry whose
+        largest log-likelihood values are all equal (a chain whose draws are all
+        the same).
     """
     from arviz_stats.base import array_stats
 
@@ -342,6 +347,11 @@ def chain_stacking(
         if train[rows, columns].any():
             raise ValueError("validation entries must be held out: they overlap mask")
     C, S, _, K = W_draws.shape
+    if validation is None and S < PSIS_MIN_DRAWS:
+        raise ValueError(
+            f"PSIS-LOO needs at least {PSIS_MIN_DRAWS} draws per chain, got {S}; "
+            "score the chains on held-out entries instead (validation=...)"
+        )
     block = max(1, max_block_values // (S * K))
     lpd = np.empty((y.size, C))
     pareto_k = None if validation is not None else np.empty((y.size, C))
@@ -358,10 +368,13 @@ def chain_stacking(
             )
             if pareto_k is None:
                 lpd[entries, c] = logsumexp(terms, axis=0) - np.log(S)
-            else:
+                continue
+            try:
                 lpd[entries, c], pareto_k[entries, c], _ = array_stats.loo(
                     terms.T[:, None, :], chain_axis=-2, draw_axis=-1, r_eff=r_eff
                 )
+            except ValueError as error:  # e.g. a chain whose draws are all the same
+                raise ValueError(f"PSIS-LOO of chain {c} failed: {error}") from error
     share = (
         np.full(C, np.nan) if pareto_k is None else np.mean(pareto_k > PARETO_K_THRESHOLD, axis=0)
     )

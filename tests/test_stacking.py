@@ -213,7 +213,7 @@ def test_chain_stacking_weights_chains_by_their_predictive_quality(truth):
 def test_equally_good_modes_get_about_half_each(truth):
     Y, W, H = truth
     rng = np.random.default_rng(9)
-    mask = np.ones(Y.shape, bool)
+    mask = rng.random(Y.shape) < 0.5
     # label switching: the same mode with its components permuted predicts the same
     order = [2, 0, 1]
     W_draws, H_draws = posterior(rng, truth, (W, H))
@@ -228,7 +228,7 @@ def test_equally_good_modes_get_about_half_each(truth):
     result = chain_stacking(Y, mask, W_draws, H_draws)
     np.testing.assert_allclose(result.weights, 0.5, atol=0.1)
     stacked = mixture_lpd(result.lpd, result.weights).sum()
-    assert stacked > result.elpd.max() + 10
+    assert stacked > result.elpd.max() + 4
 
 
 @pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto")
@@ -268,3 +268,11 @@ def test_chain_stacking_rejects_bad_input(truth):
         chain_stacking(Y, mask, W_draws, H_draws, r_eff=0)
     with pytest.raises(ValueError, match="0, 1 or NaN"):
         chain_stacking(Y * 2, mask, W_draws, H_draws)
+    with pytest.raises(ValueError, match="at least 25 draws"):
+        chain_stacking(Y, mask, W_draws[:, :20], H_draws[:, :20])
+    train = np.arange(Y.size).reshape(Y.shape) % 5 > 0
+    one_draw = chain_stacking(Y, train, W_draws[:, :1], H_draws[:, :1], validation=~train)
+    assert one_draw.weights.tolist() == [1.0]
+    stuck = (np.repeat(W_draws[:, :1], 30, axis=1), np.repeat(H_draws[:, :1], 30, axis=1))
+    with pytest.raises(ValueError, match="PSIS-LOO of chain 0 failed"):
+        chain_stacking(Y, mask, *stuck)
