@@ -1,0 +1,381 @@
+"""Stacking weights for ensembles of point fits and of MCMC chains.
+
+This model's posterior is strongly multimodal: restarts of a MAP solver and NUTS or
+Gibbs chains settle in different modes. Rather than keep the best member, or average
+them all, stacking picks the mixture of the members' predictive distributions that
+predicts held-out data best (Yao, Vehtari, Simpson & Gelman 2018, "Using stacking to
+average Bayesian predictive distributions"); for chains that do not mix, each chain's
+leave-one-out predictions play the part of the held-out data (Yao, Vehtari & Gelman
+2022, "Stacking for non-mixing Bayesian computations: the curse and blessing of
+multimodal posteriors").
+
+The pieces: :func:`bernoulli_lpd` scores members given as probability matrices,
+:func:`stacking_weights` finds the weights, :func:`mixture_lpd` scores the mixture,
+and :func:`chain_stacking` does all of it for the chains of a posterior.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+
+from bernmf.data import as_observed
+from bernmf.models.spec import masked_log_likelihood_terms
+
+PARETO_K_THRESHOLD = 0.7
+"""Pareto k above which a PSIS-LOO estimate is unreliable (Vehtari et al. 2024)."""
+
+PSIS_MIN_DRAWS = 25
+"""Fewest draws per chain for PSIS: with few draws arviz_stats fits the Pareto tail to the
+S / 5 largest importance ratios, and needs at least 5."""
+
+
+def _check_lpd(lpd) -> np.ndarray:
+    """Return ``lpd`` as a float64 (n, R) array; ValueError/TypeError naming the problem."""
+    lpd = np.asarray(lpd)
+    if lpd.dtype.kind not in "iuf":
+        raise TypeError(f"lpd must be a real array, got dtype {lpd.dtype}")
+    if lpd.ndim != 2 or 0 in lpd.shape:
+        raise ValueError(f"lpd must have shape (entries, members), both >= 1; got {lpd.shape}")
+    lpd = lpd.astype(float, copy=False)
+    if np.isnan(lpd).any() or np.isposinf(lpd).any():
+        raise ValueError("lpd holds NaN or +inf; a log density is finite or -inf")
+    return lpd
+
+
+def stacking_weights(lpd, *, tol: float = 1e-10, max_iter: int = 1000) -> np.ndarray:
+    """Weights on the simplex that maximize the log score of the mixture of members.
+
+    Maximizes ``sum_i log sum_r w_r exp(lpd[i, r])`` over ``w >= 0, sum(w) = 1``.
+
+    ``arviz_stats.compare(..., method="stacking")`` solves this problem but needs one
+    ELPDData (or DataTree) per member and keeps the solver inline, and its objective
+    (``exp(lpd)`` with SLSQP at default tolerances) underflows to ``log(0)`` when
+    every member's lpd of an entry is below about -745. Here each row is shifted by its
+    maximum before exponentiating, ``P = exp(lpd - max_r lpd)``, and the equivalent
+    bound-constrained problem
+
+        minimize  -mean_i log(sum_r v_r P[i, r]) + sum_r v_r   over v >= 0
+
+    (whose minimizer has ``sum(v) = 1``: scaling v by t changes the objective by
+    ``-log t + (t - 1) sum(v)``) is solved by L-BFGS-B, so that weights are exactly
+    0 or positive. An entry to which every weighted member gives density 0 would make
+    the objective infinite; ``1e-16 / n`` is added inside the log so that the solver
+    never sees inf. At the optimum each mixture density is at least ``1 / n`` of its
+    row maximum, so this changes the solution by less than rounding.
+
+    Parameters
+    ----------
+    lpd : array of shape (n, R)
+        Log predictive density of n held-out entries under each of R members;
+        ``-inf`` where a member gives an entry probability 0. Entries that every
+        member gives probability 0 do not depend on the weights and are left out.
+    tol : float, default 1e-10
+        Bound on the projected gradient at which L-BFGS-B stops.
+    max_iter : int, default 1000
+        Most L-BFGS-B iterations.
+
+    Returns
+    -------
+    ndarray of shape (R,)
+        Non-negative, summing to 1. Identical members split their total weight
+        evenly (the objective is flat along their split; the solver, started from
+        uniform weights, stays on the even split).
+
+    Raises
+    ------
+    ValueError
+        If lpd is not a non-empty 2-D array, holds NaN or +inf, or every member
+        gives every entry probability 0.
+
+    Warns
+    -----
+    RuntimeWarning
+        If the solution is more than 1e-6 nats per entry from optimal, by the bound
+        ``log max_r mean_i(P[i, r] / (P w)[i])`` on the gap.
+    """
+    lpd = _check_lpd(lpd)
+    if not np.isfinite(tol) or tol <= 0:
+        raise ValueError(f"tol must be a positive number, got {tol!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int | np.integer) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    lpd = lpd[np.isfinite(lpd).any(axis=1)]
+    if lpd.shape[0] == 0:
+        raise ValueError("every member gives every entry probability 0: no weights fit")
+    n, R = lpd.shape
+    if R == 1:
+        return np.ones(1)
+    # (R, n) layout: both products below then read contiguous rows
+    P = np.ascontiguousarray(lpd.T)
+    P -= P.max(axis=0)
+    np.exp(P, out=P)
+    floor = 1e-16 / n
+
+    def objective(v):
+        density = P.T @ v + floor
+        return -np.mean(np.log(density)) + v.sum(), 1.0 - (P @ (1.0 / density)) / n
+
+    result = minimize(
+        objective,
+        np.full(R, 1.0 / R),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0.0, None)] * R,
+        options={"ftol": 0.0, "gtol": tol, "maxiter": max_iter},
+    )
+    weights = result.x / result.x.sum()
+    gap = np.log(np.max(P @ (1.0 / (P.T @ weights + floor))) / n)
+    if gap > 1e-6:
+        warnings.warn(
+            f"stacking weights may be {gap:.2g} nats per entry from optimal "
+            f"({result.message}); raise max_iter",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return weights
+
+
+def mixture_lpd(lpd, weights) -> np.ndarray:
+    """Log density of each entry under the mixture of members with the given weights.
+
+    Parameters
+    ----------
+    lpd : array of shape (n, R)
+        Log predictive densities, as in :func:`stacking_weights`.
+    weights : array of shape (R,)
+        Non-negative, summing to 1 (to 1e-8).
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        ``log sum_r weights[r] exp(lpd[:, r])``; ``-inf`` where every member with
+        positive weight gives the entry probability 0.
+    """
+    lpd = _check_lpd(lpd)
+    weights = np.asarray(weights, dtype=float)
+    if weights.shape != (lpd.shape[1],):
+        raise ValueError(f"weights must have shape ({lpd.shape[1]},), got {weights.shape}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("weights must be finite and non-negative")
+    if abs(weights.sum() - 1) > 1e-8:
+        raise ValueError(f"weights must sum to 1, got {weights.sum()!r}")
+    used = weights > 0
+    with np.errstate(divide="ignore"):
+        return logsumexp(lpd[:, used], b=weights[used], axis=1)
+
+
+def _scored_entries(Y, mask, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows, columns and 0/1 values of the entries where ``mask`` is True and Y not NaN.
+
+    Validated as :func:`bernmf.data.as_observed` does; in row-major order.
+    """
+    with warnings.catch_warnings():  # scoring a few entries of a row is normal
+        warnings.filterwarnings("ignore", message=".*have no observed entry")
+        try:
+            observed = as_observed(Y, mask)
+        except ValueError as error:
+            raise ValueError(f"{what}: {error}") from error
+    rows, columns = np.nonzero(observed.mask)
+    return rows, columns, observed.ones[rows, columns].astype(float)
+
+
+def bernoulli_lpd(Y, mask, probs) -> np.ndarray:
+    """Log-likelihood of the selected entries of Y under each member's probabilities.
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data; NaN marks a missing entry, which is never scored.
+    mask : bool array of shape (M, N)
+        True for the entries to score (for example the validation entries).
+    probs : array of shape (R, M, N)
+        P(Y=1) under each of R members (e.g. ``W @ H`` of R restarts).
+
+    Returns
+    -------
+    ndarray of shape (n, R)
+        ``log P(Y=y)`` of each scored entry (row-major order of ``mask & ~isnan(Y)``)
+        under each member, clipped below at ``log(tiny)`` (about -708) like
+        :func:`bernmf.perplexity`. One member is gathered at a time, so no array of
+        shape (R, M, N) is created beyond ``probs`` itself.
+
+    Raises
+    ------
+    ValueError
+        On shapes that differ, Y values other than 0/1/NaN, no scored entry, or
+        probabilities outside [0, 1] at the scored entries.
+    """
+    probs_shape = np.shape(probs)
+    if len(probs_shape) != 3:
+        raise ValueError(
+            f"probs must have shape (members, M, N), got {probs_shape} (one member: probs[None])"
+        )
+    if probs_shape[1:] != np.shape(Y):
+        raise ValueError(f"probs has shape {probs_shape} but Y has shape {np.shape(Y)}")
+    rows, columns, y = _scored_entries(Y, mask, "bernoulli_lpd")
+    observed = np.ones(y.shape, bool)
+    lpd = np.empty((y.size, probs_shape[0]))
+    for r in range(probs_shape[0]):
+        p = np.asarray(probs[r], dtype=float)[rows, columns]
+        if not np.all((p >= 0) & (p <= 1)):
+            raise ValueError(f"probs[{r}] holds values outside [0, 1] (or NaN) at scored entries")
+        lpd[:, r] = masked_log_likelihood_terms(y, observed, p, 1 - p)
+    return lpd
+
+
+class ChainStacking(NamedTuple):
+    """Stacking of the chains of a posterior, from :func:`chain_stacking`.
+
+    Attributes
+    ----------
+    weights : ndarray of shape (C,)
+        Stacking weights of the chains, non-negative, summing to 1.
+    elpd : ndarray of shape (C,)
+        Each chain's expected log predictive density: the sum of ``lpd`` over entries.
+    lpd : ndarray of shape (n, C)
+        Each chain's log predictive density of each scored entry (PSIS-LOO, or of the
+        held-out entries), in the row-major order of the scored entries.
+    pareto_k : ndarray of shape (n, C) or None
+        PSIS Pareto k of each entry and chain; None for held-out scoring.
+    share_k_high : ndarray of shape (C,)
+        Share of the entries with Pareto k above :data:`PARETO_K_THRESHOLD`, whose
+        PSIS-LOO estimate is unreliable; NaN for held-out scoring.
+    """
+
+    weights: np.ndarray
+    elpd: np.ndarray
+    lpd: np.ndarray
+    pareto_k: np.ndarray | None
+    share_k_high: np.ndarray
+
+
+def _check_draws(W_draws, H_draws, shape) -> tuple[np.ndarray, np.ndarray]:
+    """Return the draws as float arrays after checking their shapes against Y's."""
+    W_draws, H_draws = np.asarray(W_draws, dtype=float), np.asarray(H_draws, dtype=float)
+    if W_draws.ndim != 4 or H_draws.ndim != 4:
+        raise ValueError(
+            "W_draws and H_draws must have shapes (C, S, M, K) and (C, S, K, N), got "
+            f"{W_draws.shape} and {H_draws.shape}"
+        )
+    C, S, M, K = W_draws.shape
+    if H_draws.shape[:3] != (C, S, K) or (M, H_draws.shape[3]) != tuple(shape):
+        raise ValueError(
+            f"draws of shapes {W_draws.shape} and {H_draws.shape} do not match each other "
+            f"and Y of shape {tuple(shape)}"
+        )
+    return W_draws, H_draws
+
+
+def chain_stacking(
+    Y,
+    mask,
+    W_draws,
+    H_draws,
+    *,
+    validation=None,
+    r_eff: float = 1.0,
+    max_block_values: int = 10_000_000,
+) -> ChainStacking:
+    """Stacking weights of the chains of a posterior that sit in different modes.
+
+    Each chain is treated as its own approximate posterior (Yao, Vehtari & Gelman
+    2022). Its predictive density of each observed entry is estimated by PSIS-LOO
+    on that chain's draws alone, with ``arviz_stats``' array-level ``loo`` (the same
+    numbers as ``arviz_stats.loo`` on a DataTree holding that one chain); the
+    pointwise log-likelihood of entry i under draw s is ``y log(WH) + (1 - y)
+    log(W(1 - H))``. Given ``validation``, the chains are scored on those held-out
+    entries instead, by the plain log-mean-exp over draws. The weights come from
+    :func:`stacking_weights` on the (entries, chains) matrix.
+
+    The log-likelihood is computed one chain and one block of entries at a time (at
+    most ``max_block_values`` numbers of shape (draws, entries, K) at once), so the
+    (C, S, n) array is never held: about 2.8e5 entries x 1000 draws on lastfm.
+    ``arviz_stats`` fits the Pareto tail one entry at a time in Python (about half a
+    millisecond per entry and chain with 1000 draws).
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data; NaN marks a missing entry.
+    mask : bool array of shape (M, N)
+        True where the entry is observed (the training entries the draws saw).
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+    validation : bool array of shape (M, N), optional
+        Held-out entries to score the chains on; must not overlap ``mask``.
+    r_eff : float, default 1.0
+        Relative efficiency of each chain's draws passed to PSIS (it sets the
+        length of the smoothed tail); 1 is what ``arviz_stats.loo`` uses for one chain.
+    max_block_values : int, default 10_000_000
+        Memory bound of the blockwise computation.
+
+    Returns
+    -------
+    ChainStacking
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes, invalid Y or masks, a validation mask that
+        overlaps ``mask`` or selects nothing, fewer than :data:`PSIS_MIN_DRAWS`
+        draws per chain for PSIS-LOO, or when PSIS fails for an entry whose
+        largest log-likelihood values are all equal (a chain whose draws are all
+        the same).
+    """
+    from arviz_stats.base import array_stats
+
+    W_draws, H_draws = _check_draws(W_draws, H_draws, np.shape(Y))
+    if not np.isfinite(r_eff) or r_eff <= 0:
+        raise ValueError(f"r_eff must be a positive number, got {r_eff!r}")
+    if (
+        isinstance(max_block_values, bool)
+        or not isinstance(max_block_values, int | np.integer)
+        or max_block_values < 1
+    ):
+        raise ValueError(f"max_block_values must be a positive integer, got {max_block_values!r}")
+    train_rows, train_columns, train_y = _scored_entries(Y, mask, "chain_stacking mask")
+    if validation is None:
+        rows, columns, y = train_rows, train_columns, train_y
+    else:
+        rows, columns, y = _scored_entries(Y, validation, "chain_stacking validation")
+        train = np.zeros(np.shape(Y), bool)
+        train[train_rows, train_columns] = True
+        if train[rows, columns].any():
+            raise ValueError("validation entries must be held out: they overlap mask")
+    C, S, _, K = W_draws.shape
+    if validation is None and S < PSIS_MIN_DRAWS:
+        raise ValueError(
+            f"PSIS-LOO needs at least {PSIS_MIN_DRAWS} draws per chain, got {S}; "
+            "score the chains on held-out entries instead (validation=...)"
+        )
+    block = max(1, max_block_values // (S * K))
+    lpd = np.empty((y.size, C))
+    pareto_k = None if validation is not None else np.empty((y.size, C))
+    observed = np.ones(min(block, y.size), bool)
+    for c in range(C):
+        for start in range(0, y.size, block):
+            entries = slice(start, start + block)
+            W = W_draws[c][:, rows[entries]]  # (S, b, K)
+            H = np.swapaxes(H_draws[c][:, :, columns[entries]], 1, 2)  # (S, b, K)
+            p_one = np.einsum("sbk,sbk->sb", W, H)
+            p_zero = np.einsum("sbk,sbk->sb", W, 1 - H)
+            terms = masked_log_likelihood_terms(
+                y[entries], observed[: p_one.shape[1]], p_one, p_zero
+            )
+            if pareto_k is None:
+                lpd[entries, c] = logsumexp(terms, axis=0) - np.log(S)
+                continue
+            try:
+                lpd[entries, c], pareto_k[entries, c], _ = array_stats.loo(
+                    terms.T[:, None, :], chain_axis=-2, draw_axis=-1, r_eff=r_eff
+                )
+            except ValueError as error:  # e.g. a chain whose draws are all the same
+                raise ValueError(f"PSIS-LOO of chain {c} failed: {error}") from error
+    share = (
+        np.full(C, np.nan) if pareto_k is None else np.mean(pareto_k > PARETO_K_THRESHOLD, axis=0)
+    )
+    return ChainStacking(stacking_weights(lpd), lpd.sum(axis=0), lpd, pareto_k, share)

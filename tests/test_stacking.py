@@ -1,0 +1,278 @@
+"""Stacking weights: against brute-force grids, known truth, and arviz_stats' PSIS-LOO."""
+
+from __future__ import annotations
+
+import itertools
+
+import arviz_base
+import arviz_stats
+import numpy as np
+import pytest
+
+from bernmf.models import simulate
+from bernmf.posterior import pointwise_log_likelihood
+from bernmf.stacking import (
+    bernoulli_lpd,
+    chain_stacking,
+    mixture_lpd,
+    stacking_weights,
+)
+
+
+@pytest.fixture(scope="module")
+def truth():
+    """Y (40 x 30) simulated from W (40 x 3) and H (3 x 30) with H kept off 0 and 1."""
+    Y, W, H = simulate(0, 40, 30, 3)
+    H = np.clip(H, 0.05, 0.95)
+    Y = (np.random.default_rng(1).random(Y.shape) < W @ H).astype(float)
+    return Y, W, H
+
+
+def score(lpd, weights):
+    return mixture_lpd(lpd, weights).sum()
+
+
+def grid_argmax(lpd):
+    """Weights maximizing the log score over a simplex grid, refined to steps of 2.5e-4."""
+    R = lpd.shape[1]
+    density = np.exp(lpd)
+    best, step, radius = np.full(R, 1 / R), 0.01, 1.0
+    for _ in range(3):
+        axes = [np.arange(-radius, radius + step / 2, step) + b for b in best[:-1]]
+        points = np.array(list(itertools.product(*axes)))
+        points = np.column_stack([points, 1 - points.sum(axis=1)])
+        points = points[(points >= -1e-12).all(axis=1)].clip(0)
+        with np.errstate(divide="ignore"):
+            scores = np.log(density @ points.T).sum(axis=0)
+        best = points[np.argmax(scores)]
+        radius, step = 2 * step, step / 5
+    return best
+
+
+def members_lpd(truth, *probs):
+    Y, _, _ = truth
+    return bernoulli_lpd(Y, np.ones(Y.shape, bool), np.stack(probs))
+
+
+def test_a_coin_flip_and_a_shuffled_member_get_almost_no_weight(truth):
+    Y, W, H = truth
+    good = W @ H
+    shuffled = np.random.default_rng(2).permutation(good.ravel()).reshape(good.shape)
+    lpd = members_lpd(truth, np.full(Y.shape, 0.5), good, shuffled)
+    weights = stacking_weights(lpd)
+    assert weights.shape == (3,)
+    assert np.all(weights >= 0) and weights.sum() == pytest.approx(1, abs=1e-12)
+    assert weights[0] < 0.01 and weights[2] < 0.01
+
+
+def test_identical_members_share_the_weight_of_one(truth):
+    _, W, H = truth
+    lpd = members_lpd(truth, W @ H, np.clip(W @ H + 0.15, 0, 1), W @ H)
+    alone = stacking_weights(lpd[:, :2])
+    weights = stacking_weights(lpd)
+    assert weights[0] + weights[2] == pytest.approx(alone[0], abs=1e-6)
+    assert weights[0] == pytest.approx(weights[2], abs=1e-9)
+    moved = weights + np.array([0.5, 0, -0.5]) * min(weights[0], weights[2])
+    assert score(lpd, moved) == pytest.approx(score(lpd, weights), rel=1e-12)
+
+
+@pytest.mark.parametrize("members", [2, 3])
+def test_weights_match_a_brute_force_grid(members):
+    # each member predicts its own third of the entries best: the optimum is interior
+    rng = np.random.default_rng(members)
+    n = 300
+    y = rng.random(n) < 0.4
+    group = np.arange(n) % 3
+    probs = np.empty((n, members))
+    for r in range(members):
+        sharp = np.where(y, 0.85, 0.15)
+        probs[:, r] = np.where(group == r, sharp, rng.uniform(0.2, 0.8, n))
+    lpd = np.where(y[:, None], np.log(probs), np.log1p(-probs))
+    weights = stacking_weights(lpd)
+    reference = grid_argmax(lpd)
+    assert np.all(reference > 0.05)
+    np.testing.assert_allclose(weights, reference, atol=1e-3)
+    assert score(lpd, weights) >= score(lpd, reference) - 1e-9
+
+
+def test_stacked_score_beats_the_best_member_and_the_uniform_mixture(truth):
+    Y, W, H = truth
+    rng = np.random.default_rng(3)
+    noisy = [np.clip(W @ H + rng.normal(0, s, Y.shape), 0.01, 0.99) for s in (0.05, 0.1, 0.2)]
+    lpd = members_lpd(truth, *noisy, np.full(Y.shape, Y.mean()))
+    stacked = score(lpd, stacking_weights(lpd))
+    assert stacked >= lpd.sum(axis=0).max() - 1e-9
+    assert stacked >= score(lpd, np.full(4, 0.25)) - 1e-9
+
+
+def test_probability_zero_entries_are_handled_exactly():
+    rng = np.random.default_rng(4)
+    good = np.log(rng.uniform(0.5, 0.9, 500))
+    bad = np.log(rng.uniform(0.1, 0.9, 500))
+    good[3:6] = -np.inf  # the better member gives three entries probability 0
+    bad[:3] = -np.inf
+    lpd = np.column_stack([good, bad])
+    weights = stacking_weights(lpd)
+    np.testing.assert_allclose(weights, grid_argmax(lpd), atol=1e-3)
+    assert 0 < weights[1] < 0.05
+    # an entry that no member can explain does not move the weights
+    both = np.vstack([lpd, [-np.inf, -np.inf]])
+    np.testing.assert_allclose(stacking_weights(both), weights, atol=1e-9)
+    assert mixture_lpd(both, weights)[-1] == -np.inf
+    # a member with weight 0 may give probability 0 without making the mixture -inf
+    assert np.isfinite(mixture_lpd(lpd, [1.0, 0.0])[:3]).all()
+    with pytest.raises(ValueError, match="every member gives every entry probability 0"):
+        stacking_weights(np.full((3, 2), -np.inf))
+
+
+def test_weights_are_deterministic_and_shift_invariant():
+    lpd = np.log(np.random.default_rng(5).uniform(0.05, 1, (200, 6)))
+    weights = stacking_weights(lpd)
+    np.testing.assert_array_equal(stacking_weights(lpd), weights)
+    # adding a constant to an entry's lpd under every member changes nothing
+    shifted = lpd - 800.0 * np.arange(200)[:, None]
+    np.testing.assert_allclose(stacking_weights(shifted), weights, atol=1e-7)
+    assert stacking_weights(lpd[:, :1]).tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("lpd", "error", "match"),
+    [
+        (np.zeros(3), ValueError, "shape"),
+        (np.zeros((0, 2)), ValueError, "shape"),
+        (np.array([[0.0, np.nan]]), ValueError, "NaN"),
+        (np.array([[0.0, np.inf]]), ValueError, r"\+inf"),
+        (np.array([["a", "b"]]), TypeError, "real"),
+    ],
+)
+def test_bad_lpd_is_rejected(lpd, error, match):
+    with pytest.raises(error, match=match):
+        stacking_weights(lpd)
+
+
+def test_mixture_lpd_is_the_log_of_the_weighted_density():
+    lpd = np.log(np.random.default_rng(6).uniform(0.05, 1, (50, 3)))
+    weights = np.array([0.2, 0.0, 0.8])
+    np.testing.assert_allclose(mixture_lpd(lpd, weights), np.log(np.exp(lpd) @ weights))
+    for bad in ([0.5, 0.5], [0.5, 0.6, -0.1], [0.5, 0.4, 0.0]):
+        with pytest.raises(ValueError, match="weights"):
+            mixture_lpd(lpd, bad)
+
+
+def test_bernoulli_lpd_scores_the_selected_entries_of_each_member(truth):
+    Y, W, H = truth
+    Y = Y.copy()
+    Y[0, 0] = np.nan  # missing: never scored, even where mask is True
+    mask = np.random.default_rng(7).random(Y.shape) < 0.3
+    mask[0, 0] = True
+    probs = np.stack([W @ H, np.full(Y.shape, 0.3)])
+    lpd = bernoulli_lpd(Y, mask, probs)
+    rows, columns = np.nonzero(mask & ~np.isnan(Y))
+    y = Y[rows, columns][:, None]
+    p = probs[:, rows, columns].T
+    np.testing.assert_allclose(lpd, y * np.log(p) + (1 - y) * np.log1p(-p))
+    with pytest.raises(ValueError, match="members, M, N"):
+        bernoulli_lpd(Y, mask, W @ H)
+    with pytest.raises(ValueError, match="outside"):
+        bernoulli_lpd(Y, mask, probs * 2)
+    with pytest.raises(ValueError, match="no entry"):
+        bernoulli_lpd(Y, np.zeros(Y.shape, bool), probs)
+
+
+def chain_draws(rng, W, H, draws=60, concentration=300.0):
+    """Draws concentrated around (W, H): Dirichlet rows of W, Beta entries of H."""
+    W_draws = rng.gamma(concentration * W + 1e-3, size=(draws, *W.shape))
+    W_draws /= W_draws.sum(axis=-1, keepdims=True)
+    H_draws = rng.beta(concentration * H, concentration * (1 - H), size=(draws, *H.shape))
+    return W_draws, H_draws
+
+
+def posterior(rng, truth, *modes):
+    """Stacked (C, S, M, K) and (C, S, K, N) draws, one chain around each (W, H) mode."""
+    chains = [chain_draws(rng, W, H) for W, H in modes]
+    return np.stack([c[0] for c in chains]), np.stack([c[1] for c in chains])
+
+
+def test_chain_stacking_weights_chains_by_their_predictive_quality(truth):
+    Y, W, H = truth
+    rng = np.random.default_rng(8)
+    mask = rng.random(Y.shape) < 0.8
+    wrong = (W, H[:, rng.permutation(H.shape[1])])  # a mode that predicts columns badly
+    W_draws, H_draws = posterior(rng, truth, (W, H), wrong)
+    result = chain_stacking(Y, mask, W_draws, H_draws)
+    assert result.weights[0] > 0.95
+    assert result.elpd[0] > result.elpd[1]
+    assert result.lpd.shape == result.pareto_k.shape == (mask.sum(), 2)
+    assert np.all((result.share_k_high >= 0) & (result.share_k_high <= 1))
+    # scoring on held-out entries instead agrees on which chain is better
+    held_out = chain_stacking(Y, mask, W_draws, H_draws, validation=~mask)
+    assert held_out.weights[0] > 0.95 and held_out.pareto_k is None
+    assert np.isnan(held_out.share_k_high).all()
+
+
+def test_equally_good_modes_get_about_half_each(truth):
+    Y, W, H = truth
+    rng = np.random.default_rng(9)
+    mask = rng.random(Y.shape) < 0.5
+    # label switching: the same mode with its components permuted predicts the same
+    order = [2, 0, 1]
+    W_draws, H_draws = posterior(rng, truth, (W, H))
+    switched = (np.concatenate([W_draws, W_draws[..., order]]),)
+    switched += (np.concatenate([H_draws, H_draws[:, :, order]]),)
+    np.testing.assert_allclose(chain_stacking(Y, mask, *switched).weights, 0.5, atol=1e-6)
+    # two modes, each right about a different half of the rows: both are needed
+    half = np.arange(Y.shape[0]) < Y.shape[0] // 2
+    worse = np.roll(W, 1, axis=1)
+    top, bottom = np.where(half[:, None], W, worse), np.where(half[:, None], worse, W)
+    W_draws, H_draws = posterior(rng, truth, (top, H), (bottom, H))
+    result = chain_stacking(Y, mask, W_draws, H_draws)
+    np.testing.assert_allclose(result.weights, 0.5, atol=0.1)
+    stacked = mixture_lpd(result.lpd, result.weights).sum()
+    assert stacked > result.elpd.max() + 4
+
+
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto")
+def test_chain_psis_loo_matches_arviz_loo_on_that_chains_datatree(truth):
+    Y, W, H = truth
+    rng = np.random.default_rng(10)
+    mask = rng.random(Y.shape) < 0.5
+    W_draws, H_draws = posterior(rng, truth, (W, H), (np.roll(W, 1, axis=1), H))
+    result = chain_stacking(Y, mask, W_draws, H_draws, max_block_values=1000)
+    for c in range(2):
+        terms = pointwise_log_likelihood(Y, mask, W_draws[c : c + 1], H_draws[c : c + 1])
+        tree = arviz_base.from_dict(
+            {"posterior": {"H": H_draws[c : c + 1]}, "log_likelihood": {"Y": terms}}
+        )
+        loo = arviz_stats.loo(tree, pointwise=True)
+        np.testing.assert_allclose(result.lpd[:, c], loo.elpd_i.values, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(result.pareto_k[:, c], loo.pareto_k.values, atol=1e-8)
+        assert result.elpd[c] == pytest.approx(loo.elpd, abs=1e-8)
+    # held-out scoring is the log of the posterior-mean probability of each entry
+    held_out = chain_stacking(Y, mask, W_draws, H_draws, validation=~mask)
+    terms = pointwise_log_likelihood(Y, ~mask, W_draws, H_draws)
+    expected = np.log(np.exp(terms).mean(axis=1)).T
+    np.testing.assert_allclose(held_out.lpd, expected, rtol=1e-12)
+
+
+def test_chain_stacking_rejects_bad_input(truth):
+    Y, W, H = truth
+    mask = np.ones(Y.shape, bool)
+    W_draws, H_draws = posterior(np.random.default_rng(11), truth, (W, H))
+    with pytest.raises(ValueError, match="overlap"):
+        chain_stacking(Y, mask, W_draws, H_draws, validation=mask)
+    with pytest.raises(ValueError, match="do not match"):
+        chain_stacking(Y, mask, W_draws, H_draws[..., :-1])
+    with pytest.raises(ValueError, match=r"\(C, S, M, K\)"):
+        chain_stacking(Y, mask, W_draws[0], H_draws[0])
+    with pytest.raises(ValueError, match="r_eff"):
+        chain_stacking(Y, mask, W_draws, H_draws, r_eff=0)
+    with pytest.raises(ValueError, match="0, 1 or NaN"):
+        chain_stacking(Y * 2, mask, W_draws, H_draws)
+    with pytest.raises(ValueError, match="at least 25 draws"):
+        chain_stacking(Y, mask, W_draws[:, :20], H_draws[:, :20])
+    train = np.arange(Y.size).reshape(Y.shape) % 5 > 0
+    one_draw = chain_stacking(Y, train, W_draws[:, :1], H_draws[:, :1], validation=~train)
+    assert one_draw.weights.tolist() == [1.0]
+    stuck = (np.repeat(W_draws[:, :1], 30, axis=1), np.repeat(H_draws[:, :1], 30, axis=1))
+    with pytest.raises(ValueError, match="PSIS-LOO of chain 0 failed"):
+        chain_stacking(Y, mask, *stuck)
