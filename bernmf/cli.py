@@ -164,7 +164,7 @@ def members_table(result) -> pd.DataFrame | None:
     columns = ("seeds", "objectives", "n_iter", "converged", "weights")
     columns += ("validation_perplexity",) * ("validation_perplexity" in record)
     table = pd.DataFrame({k: record[k] for k in columns})
-    return table.rename(columns={"seeds": "seed", "objectives": "objective", "modes": "mode"})
+    return table.rename(columns={"seeds": "seed", "objectives": "objective"})
 
 
 def scored(Y, result, mask) -> float:
@@ -219,7 +219,6 @@ def fit_command(args) -> int:
         summary["ensemble"] = {
             "combine": args.combine,
             "members": len(members),
-            "modes": int(members["mode"].nunique()),
         }
     if validation is not None:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
@@ -243,8 +242,7 @@ def fit_command(args) -> int:
         ensemble = summary["ensemble"]
         say(
             args,
-            f"ensemble of {ensemble['members']} members ({args.combine}) in "
-            f"{ensemble['modes']} distinct mode(s); members.csv lists them",
+            f"ensemble of {ensemble['members']} members ({args.combine}); members.csv lists them",
         )
     say(args, f"results in {out}")
     return 0
