@@ -9,8 +9,9 @@ next to the target (``.<name>.<random>.tmp``) and published only when complete:
   empty claim; both fail with :class:`FileExistsError` if anything is at the target,
   so of two writers exactly one wins and nothing that appeared meanwhile is replaced;
 * when replacing, a file with ``os.replace``; a folder only if it is the one that was
-  there at the start check (:class:`Target`): it is renamed aside, the new folder is
-  published exclusively, and only then is the old one deleted.
+  there at the start check, its entries unchanged (:class:`Target`): it is renamed
+  aside, the new folder is published exclusively, and only then is the old one
+  deleted.
 
 Temporary files and folders are created with ``os.open`` / ``os.mkdir`` and the usual
 modes 0o666 / 0o777, so the user's umask applies (``tempfile`` would give 0600 / 0700),
@@ -63,23 +64,28 @@ class Target:
     force : bool
         The user allowed replacing (``--force`` / ``overwrite=True``): a file is then
         replaced whatever it is, a folder only if it is ``replaces``.
-    replaces : tuple of (int, int) or None
-        ``(st_dev, st_ino)`` of the folder at ``path`` at the start check, None if
-        there was none.
+    replaces : tuple of (int, int, int) or None
+        ``(st_dev, st_ino, st_mtime_ns)`` of the folder at ``path`` at the start
+        check, None if there was none: a folder made there later, or whose entries
+        changed since, is not the one the user allowed to be replaced.
     """
 
     path: Path
     force: bool = False
-    replaces: tuple[int, int] | None = None
+    replaces: tuple[int, int, int] | None = None
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    """``(st_dev, st_ino)`` of what is at ``path`` (links not followed), None if nothing."""
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """What is at ``path`` (links not followed): device, inode, modification time; or None.
+
+    The time tells apart a folder deleted and made again (inode numbers are reused)
+    and one whose entries changed; renaming a folder within its parent keeps it.
+    """
     try:
         stat = os.lstat(path)
     except FileNotFoundError:
         return None
-    return stat.st_dev, stat.st_ino
+    return stat.st_dev, stat.st_ino, stat.st_mtime_ns
 
 
 def check_output(out, force: bool, *, keep=()) -> Target:
@@ -116,12 +122,12 @@ def check_output(out, force: bool, *, keep=()) -> Target:
         raise FileExistsError(f"{out} exists; use --force to replace it")
     if not out.is_dir() or out.is_symlink():
         raise FileExistsError(f"{out} exists and is not a folder; it is never replaced")
-    inside = [Path.cwd(), *(Path(p) for p in keep if p is not None)]
-    for path in inside:
-        if path.resolve().is_relative_to(out.resolve()):
-            raise ValueError(
-                f"refusing to replace {out} with --force: it contains {path} (choose another --out)"
-            )
+    refuse = f"refusing to replace {out} with --force: it"
+    if Path.cwd().resolve().is_relative_to(out.resolve()):
+        raise ValueError(f"{refuse} is or contains the current folder")
+    for path in keep:
+        if path is not None and Path(path).resolve().is_relative_to(out.resolve()):
+            raise ValueError(f"{refuse} contains the input {path}")
     return Target(out, force, replaces)
 
 
