@@ -167,7 +167,11 @@ def _publish(temporary: Path, path: Path) -> None:
 
 
 def _replace_folder(temporary: Path, target: Target) -> None:
-    """Publish the folder ``temporary`` in place of the folder ``target.replaces`` names."""
+    """Publish the folder ``temporary`` in place of the folder ``target.replaces`` names.
+
+    That folder is renamed aside, checked, and deleted only once the new one is in
+    place; on any failure (or Ctrl-C) it is put back.
+    """
     path = target.path
     aside = path.with_name(f".{path.name}.{secrets.token_hex(6)}.old")
     try:
@@ -175,20 +179,19 @@ def _replace_folder(temporary: Path, target: Target) -> None:
     except FileNotFoundError:  # removed meanwhile: nothing to replace
         _publish(temporary, path)
         return
-    if _identity(aside) != target.replaces:
-        message = (
-            f"{path} was created or replaced while the results were written; --force "
-            "replaces only what existed at the start, so these results were not saved"
-        )
-        try:
-            _publish(aside, path)  # put back what someone put there during the run
-        except FileExistsError:
-            raise FileExistsError(f"{message}; what was at {path} is now {aside}") from None
-        raise FileExistsError(message)
     try:
+        if _identity(aside) != target.replaces:
+            raise FileExistsError(
+                f"{path} was created or changed while the results were written; --force "
+                "replaces only what existed at the start, so these results were not saved"
+            )
         _publish(temporary, path)
-    except FileExistsError as error:
-        raise FileExistsError(f"{error}; the previous results are in {aside}") from None
+    except BaseException as error:
+        try:
+            _publish(aside, path)  # put back what was there
+        except FileExistsError:
+            raise FileExistsError(f"{error}; what was at {path} is now {aside}") from None
+        raise
     shutil.rmtree(aside, ignore_errors=True)
 
 

@@ -272,12 +272,11 @@ def load_metadata(path) -> dict:
     return _read(path)[0]
 
 
-def _get(info: Mapping, key: str, kind: type | tuple, where: str = ""):
+def _get(info: Mapping, key: str, kind: type, where: str = ""):
     """``info[key]``, which must be of type ``kind`` (a bool is not an int here)."""
     value = info.get(key) if isinstance(info, Mapping) else None
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-        expected = getattr(kind, "__name__", None) or " or ".join(k.__name__ for k in kind)
-        raise ValueError(f"{where}{key!r} should be {expected}, got {value!r:.60}")
+        raise ValueError(f"{where}{key!r} should be {kind.__name__}, got {value!r:.60}")
     return value
 
 
@@ -322,7 +321,10 @@ def _observed(value, arrays, shape: tuple[int, int]) -> Observed | None:
 def _prior(arrays, K: int) -> Prior:
     """The prior: each hyperparameter a scalar or of shape (K,)."""
     names = [f"prior/{name}" for name in Prior._fields]
-    return Prior(*(_array(arrays, n, (K,)[: arrays[n].ndim if n in arrays else 0]) for n in names))
+    shapes = [(K,)[: arrays[n].ndim if n in arrays else 0] for n in names]
+    return Prior(
+        *(_array(arrays, n, shape, "biuf") for n, shape in zip(names, shapes, strict=True))
+    )
 
 
 def _draws(info, arrays, shape: tuple[int, int, int]) -> tuple[dict, dict]:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import bernmf
+from bernmf import _output
 from bernmf._output import Target, atomic_output, check_output
 
 
@@ -112,3 +113,21 @@ def test_files_and_folders_get_the_usual_modes_under_the_umask(tmp_path):
     }
     assert modes == {"out": 0o750, "out/fit.npz": 0o640, "fit.npz": 0o640}
     np.testing.assert_array_equal(bernmf.load(tmp_path / "fit.npz").W, fit.W)
+
+
+def test_an_interrupted_force_puts_the_old_folder_back(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    publish = _output._publish
+
+    def interrupted(temporary, path):
+        if temporary.name.endswith(".tmp"):  # the new results, not the old folder put back
+            raise KeyboardInterrupt
+        publish(temporary, path)
+
+    monkeypatch.setattr(_output, "_publish", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_folder(check_output(out, force=True))
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    assert leftovers(tmp_path) == []
