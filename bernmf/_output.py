@@ -6,8 +6,10 @@ next to the target (``.<name>.<random>.tmp``) and published only when complete:
 
 * exclusively by default: a file is published with ``os.link`` and a folder by
   claiming the target with ``os.mkdir`` and renaming the temporary folder onto that
-  empty claim; both fail with :class:`FileExistsError` if anything is at the target,
-  so of two writers exactly one wins and nothing that appeared meanwhile is replaced;
+  empty claim (a POSIX rename replaces an empty folder; on Windows a plain rename,
+  which never replaces anything); both fail with :class:`FileExistsError` if anything
+  is at the target, so of two writers exactly one wins and nothing that appeared
+  meanwhile is replaced;
 * when replacing, a file with ``os.replace``; a folder only if it is the one that was
   there at the start check, its entries unchanged (:class:`Target`): it is renamed
   aside, the new folder is published exclusively, and only then is the old one
@@ -148,7 +150,9 @@ def _temporary(path: Path, folder: bool) -> Path:
 def _publish(temporary: Path, path: Path) -> None:
     """Move ``temporary`` to ``path``; FileExistsError, and no change, if ``path`` exists."""
     try:
-        if temporary.is_dir():
+        if temporary.is_dir() and os.name == "nt":
+            os.rename(temporary, path)  # Windows' rename fails if anything is at path
+        elif temporary.is_dir():
             os.mkdir(path)  # the claim: exactly one writer creates it
             try:
                 os.rename(temporary, path)  # onto our own empty claim (POSIX)
