@@ -1,8 +1,11 @@
 """The ``bernmf`` command line: fit, compare, tune, reproduce, demo.
 
 Every command takes ``--quiet``, ``--json`` and ``--debug``; exit codes are 0
-(success), 1 (an error, reported in one line) and 2 (a usage error). Results go to
-a new folder, written under a temporary name and moved into place when complete.
+(success), 1 (an error, reported in one line), 2 (a usage error) and 130
+(interrupted with Ctrl-C). Results go to a new folder, written under a temporary
+name and published when complete (:func:`bernmf._output.atomic_output`): never
+over a folder that appeared meanwhile, and with ``--force`` only over the folder
+that existed at the start.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from bernmf import datasets, plot, tune
-from bernmf._output import check_output, output_folder, to_json, write_json
+from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
 from bernmf.comparison import compare
 from bernmf.ensemble import COMBINES
@@ -179,7 +182,7 @@ def scored(Y, result, mask) -> float:
 def fit_command(args) -> int:
     """Fit one engine to DATA and write factors, trace, summary, saved fit and figures."""
     out = Path(args.out)
-    check_output(out, args.force)
+    target = check_output(out, args.force, keep=(args.data, args.mask, args.validation))
     Y = read_matrix(args.data)
     mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
     validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
@@ -216,13 +219,10 @@ def fit_command(args) -> int:
         "versions": versions(),
     }
     if members is not None:
-        summary["ensemble"] = {
-            "combine": args.combine,
-            "members": len(members),
-        }
+        summary["ensemble"] = {"combine": args.combine, "members": len(members)}
     if validation is not None:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
-    with output_folder(out, args.force) as folder:
+    with atomic_output(target, folder=True) as folder:
         if members is not None:
             members.to_csv(folder / "members.csv", index=False)
         result.frames.W.to_csv(folder / "W.csv")
@@ -251,7 +251,7 @@ def fit_command(args) -> int:
 def compare_command(args) -> int:
     """Engines x ranks x seeds on one train/test split; a table of held-out perplexity."""
     out = Path(args.out)
-    check_output(out, args.force)
+    target = check_output(out, args.force, keep=(args.data, args.data_dir))
     engines_ = available() if args.engines == ["all"] else args.engines
     for name in engines_:
         get_engine(name)  # unknown names fail here, before any fit
@@ -295,7 +295,7 @@ def compare_command(args) -> int:
         "table": table.to_dict(orient="records"),
         "versions": versions(),
     }
-    with output_folder(out, args.force) as folder:
+    with atomic_output(target, folder=True) as folder:
         fits.to_csv(folder / "fits.csv", index=False)
         table.to_csv(folder / "summary.csv", index=False)
         write_json(folder / "summary.json", summary)
@@ -314,7 +314,7 @@ def compare_command(args) -> int:
 def tune_command(args) -> int:
     """MM over rank x alpha x beta on validation entries; best setting scored on test."""
     out = Path(args.out)
-    check_output(out, args.force)
+    target = check_output(out, args.force, keep=(args.data, args.data_dir, args.split))
     ranks, alphas, betas = args.ranks, args.alphas, args.betas
     Y, source = load_data(args)
     if Y is None:
@@ -350,7 +350,7 @@ def tune_command(args) -> int:
     result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, seed=best["seed"], **options)
     best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
     summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
-    with output_folder(out, args.force) as folder:
+    with atomic_output(target, folder=True) as folder:
         tuning.table.to_csv(folder / "grid.csv", index=False)
         write_json(folder / "summary.json", summary)
         plot.validation_heatmap(tuning.table, best["rank"], path=folder / "validation.png")
@@ -442,7 +442,9 @@ def output_options(parser, default: str | None = None) -> None:
     parser.add_argument(
         "--out", required=default is None, default=default, help="results folder (must be new)"
     )
-    parser.add_argument("--force", action="store_true", help="replace an existing --out folder")
+    parser.add_argument(
+        "--force", action="store_true", help="replace the --out folder that exists at the start"
+    )
 
 
 def prior_options(parser, default: float | None = None) -> None:
@@ -474,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bernmf",
         description="Binary matrix factorization with mean-parametrized Bernoulli models.",
         epilog="Run 'bernmf COMMAND --help' for a command's options and examples. "
-        "Exit codes: 0 success, 1 error, 2 usage.",
+        "Exit codes: 0 success, 1 error, 2 usage, 130 interrupted.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     common = common_options()
@@ -604,9 +606,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--test must be between 0 and 1, got {args.test}")
     try:
         return args.run(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # temporary results are already removed
         print("bernmf: interrupted", file=sys.stderr)
-        return 1
+        return 130
     except Exception as error:
         if args.debug:
             raise

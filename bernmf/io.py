@@ -11,17 +11,22 @@ A saved fit is one zip file (``.npz``, readable by :func:`numpy.load`) holding
   and the versions of bernmf, Python, numpy and JAX.
 
 Loading gives back a :class:`~bernmf.results.Fit` equal to the saved one, field by
-field (arrays bit for bit). The file is written to a temporary name in the target
-folder and moved into place, so a crash never leaves a half-written result.
+field (arrays bit for bit). The file is written by :func:`bernmf._output.atomic_output`:
+under a temporary name, published only when complete, and never over an existing
+file unless ``overwrite=True``. Labels go through :mod:`bernmf._labels`.
+
+:func:`load` treats its file as untrusted: the zip is read with bounded memory
+(:mod:`bernmf._archive`), nothing is unpickled, the metadata's nesting is bounded,
+and every field's type and every array's shape are checked against the others, so
+a damaged or hostile file gives a ValueError naming the file and the problem.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
+import math
 import platform
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from importlib import metadata as package_metadata
@@ -31,13 +36,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bernmf._archive import Archive
+from bernmf._labels import decode_index, encode_index
+from bernmf._output import Target, atomic_output
 from bernmf.data import Observed
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
 
 FORMAT = "bernmf.fit"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: labels by :mod:`bernmf._labels` (MultiIndex, Timestamps, tuple names); 1 still loads."""
 METADATA = "metadata.json"
+MAX_DEPTH = 64
+"""Deepest nesting of the metadata JSON that :func:`save` writes and :func:`load` reads."""
 
 
 def _version(package: str) -> str | None:
@@ -88,59 +99,49 @@ class _Encoder:
 
 
 def _decode(value, arrays):
-    if isinstance(value, dict):
-        if "__array__" in value:
-            array = arrays[value["__array__"]]
-            return array[()] if value["scalar"] else array
-        if "__mapping__" in value:
-            return {_decode(k, arrays): _decode(v, arrays) for k, v in value["__mapping__"]}
-        if "__tuple__" in value:
-            return tuple(_decode(v, arrays) for v in value["__tuple__"])
-        if "__list__" in value:
-            return [_decode(v, arrays) for v in value["__list__"]]
-    return value
+    """Inverse of :meth:`_Encoder.encode`; ValueError on anything it did not write."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((tag, items),) = value.items()
+        if tag == "__mapping__":
+            return {_decode(k, arrays): _decode(v, arrays) for k, v in items}
+        if tag == "__tuple__":
+            return tuple(_decode(v, arrays) for v in items)
+        if tag == "__list__":
+            return [_decode(v, arrays) for v in items]
+    if isinstance(value, dict) and value.keys() == {"__array__", "scalar"}:
+        if value["__array__"] not in arrays:
+            raise ValueError(f"the metadata names an array {value['__array__']!r:.80} not saved")
+        array = arrays[value["__array__"]]
+        return array[()] if value["scalar"] else array
+    raise ValueError(f"malformed extras: {value!r:.80}")
 
 
-def _index_to_json(index: pd.Index | None):
-    if index is None:
-        return None
-    if isinstance(index, pd.RangeIndex):
-        return {"range": [index.start, index.stop, index.step], "name": index.name}
-    return {"values": index.tolist(), "dtype": str(index.dtype), "name": index.name}
+def _check_depth(value, what: str) -> None:
+    """ValueError if lists and dicts in ``value`` nest deeper than :data:`MAX_DEPTH`."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"{what} nests deeper than {MAX_DEPTH} levels")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1) for v in item)
 
 
-def _index_from_json(value) -> pd.Index | None:
-    if value is None:
-        return None
-    if "range" in value:
-        return pd.RangeIndex(*value["range"], name=value["name"])
-    return pd.Index(value["values"], dtype=value["dtype"], name=value["name"])
-
-
-def _check_path(path, overwrite: bool) -> Path:
+def _check_path(path, overwrite: bool) -> Target:
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"a fit is saved as a .npz file; got {str(path)!r}")
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder")
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"folder {path.parent} does not exist")
-    return path
-
-
-def _write_atomically(path: Path, members: dict[str, bytes]) -> None:
-    """Write a zip of ``members`` to a temporary file next to ``path``, then move it there."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, content in members.items():
-                zf.writestr(name, content)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    return Target(path, force=overwrite)
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -158,7 +159,8 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
     path : str or Path
         Target file, ending in ``.npz``; its folder must exist.
     overwrite : bool, default False
-        Replace an existing file; otherwise an existing file is an error.
+        Replace an existing file; otherwise an existing file is an error, also one
+        that appears while saving (of two saves to one path exactly one succeeds).
     metadata : mapping, optional
         More JSON-compatible information to record (for example the engine options
         or the data source); read back by :func:`load_metadata`.
@@ -171,11 +173,13 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
     Raises
     ------
     FileExistsError
-        If ``path`` exists and ``overwrite`` is False.
+        If ``path`` exists, or appears while saving, and ``overwrite`` is False.
     TypeError
         If an extra is of a type that cannot be saved.
+    ValueError
+        If the labels cannot be saved exactly, or the extras nest too deep.
     """
-    path = _check_path(path, overwrite)
+    target = _check_path(path, overwrite)
     arrays = {"W": fit.W, "H": fit.H, "probs": fit.probs, "trace": fit.trace}
     if fit.prior is not None:
         arrays.update({f"prior/{k}": np.asarray(v) for k, v in fit.prior._asdict().items()})
@@ -196,8 +200,8 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         "sample_stats": list(fit.sample_stats),
         "extras": encoder.encode(dict(fit.extras), "extras"),
         "shape": list(fit.probs.shape),
-        "row_labels": _index_to_json(fit.row_labels),
-        "col_labels": _index_to_json(fit.col_labels),
+        "row_labels": encode_index(fit.row_labels),
+        "col_labels": encode_index(fit.col_labels),
         "observed": None,
         "metadata": dict(metadata or {}),
         "versions": versions(),
@@ -208,36 +212,58 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         arrays["observed/mask_bits"] = np.packbits(observed.mask, axis=None)
         info["observed"] = {
             "shape": list(observed.shape),
-            "row_labels": _index_to_json(observed.row_labels),
-            "col_labels": _index_to_json(observed.col_labels),
+            "row_labels": encode_index(observed.row_labels),
+            "col_labels": encode_index(observed.col_labels),
         }
+    _check_depth(info, "the metadata (extras and user metadata)")
     members = {f"{name}.npy": _npy_bytes(array) for name, array in arrays.items()}
     members[METADATA] = json.dumps(info, indent=1, allow_nan=True).encode()
-    _write_atomically(path, members)
-    return path
+    with atomic_output(target, folder=False) as temporary:
+        with open(temporary, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, content in members.items():
+                zf.writestr(name, content)
+    return target.path
+
+
+def _metadata(content: bytes) -> dict:
+    """The parsed metadata JSON, its format and nesting checked."""
+    try:
+        info = json.loads(content)
+    except (UnicodeDecodeError, RecursionError, json.JSONDecodeError) as error:
+        raise ValueError(f"{METADATA} is not valid JSON ({type(error).__name__})") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"{METADATA} is not a JSON object")
+    version = info.get("format_version")
+    if (
+        info.get("format") != FORMAT
+        or type(version) is not int
+        or not 1 <= version <= FORMAT_VERSION
+    ):
+        raise ValueError(
+            f"unsupported format {info.get('format')!r:.40} version {version!r:.20} "
+            f"(this bernmf reads {FORMAT} 1 to {FORMAT_VERSION})"
+        )
+    _check_depth(info, METADATA)
+    return info
 
 
 def _read(path) -> tuple[dict, dict[str, np.ndarray]]:
+    """The metadata and the arrays of a saved fit; ValueError naming ``path`` if malformed."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no saved fit at {path}")
-    with zipfile.ZipFile(path) as zf:
-        names = zf.namelist()
-        if METADATA not in names:
-            raise ValueError(f"{path} is not a saved bernmf fit (no {METADATA})")
-        info = json.loads(zf.read(METADATA))
-        if info.get("format") != FORMAT or info.get("format_version", 0) > FORMAT_VERSION:
-            raise ValueError(
-                f"{path}: unsupported format {info.get('format')!r} version "
-                f"{info.get('format_version')!r} (this bernmf reads {FORMAT} <= {FORMAT_VERSION})"
-            )
-        arrays = {
-            name.removesuffix(".npy"): np.lib.format.read_array(
-                io.BytesIO(zf.read(name)), allow_pickle=False
-            )
-            for name in names
-            if name.endswith(".npy")
-        }
+    try:
+        with Archive(path) as archive:
+            if METADATA not in archive.names:
+                raise ValueError(f"not a saved bernmf fit (no {METADATA})")
+            info = _metadata(archive.read_bytes(METADATA))
+            arrays = {
+                name.removesuffix(".npy"): archive.read_array(name)
+                for name in archive.names
+                if name.endswith(".npy")
+            }
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
     return info, arrays
 
 
@@ -246,13 +272,121 @@ def load_metadata(path) -> dict:
     return _read(path)[0]
 
 
+def _get(info: Mapping, key: str, kind: type, where: str = ""):
+    """``info[key]``, which must be of type ``kind`` (a bool is not an int here)."""
+    value = info.get(key) if isinstance(info, Mapping) else None
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise ValueError(f"{where}{key!r} should be {kind.__name__}, got {value!r:.60}")
+    return value
+
+
+def _array(arrays: Mapping, name: str, shape: tuple, kinds: str = "f") -> np.ndarray:
+    """``arrays[name]``, which must have ``shape`` (None: any size there) and a dtype kind."""
+    if name not in arrays:
+        raise ValueError(f"the array {name!r} is missing")
+    array = arrays[name]
+    expected = tuple(m if n is None else n for n, m in zip(shape, array.shape, strict=False))
+    if array.shape != expected or array.ndim != len(shape):
+        raise ValueError(f"{name} has shape {array.shape}, expected {shape}")
+    if array.dtype.kind not in kinds:
+        raise ValueError(f"{name} has dtype {array.dtype}")
+    return array
+
+
+def _labels(value, length: int, what: str) -> pd.Index | None:
+    index = decode_index(value)
+    if index is not None and len(index) != length:
+        raise ValueError(f"{what} has {len(index)} labels for {length} entries")
+    return index
+
+
+def _observed(value, arrays, shape: tuple[int, int]) -> Observed | None:
+    """The training data from its packed bits, checked against the fit's shape (M, N)."""
+    if value is None:
+        return None
+    if _get(value, "shape", list, "observed ") != list(shape):
+        raise ValueError(f"observed data of shape {value['shape']!r:.40} for a fit of {shape}")
+    size = math.prod(shape)
+    bits = (-(-size // 8),)
+    Y = np.unpackbits(_array(arrays, "observed/Y_bits", bits, "u"), count=size)
+    mask = np.unpackbits(_array(arrays, "observed/mask_bits", bits, "u"), count=size)
+    return Observed(
+        Y.reshape(shape).astype(float),
+        mask.reshape(shape).astype(bool),
+        _labels(value.get("row_labels"), shape[0], "observed rows"),
+        _labels(value.get("col_labels"), shape[1], "observed columns"),
+    )
+
+
+def _prior(arrays, K: int) -> Prior:
+    """The prior: each hyperparameter a scalar or of shape (K,)."""
+    names = [f"prior/{name}" for name in Prior._fields]
+    shapes = [(K,)[: arrays[n].ndim if n in arrays else 0] for n in names]
+    return Prior(
+        *(_array(arrays, n, shape, "biuf") for n, shape in zip(names, shapes, strict=True))
+    )
+
+
+def _draws(info, arrays, shape: tuple[int, int, int]) -> tuple[dict, dict]:
+    """The draws (C, S, ...) and sample statistics (C, S), all with the same (C, S)."""
+    M, N, K = shape
+    known = {"W": (M, K), "H": (K, N)}
+    draws, stats = {}, {}
+    for key in _get(info, "draws", list):
+        name = f"draws/{key}"
+        ndim = arrays[name].ndim if name in arrays else 2
+        draws[key] = _array(
+            arrays, name, (None, None, *known.get(key, (None,) * (ndim - 2))), "biuf"
+        )
+    for key in _get(info, "sample_stats", list):
+        stats[key] = _array(arrays, f"sample_stats/{key}", (None, None), "biuf")
+    leading = {array.shape[:2] for array in [*draws.values(), *stats.values()]}
+    if len(leading) > 1:
+        raise ValueError(f"draws and sample statistics differ in (chains, draws): {leading}")
+    return draws, stats
+
+
+def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
+    """The Fit the metadata and arrays describe, every type and shape checked."""
+    shape = _get(info, "shape", list)
+    if len(shape) != 2 or not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError(f"'shape' should be [M, N], got {shape!r:.60}")
+    (M, N), K = shape, _get(info, "rank", int)
+    if K < 1:
+        raise ValueError(f"'rank' should be >= 1, got {K}")
+    prior = _prior(arrays, K) if _get(info, "has_prior", bool) else None
+    draws, sample_stats = _draws(info, arrays, (M, N, K))
+    timings = _get(info, "timings", dict)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in timings.values()):
+        raise ValueError("'timings' should map names to seconds")
+    return Fit(
+        engine=_get(info, "engine", str),
+        rank=K,
+        prior=prior,
+        W=_array(arrays, "W", (M, K)),
+        H=_array(arrays, "H", (K, N)),
+        probs=_array(arrays, "probs", (M, N)),
+        trace=_array(arrays, "trace", (None,)),
+        n_iter=_get(info, "n_iter", int),
+        converged=_get(info, "converged", bool),
+        timings=timings,
+        seed=_get(info, "seed", int),
+        extras=_decode(info.get("extras"), arrays),
+        row_labels=_labels(info.get("row_labels"), M, "rows"),
+        col_labels=_labels(info.get("col_labels"), N, "columns"),
+        draws=draws,
+        sample_stats=sample_stats,
+        observed=_observed(info.get("observed"), arrays, (M, N)),
+    )
+
+
 def load(path) -> Fit:
-    """Load a fit saved by :meth:`bernmf.Fit.save`.
+    """Load a fit saved by :meth:`bernmf.Fit.save`; the file is treated as untrusted.
 
     Parameters
     ----------
     path : str or Path
-        A ``.npz`` file written by :func:`save`.
+        A ``.npz`` file written by :func:`save` (format version 1 or 2).
 
     Returns
     -------
@@ -261,41 +395,16 @@ def load(path) -> Fit:
 
     Raises
     ------
-    FileNotFoundError, ValueError
-        If the file is missing or is not a saved fit.
+    FileNotFoundError
+        If there is no file at ``path``.
+    ValueError
+        If the file is not a saved fit, is damaged, or is inconsistent (for example
+        arrays whose shapes do not match each other); the message names the file.
     """
     info, arrays = _read(path)
-    prior = None
-    if info["has_prior"]:
-        prior = Prior(*(arrays[f"prior/{k}"] for k in Prior._fields))
-    observed = None
-    if info["observed"] is not None:
-        shape = tuple(info["observed"]["shape"])
-        size = int(np.prod(shape))
-        Y_bits = np.unpackbits(arrays["observed/Y_bits"], count=size).reshape(shape)
-        mask = np.unpackbits(arrays["observed/mask_bits"], count=size).reshape(shape).astype(bool)
-        observed = Observed(
-            Y_bits.astype(float),
-            mask,
-            _index_from_json(info["observed"]["row_labels"]),
-            _index_from_json(info["observed"]["col_labels"]),
-        )
-    return Fit(
-        engine=info["engine"],
-        rank=info["rank"],
-        prior=prior,
-        W=arrays["W"],
-        H=arrays["H"],
-        probs=arrays["probs"],
-        trace=arrays["trace"],
-        n_iter=info["n_iter"],
-        converged=info["converged"],
-        timings=info["timings"],
-        seed=info["seed"],
-        extras=_decode(info["extras"], arrays),
-        row_labels=_index_from_json(info["row_labels"]),
-        col_labels=_index_from_json(info["col_labels"]),
-        draws={k: arrays[f"draws/{k}"] for k in info["draws"]},
-        sample_stats={k: arrays[f"sample_stats/{k}"] for k in info["sample_stats"]},
-        observed=observed,
-    )
+    try:
+        return _fit(info, arrays)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    except (KeyError, TypeError, IndexError, AttributeError, OverflowError) as error:
+        raise ValueError(f"{path}: malformed saved fit ({type(error).__name__}: {error})") from None

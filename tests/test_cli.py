@@ -167,3 +167,29 @@ def test_reproduce_runs_the_paper_script_with_the_options(tmp_path, monkeypatch,
     assert result["summary"] == [{"dataset": "animals", "test_perplexity": 0.5}]
     passed = json.loads((out / "as_published" / "argv.json").read_text())
     assert passed == ["--out", str(out), "--as-published", "--quick", "--quiet", "--data-dir", "d"]
+
+
+def test_ctrl_c_exits_130_in_one_line_and_leaves_nothing(data_csv, tmp_path, monkeypatch, capsys):
+    path, _ = data_csv
+
+    def interrupted(*args, **kwargs):  # Ctrl-C while the results are being written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.plot, "traces", interrupted)
+    out = tmp_path / "fit"
+    assert main(["fit", str(path), "--rank", "2", "--max-iter", "5", "--out", str(out)]) == 130
+    assert capsys.readouterr().err == "bernmf: interrupted\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_force_never_deletes_the_current_folder_or_the_data(
+    data_csv, tmp_path, monkeypatch, capsys
+):
+    path, _ = data_csv
+    argv = ["fit", str(path), "--rank", "2", "--force", "--out"]
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "."]) == 1
+    assert "current folder" in capsys.readouterr().err
+    assert main([*argv, str(path.parent)]) == 1
+    assert f"contains the input {path}" in capsys.readouterr().err
+    assert path.is_file() and list(tmp_path.iterdir()) == []

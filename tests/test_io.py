@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import zipfile
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import bernmf
 from bernmf.data import Observed, as_observed
@@ -147,3 +150,154 @@ def test_bad_paths_and_foreign_files(labelled_fit, tmp_path):
     np.savez(tmp_path / "plain.npz", a=np.arange(3))
     with pytest.raises(ValueError, match="not a saved bernmf fit"):
         bernmf.load(tmp_path / "plain.npz")
+
+
+# ---------------------------------------------------------------------------------------
+# labels, and files from elsewhere: load treats its file as untrusted
+
+
+def test_labels_of_every_kind_survive_save_and_load(labelled_fit, tmp_path):
+    rows = pd.MultiIndex.from_arrays(
+        [np.arange(30) % 3, [f"r{i}" for i in range(30)]], names=[("group", 1), None]
+    )
+    columns = pd.date_range("2024-03-20", periods=20, freq="D", tz="Europe/Paris", name=7)
+    fit = dataclasses.replace(labelled_fit, row_labels=rows, col_labels=columns)
+    assert_same(fit, bernmf.load(fit.save(tmp_path / "fit.npz")))
+    odd = dataclasses.replace(fit, col_labels=pd.Index([object()] * 20))
+    with pytest.raises(ValueError, match="cannot save the label"):
+        odd.save(tmp_path / "odd.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.npz"]
+
+
+def rewrite(path, **members):
+    """Copy the zip at ``path`` with members replaced (bytes) or removed (None)."""
+    with zipfile.ZipFile(path) as zf:
+        content = {name: zf.read(name) for name in zf.namelist()}
+    content.update({k.replace("__", "/").replace("_npy", ".npy"): v for k, v in members.items()})
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in content.items():
+            if data is not None:
+                zf.writestr(name, data)
+
+
+def npy(array, **options):
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, np.asarray(array), **options)
+    return buffer.getvalue()
+
+
+def npy_header(shape):
+    """A .npy header alone, declaring float64 data of ``shape``."""
+    buffer = io.BytesIO()
+    header = {"descr": "<f8", "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def saved(labelled_fit, tmp_path):
+    return labelled_fit.save(tmp_path / "fit.npz")
+
+
+def metadata_of(path):
+    with zipfile.ZipFile(path) as zf:
+        return json.loads(zf.read("metadata.json"))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"W_npy": None}, "'W' is missing"),
+        ({"W_npy": npy(np.zeros((30, 3)))}, r"W has shape \(30, 3\), expected \(30, 2\)"),
+        ({"probs_npy": npy(np.zeros((20, 30)))}, "probs has shape"),
+        ({"observed__Y_bits_npy": npy(np.zeros(3, np.uint8))}, "observed/Y_bits has shape"),
+        ({"W_npy": npy(np.array([None, 1], dtype=object), allow_pickle=True)}, "unsupported dtype"),
+        ({"W_npy": npy(np.zeros((30, 2)))[:-8]}, "declares shape"),
+        ({"W_npy": npy_header((10**12,))}, "declares shape"),
+        ({"metadata.json": b"[" * 100_000}, "not valid JSON"),
+        ({"metadata.json": b"\xff"}, "not valid JSON"),
+    ],
+    ids=["missing", "W-shape", "probs-shape", "bits", "pickle", "short", "1e12", "deep", "bytes"],
+)
+def test_malformed_members_are_a_value_error_naming_the_file(saved, change, message):
+    rewrite(saved, **change)
+    with pytest.raises(ValueError, match=message) as error:
+        bernmf.load(saved)
+    assert str(error.value).startswith(str(saved))
+
+
+def nested(depth):
+    value = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda info: info.update(rank="2"), "'rank' should be int"),
+        (lambda info: info.update(shape=[30]), r"'shape' should be \[M, N\]"),
+        (lambda info: info.update(format_version=99), "unsupported format"),
+        (lambda info: info["row_labels"].update(values=["a"]), "rows has 1 labels for 30"),
+        (lambda info: info.update(extras={"__array__": "nowhere", "scalar": False}), "not saved"),
+        (lambda info: info.update(extras={"thing": 1}), "malformed extras"),
+        (lambda info: info.update(metadata=nested(70)), "deeper"),
+    ],
+    ids=["rank-type", "shape", "version", "labels", "array-ref", "extras", "nesting"],
+)
+def test_inconsistent_metadata_is_a_value_error(saved, edit, message):
+    info = metadata_of(saved)
+    edit(info)
+    rewrite(saved, **{"metadata.json": json.dumps(info).encode()})
+    with pytest.raises(ValueError, match=message):
+        bernmf.load(saved)
+
+
+def test_a_zip_bomb_is_refused_before_reading(saved):
+    """The central directory claims 4 GB for a member of a few hundred bytes."""
+    content = bytearray(saved.read_bytes())
+    header = content.index(b"PK\x01\x02")  # the first member's central directory entry
+    content[header + 24 : header + 28] = (0xFFFFFFF0).to_bytes(4, "little")
+    saved.write_bytes(bytes(content))
+    with pytest.raises(ValueError, match="zip bomb"):
+        bernmf.load(saved)
+
+
+def test_files_of_the_previous_format_still_load(labelled_fit, saved):
+    info = metadata_of(saved)
+    info["format_version"] = 1
+    rewrite(saved, **{"metadata.json": json.dumps(info).encode()})
+    assert_same(labelled_fit, bernmf.load(saved))
+
+
+@pytest.fixture(scope="module")
+def small_file(tmp_path_factory):
+    """A small saved fit, with labels and extras, to damage."""
+    Y, _, _ = bernmf.simulate(0, 6, 5, 2)
+    frame = pd.DataFrame(Y, index=list("abcdef"), columns=pd.RangeIndex(5, name="j"))
+    fit = bernmf.fit(frame, "mm", 2, max_iter=5)
+    fit = dataclasses.replace(fit, extras={"note": ("x", np.arange(2))})
+    path = fit.save(tmp_path_factory.mktemp("small") / "fit.npz")
+    return fit, path.read_bytes()
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_damaged_files_load_equal_or_raise_value_error(small_file, tmp_path_factory, data):
+    fit, content = small_file
+    damaged = bytearray(content)
+    if data.draw(st.booleans(), label="truncate"):
+        damaged = damaged[: data.draw(st.integers(0, len(content) - 1), label="length")]
+    else:
+        for _ in range(data.draw(st.integers(1, 3), label="flips")):
+            at = data.draw(st.integers(0, len(content) - 1), label="at")
+            damaged[at] ^= data.draw(st.integers(1, 255), label="xor")
+    path = tmp_path_factory.mktemp("damaged") / "fit.npz"
+    path.write_bytes(bytes(damaged))
+    try:
+        loaded = bernmf.load(path)
+    except ValueError as error:
+        assert str(path) in str(error)
+    else:
+        assert_same(fit, loaded)

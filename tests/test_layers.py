@@ -15,10 +15,11 @@ PACKAGE = Path(__file__).parents[1] / "bernmf"
 
 LAYERS = [
     {"bernmf.models"},  # the model: priors, likelihood, simulation
-    {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.readers", "bernmf._output"},
+    {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.readers"}
+    | {"bernmf._output", "bernmf._labels", "bernmf._archive"},  # writers, label codec, zip reader
     {"bernmf.results", "bernmf.io", "bernmf.posterior", "bernmf.plot", "bernmf.stacking"},  # fits
     {"bernmf.inference"},  # the engines
-    {"bernmf.api", "bernmf.tune", "bernmf.comparison"},  # running engines
+    {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"},  # running engines
     {"bernmf.cli", "bernmf.estimator", "bernmf.__main__"},  # front ends
     {"bernmf"},  # the package's namespace re-exports everything
 ]
