@@ -4,8 +4,9 @@ A saved fit is one zip file (``.npz``, readable by :func:`numpy.load`) holding
 
 * every array as a ``.npy`` member: W, H, probs, trace, the prior, the posterior
   draws (``draws/W``, ``draws/H``), the sampler statistics (``sample_stats/<name>``),
-  the array-valued extras, and the training data packed to bits
-  (``observed/Y_bits``, ``observed/mask_bits``);
+  the array-valued extras, the training data packed to bits
+  (``observed/Y_bits``, ``observed/mask_bits``), and an ensemble's members
+  (``members/W`` (R, M, K), ``members/H``, ``members/probs``, ``members/trace/<r>``);
 * ``metadata.json``: engine, rank, seed, n_iter, converged, timings, data shape, row
   and column labels, scalar extras, user metadata (for example the engine options),
   and the versions of bernmf, Python, numpy and JAX.
@@ -23,6 +24,7 @@ a damaged or hostile file gives a ValueError naming the file and the problem.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -185,6 +187,10 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         arrays.update({f"prior/{k}": np.asarray(v) for k, v in fit.prior._asdict().items()})
     arrays.update({f"draws/{k}": np.asarray(v) for k, v in fit.draws.items()})
     arrays.update({f"sample_stats/{k}": np.asarray(v) for k, v in fit.sample_stats.items()})
+    if fit.members:
+        for name in ("W", "H", "probs"):
+            arrays[f"members/{name}"] = np.stack([getattr(m, name) for m in fit.members])
+        arrays.update({f"members/trace/{r}": m.trace for r, m in enumerate(fit.members)})
     encoder = _Encoder(arrays)
     info: dict[str, Any] = {
         "format": FORMAT,
@@ -203,6 +209,7 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         "row_labels": encode_index(fit.row_labels),
         "col_labels": encode_index(fit.col_labels),
         "observed": None,
+        "members": [_member_info(m) for m in fit.members],
         "metadata": dict(metadata or {}),
         "versions": versions(),
     }
@@ -223,6 +230,16 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
             for name, content in members.items():
                 zf.writestr(name, content)
     return target.path
+
+
+def _member_info(member: Fit) -> dict:
+    """What :func:`save` keeps of an ensemble's member besides its W, H, probs and trace."""
+    return {
+        "seed": int(member.seed),
+        "n_iter": int(member.n_iter),
+        "converged": bool(member.converged),
+        "timings": {k: float(v) for k, v in member.timings.items()},
+    }
 
 
 def _metadata(content: bytes) -> dict:
@@ -346,6 +363,45 @@ def _draws(info, arrays, shape: tuple[int, int, int]) -> tuple[dict, dict]:
     return draws, stats
 
 
+def _timings(info) -> dict:
+    timings = _get(info, "timings", dict)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in timings.values()):
+        raise ValueError("'timings' should map names to seconds")
+    return timings
+
+
+def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
+    """An ensemble's members: W, H, probs, trace, seed, iterations, convergence, timings."""
+    records = info.get("members", [])
+    if not isinstance(records, list):
+        raise ValueError("'members' should be a list")
+    if not records:
+        return ()
+    R, (M, N), K = len(records), fit.probs.shape, fit.rank
+    stacked = {
+        name: _array(arrays, f"members/{name}", (R, *shape))
+        for name, shape in (("W", (M, K)), ("H", (K, N)), ("probs", (M, N)))
+    }
+    return tuple(
+        Fit(
+            engine=fit.engine,
+            rank=K,
+            prior=fit.prior,
+            W=stacked["W"][r],
+            H=stacked["H"][r],
+            probs=stacked["probs"][r],
+            trace=_array(arrays, f"members/trace/{r}", (None,)),
+            n_iter=_get(record, "n_iter", int, "member "),
+            converged=_get(record, "converged", bool, "member "),
+            timings=_timings(record),
+            seed=_get(record, "seed", int, "member "),
+            row_labels=fit.row_labels,
+            col_labels=fit.col_labels,
+        )
+        for r, record in enumerate(records)
+    )
+
+
 def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
     """The Fit the metadata and arrays describe, every type and shape checked."""
     shape = _get(info, "shape", list)
@@ -356,10 +412,7 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         raise ValueError(f"'rank' should be >= 1, got {K}")
     prior = _prior(arrays, K) if _get(info, "has_prior", bool) else None
     draws, sample_stats = _draws(info, arrays, (M, N, K))
-    timings = _get(info, "timings", dict)
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in timings.values()):
-        raise ValueError("'timings' should map names to seconds")
-    return Fit(
+    fit = Fit(
         engine=_get(info, "engine", str),
         rank=K,
         prior=prior,
@@ -369,7 +422,7 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         trace=_array(arrays, "trace", (None,)),
         n_iter=_get(info, "n_iter", int),
         converged=_get(info, "converged", bool),
-        timings=timings,
+        timings=_timings(info),
         seed=_get(info, "seed", int),
         extras=_decode(info.get("extras"), arrays),
         row_labels=_labels(info.get("row_labels"), M, "rows"),
@@ -378,6 +431,7 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         sample_stats=sample_stats,
         observed=_observed(info.get("observed"), arrays, (M, N)),
     )
+    return dataclasses.replace(fit, members=_members(info, arrays, fit))
 
 
 def load(path) -> Fit:
@@ -391,7 +445,9 @@ def load(path) -> Fit:
     Returns
     -------
     Fit
-        Equal to the saved fit in every field.
+        Equal to the saved fit in every field; the members of an ensemble keep their
+        W, H, probs, trace, seed, iterations, convergence and timings (not their
+        draws or extras).
 
     Raises
     ------

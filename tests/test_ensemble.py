@@ -130,3 +130,19 @@ def test_bad_ensembles_fail_before_running(arguments, message, never_run):
 def test_num_chains_other_than_restarts_is_refused(never_run):
     with pytest.raises(ValueError, match="leave num_chains out"):
         bernmf.fit(Y, "nuts", K, mask=TRAIN, restarts=3, num_chains=2)
+
+
+def test_an_ensemble_saves_and_loads_with_its_members(members, tmp_path):
+    result = bernmf.fit(Y, "mm", K, mask=TRAIN, restarts=4, combine="mean", **OPTIONS)
+    loaded = bernmf.load(result.save(tmp_path / "ensemble.npz"))
+    np.testing.assert_array_equal(loaded.probs, result.probs)
+    assert loaded.extras["restarts"] == result.extras["restarts"]
+    assert len(loaded.members) == 4
+    for saved, back in zip(result.members, loaded.members, strict=True):
+        for name in ("W", "H", "probs", "trace"):
+            np.testing.assert_array_equal(getattr(back, name), getattr(saved, name))
+        assert (back.seed, back.n_iter, back.converged) == (
+            saved.seed,
+            saved.n_iter,
+            saved.converged,
+        )
