@@ -16,7 +16,14 @@ PACKAGE = Path(__file__).parents[1] / "bernmf"
 LAYERS = [
     {"bernmf.models"},  # the model: priors, likelihood, simulation
     {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.readers", "bernmf._output"},
-    {"bernmf.results", "bernmf.io", "bernmf.posterior", "bernmf.plot"},  # what a fit is
+    {
+        "bernmf.results",
+        "bernmf.io",
+        "bernmf.posterior",
+        "bernmf.convergence",
+        "bernmf.modes",
+        "bernmf.plot",
+    },  # what a fit is
     {"bernmf.inference"},  # the engines
     {"bernmf.api", "bernmf.tune", "bernmf.comparison"},  # running engines
     {"bernmf.cli", "bernmf.estimator", "bernmf.__main__"},  # front ends
