@@ -230,11 +230,12 @@ def _components_first(draws: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _sum_of_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``sum over k of a[k] * b[k]``, added up in order k = 0, 1, ...
+    """``sum over k of a[k] * b[k]`` by plain multiplies and adds in order k = 0, 1, ...
 
-    The same bits as ``np.einsum`` over k, whatever the BLAS: R-hat is rank-based
-    and moves by a few 1e-6 when WH changes in its last bit (near ties of the
-    folded draws), so WH is always formed by these operations.
+    No BLAS and no fused multiply-add, so the bits do not depend on the library or
+    the machine (here they are those of the former ``np.einsum``). That matters:
+    R-hat is rank-based and moves by a few 1e-6 when WH changes in its last bit
+    (near ties of the folded draws).
     """
     total = a[0] * b[0]
     product = np.empty_like(total)
@@ -313,7 +314,7 @@ def diagnostics(
             picked = _sum_of_products(W_wide, H_wide[:, columns]).reshape(-1, C, S)
         else:
             draws = W_draws if quantity == "W" else H_draws
-            picked = _entries_first(draws)[chosen]
+            picked = _entries_first(draws.reshape(C, S, size)[..., chosen])
         for store, method in ((ess_bulk, "bulk"), (ess_tail, "tail")):
             values = np.full(size, np.nan)
             values[chosen] = ess_rows(picked, method)
