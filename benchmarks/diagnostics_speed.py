@@ -12,7 +12,10 @@ the former ones on the rows both computed (R-hat) and on the chosen entries (ESS
 BLAS runs one thread (set before numpy loads); the CPUs, threads and load are printed.
 Wall and CPU seconds are both reported: on a shared machine wall time depends on load.
 
-Run: ``.venv/bin/python benchmarks/diagnostics_speed.py [--old-rows 12] [--threads 2]``
+Writes ``summary.csv`` (one row: the seconds, ratios and differences) in ``--out``.
+
+Run: ``.venv/bin/python benchmarks/diagnostics_speed.py [--old-rows 12] [--threads 2]
+[--out results/diagnostics_speed]``
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 import bernmf  # noqa: E402
 
@@ -58,6 +62,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--old-rows", type=int, default=12)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--out", type=Path, default=Path("results/diagnostics_speed"))
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_info
 
@@ -106,6 +111,21 @@ def main(argv=None) -> None:
         for q in ("WH", "W", "H")
     )
     print(f"largest difference new - old: R-hat {rhat_gap:.1e}, relative ESS {ess_gap:.1e}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "entries": M * N,
+        "threads": args.threads,
+        "load_average": os.getloadavg()[0],
+        "new_wall_s": new_wall,
+        "new_cpu_s": new_cpu,
+        "old_wall_s": old_wall,
+        "old_cpu_s": old_cpu,
+        "ratio_wall": old_wall / new_wall,
+        "ratio_cpu": old_cpu / new_cpu,
+        "max_rhat_difference": rhat_gap,
+        "max_relative_ess_difference": ess_gap,
+    }
+    pd.DataFrame([summary]).to_csv(args.out / "summary.csv", index=False)
 
 
 if __name__ == "__main__":
