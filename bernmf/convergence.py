@@ -157,7 +157,8 @@ def rank_rhat_rows(draws: np.ndarray, *, chunk_values: int = CHUNK_VALUES) -> np
     the median), so their stable sort is a merge. Entries are ranked ``chunk_values``
     numbers at a time.
 
-    Returns an array of shape (E,); NaN with fewer than 2 chains or 4 draws.
+    Returns an array of shape (E,); NaN with fewer than 2 chains or 4 draws, and
+    for the entries with a NaN draw.
     """
     E, C, S = draws.shape
     if C < 2 or S < 4:
@@ -188,9 +189,11 @@ def _rank_rhat_chunk(draws: np.ndarray, tiled: np.ndarray) -> np.ndarray:
     folded_keys.sort(axis=1, kind="stable")
     z_folded = _scores(folded, folded_keys, bits, tiled)[0]
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.maximum(
+        rhat = np.maximum(
             _basic_rhat(z.reshape(split.shape)), _basic_rhat(z_folded.reshape(split.shape))
         )
+    rhat[np.isnan(rows).any(axis=1)] = np.nan
+    return rhat
 
 
 def _autocovariance(x: np.ndarray) -> np.ndarray:
@@ -247,18 +250,25 @@ def _geyer_ess(x: np.ndarray) -> np.ndarray:
 def ess_rows(draws: np.ndarray, method: str) -> np.ndarray:
     """Bulk or tail ESS of (E, C, S) draws, as ``arviz_stats.ess`` (tail: ``prob=0.05``).
 
-    Returns an array of shape (E,); NaN with fewer than 4 draws.
+    Returns an array of shape (E,); NaN with fewer than 4 draws, and for the
+    entries with a NaN draw.
     """
+    if method not in ("bulk", "tail"):
+        raise ValueError(f"method must be 'bulk' or 'tail', got {method!r}")
     draws = np.asarray(draws, float)
     E, C, S = draws.shape
     if S < 4:
         return np.full(E, np.nan)
     if method == "bulk":
         split = split_chains(draws)
-        return _geyer_ess(_normal_scores(split.reshape(E, -1)).reshape(split.shape))
-    if method != "tail":
-        raise ValueError(f"method must be 'bulk' or 'tail', got {method!r}")
-    quantiles = np.quantile(draws.reshape(E, C * S), [TAIL_PROB, 1 - TAIL_PROB], axis=1)
-    return np.minimum(
-        *(_geyer_ess(split_chains((draws <= q[:, None, None]).astype(float))) for q in quantiles)
-    )
+        ess = _geyer_ess(_normal_scores(split.reshape(E, -1)).reshape(split.shape))
+    else:
+        quantiles = np.quantile(draws.reshape(E, C * S), [TAIL_PROB, 1 - TAIL_PROB], axis=1)
+        ess = np.minimum(
+            *(
+                _geyer_ess(split_chains((draws <= q[:, None, None]).astype(float)))
+                for q in quantiles
+            )
+        )
+    ess[np.isnan(draws).any(axis=(1, 2))] = np.nan
+    return ess

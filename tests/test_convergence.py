@@ -187,6 +187,20 @@ def test_ess_is_arviz_ess(name, method):
     np.testing.assert_allclose(one_chain, reference_ess(x[:1], method), rtol=1e-10, atol=0)
 
 
+def test_entries_with_a_nan_draw_get_nan_as_in_arviz():
+    x = np.random.default_rng(7).random((2, 50, 4))
+    x[0, 3, 1] = np.nan
+    x[:, :, 2] = np.nan
+    rows = np.moveaxis(x, 2, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = arviz_stats.rhat(x, chain_axis=0, draw_axis=1)
+    np.testing.assert_array_equal(np.isnan(expected), [False, True, True, False])
+    np.testing.assert_allclose(rank_rhat_rows(rows), expected, rtol=1e-12)
+    for method in ("bulk", "tail"):
+        np.testing.assert_allclose(ess_rows(rows, method), reference_ess(x, method), rtol=1e-10)
+
+
 def test_ess_follows_the_autocorrelation():
     """Independent check: AR(1) with rho = 0.9 has ESS about n (1 - rho) / (1 + rho)."""
     x = autocorrelated(np.random.default_rng(3), (4, 2000, 30), 0.9)
