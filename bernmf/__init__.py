@@ -10,6 +10,7 @@ from bernmf.comparison import compare
 from bernmf.inference import available as engines
 from bernmf.io import load
 from bernmf.models import Prior, log_joint, log_likelihood, log_prior, perplexity, simulate
+from bernmf.modes import count_modes
 from bernmf.posterior import align_components, diagnostics
 from bernmf.results import Fit
 
@@ -38,6 +39,7 @@ __all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "Prior",
     "align_components",
     "compare",
+    "count_modes",
     "diagnostics",
     "engines",
     "fit",

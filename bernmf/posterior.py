@@ -14,7 +14,9 @@ identifiable; W and H are compared across chains only after
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import jax
@@ -22,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 from scipy.optimize import linear_sum_assignment
-from scipy.special import ndtri
 
+from bernmf.convergence import ess_rows, rank_rhat_rows
 from bernmf.models.spec import Prior, log_joint, masked_log_likelihood_terms
 from bernmf.results import Fit
 
@@ -195,54 +197,12 @@ class Diagnostics:
     seconds: float
 
 
-def _split_chains(x: np.ndarray) -> np.ndarray:
-    """(C, S, ...) -> (2C, S // 2, ...): first and last halves of each chain as chains."""
-    half = x.shape[1] // 2
-    return np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
-
-
-def _average_ranks(rows: np.ndarray) -> np.ndarray:
-    """Ranks (1-based, ties averaged) within each row of a 2-D array, vectorized.
-
-    ``scipy.stats.rankdata(rows, method="average", axis=1)`` gives the same numbers
-    but is much slower on many short rows.
-    """
-    count = rows.shape[1]
-    order = np.argsort(rows, axis=1, kind="stable")
-    ordered = np.take_along_axis(rows, order, axis=1)
-    position = np.broadcast_to(np.arange(count), rows.shape)
-    differs = ordered[:, 1:] != ordered[:, :-1]
-    first = np.concatenate([np.ones((rows.shape[0], 1), bool), differs], axis=1)
-    last = np.concatenate([differs, np.ones((rows.shape[0], 1), bool)], axis=1)
-    group_start = np.maximum.accumulate(np.where(first, position, 0), axis=1)
-    group_end = np.minimum.accumulate(np.where(last, position, count - 1)[:, ::-1], axis=1)[:, ::-1]
-    ranks = np.empty(rows.shape)
-    np.put_along_axis(ranks, order, (group_start + group_end) / 2 + 1, axis=1)
-    return ranks
-
-
-def _z_scale(x: np.ndarray) -> np.ndarray:
-    """Rank-normalize over the (chain, draw) axes jointly, entry by entry."""
-    chains, draws = x.shape[:2]
-    size = chains * draws
-    ranks = _average_ranks(x.reshape(size, -1).T).T
-    return ndtri((ranks - 0.375) / (size + 0.25)).reshape(x.shape)
-
-
-def _basic_rhat(x: np.ndarray) -> np.ndarray:
-    """Gelman-Rubin R-hat of (C, S, ...) draws, entry by entry."""
-    draws = x.shape[1]
-    within = x.var(axis=1, ddof=1).mean(axis=0)
-    between = draws * x.mean(axis=1).var(axis=0, ddof=1)
-    return np.sqrt((between / within + draws - 1) / draws)
-
-
 def rank_rhat(x) -> np.ndarray:
     """Rank-normalized split R-hat (Vehtari et al. 2021), vectorized over entries.
 
     The same numbers as ``arviz_stats.rhat(x, chain_axis=0, draw_axis=1)``, which
     loops over entries in Python (milliseconds each: too slow for the 350,000
-    entries of WH on lastfm).
+    entries of WH on lastfm); see :mod:`bernmf.convergence`.
 
     Parameters
     ----------
@@ -254,25 +214,34 @@ def rank_rhat(x) -> np.ndarray:
         ``max(bulk, tail)`` R-hat; NaN with fewer than 2 chains or 4 draws.
     """
     x = np.asarray(x, float)
-    if x.shape[0] < 2 or x.shape[1] < 4:
-        return np.full(x.shape[2:], np.nan)
-    split = _split_chains(x)
-    folded = np.abs(split - np.median(split.reshape(-1, *split.shape[2:]), axis=0))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.maximum(_basic_rhat(_z_scale(split)), _basic_rhat(_z_scale(folded)))
+    return rank_rhat_rows(_entries_first(x)).reshape(x.shape[2:])
 
 
-def _wh_rows(W_draws, H_draws, rows: slice) -> np.ndarray:
-    """Draws of the rows ``rows`` of W @ H, shape (C, S, rows, N)."""
-    return np.einsum("csmk,cskn->csmn", W_draws[:, :, rows], H_draws)
+def _entries_first(x: np.ndarray) -> np.ndarray:
+    """(C, S, ...) draws -> (E, C, S), each entry's draws contiguous."""
+    C, S = x.shape[:2]
+    return np.ascontiguousarray(np.moveaxis(x.reshape(C, S, -1), 2, 0))
 
 
-def _ess(x: np.ndarray, method: str) -> np.ndarray:
-    """arviz_stats' bulk or tail (5% and 95% quantiles) ESS of (C, S, entries) draws."""
-    import arviz_stats
+def _components_first(draws: np.ndarray, axis: int) -> np.ndarray:
+    """W (C, S, M, K) with axis 3 or H (C, S, K, N) with axis 2 -> (K, rows, C * S)."""
+    C, S = draws.shape[:2]
+    return np.moveaxis(draws, (axis, 0, 1), (0, -2, -1)).reshape(draws.shape[axis], -1, C * S)
 
-    options = {"prob": 0.05} if method == "tail" else {}
-    return np.asarray(arviz_stats.ess(x, chain_axis=0, draw_axis=1, method=method, **options))
+
+def _sum_of_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sum over k of a[k] * b[k]`` by plain multiplies and adds in order k = 0, 1, ...
+
+    No BLAS and no fused multiply-add, so the bits do not depend on the library or
+    the machine (here they are those of the former ``np.einsum``). That matters:
+    R-hat is rank-based and moves by a few 1e-6 when WH changes in its last bit
+    (near ties of the folded draws).
+    """
+    total = a[0] * b[0]
+    product = np.empty_like(total)
+    for k in range(1, len(a)):
+        total += np.multiply(a[k], b[k], out=product)
+    return total
 
 
 def diagnostics(
@@ -281,17 +250,18 @@ def diagnostics(
     warn: bool = True,
     ess_entries: int = 1000,
     seed: int = 0,
-    max_block_values: int = 20_000_000,
+    max_block_values: int = 1_000_000,
+    threads: int | None = None,
 ) -> Diagnostics:
     """R-hat and bulk/tail ESS of WH (identifiable) and of the aligned W and H.
 
     R-hat (rank-normalized split R-hat, :func:`rank_rhat`) is computed for every
-    entry, WH a block of rows at a time (at most ``max_block_values`` numbers at
-    once, so its draws are never all in memory). ESS comes from ``arviz_stats``,
-    which takes milliseconds per entry: for each quantity it is computed on at
-    most ``ess_entries`` entries drawn at random (all of them when there are
-    fewer); the per-entry ESS arrays are NaN elsewhere. R-hat needs at least 2
-    chains: with one (``svi``) it is NaN and only ESS is reported.
+    entry, WH a block of rows at a time (about ``max_block_values`` numbers at
+    once per thread, so its draws are never all in memory), blocks on ``threads``
+    threads. ESS (bulk and tail, the numbers of ``arviz_stats.ess``) is computed
+    for each quantity on at most ``ess_entries`` entries drawn at random (all of
+    them when there are fewer); the per-entry ESS arrays are NaN elsewhere. R-hat
+    needs at least 2 chains: with one (``svi``) it is NaN and only ESS is reported.
 
     Parameters
     ----------
@@ -304,39 +274,50 @@ def diagnostics(
     seed : int
         Seed of the choice of those entries.
     max_block_values : int
-        Memory bound of the blockwise computation of WH's R-hat.
+        Memory bound of the blockwise computation of WH's R-hat (at least one row
+        of WH per block, each block about 4 arrays of its size).
+    threads : int, optional
+        Threads computing WH's R-hat. Default: the CPUs this process may use.
 
     Returns
     -------
     Diagnostics
     """
     _check_draws(fit)
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
     aligned = align_components(fit)
-    W_draws, H_draws = (np.asarray(aligned.draws[k]) for k in ("W", "H"))
+    W_draws, H_draws = (np.asarray(aligned.draws[k], float) for k in ("W", "H"))
     C, S, M = W_draws.shape[:3]
     N = H_draws.shape[-1]
+    H_wide = _components_first(H_draws, 2)  # (K, N, C * S)
     block = max(1, max_block_values // (C * S * N))
+
+    def wh_rhat(start: int) -> np.ndarray:
+        W_block = _components_first(W_draws[:, :, start : start + block], 3)
+        wh = _sum_of_products(W_block[:, :, None], H_wide[:, None])  # (rows, N, C * S)
+        return rank_rhat_rows(wh.reshape(-1, C, S))
+
+    with ThreadPoolExecutor(threads) as pool:
+        wh = np.concatenate(list(pool.map(wh_rhat, range(0, M, block)))).reshape(M, N)
+    rhat = {"WH": wh, "W": rank_rhat(W_draws), "H": rank_rhat(H_draws)}
     rng = np.random.default_rng(seed)
-    rhat = {
-        "WH": np.concatenate(
-            [rank_rhat(_wh_rows(W_draws, H_draws, slice(i, i + block))) for i in range(0, M, block)]
-        ),
-        "W": rank_rhat(W_draws),
-        "H": rank_rhat(H_draws),
-    }
     ess_bulk, ess_tail = {}, {}
     for quantity, shape in (("WH", (M, N)), ("W", W_draws.shape[2:]), ("H", H_draws.shape[2:])):
         size = int(np.prod(shape))
         chosen = np.sort(rng.choice(size, min(size, ess_entries), replace=False))
         if quantity == "WH":
             rows, columns = np.unravel_index(chosen, shape)
-            picked = np.einsum("csek,cske->cse", W_draws[:, :, rows], H_draws[..., columns])
+            W_wide = _components_first(W_draws[:, :, rows], 3)
+            picked = _sum_of_products(W_wide, H_wide[:, columns]).reshape(-1, C, S)
         else:
             draws = W_draws if quantity == "W" else H_draws
-            picked = draws.reshape(C, S, size)[..., chosen]
+            picked = _entries_first(draws.reshape(C, S, size)[..., chosen])
         for store, method in ((ess_bulk, "bulk"), (ess_tail, "tail")):
             values = np.full(size, np.nan)
-            values[chosen] = _ess(picked, method)
+            values[chosen] = ess_rows(picked, method)
             store[quantity] = values.reshape(shape)
     diverging = fit.sample_stats.get("diverging")
     divergences = 0 if diverging is None else int(np.asarray(diverging).sum())

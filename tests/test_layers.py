@@ -17,7 +17,8 @@ LAYERS = [
     {"bernmf.models"},  # the model: priors, likelihood, simulation
     {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.readers"}
     | {"bernmf._output", "bernmf._labels", "bernmf._archive"},  # writers, label codec, zip reader
-    {"bernmf.results", "bernmf.io", "bernmf.posterior", "bernmf.plot", "bernmf.stacking"},  # fits
+    {"bernmf.results", "bernmf.io", "bernmf.posterior", "bernmf.plot"}
+    | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking"},  # what a fit is, its summaries
     {"bernmf.inference"},  # the engines
     {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"},  # running engines
     {"bernmf.cli", "bernmf.estimator", "bernmf.__main__"},  # front ends

@@ -1,0 +1,247 @@
+"""Fast R-hat / ESS (bernmf.convergence) against arviz_stats and the former implementation.
+
+``reference_*`` below is the slow implementation that ``bernmf.diagnostics`` had before
+(a stable argsort per block of entries, arviz_stats' ``ess`` entry by entry): kept here,
+not in the package, as the independent reference (``benchmarks/diagnostics_speed.py``
+times it too).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import arviz_stats
+import numpy as np
+import pytest
+from scipy.special import ndtri
+
+import bernmf
+from bernmf.convergence import ess_rows, rank_rhat_rows
+from bernmf.posterior import rank_rhat
+
+
+def _reference_average_ranks(rows: np.ndarray) -> np.ndarray:
+    """Ranks (1-based, ties averaged) within each row of a 2-D array."""
+    count = rows.shape[1]
+    order = np.argsort(rows, axis=1, kind="stable")
+    ordered = np.take_along_axis(rows, order, axis=1)
+    position = np.broadcast_to(np.arange(count), rows.shape)
+    differs = ordered[:, 1:] != ordered[:, :-1]
+    first = np.concatenate([np.ones((rows.shape[0], 1), bool), differs], axis=1)
+    last = np.concatenate([differs, np.ones((rows.shape[0], 1), bool)], axis=1)
+    group_start = np.maximum.accumulate(np.where(first, position, 0), axis=1)
+    group_end = np.minimum.accumulate(np.where(last, position, count - 1)[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty(rows.shape)
+    np.put_along_axis(ranks, order, (group_start + group_end) / 2 + 1, axis=1)
+    return ranks
+
+
+def _reference_z_scale(x: np.ndarray) -> np.ndarray:
+    chains, draws = x.shape[:2]
+    size = chains * draws
+    ranks = _reference_average_ranks(x.reshape(size, -1).T).T
+    return ndtri((ranks - 0.375) / (size + 0.25)).reshape(x.shape)
+
+
+def _reference_basic_rhat(x: np.ndarray) -> np.ndarray:
+    draws = x.shape[1]
+    within = x.var(axis=1, ddof=1).mean(axis=0)
+    between = draws * x.mean(axis=1).var(axis=0, ddof=1)
+    return np.sqrt((between / within + draws - 1) / draws)
+
+
+def reference_rank_rhat(x) -> np.ndarray:
+    """R-hat of (C, S, ...) draws, shape x.shape[2:]: the former ``rank_rhat``."""
+    x = np.asarray(x, float)
+    if x.shape[0] < 2 or x.shape[1] < 4:
+        return np.full(x.shape[2:], np.nan)
+    half = x.shape[1] // 2
+    split = np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
+    folded = np.abs(split - np.median(split.reshape(-1, *split.shape[2:]), axis=0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.maximum(
+            _reference_basic_rhat(_reference_z_scale(split)),
+            _reference_basic_rhat(_reference_z_scale(folded)),
+        )
+
+
+def reference_ess(x: np.ndarray, method: str) -> np.ndarray:
+    """arviz_stats' ESS of (C, S, entries) draws, entry by entry."""
+    options = {"prob": 0.05} if method == "tail" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.asarray(arviz_stats.ess(x, chain_axis=0, draw_axis=1, method=method, **options))
+
+
+def reference_wh_rhat(W_draws, H_draws, rows: slice) -> np.ndarray:
+    """R-hat of the rows ``rows`` of W @ H, formed with ``np.einsum`` as before."""
+    return reference_rank_rhat(np.einsum("csmk,cskn->csmn", W_draws[:, :, rows], H_draws))
+
+
+def reference_ess_arrays(W_draws, H_draws, *, ess_entries: int = 1000, seed: int = 0):
+    """The former ESS arrays (bulk, tail) of the aligned draws, dicts like ``Diagnostics``."""
+    C, S, M = W_draws.shape[:3]
+    N = H_draws.shape[-1]
+    rng = np.random.default_rng(seed)
+    bulk, tail = {}, {}
+    for quantity, shape in (("WH", (M, N)), ("W", W_draws.shape[2:]), ("H", H_draws.shape[2:])):
+        size = int(np.prod(shape))
+        chosen = np.sort(rng.choice(size, min(size, ess_entries), replace=False))
+        if quantity == "WH":
+            rows, columns = np.unravel_index(chosen, shape)
+            picked = np.einsum("csek,cske->cse", W_draws[:, :, rows], H_draws[..., columns])
+        else:
+            draws = W_draws if quantity == "W" else H_draws
+            picked = draws.reshape(C, S, size)[..., chosen]
+        for store, method in ((bulk, "bulk"), (tail, "tail")):
+            values = np.full(size, np.nan)
+            values[chosen] = reference_ess(picked, method)
+            store[quantity] = values.reshape(shape)
+    return bulk, tail
+
+
+def reference_diagnostics(fit, *, ess_entries: int = 1000, seed: int = 0):
+    """The former R-hat and ESS arrays of :func:`bernmf.diagnostics`: (rhat, bulk, tail)."""
+    aligned = bernmf.align_components(fit)
+    W_draws, H_draws = (np.asarray(aligned.draws[k]) for k in ("W", "H"))
+    rhat = {
+        "WH": reference_wh_rhat(W_draws, H_draws, slice(0, W_draws.shape[2])),
+        "W": reference_rank_rhat(W_draws),
+        "H": reference_rank_rhat(H_draws),
+    }
+    return rhat, *reference_ess_arrays(W_draws, H_draws, ess_entries=ess_entries, seed=seed)
+
+
+def autocorrelated(rng, shape, rho):
+    """AR(1) draws with lag-1 correlation rho along axis 1 of shape (C, S, ...)."""
+    x = np.empty(shape)
+    x[:, 0] = rng.standard_normal((shape[0], *shape[2:]))
+    noise = np.sqrt(1 - rho**2) * rng.standard_normal(shape)
+    for s in range(1, shape[1]):
+        x[:, s] = rho * x[:, s - 1] + noise[:, s]
+    return x
+
+
+def synthetic_factor_draws(rng, C=2, S=200, M=7, K=3, N=6, rho=0.7):
+    """Autocorrelated draws of W (rows on the simplex) and H (in (0, 1)), as a sampler's."""
+    W = np.exp(rng.normal(0, 1.5, (M, K)) + 0.3 * autocorrelated(rng, (C, S, M, K), rho))
+    W /= W.sum(axis=-1, keepdims=True)
+    H = 1 / (1 + np.exp(-(rng.normal(0, 2, (K, N)) + 0.3 * autocorrelated(rng, (C, S, K, N), rho))))
+    return W, H
+
+
+def _draw_cases():
+    rng = np.random.default_rng(0)
+    ties = rng.random((2, 60, 12))
+    ties[:, 10:20] = ties[:, 9:10]  # a sampler that stays put
+    ties[:, :, 0] = 0.3  # a constant entry
+    ties[0, :, 1] = np.round(ties[0, :, 1], 1)  # many ties
+    near = rng.random((2, 60, 12))
+    near[1, 5] = near[0, 7] * (1 + 1e-15)  # a few ulps apart: the same sort key
+    near[1, 6] = np.nextafter(near[0, 8], 2)
+    near[1, 7, :6] = near[0, 9, :6]  # an exact tie beside them
+    signed = rng.standard_normal((3, 41, 10))
+    signed[0, :5] = 0.0
+    signed[1, :5] = -0.0  # -0.0 and 0.0 tie
+    return {
+        "iid": rng.random((3, 101, 20)),
+        "autocorrelated": autocorrelated(rng, (2, 200, 20), 0.95),
+        "shifted chains": autocorrelated(rng, (2, 80, 20), 0.5) + np.array([0, 1.0])[:, None, None],
+        "ties": ties,
+        "near ties": near,
+        "signed, odd draws": signed,
+        "four draws": rng.random((2, 4, 5)),
+    }
+
+
+CASES = _draw_cases()
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_rank_rhat_is_the_former_implementation_and_arviz(name):
+    x = CASES[name]
+    expected = reference_rank_rhat(x)
+    np.testing.assert_allclose(rank_rhat(x), expected, rtol=1e-12, atol=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # arviz on the constant entry
+        np.testing.assert_allclose(
+            rank_rhat(x), arviz_stats.rhat(x, chain_axis=0, draw_axis=1), rtol=1e-12, atol=0
+        )
+
+
+def test_rank_rhat_does_not_depend_on_the_chunking():
+    x = np.moveaxis(CASES["ties"], 2, 0)
+    whole = rank_rhat_rows(x)
+    np.testing.assert_array_equal(rank_rhat_rows(x, chunk_values=250), whole)
+    assert np.isnan(rank_rhat_rows(x[:, :1])).all()  # one chain
+
+
+@pytest.mark.parametrize("method", ["bulk", "tail"])
+@pytest.mark.parametrize("name", CASES)
+def test_ess_is_arviz_ess(name, method):
+    x = CASES[name]
+    expected = reference_ess(x, method)
+    actual = ess_rows(np.moveaxis(x, 2, 0), method)
+    np.testing.assert_allclose(actual, expected, rtol=1e-10, atol=0)
+    one_chain = ess_rows(np.moveaxis(x[:1], 2, 0), method)
+    np.testing.assert_allclose(one_chain, reference_ess(x[:1], method), rtol=1e-10, atol=0)
+
+
+def test_entries_with_a_nan_draw_get_nan_as_in_arviz():
+    x = np.random.default_rng(7).random((2, 50, 4))
+    x[0, 3, 1] = np.nan
+    x[:, :, 2] = np.nan
+    rows = np.moveaxis(x, 2, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = arviz_stats.rhat(x, chain_axis=0, draw_axis=1)
+    np.testing.assert_array_equal(np.isnan(expected), [False, True, True, False])
+    np.testing.assert_allclose(rank_rhat_rows(rows), expected, rtol=1e-12)
+    for method in ("bulk", "tail"):
+        np.testing.assert_allclose(ess_rows(rows, method), reference_ess(x, method), rtol=1e-10)
+
+
+def test_ess_follows_the_autocorrelation():
+    """Independent check: AR(1) with rho = 0.9 has ESS about n (1 - rho) / (1 + rho)."""
+    x = autocorrelated(np.random.default_rng(3), (4, 2000, 30), 0.9)
+    ess = ess_rows(np.moveaxis(x, 2, 0), "bulk")
+    assert np.median(ess) == pytest.approx(8000 * 0.1 / 1.9, rel=0.15)
+    with pytest.raises(ValueError, match="method"):
+        ess_rows(np.moveaxis(x, 2, 0), "mean")
+
+
+def _fit_with_draws(W, H):
+    return bernmf.Fit(
+        engine="fake",
+        rank=W.shape[-1],
+        prior=None,
+        W=W.mean(axis=(0, 1)),
+        H=H.mean(axis=(0, 1)),
+        probs=np.zeros((W.shape[2], H.shape[-1])),
+        trace=np.zeros(1),
+        n_iter=W.shape[1],
+        converged=True,
+        timings={"run": 1.0},
+        seed=0,
+        draws={"W": W, "H": H},
+    )
+
+
+@pytest.mark.parametrize(("block", "threads"), [(1, 2), (10**9, 1)])
+def test_diagnostics_are_the_former_ones(block, threads):
+    """Every R-hat and the ESS of the same chosen entries, to 1e-6 (in fact to rounding)."""
+    W, H = synthetic_factor_draws(np.random.default_rng(4), S=201)  # odd: the split drops one
+    W[:, 50:53] = W[:, 49:50]  # repeated draws
+    H[:, 50:53] = H[:, 49:50]
+    fit = _fit_with_draws(W, H)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        new = bernmf.diagnostics(fit, ess_entries=20, max_block_values=block, threads=threads)
+    rhat, bulk, tail = reference_diagnostics(fit, ess_entries=20)
+    for quantity in ("WH", "W", "H"):
+        np.testing.assert_allclose(new.rhat[quantity], rhat[quantity], rtol=1e-6, atol=0)
+        np.testing.assert_allclose(new.ess_bulk[quantity], bulk[quantity], rtol=1e-6, atol=0)
+        np.testing.assert_allclose(new.ess_tail[quantity], tail[quantity], rtol=1e-6, atol=0)
+    assert np.isfinite(new.ess_bulk["WH"]).sum() == 20
+    with pytest.raises(ValueError, match="threads"):
+        bernmf.diagnostics(fit, threads=0)
