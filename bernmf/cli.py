@@ -164,10 +164,11 @@ def members_table(result) -> pd.DataFrame | None:
     if not result.members:
         return None
     record = result.extras["restarts"]
-    columns = ("seeds", "objectives", "n_iter", "converged", "weights")
+    columns = ("seeds", "objectives", "n_iter", "converged", "weights", "modes")
     columns += ("validation_perplexity",) * ("validation_perplexity" in record)
     table = pd.DataFrame({k: record[k] for k in columns})
-    return table.rename(columns={"seeds": "seed", "objectives": "objective"})
+    singular = {"seeds": "seed", "objectives": "objective", "weights": "weight", "modes": "mode"}
+    return table.rename(columns=singular)
 
 
 def scored(Y, result, mask) -> float:
@@ -219,7 +220,11 @@ def fit_command(args) -> int:
         "versions": versions(),
     }
     if members is not None:
-        summary["ensemble"] = {"combine": args.combine, "members": len(members)}
+        summary["ensemble"] = {
+            "combine": args.combine,
+            "members": len(members),
+            "modes": int(members["mode"].nunique()),
+        }
     if validation is not None:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
     with atomic_output(target, folder=True) as folder:
@@ -242,7 +247,8 @@ def fit_command(args) -> int:
         ensemble = summary["ensemble"]
         say(
             args,
-            f"ensemble of {ensemble['members']} members ({args.combine}); members.csv lists them",
+            f"ensemble of {ensemble['members']} members ({args.combine}) in "
+            f"{ensemble['modes']} distinct mode(s); members.csv lists them",
         )
     say(args, f"results in {out}")
     return 0

@@ -23,6 +23,7 @@ import numpy as np
 from bernmf.data import Observed
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior
+from bernmf.modes import count_modes
 from bernmf.results import Fit
 from bernmf.stacking import bernoulli_lpd, chain_stacking, stacking_weights
 
@@ -67,10 +68,11 @@ def run_members(
 
 
 def _scores(members: Sequence[Fit], maximizes: bool) -> np.ndarray:
-    """Final objective of each member, lower is better, NaN as the worst."""
+    """Final objective of each member, lower is better; ValueError if one is not finite."""
     objectives = np.array([m.objective for m in members], float)
-    scores = -objectives if maximizes else objectives
-    return np.where(np.isnan(scores), np.inf, scores)
+    if not np.isfinite(objectives).all():
+        raise ValueError(f"an ensemble member ended with a non-finite objective: {objectives}")
+    return -objectives if maximizes else objectives
 
 
 def _weights(members, combine: str, best: int, lpd, observed: Observed) -> np.ndarray:
@@ -126,7 +128,9 @@ def combine_members(
         ``timings`` add up the members'; ``draws`` pool the members' chains, except
         for ``"best"``; ``members`` holds the members and ``extras["restarts"]``
         their seeds, objectives, iterations, convergence, ``weights``, the
-        ``combine`` rule and, with validation entries, each member's ``validation_perplexity``.
+        ``combine`` rule, the mode each member reached
+        (:func:`bernmf.modes.count_modes`, which warns when they disagree strongly)
+        and, with validation entries, each member's ``validation_perplexity``.
     """
     members = list(members)
     scores = _scores(members, maximizes)
@@ -137,6 +141,8 @@ def combine_members(
         lpd = bernoulli_lpd(validation.Y, validation.mask, probs)
     weights = _weights(members, combine, best, lpd, observed)
     mixture = np.tensordot(weights, probs, axes=1)
+    H = np.stack([m.H for m in members])
+    modes = count_modes(H, scores, int(observed.mask.sum()), warn=True)
     record = {
         "seeds": [m.seed for m in members],
         "objectives": [m.objective for m in members],
@@ -144,6 +150,7 @@ def combine_members(
         "converged": [bool(m.converged) for m in members],
         "weights": weights.tolist(),
         "combine": combine,
+        "modes": modes.labels.tolist(),
     }
     if lpd is not None:
         record["validation_perplexity"] = (-lpd.mean(axis=0)).tolist()

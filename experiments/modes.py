@@ -39,8 +39,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -69,8 +69,7 @@ def log(message: str) -> None:
     print(message, flush=True)
 
 
-@dataclass
-class Pool:
+class Pool(NamedTuple):
     """The MM fits of one dataset: per setting (rank, alpha, beta), ``pool`` seeds.
 
     ``validation`` and ``test`` hold each fit's log density of every validation and

@@ -87,6 +87,27 @@ def test_fit_writes_labelled_results_that_load_back(data_csv, tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_fit_of_a_stacked_ensemble_lists_its_members(data_csv, tmp_path, capsys):
+    path, frame = data_csv
+    keep = np.ones(frame.shape, bool)
+    keep[:, :5] = False
+    held_out = ~keep
+    held_out[0, 0] = False  # the missing cell
+    np.savez(tmp_path / "mask.npz", Y=keep)
+    np.savez(tmp_path / "validation.npz", Y=held_out)
+    out = tmp_path / "ensemble"
+    argv = ["fit", str(path), "--rank", "3", "--alpha", "1.2", "--max-iter", "40", "--json"]
+    argv += ["--mask", str(tmp_path / "mask.npz"), "--validation", str(tmp_path / "validation.npz")]
+    assert main([*argv, "--restarts", "3", "--combine", "stack", "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    members = pd.read_csv(out / "members.csv")
+    assert list(members["seed"]) == [0, 1, 2] and np.isclose(members["weight"].sum(), 1)
+    assert summary["ensemble"]["members"] == 3
+    assert summary["ensemble"]["modes"] == members["mode"].nunique()
+    saved = bernmf.load(out / "fit.npz")
+    assert np.isclose(summary["validation_perplexity"], saved.perplexity(frame, held_out))
+
+
 def test_errors_are_one_line_and_debug_shows_the_traceback(data_csv, tmp_path, capsys):
     path, _ = data_csv
     argv = ["fit", str(path), "--rank", "2", "--engine", "nope", "--out", str(tmp_path / "x")]

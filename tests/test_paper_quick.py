@@ -124,3 +124,22 @@ def test_quick_protocol_corrected_and_as_published(tmp_path, capsys):
     mm = comparison.set_index("method").loc["NBMF-MM"]
     # the published defects cost accuracy on held-out entries
     assert mm["test_perplexity_as_published"] > mm["test_perplexity_corrected"]
+
+
+def test_quick_modes_study(tmp_path, capsys):
+    """experiments/modes.py --quick: every method, two repetitions, the outputs written."""
+    data_dir = shared_file("data", "animals.csv").parent
+    modes = load_script("modes")
+    assert modes.main(["--quick", "--data-dir", str(data_dir), "--out", str(tmp_path)]) == 0
+    results = pd.read_csv(tmp_path / "results.csv")
+    methods = {"single", "best of R", "uniform R", "stacked R", "grid-stacked R", "vb R", "gibbs R"}
+    assert set(results["method"]) == methods
+    assert results.groupby(["method", "R"]).size().eq(2).all()
+    assert results["test"].between(0.3, 0.7).all()
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    at = summary.set_index(["method", "R"])["test_mean"]
+    # stacking over the grid uses every member: on validation it is at least as good
+    validation = summary.set_index(["method", "R"])["validation_mean"]
+    assert validation["grid-stacked R", 3] <= validation["uniform R", 3] + 1e-9
+    assert at["single", 1] > 0 and (tmp_path / "modes.png").stat().st_size > 0
+    assert "total" in capsys.readouterr().out
