@@ -347,17 +347,24 @@ def tune_command(args) -> int:
         validation=split.validation,
         gamma=args.gamma,
         restarts=args.restarts,
+        combine=args.combine,
         seed=args.seed,
         progress=not (args.quiet or args.json),
         **options,
     )
     best = tuning.best
     prior = Prior(best["alpha"], best["beta"], args.gamma)
-    result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, seed=best["seed"], **options)
+    if args.combine is None:
+        chosen = {"seed": best["seed"]}
+    else:  # the ensemble the grid scored, refitted with its members
+        chosen = {"seed": args.seed, "restarts": args.restarts, "combine": args.combine}
+    result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, **chosen, **options)
     best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
     summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
     with atomic_output(target, folder=True) as folder:
         tuning.table.to_csv(folder / "grid.csv", index=False)
+        if tuning.ensembles is not None:
+            tuning.ensembles.to_csv(folder / "ensembles.csv", index=False)
         write_json(folder / "summary.json", summary)
         plot.validation_heatmap(tuning.table, best["rank"], path=folder / "validation.png")
         result.save(folder / "best_fit.npz", metadata={"options": options, "data": source})
@@ -550,6 +557,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tune_parser.add_argument("--gamma", type=float, default=1.0, help="Dirichlet gamma (1)")
     tune_parser.add_argument("--restarts", type=int, default=1, help="seeds per setting (1)")
+    tune_parser.add_argument(
+        "--combine",
+        choices=("mean", "best"),
+        help="score each setting's ensemble of --restarts fits (uniform mixture or best)",
+    )
     tune_parser.add_argument("--seed", type=int, default=0, help="first seed (0)")
     tune_parser.add_argument("--max-iter", type=int, default=2000, help="(2000)")
     tune_parser.add_argument("--tol", type=float, default=1e-5, help="(1e-5)")

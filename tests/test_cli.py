@@ -152,6 +152,12 @@ def test_tune_with_a_split_file(data_csv, tmp_path, capsys):
     assert (best["rank"], best["alpha"]) == (top["rank"], top["alpha"])
     assert bernmf.load(out / "best_fit.npz").rank == best["rank"]
 
+    argv += ["--alphas", "1,2", "--betas", "1.5", "--restarts", "2", "--combine", "mean"]
+    assert main([*argv, "--quiet", "--out", str(tmp_path / "ensembles")]) == 0
+    ensembles = pd.read_csv(tmp_path / "ensembles" / "ensembles.csv")
+    assert len(ensembles) == 4 and (ensembles["members"] == 2).all()
+    assert len(bernmf.load(tmp_path / "ensembles" / "best_fit.npz").members) == 2
+
 
 def test_reproduce_refuses_an_existing_results_folder(tmp_path, capsys):
     (tmp_path / "corrected").mkdir()

@@ -69,6 +69,28 @@ def test_grid_rows_equal_single_fits_and_table_is_tidy():
     assert len(result.mean_over_seeds()) == 2 * 2 * 3
 
 
+@pytest.mark.parametrize("combine", ["mean", "best"])
+def test_grid_scores_each_settings_ensemble_as_bernmf_fit_builds_it(combine):
+    Y, split = small_problem(4, M=40, N=30)
+    common = {"mask": split.train, "max_iter": 200, "tol": 1e-6}
+    result = tune.grid(
+        Y, [2, 3], [1.0, 2.0], [1.5], validation=split.validation, restarts=3, seed=2,
+        combine=combine, progress=False, **common,
+    )  # fmt: skip
+    ensembles = result.ensembles
+    assert len(ensembles) == 4 and (ensembles["members"] == 3).all()
+    top = ensembles.loc[ensembles["validation_perplexity"].idxmin()]
+    assert result.best["validation_perplexity"] == top["validation_perplexity"]
+    for row in ensembles.itertuples():
+        prior = bernmf.Prior(row.alpha, row.beta)
+        ensemble = bernmf.fit(
+            Y, "mm", row.rank, prior=prior, seed=2, restarts=3, combine=combine, **common
+        )
+        score = ensemble.perplexity(Y, split.validation)
+        assert np.isclose(row.validation_perplexity, score, rtol=1e-9)
+        assert row.seed == ensemble.seed  # the member of lowest objective
+
+
 def test_vmapped_batches_give_the_same_fits_and_nothing_recompiles():
     Y, split = small_problem(6)
     data = as_observed(Y, split.train)
