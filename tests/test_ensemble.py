@@ -146,3 +146,12 @@ def test_an_ensemble_saves_and_loads_with_its_members(members, tmp_path):
             saved.n_iter,
             saved.converged,
         )
+
+
+def test_members_in_distant_modes_warn_at_the_caller():
+    """Short fits from three seeds end in three modes: a warning names them, at this file."""
+    small, _, _ = bernmf.simulate(1, 30, 20, 3, bernmf.Prior(0.3, 0.3))
+    with pytest.warns(UserWarning, match="3 distinct modes") as caught:
+        result = bernmf.fit(small, "mm", 3, prior=bernmf.Prior(1.2), restarts=3, max_iter=40)
+    assert caught[0].filename == __file__
+    assert sorted(set(result.extras["restarts"]["modes"])) == [0, 1, 2]
