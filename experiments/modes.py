@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -310,6 +311,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     parser.add_argument("--out", default="results/modes")
     args = parser.parse_args(argv)
+    # members in distinct modes are what this study is about: no warning per ensemble
+    warnings.filterwarnings("ignore", message=".*distinct modes", category=UserWarning)
     args.restarts = [int(r) for r in args.restarts.split(",")]
     args.bayes = [int(r) for r in args.bayes.split(",") if r]
     grids = GRIDS
