@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
-from bernmf.data import as_observed, check_rank
+from bernmf.data import as_observed, check_rank, check_seed
 from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
@@ -41,15 +39,20 @@ def fit(
         baselines).
     rank : int
         Number of components K >= 1.
-    mask : bool array of shape (M, N), optional
+    mask : bool array or DataFrame of shape (M, N), optional
         True where the entry is observed (e.g. the training entries); combined
-        with the NaNs of Y. Entries where it is False never influence the fit.
+        with the NaNs of Y. Entries where it is False never influence the fit. A
+        DataFrame mask of a DataFrame Y is aligned to Y's row and column labels
+        (the same labels in any order, else a ValueError naming those that
+        differ); any other mask applies by position (see
+        :func:`bernmf.data.as_observed`).
     prior : Prior, optional
         ``Prior(alpha, beta, gamma)``: ``H[k, n] ~ Beta(alpha_k, beta_k)`` and
         ``W[m, :] ~ Dirichlet(gamma)``, each a scalar or of length K. Default:
         the engine's (``Prior()`` = flat for ``mm``); ``em`` takes none.
     seed : int, default 0
-        Seed of the random initialization.
+        Seed of the random initialization, in [0, 2**32); with ``restarts`` (mm,
+        em) or ``num_chains`` (nuts) R, the seeds up to ``seed + R - 1`` must be.
     init : tuple (W, H), optional
         Initial factors, W of shape (M, K) with rows on the simplex and H of
         shape (K, N) in [0, 1]; replaces the random initialization.
@@ -120,6 +123,5 @@ def check_arguments(
     chosen = get_engine(engine)
     options = chosen.with_defaults(options)
     rank = check_rank(rank)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    check_seed(seed, options[chosen.seed_count] if chosen.seed_count else 1)
     return chosen, rank, chosen.prior_for(prior, rank), options

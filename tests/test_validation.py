@@ -42,7 +42,7 @@ Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
         (Y, {"prior": bernmf.Prior(gamma=[1.0, 0.9])}, ValueError, "prior gamma >= 1"),
         (Y, {"prior": (1.0, 1.0, 1.0)}, TypeError, "must be a bernmf.Prior"),
         (Y, {"engine": "nmf"}, ValueError, "unknown engine 'nmf'; known engines: .*em.*mm"),
-        (Y, {"max_iter": 0}, ValueError, "max_iter must be an integer >= 1"),
+        (Y, {"max_iter": 0}, ValueError, "max_iter must be an integer in \\[1, 1000000\\]"),
         (Y, {"tol": -1.0}, ValueError, "tol must be"),
         (Y, {"dtype": "float16"}, ValueError, "dtype must be one of"),
         (Y, {"seed": -1}, ValueError, "seed must be"),

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from bernmf.data import Observed, check_count
+from bernmf.data import Observed, check_count, check_flag
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts, collapsed_log_joint, posterior_means
 from bernmf.inference._compile import compiled
@@ -225,15 +225,12 @@ def chain_step(states, data: Data, prior32: Prior, prior64: Prior, keys, index, 
     return states, log_joint
 
 
-def check_options(num_warmup, num_samples, thinning, num_chains) -> None:
-    """Raise ValueError unless the counts are integers (num_warmup >= 0, the others >= 1)."""
-    for name, value, least in (
-        ("num_warmup", num_warmup, 0),
-        ("num_samples", num_samples, 1),
-        ("thinning", thinning, 1),
-        ("num_chains", num_chains, 1),
-    ):
-        check_count(name, value, least)
+def check_options(options: dict) -> None:
+    """Raise unless the counts are integers (num_warmup >= 0, the others >= 1) and
+    ``progress`` a bool."""
+    for name, least in (("num_warmup", 0), ("num_samples", 1), ("thinning", 1), ("num_chains", 1)):
+        check_count(name, options[name], least)
+    check_flag("progress", options["progress"])
 
 
 OPTIONS = {
@@ -285,7 +282,6 @@ def run(
         ``sample_stats["lp"]`` (C, S) is that log joint at the kept draws. ``converged``
         is always False: a sampler has no stopping rule (diagnose with ArviZ).
     """
-    check_options(num_warmup, num_samples, thinning, num_chains)
     if init is not None:
         raise ValueError("engine 'gibbs' takes no init (Z starts uniformly at random)")
     M, N = data.shape
@@ -354,5 +350,13 @@ def _initial_states(key, layout: Data, diagonals: Diagonals, K: int, num_chains:
 
 
 ENGINE = register(
-    Engine("gibbs", run, OPTIONS, _augmented.DEFAULT_PRIOR, _augmented.check_prior, bayesian=True)
+    Engine(
+        "gibbs",
+        run,
+        OPTIONS,
+        _augmented.DEFAULT_PRIOR,
+        _augmented.check_prior,
+        bayesian=True,
+        check_options=check_options,
+    )
 )

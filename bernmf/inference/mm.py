@@ -43,6 +43,7 @@ from bernmf.data import (
     check_dtype,
     check_flag,
     check_init,
+    check_seed,
     check_stopping,
 )
 from bernmf.inference import _batch, squarem
@@ -317,14 +318,24 @@ def check_prior(prior: Prior) -> None:
             )
 
 
+MAX_RESTARTS = 10_000
+"""Largest ``restarts``: the fits of one call, each with its own trace and factors."""
+
+
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    check_stopping(options["max_iter"], options["tol"])
+    check_dtype(options["dtype"])
+    check_flag("accelerate", options["accelerate"])
+    check_count("restarts", options["restarts"], most=MAX_RESTARTS)
+    layouts.check_block_rows(options["block_rows"])
+    devices = layouts.check_devices(options["devices"])
+    layouts.check_layout(options["layout"], options["block_rows"], devices)
+
+
 def _prepare(data: Observed, *, max_iter, tol, dtype, accelerate, layout, block_rows, devices):
-    """Validate the options of a fit; return the float type, layout choice and :class:`Data`."""
-    check_stopping(max_iter, tol)
-    check_dtype(dtype)
-    check_flag("accelerate", accelerate)
-    layouts.check_block_rows(block_rows)
+    """The float type, layout choice and :class:`Data` of a fit with checked options."""
     devices = layouts.check_devices(devices)
-    layouts.check_layout(layout, block_rows, devices)
     float_type = DTYPES[dtype]
     itemsize = np.dtype(float_type).itemsize
     choice = layouts.choose(data, layout, block_rows, devices, itemsize)
@@ -393,7 +404,7 @@ def run_many(
     if len(priors) != len(seeds) or not len(seeds):
         raise ValueError("give one seed per prior, and at least one of each")
     for s in seeds:
-        check_count("seed", s, least=0)
+        check_seed(s)
     broadcast = [p.broadcast(rank) for p in priors]
     for prior in broadcast:
         check_prior(prior)
@@ -505,7 +516,6 @@ def run(
         same data) and pass ``devices=jax.devices()``; every process gets the
         whole result.
     """
-    check_count("restarts", restarts)
     options = {"max_iter": max_iter, "tol": tol, "dtype": dtype, "accelerate": accelerate}
     options |= {"layout": layout, "block_rows": block_rows, "devices": devices}
     if restarts > 1:
@@ -544,5 +554,13 @@ def run(
 
 
 ENGINE = register(
-    Engine(name="mm", run=run, options=OPTIONS, default_prior=Prior(), check_prior=check_prior)
+    Engine(
+        name="mm",
+        run=run,
+        options=OPTIONS,
+        default_prior=Prior(),
+        check_prior=check_prior,
+        check_options=check_options,
+        seed_count="restarts",
+    )
 )

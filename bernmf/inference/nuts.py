@@ -40,7 +40,15 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC, NUTS
 
-from bernmf.data import DTYPES, Observed, check_count, check_dtype, check_init
+from bernmf.data import (
+    DTYPES,
+    Observed,
+    check_count,
+    check_dtype,
+    check_flag,
+    check_init,
+    check_real,
+)
 from bernmf.inference import mm
 from bernmf.inference.registry import Engine, register
 from bernmf.models import numpyro_model
@@ -62,21 +70,30 @@ def check_prior(prior: Prior) -> None:
     """Any positive prior is allowed (checked by :meth:`Prior.broadcast`)."""
 
 
-def _check_options(
-    num_chains, num_warmup, num_samples, target_accept_prob, thinning, start, chain_method
-):
-    for name, value, minimum in (
-        ("num_chains", num_chains, 1),
-        ("num_warmup", num_warmup, 0),
-        ("num_samples", num_samples, 1),
-        ("thinning", thinning, 1),
+MAX_TREE_DEPTH = 20
+"""Largest ``max_tree_depth``: a trajectory of up to 2**20 leapfrog steps per draw."""
+
+
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    for name, minimum, most in (
+        ("num_chains", 1, None),
+        ("num_warmup", 0, None),
+        ("num_samples", 1, None),
+        ("thinning", 1, None),
+        ("max_tree_depth", 1, MAX_TREE_DEPTH),
     ):
-        check_count(name, value, minimum)
-    if not 0 < target_accept_prob < 1:
-        raise ValueError(f"target_accept_prob must be in (0, 1), got {target_accept_prob!r}")
-    if start not in STARTS:
+        check_count(name, options[name], minimum, most)
+    check_real("target_accept_prob", options["target_accept_prob"], 0, 1, closed="neither")
+    check_flag("dense_mass", options["dense_mass"])
+    check_flag("progress", options["progress"])
+    check_dtype(options["dtype"])
+    start, chain_method = options["start"], options["chain_method"]
+    if not isinstance(start, str) or start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, got {start!r}")
-    if chain_method is not None and chain_method not in CHAIN_METHODS:
+    if chain_method is not None and (
+        not isinstance(chain_method, str) or chain_method not in CHAIN_METHODS
+    ):
         raise ValueError(
             f"chain_method must be None or one of {CHAIN_METHODS}, got {chain_method!r}"
         )
@@ -189,10 +206,6 @@ dense_mass
         the MM starts; ``extras`` chain_method, divergences, start ("mm",
         "prior" or "init" for a user ``init``).
     """
-    _check_options(
-        num_chains, num_warmup, num_samples, target_accept_prob, thinning, start, chain_method
-    )
-    check_dtype(dtype)
     chain_method = chain_method or default_chain_method(num_chains)
     begin = time.perf_counter()
     W0, H0 = initial_factors(data, rank, prior, seed, init, start, num_chains)
@@ -266,4 +279,15 @@ dense_mass
     )
 
 
-ENGINE = register(Engine("nuts", run, OPTIONS, Prior(), check_prior, bayesian=True))
+ENGINE = register(
+    Engine(
+        "nuts",
+        run,
+        OPTIONS,
+        Prior(),
+        check_prior,
+        bayesian=True,
+        check_options=check_options,
+        seed_count="num_chains",
+    )
+)

@@ -26,7 +26,16 @@ from numpyro import optim
 from numpyro.infer import SVI, Trace_ELBO, autoguide, init_to_uniform, init_to_value
 from tqdm.auto import tqdm
 
-from bernmf.data import DTYPES, Observed, check_count, check_dtype, check_init
+from bernmf.data import (
+    DTYPES,
+    MAX_ITER,
+    Observed,
+    check_count,
+    check_dtype,
+    check_flag,
+    check_init,
+    check_real,
+)
 from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
 from bernmf.models import numpyro_model
@@ -44,21 +53,27 @@ def check_prior(prior: Prior) -> None:
     """Any positive prior is allowed (checked by :meth:`Prior.broadcast`)."""
 
 
-def _check_options(guide, steps, learning_rate, lr_decay, optimizer, num_particles, num_draws):
-    if guide not in GUIDES:
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    guide, optimizer = options["guide"], options["optimizer"]
+    if not isinstance(guide, str) or guide not in GUIDES:
         raise ValueError(f"guide must be one of {GUIDES}, got {guide!r}")
-    if optimizer not in OPTIMIZERS:
+    if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    for name, value in (
-        ("steps", steps),
-        ("num_particles", num_particles),
-        ("num_draws", num_draws),
-    ):
-        check_count(name, value)
-    if not (np.isfinite(learning_rate) and learning_rate > 0):
-        raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
-    if not 0 < lr_decay <= 1:
-        raise ValueError(f"lr_decay must be in (0, 1], got {lr_decay!r}")
+    check_count("steps", options["steps"], most=MAX_ITER)
+    check_count("num_particles", options["num_particles"])
+    check_count("num_draws", options["num_draws"])
+    check_real("learning_rate", options["learning_rate"], 0, closed="right")
+    check_real("lr_decay", options["lr_decay"], 0, 1, closed="right")
+    check_real("clip_norm", options["clip_norm"], 0, closed="right")
+    if options["guide_rank"] is not None:
+        if guide != "AutoLowRankMultivariateNormal":
+            raise ValueError(
+                f"guide_rank applies to guide='AutoLowRankMultivariateNormal' only, not {guide!r}"
+            )
+        check_count("guide_rank", options["guide_rank"])
+    check_dtype(options["dtype"])
+    check_flag("progress", options["progress"])
 
 
 def make_guide(name: str, init, guide_rank: int | None):
@@ -160,8 +175,6 @@ def run(
         ``sample_stats["lp"]`` the log-joint of each draw; ``extras`` guide,
         optimizer, final_loss, params (the guide's parameters).
     """
-    _check_options(guide, steps, learning_rate, lr_decay, optimizer, num_particles, num_draws)
-    check_dtype(dtype)
     M, N = data.shape
     given = None
     if init is not None:
@@ -236,4 +249,6 @@ def run(
     )
 
 
-ENGINE = register(Engine("svi", run, OPTIONS, Prior(), check_prior, bayesian=True))
+ENGINE = register(
+    Engine("svi", run, OPTIONS, Prior(), check_prior, bayesian=True, check_options=check_options)
+)

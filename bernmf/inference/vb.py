@@ -246,6 +246,14 @@ def solve_meanfield(key, data: Data, prior: Prior, tol, *, K: int, max_iter: int
 # ---------------------------------------------------------------------------- engine
 
 
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    variant = options["variant"]
+    if not isinstance(variant, str) or variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    check_stopping(options["max_iter"], options["tol"])
+
+
 OPTIONS = {
     "variant": "cvb0",
     "max_iter": 500,
@@ -284,9 +292,6 @@ def run(
         or the ELBO (meanfield); ``extras``: ``variant`` and q's parameters ``q_W_dirichlet``
         (M, K), ``q_H_beta_a`` and ``q_H_beta_b`` (K, N).
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    check_stopping(max_iter, tol)
     if init is not None:
         raise ValueError("engine 'vb' takes no init (q starts from random responsibilities)")
     with jax.enable_x64(True):
@@ -335,4 +340,13 @@ def run(
 
 
 # bayesian=False: vb returns the variational posterior means, without draws
-ENGINE = register(Engine("vb", run, OPTIONS, _augmented.DEFAULT_PRIOR, _augmented.check_prior))
+ENGINE = register(
+    Engine(
+        "vb",
+        run,
+        OPTIONS,
+        _augmented.DEFAULT_PRIOR,
+        _augmented.check_prior,
+        check_options=check_options,
+    )
+)
