@@ -42,6 +42,7 @@ from bernmf.inference._augmented import Counts, collapsed_log_joint, posterior_m
 from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
+from bernmf.posterior import mean_probability
 from bernmf.results import Fit
 
 COUNT_DTYPE = jnp.float32
@@ -321,9 +322,7 @@ def run(
     log_joint = np.stack([np.asarray(v, float) for v in log_joint], axis=1)  # (C, n_sweeps + 1)
     counts = Counts(*(np.stack([np.asarray(c[i]) for c in kept], axis=1) for i in range(3)))
     W_draws, H_draws = posterior_means(counts, prior)  # (C, S, M, K), (C, S, K, N)
-    # the mean of W_s @ H_s over the S draws of C chains, as one (M, CSK) @ (CSK, N) product
-    n_draws = num_chains * num_samples
-    probs = np.moveaxis(W_draws, 2, 0).reshape(M, -1) @ H_draws.reshape(-1, N) / n_draws
+    probs = mean_probability(W_draws, H_draws)
     kept_at = num_warmup + thinning * np.arange(1, num_samples + 1)
     return Fit(
         engine="gibbs",

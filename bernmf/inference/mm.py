@@ -8,12 +8,15 @@ observed entries. With ``O`` the mask, ``Y1 = O * Y`` and ``Y0 = O * (1 - Y)``::
     D = (1 - H) * (W.T @ (Y0 / (W @ (1 - H)))) + (beta - 1)
     H = C / (C + D)
     S = W * ((Y1 / (W @ H)) @ H.T + (Y0 / (W @ (1 - H))) @ (1 - H).T)
-    W = (S + gamma - 1) / (n_obs + sum(gamma - 1))
+    W = (S + gamma - 1) / sum_k(S + gamma - 1)
 
-Entries where ``C + D = 0`` (a column with no observed entry under a flat prior) and
-rows where the denominator is 0 (a row with no observed entry and gamma = 1) keep
-their value. The objective, ``-log_joint``, never increases when alpha, beta and
-gamma are all >= 1.
+The denominator of W equals ``n_obs + sum(gamma - 1)`` in exact arithmetic; it is
+computed as the row sum so that W stays on the simplex when the predictions reach 0
+or 1 in floating point (H at exactly 1 under a huge alpha, say, where an observed
+zero's term is 0 / 0 and left out). Entries where ``C + D = 0`` (a column with no
+observed entry under a flat prior) and rows where the denominator is 0 (a row with no
+observed entry and gamma = 1, by the exact count n_obs) keep their value. The
+objective, ``-log_joint``, never increases when alpha, beta and gamma are all >= 1.
 
 The sums and the log-likelihood come from :mod:`bernmf.inference.layout`, which
 computes them on whole arrays, with the ones handled sparsely, over blocks of rows or
@@ -52,7 +55,7 @@ from bernmf.inference._compile import compiled
 from bernmf.inference._loop import Solution, iterate_until
 from bernmf.inference.layout import Data, State
 from bernmf.inference.registry import Engine, register
-from bernmf.models.spec import Factors, Prior, log_prior
+from bernmf.models.spec import Factors, Prior, log_prior, probability
 from bernmf.results import Fit
 
 
@@ -80,11 +83,10 @@ def update_H(data: Data, state: State, prior: Prior) -> State:
 def update_W(data: Data, state: State, prior: Prior) -> State:
     """The W half of one MM sweep (row by row); returns the state at the new W."""
     W, H = state.W, state.H
-    S = layouts.w_statistic(data, state)
-    denominator = (data.n_obs + jnp.sum(prior.gamma - 1))[:, None]
-    W = jnp.where(
-        denominator > 0, (S + (prior.gamma - 1)) / jnp.where(denominator > 0, denominator, 1), W
-    )
+    numerator = layouts.w_statistic(data, state) + (prior.gamma - 1)
+    moves = (data.n_obs + jnp.sum(prior.gamma - 1) > 0)[:, None]  # exact: counts and prior
+    denominator = numerator.sum(axis=1, keepdims=True)  # n_obs + sum(gamma - 1), to rounding
+    W = jnp.where(moves, numerator / jnp.where(moves, denominator, 1), W)
     return layouts.state_at(data, W, H)
 
 
@@ -284,7 +286,7 @@ class Batch:
 
     def probs(self, index: int) -> np.ndarray:
         """P(Y=1) = W @ H of fit ``index``."""
-        return self.W[index] @ self.H[index]
+        return probability(self.W[index], self.H[index])
 
     def fit(self, index: int, prior: Prior, seed: int, *, timings=None, extras=None) -> Fit:
         """Fit ``index`` as the :class:`Fit` that ``bernmf.fit(..., engine="mm")`` returns."""

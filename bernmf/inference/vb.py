@@ -50,7 +50,7 @@ from bernmf.inference._augmented import Counts
 from bernmf.inference._compile import compiled
 from bernmf.inference._loop import Solution, iterate_until
 from bernmf.inference.registry import Engine, register
-from bernmf.models.spec import Prior
+from bernmf.models.spec import Prior, probability
 from bernmf.results import Fit
 
 VARIANTS = ("cvb0", "meanfield")
@@ -126,9 +126,13 @@ def cvb0_update(q, counts: Counts, data: Data, prior: Prior):
     A, T = counts.A.T[:, :, None], counts.T.T[:, :, None]  # (N, K, 1)
     row = gamma + counts.L[None] - q  # L (1, K, M)
     y, obs = data.by_column[:, None, :, 0], data.by_column[:, None, :, 1]
-    column = jnp.where(y > 0, alpha + A - q, beta + T - A - q) * (1 / (alpha + beta + T - q))
-    # the counts include the entry, so each factor is >= its prior term; clip the rounding
-    weights = jax.lax.optimization_barrier(jnp.maximum(row, 0) * jnp.maximum(column, 0))
+    # The counts include the entry, so each term is >= its prior term: clip the float32
+    # rounding there (not at 0), or a tiny prior is lost to it and a q sums to 0 / 0.
+    numerator = jnp.where(y > 0, alpha + A - q, beta + T - A - q)
+    column = jnp.maximum(numerator, jnp.where(y > 0, alpha, beta)) * (
+        1 / jnp.maximum(alpha + beta + T - q, alpha + beta)
+    )
+    weights = jax.lax.optimization_barrier(jnp.maximum(row, gamma) * column)
     q = jax.lax.optimization_barrier(weights * (obs / weights.sum(1, keepdims=True)))
     return q, soft_counts(q, data)
 
@@ -324,7 +328,7 @@ def run(
         prior=prior,
         W=W,
         H=H,
-        probs=W @ H,
+        probs=probability(W, H),
         trace=trace,
         n_iter=n_iter,
         converged=converged,
