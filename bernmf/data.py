@@ -186,7 +186,7 @@ def as_observed(Y, mask=None) -> Observed:
     observed = ~is_nan
     del is_nan
     if mask is not None:
-        observed &= _boolean_mask(_aligned(mask, Y), ones.shape)
+        observed &= _boolean_mask(aligned(mask, Y), ones.shape)
     if not observed.any():
         raise ValueError("no entry of Y is observed (the mask and the NaNs of Y leave nothing)")
     empty_rows = int((~observed.any(axis=1)).sum())
@@ -208,7 +208,7 @@ def _is_default(labels: pd.Index) -> bool:
     return isinstance(labels, pd.RangeIndex) and labels.start == 0 and labels.step == 1
 
 
-def _aligned(mask, Y):
+def aligned(mask, Y):
     """``mask`` with its rows and columns in the order of Y's labels, or as it was.
 
     A DataFrame mask is aligned to a DataFrame Y axis by axis: an axis where the

@@ -92,6 +92,34 @@ def test_every_input_kind_gives_the_same_fit():
     np.testing.assert_array_equal(integer_mask.W, reference.W)
 
 
+def test_a_labelled_mask_is_aligned_to_the_labels_of_y():
+    frame = pd.DataFrame(Y, index=[f"r{i}" for i in range(6)], columns=list("abcde"))
+    mask = np.ones(Y.shape, bool)
+    mask[0, :2] = False
+    labelled = pd.DataFrame(mask, index=frame.index, columns=frame.columns)
+    reference = bernmf.fit(frame, "mm", 2, mask=mask)
+    shuffled = labelled.iloc[::-1, [4, 2, 0, 1, 3]]
+    for given in (shuffled, pd.DataFrame(mask)):  # default labels: by position
+        result = bernmf.fit(frame, "mm", 2, mask=given)
+        np.testing.assert_array_equal(result.observed.mask, mask)
+        np.testing.assert_array_equal(result.W, reference.W)
+    by_position = bernmf.fit(Y, "mm", 2, mask=shuffled)  # unlabelled Y: by position
+    np.testing.assert_array_equal(by_position.observed.mask, shuffled.to_numpy())
+    with pytest.raises(ValueError, match=r"row labels differ.*\['r0'\].*\['x'\]"):
+        bernmf.fit(frame, "mm", 2, mask=labelled.rename(index={"r0": "x"}))
+    with pytest.raises(ValueError, match="column labels differ"):
+        bernmf.fit(frame, "mm", 2, mask=labelled.drop(columns="e").assign(f=True))
+
+
+def test_the_mask_of_a_masked_array_is_missing():
+    hidden = np.zeros(Y.shape, bool)
+    hidden[1, 2] = hidden[4, 0] = True
+    garbage = np.where(hidden, 7.0, Y)  # masked values are never looked at
+    result = bernmf.fit(np.ma.MaskedArray(garbage, hidden), "mm", 2)
+    np.testing.assert_array_equal(result.observed.mask, ~hidden)
+    np.testing.assert_array_equal(result.W, bernmf.fit(np.where(hidden, np.nan, Y), "mm", 2).W)
+
+
 def test_nan_means_missing_and_combines_with_the_mask():
     with_nan = Y.copy()
     with_nan[1, 2] = np.nan
