@@ -242,7 +242,10 @@ dense_mass
             f"{chain_method}, started at {start!r} in {start_seconds:.1f} s",
         )
         begin = time.perf_counter()
-        sampler.run(jax.random.PRNGKey(seed), init_params=init_params, extra_fields=EXTRA_FIELDS)
+        with numpyro_model.TRACING:  # MCMC traces the potential inside its run
+            sampler.run(
+                jax.random.PRNGKey(seed), init_params=init_params, extra_fields=EXTRA_FIELDS
+            )
         samples = jax.block_until_ready(sampler.get_samples(group_by_chain=True))
         run_seconds = time.perf_counter() - begin
         _say(progress, f"nuts: sampled in {run_seconds:.1f} s (compilation included)")

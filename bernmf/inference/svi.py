@@ -193,7 +193,8 @@ def run(
             Trace_ELBO(num_particles=num_particles),
         )
         key_init, key_draws = jax.random.split(jax.random.PRNGKey(seed))
-        state = engine.init(key_init, *args)
+        with numpyro_model.TRACING:  # init runs the model and the guide
+            state = engine.init(key_init, *args)
 
         def scan(state, args, length):
             return jax.lax.scan(lambda s, _: engine.update(s, *args), state, None, length=length)
@@ -209,7 +210,8 @@ def run(
         )  # fmt: skip
         programs, compile_seconds = {}, 0.0
         for n in set(lengths):
-            programs[n], seconds = compiled(program_key, scan, state, args, length=n)
+            with numpyro_model.TRACING:  # compiling traces the ELBO
+                programs[n], seconds = compiled(program_key, scan, state, args, length=n)
             compile_seconds += seconds
         begin = time.perf_counter()
         losses = []
@@ -221,7 +223,8 @@ def run(
                 bar.set_postfix(loss=f"{losses[-1][-1]:.6g}")
         run_seconds = time.perf_counter() - begin
         params = engine.get_params(state)
-        draws = approximation.sample_posterior(key_draws, params, sample_shape=(num_draws,))
+        with numpyro_model.TRACING:  # the guide runs under handlers
+            draws = approximation.sample_posterior(key_draws, params, sample_shape=(num_draws,))
         W_draws = np.asarray(draws["W"], float)[None]
         H_draws = np.asarray(draws["H"], float)[None]
         params = {name: np.asarray(value) for name, value in params.items()}
