@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from bernmf.data import as_observed, check_rank, check_seed
+from bernmf.data import as_observed, check_rank, check_rank_fits, check_seed
 from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
@@ -38,7 +38,7 @@ def fit(
         mean-field variational Bayes), ``"logsvd"``, ``"logpca"`` (logistic
         baselines).
     rank : int
-        Number of components K >= 1.
+        Number of components K, 1 <= K <= max(M, N).
     mask : bool array or DataFrame of shape (M, N), optional
         True where the entry is observed (e.g. the training entries); combined
         with the NaNs of Y. Entries where it is False never influence the fit. A
@@ -93,8 +93,8 @@ def fit(
     >>> result.W.shape, result.H.shape
     ((100, 3), (3, 40))
     """
-    chosen, rank, prior, options = check_arguments(engine, rank, prior, seed, options)
     data = as_observed(Y, mask)
+    chosen, rank, prior, options = check_arguments(engine, rank, prior, seed, options, data.shape)
     result = chosen.run(data, rank, prior, int(seed), init, **options)
     return dataclasses.replace(
         result, row_labels=data.row_labels, col_labels=data.col_labels, observed=data
@@ -102,11 +102,12 @@ def fit(
 
 
 def check_arguments(
-    engine: str, rank, prior: Prior | None, seed, options: dict
+    engine: str, rank, prior: Prior | None, seed, options: dict, shape: tuple[int, int]
 ) -> tuple[Engine, int, Prior | None, dict]:
     """Check the arguments of :func:`fit` other than the data, without fitting anything.
 
-    :func:`bernmf.compare` calls it for every fit before the first one starts.
+    :func:`bernmf.compare` calls it for every fit before the first one starts. ``shape``
+    is the data's (M, N), which bounds the rank (before the prior is broadcast to it).
 
     Returns
     -------
@@ -123,5 +124,6 @@ def check_arguments(
     chosen = get_engine(engine)
     options = chosen.with_defaults(options)
     rank = check_rank(rank)
+    check_rank_fits(rank, shape)
     check_seed(seed, options[chosen.seed_count] if chosen.seed_count else 1)
     return chosen, rank, chosen.prior_for(prior, rank), options

@@ -304,9 +304,10 @@ def check_real(
 
 
 MAX_ITER = 10**6
-"""Largest ``max_iter`` (and SVI ``steps``): the traces hold one value per iteration,
-preallocated (8 MB per fit at this bound), so a larger limit would allocate gigabytes
-for fits that stop after a few iterations."""
+"""Largest ``max_iter`` and other counts of iterations, sweeps or draws (svi ``steps``,
+nuts and gibbs ``num_warmup``, ``num_samples``, ``thinning``): the traces hold one value
+per iteration, preallocated (8 MB per fit at this bound), so a larger limit would
+allocate gigabytes for fits that stop after a few iterations."""
 
 
 def check_stopping(max_iter, tol) -> None:
@@ -345,6 +346,18 @@ def check_flag(name: str, value) -> None:
     """Raise TypeError unless ``value`` is a bool."""
     if not isinstance(value, bool | np.bool_):
         raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def check_rank_fits(rank: int, shape: tuple[int, int]) -> None:
+    """Raise ValueError unless ``rank <= max(M, N)``.
+
+    K = M components already express every probability matrix (W = I, H = P), so more
+    than max(M, N) only costs memory (W and H grow with K).
+    """
+    if len(shape) == 2 and rank > max(shape):
+        raise ValueError(
+            f"rank must be <= max(M, N) = {max(shape)} for Y of shape {shape}, got {rank}"
+        )
 
 
 def check_init(init, M: int, N: int, K: int) -> tuple[np.ndarray, np.ndarray]:

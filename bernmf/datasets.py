@@ -78,16 +78,29 @@ def _binary_frame(
     return pd.DataFrame(array.astype(dtype), index=frame.index, columns=frame.columns)
 
 
-def _layout(cells: pd.DataFrame, values) -> tuple[bool, bool]:
+def _layout(cells: pd.DataFrame, values, source: str) -> tuple[bool, bool]:
     """Whether the first line of ``cells`` (all text, NaN when empty) is a header, and
     whether its first column holds row names; the rule of :func:`read_csv`."""
     empty = cells.isna().to_numpy()
     numbers = cells.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
     text = ~empty & np.isnan(numbers)
+    number = ~empty & ~text
     other = ~empty & ~np.isin(numbers, values)  # text, or a number not among the values
+    if cells.shape[1] == 1:  # one column: data, under a header if it starts with text
+        return bool(text[0, 0]), False
     corner = bool(empty[0, 0] and (other[0, 1:].any() or other[1:, 0].any()))
     header = corner or bool(text[0, 1:].any())
     names = corner or bool(text[int(header) :, 0].any())
+    for found, where, line in (
+        (header, "first line", text[0, 1:]),
+        (names, "first column", text[int(header) :, 0]),
+    ):
+        mixed = number[0, 1:] if where == "first line" else number[int(header) :, 0]
+        if found and not corner and line.any() and mixed.any():
+            raise ValueError(
+                f"{source}: the {where} mixes names and numbers, so it is neither names nor "
+                "data; give every name, or none (see bernmf.datasets.read_csv)"
+            )
     return header, names
 
 
@@ -108,8 +121,10 @@ def read_csv(path, values=(0, 1)) -> pd.DataFrame:
 
     So numbers are never names unless the first cell is empty: a first line or column
     of numbers other than ``values`` (years as column names, say) is read as data and
-    refused, the message saying how the file was read; a first line or column of
-    names that are all 0 or 1 cannot be told from data and is read as data. Names are
+    refused, the message saying how the file was read; one that mixes text and numbers
+    (a name missing, or a stray word in the data) is refused; a first line or column of
+    names that are all 0 or 1 cannot be told from data and is read as data. A file of
+    one column is data, under a header when its first cell is text. Names are
     kept as strings; an axis without names gets pandas' default labels 0, 1, ...,
     which a mask aligns by position (:func:`bernmf.data.as_observed`).
 
@@ -132,7 +147,7 @@ def read_csv(path, values=(0, 1)) -> pd.DataFrame:
     """
     # everything as text first, so that names such as "1" or "007" stay strings
     cells = pd.read_csv(path, header=None, dtype=str, encoding="utf-8")
-    header, names = _layout(cells, values)
+    header, names = _layout(cells, values, str(path))
     body = cells.iloc[int(header) :]
     frame = body.iloc[:, int(names) :]
     if frame.size == 0:

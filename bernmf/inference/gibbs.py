@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from bernmf.data import Observed, check_count, check_flag
+from bernmf.data import MAX_ITER, Observed, check_count, check_flag
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts, collapsed_log_joint, posterior_means
 from bernmf.inference._compile import compiled
@@ -229,8 +229,9 @@ def chain_step(states, data: Data, prior32: Prior, prior64: Prior, keys, index, 
 def check_options(options: dict) -> None:
     """Raise unless the counts are integers (num_warmup >= 0, the others >= 1) and
     ``progress`` a bool."""
-    for name, least in (("num_warmup", 0), ("num_samples", 1), ("thinning", 1), ("num_chains", 1)):
-        check_count(name, options[name], least)
+    for name, least in (("num_warmup", 0), ("num_samples", 1), ("thinning", 1)):
+        check_count(name, options[name], least, MAX_ITER)
+    check_count("num_chains", options["num_chains"])
     check_flag("progress", options["progress"])
 
 

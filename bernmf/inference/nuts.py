@@ -42,6 +42,7 @@ from numpyro.infer import MCMC, NUTS
 
 from bernmf.data import (
     DTYPES,
+    MAX_ITER,
     Observed,
     check_count,
     check_dtype,
@@ -66,8 +67,21 @@ CHAIN_METHODS = ("parallel", "sequential", "vectorized")
 EXTRA_FIELDS = ("diverging", "energy", "num_steps", "adapt_state.step_size", "accept_prob")
 
 
+PRIOR_RANGE = (1e-10, 1e10)
+"""The hyperparameters NUTS takes: the gradient of the log density in NumPyro's
+unconstrained coordinates grows with them, and beyond this range the leapfrog energy
+overflows (NaN draws at alpha = 1e30 with beta = gamma = 1e-30; fine up to 1e12)."""
+
+
 def check_prior(prior: Prior) -> None:
-    """Any positive prior is allowed (checked by :meth:`Prior.broadcast`)."""
+    """Any positive prior within :data:`PRIOR_RANGE` (e.g. Beta(0.5, 0.5)) is allowed."""
+    low, high = PRIOR_RANGE
+    for name, value in prior._asdict().items():
+        if np.any((np.asarray(value) < low) | (np.asarray(value) > high)):
+            raise ValueError(
+                f"engine 'nuts' needs prior {name} in [{low:g}, {high:g}] (its sampler "
+                f"overflows beyond), got {np.asarray(value).tolist()}"
+            )
 
 
 MAX_TREE_DEPTH = 20
@@ -78,9 +92,9 @@ def check_options(options: dict) -> None:
     """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
     for name, minimum, most in (
         ("num_chains", 1, None),
-        ("num_warmup", 0, None),
-        ("num_samples", 1, None),
-        ("thinning", 1, None),
+        ("num_warmup", 0, MAX_ITER),
+        ("num_samples", 1, MAX_ITER),
+        ("thinning", 1, MAX_ITER),
         ("max_tree_depth", 1, MAX_TREE_DEPTH),
     ):
         check_count(name, options[name], minimum, most)

@@ -60,10 +60,11 @@ def check_options(options: dict) -> None:
         raise ValueError(f"guide must be one of {GUIDES}, got {guide!r}")
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    check_count("steps", options["steps"], most=MAX_ITER)
-    check_count("num_particles", options["num_particles"])
-    check_count("num_draws", options["num_draws"])
-    check_real("learning_rate", options["learning_rate"], 0, closed="right")
+    for name in ("steps", "num_particles", "num_draws"):
+        check_count(name, options[name], most=MAX_ITER)
+    # Adam moves each unconstrained coordinate by about the learning rate per step:
+    # above 1 the fit diverges (NaN draws) rather than converging faster
+    check_real("learning_rate", options["learning_rate"], 0, 1, closed="right")
     check_real("lr_decay", options["lr_decay"], 0, 1, closed="right")
     check_real("clip_norm", options["clip_norm"], 0, closed="right")
     if options["guide_rank"] is not None:
@@ -175,6 +176,11 @@ def run(
         ``sample_stats["lp"]`` the log-joint of each draw; ``extras`` guide,
         optimizer, final_loss, params (the guide's parameters).
     """
+    if rank == 1 and guide == "AutoNormal":
+        raise ValueError(
+            "guide 'AutoNormal' needs rank >= 2: at rank 1, W is all ones and NumPyro cannot "
+            "draw its empty site; use guide='AutoDelta' or 'AutoLowRankMultivariateNormal'"
+        )
     M, N = data.shape
     given = None
     if init is not None:

@@ -133,7 +133,12 @@ def cvb0_update(q, counts: Counts, data: Data, prior: Prior):
         1 / jnp.maximum(alpha + beta + T - q, alpha + beta)
     )
     weights = jax.lax.optimization_barrier(jnp.maximum(row, gamma) * column)
-    q = jax.lax.optimization_barrier(weights * (obs / weights.sum(1, keepdims=True)))
+    # Products of tiny prior terms (gamma 1e-30 by beta 1e-30, say) can underflow for
+    # every k: such an entry's q is then uniform rather than 0 / 0.
+    total = weights.sum(1, keepdims=True)
+    safe = total > 0
+    q = jnp.where(safe, weights, 1.0) * (obs / jnp.where(safe, total, weights.shape[1]))
+    q = jax.lax.optimization_barrier(q)
     return q, soft_counts(q, data)
 
 

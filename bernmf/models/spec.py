@@ -30,10 +30,10 @@ class Factors(NamedTuple):
 
 
 PRIOR_RANGE = (1e-30, 1e30)
-"""The range of every hyperparameter: values, their sums with counts and their
-products stay normal float32 numbers, as the float32 engines (gibbs and vb counts,
-``dtype="float32"`` fits) need; beyond it a prior would be lost to rounding, underflow
-or overflow."""
+"""The range of every hyperparameter: each is a normal float32 number, with room for
+sums over components and counts, as the float32 engines (gibbs and vb counts,
+``dtype="float32"`` fits) need; beyond it a prior would be lost to underflow or overflow
+(the engines guard the products of such values that still underflow)."""
 
 
 class Prior(NamedTuple):
