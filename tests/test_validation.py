@@ -46,6 +46,10 @@ Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
         (Y, {"tol": -1.0}, ValueError, "tol must be"),
         (Y, {"dtype": "float16"}, ValueError, "dtype must be one of"),
         (Y, {"seed": -1}, ValueError, "seed must be"),
+        (Y, {"seed": 2**32}, ValueError, r"seed must be in \[0, 2\*\*32 - 1\]"),
+        (Y, {"seed": 2**32 - 2, "restarts": 3}, ValueError, r"seed, \.\.\., seed \+ 2"),
+        (Y, {"max_iter": 10**9}, ValueError, "max_iter must be an integer in"),  # no 8 GB trace
+        (Y, {"rank": 10**9}, ValueError, r"rank must be <= max\(M, N\) = 6"),
         (Y, {"init": (np.ones((6, 3)) / 3, np.ones((3, 5)))}, ValueError, "init must have W"),
         (Y, {"init": (np.ones((6, 2)), np.full((2, 5), 0.5))}, ValueError, "rows summing to 1"),
         (Y, {"init": (np.ones((6, 2)) / 2, np.full((2, 5), 1.5))}, ValueError, r"\[0, 1\]"),
