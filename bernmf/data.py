@@ -291,7 +291,9 @@ def check_real(
     ``"right"`` or ``"neither"``. TypeError for a value that is no number,
     ValueError for NaN, an infinity or a number outside the range.
     """
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+    if isinstance(value, bool | np.bool_) or not isinstance(
+        value, int | float | np.integer | np.floating
+    ):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     above = value >= low if closed in ("both", "left") else value > low
     below = value <= high if closed in ("both", "right") else value < high

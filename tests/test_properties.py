@@ -160,7 +160,7 @@ def bad_argument(draw, engine: str):
         return {"seed": seed}, ["seed"]
     if kind == "option":
         name = draw(st.sampled_from(sorted(get_engine(engine).options)))
-        value = draw(st.sampled_from(["x", math.nan, -1, -math.inf, [], {}]))
+        value = draw(st.sampled_from(["x", math.nan, -1, -math.inf, 1j, [], {}]))
         return {name: value}, [name]
     return {draw(st.sampled_from(["max_iters", "seeds", "K", "chains"])): 1}, ["option"]
 
