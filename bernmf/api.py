@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
-from bernmf.data import Observed, as_observed, check_rank
+from bernmf.data import Observed, as_observed, check_rank, check_rank_fits, check_seed
 from bernmf.ensemble import check_combine, combine_members, run_members
 from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
@@ -44,16 +42,21 @@ def fit(
         mean-field variational Bayes), ``"logsvd"``, ``"logpca"`` (logistic
         baselines).
     rank : int
-        Number of components K >= 1.
-    mask : bool array of shape (M, N), optional
+        Number of components K, 1 <= K <= max(M, N).
+    mask : bool array or DataFrame of shape (M, N), optional
         True where the entry is observed (e.g. the training entries); combined
-        with the NaNs of Y. Entries where it is False never influence the fit.
+        with the NaNs of Y. Entries where it is False never influence the fit. A
+        DataFrame mask of a DataFrame Y is aligned to Y's row and column labels
+        (the same labels in any order, else a ValueError naming those that
+        differ); any other mask applies by position (see
+        :func:`bernmf.data.as_observed`).
     prior : Prior, optional
         ``Prior(alpha, beta, gamma)``: ``H[k, n] ~ Beta(alpha_k, beta_k)`` and
         ``W[m, :] ~ Dirichlet(gamma)``, each a scalar or of length K. Default:
         the engine's (``Prior()`` = flat for ``mm``); ``em`` takes none.
     seed : int, default 0
-        Seed of the random initialization.
+        Seed of the random initialization, in [0, 2**32); with ``restarts`` or
+        ``num_chains`` (nuts) R, the seeds up to ``seed + R - 1`` must be.
     init : tuple (W, H), optional
         Initial factors, W of shape (M, K) with rows on the simplex and H of
         shape (K, N) in [0, 1]; replaces the random initialization.
@@ -110,9 +113,11 @@ def fit(
     ((100, 3), (3, 40))
     """
     given = dict(options)
-    chosen, rank, prior, options = check_arguments(engine, rank, prior, seed, options)
-    restarts = check_combine(chosen, restarts, combine, validation is not None)
+    restarts = check_combine(get_engine(engine), restarts, combine, validation is not None)
     data = as_observed(Y, mask)
+    chosen, rank, prior, options = check_arguments(
+        engine, rank, prior, seed, options, data.shape, restarts=restarts
+    )
     held_out = None if validation is None else held_out_entries(Y, data, validation)
     if restarts == 1 and held_out is None and combine == "best":
         result = chosen.run(data, rank, prior, int(seed), init, **options)
@@ -151,11 +156,20 @@ def held_out_entries(Y, data: Observed, validation) -> Observed:
 
 
 def check_arguments(
-    engine: str, rank, prior: Prior | None, seed, options: dict
+    engine: str,
+    rank,
+    prior: Prior | None,
+    seed,
+    options: dict,
+    shape: tuple[int, int],
+    *,
+    restarts: int = 1,
 ) -> tuple[Engine, int, Prior | None, dict]:
     """Check the arguments of :func:`fit` other than the data, without fitting anything.
 
-    :func:`bernmf.compare` calls it for every fit before the first one starts.
+    :func:`bernmf.compare` calls it for every fit before the first one starts. ``shape``
+    is the data's (M, N), which bounds the rank (before the prior is broadcast to it);
+    ``restarts`` members use seeds up to ``seed + restarts - 1``, which are bounded too.
 
     Returns
     -------
@@ -172,6 +186,6 @@ def check_arguments(
     chosen = get_engine(engine)
     options = chosen.with_defaults(options)
     rank = check_rank(rank)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    check_rank_fits(rank, shape)
+    check_seed(seed, max(restarts, options[chosen.seed_count] if chosen.seed_count else 1))
     return chosen, rank, chosen.prior_for(prior, rank), options

@@ -29,8 +29,8 @@ from bernmf.ensemble import COMBINES
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
-from bernmf.readers import read_mask, read_matrix
-from bernmf.split import Split, paper_split, random_split
+from bernmf.readers import read_codes, read_mask, read_matrix
+from bernmf.split import paper_split, random_split
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -129,6 +129,17 @@ def comma_list(kind):
         return values
 
     return parse
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (a usage error naming the value otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
 
 
 def say(args, message: str) -> None:
@@ -327,15 +338,13 @@ def tune_command(args) -> int:
         raise ValueError("tune needs DATA or --dataset")
     shape = np.shape(Y)
     if args.split is not None:
-        split = Split.from_codes(read_matrix(args.split))
+        split = read_codes(args.split, Y)
         split_name = f"codes from {args.split}"
     elif args.dataset is not None:
         split, split_name = paper_split(shape), "the paper's split (70/15/15, seed 12345)"
     else:
         split = random_split(shape, seed=args.seed)
         split_name = f"random entries 70/15/15 (seed {args.seed})"
-    if split.train.shape != shape:
-        raise ValueError(f"the split has shape {split.train.shape} but DATA has shape {shape}")
     say(args, f"data: {source} {shape}; split: {split_name}")
     options = {"max_iter": args.max_iter, "tol": args.tol}
     tuning = tune.grid(
@@ -432,7 +441,9 @@ Writes fits.csv (every fit), summary.csv, summary.json, perplexity.png.""",
   bernmf tune --dataset animals --ranks 2,4,8 --alphas 1,1.5,2,3 --betas 1,1.5,2,3 --out t
   bernmf tune data.csv --split split_codes.csv --ranks 4 --restarts 3 --out t
 
---split: a CSV of codes 2 = train, 1 = validation, 0 = test (no header, no row names).
+--split: codes 2 = train, 1 = validation, 0 = test, one per entry of DATA: a CSV like
+the paper's split files (no header, no row names; or labelled as DATA, any order),
+.npz or .parquet.
 Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
     "reproduce": """examples:
   bernmf reproduce paper --quick --out results/paper-quick
@@ -528,7 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare_parser.add_argument(
         "--ranks", type=comma_list(int), default="4", help="comma list of K (default 4)"
     )
-    compare_parser.add_argument("--seeds", type=int, default=3, help="seeds per setting (3)")
+    compare_parser.add_argument(
+        "--seeds", type=positive_int, default=3, help="seeds per setting, >= 1 (3)"
+    )
     compare_parser.add_argument("--test", type=float, default=0.2, help="test fraction (0.2)")
     prior_options(compare_parser, default=1.2)
     compare_parser.add_argument(

@@ -124,7 +124,9 @@ def compare(
     for engine in engines:
         for rank in ranks:
             for seed in seeds:
-                check_arguments(engine, rank, priors.get(engine), seed, options.get(engine, {}))
+                check_arguments(
+                    engine, rank, priors.get(engine), seed, options.get(engine, {}), np.shape(Y)
+                )
     train, scored = _split(Y, train, test)
 
     runs = [(e, k, s) for e in engines for k in ranks for s in seeds]

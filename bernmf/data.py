@@ -89,6 +89,10 @@ def _dense_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
     Bool and integer input is checked and compared in its own dtype (never
     converted to float), so a large bool / int8 matrix costs a few bytes per entry.
     """
+    if isinstance(Y, np.ma.MaskedArray):
+        values, hidden = _unmasked(Y, what)
+        ones, is_nan = _dense_ones_and_missing(values, what)
+        return ones & ~hidden, is_nan | hidden
     if isinstance(Y, pd.DataFrame):
         bad = [c for c, t in Y.dtypes.items() if not pd.api.types.is_numeric_dtype(t)]
         if bad:
@@ -100,6 +104,17 @@ def _dense_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
     _check_shape(values.shape, what)
     is_nan = _check_values(values, what)
     return (values == 1) if values.dtype != bool else values.copy(), is_nan
+
+
+def _unmasked(Y: np.ma.MaskedArray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """The data of a masked array with its masked entries set to 0, and its mask.
+
+    The masked entries' values are never looked at (they may be anything), and the
+    mask counts as missing, as NaN does.
+    """
+    _check_numeric_dtype(Y.dtype, what)
+    hidden = np.ma.getmaskarray(Y)
+    return np.where(hidden, np.zeros((), Y.dtype), np.ma.getdata(Y)), hidden
 
 
 def _sparse_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -134,13 +149,17 @@ def as_observed(Y, mask=None, *, warn_empty: bool = True) -> Observed:
     ----------
     Y : array-like, pandas.DataFrame or scipy.sparse matrix of shape (M, N)
         Values 0 and 1; NaN means "missing" (not observed). Bool and integer
-        arrays (e.g. int8) are validated without conversion to float. For a
+        arrays (e.g. int8) are validated without conversion to float. The masked
+        entries of a ``numpy.ma.MaskedArray`` are missing, as NaN. For a
         scipy.sparse matrix (CSR, CSC, COO, ...), the stored entries must be 1
         (or 0, or NaN for missing) and every entry that is not stored is an
         observed 0; express other missing entries with ``mask``.
-    mask : array-like or scipy.sparse matrix of shape (M, N) with boolean values, optional
+    mask : array-like, DataFrame or scipy.sparse matrix of shape (M, N), boolean, optional
         True where the entry is observed (for example the training entries).
-        Combined with the NaNs of Y. Default: every non-NaN entry.
+        Combined with the NaNs of Y. Default: every non-NaN entry. A DataFrame mask
+        of a DataFrame Y is aligned to Y's labels (same labels, any order); an axis
+        where the mask has pandas' default labels 0, 1, ..., and every other mask
+        or Y, is taken by position.
 
     Returns
     -------
@@ -152,7 +171,7 @@ def as_observed(Y, mask=None, *, warn_empty: bool = True) -> Observed:
         Non-numeric Y, or a mask that is not boolean-valued.
     ValueError
         Y not 2-D, empty, with inf or values other than 0/1/NaN; a mask of
-        another shape; no observed entry at all.
+        another shape or with other labels than Y; no observed entry at all.
 
     Warns
     -----
@@ -168,7 +187,7 @@ def as_observed(Y, mask=None, *, warn_empty: bool = True) -> Observed:
     observed = ~is_nan
     del is_nan
     if mask is not None:
-        observed &= _boolean_mask(mask, ones.shape)
+        observed &= _boolean_mask(aligned(mask, Y), ones.shape)
     if not observed.any():
         raise ValueError("no entry of Y is observed (the mask and the NaNs of Y leave nothing)")
     empty_rows = int((~observed.any(axis=1)).sum())
@@ -183,6 +202,43 @@ def as_observed(Y, mask=None, *, warn_empty: bool = True) -> Observed:
     ones &= observed
     row_labels, col_labels = _labels(Y)
     return Observed(ones, observed, row_labels, col_labels)
+
+
+def _is_default(labels: pd.Index) -> bool:
+    """Whether ``labels`` are pandas' default 0, 1, ..., n - 1 of an unlabelled axis."""
+    return isinstance(labels, pd.RangeIndex) and labels.start == 0 and labels.step == 1
+
+
+def aligned(mask, Y):
+    """``mask`` with its rows and columns in the order of Y's labels, or as it was.
+
+    A DataFrame mask is aligned to a DataFrame Y axis by axis: an axis where the
+    mask has pandas' default labels (0, 1, ..., as ``pd.DataFrame(array)`` gives) is
+    taken by position; on any other axis the mask must have the same set of labels
+    as Y, in any order. Any other mask, or any mask of an unlabelled Y, is taken by
+    position.
+
+    Raises
+    ------
+    ValueError
+        The mask's labels on an aligned axis differ from Y's; the message names some.
+    """
+    if not (isinstance(mask, pd.DataFrame) and isinstance(Y, pd.DataFrame)):
+        return mask
+    for axis, name in ((0, "row"), (1, "column")):
+        ours, theirs = mask.axes[axis], Y.axes[axis]
+        if _is_default(ours) or ours.equals(theirs):
+            continue
+        if ours.has_duplicates or theirs.has_duplicates or set(ours) != set(theirs):
+            missing = [str(x) for x in theirs.difference(ours)[:5]]
+            extra = [str(x) for x in ours.difference(theirs)[:5]]
+            raise ValueError(
+                f"the mask's {name} labels differ from Y's (they must be the same set, in "
+                f"any order, and unique): Y's not in the mask {missing}, the mask's not in "
+                f"Y {extra}; pass mask.to_numpy() to apply it by position"
+            )
+        mask = mask.reindex(theirs, axis=axis)
+    return mask
 
 
 def _boolean_mask(mask, shape) -> np.ndarray:
@@ -215,19 +271,68 @@ def check_rank(rank) -> int:
     return int(rank)
 
 
-def check_count(name: str, value, least: int = 1) -> None:
-    """Raise ValueError unless ``value`` is an integer (not a bool) >= ``least``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+def check_count(name: str, value, least: int = 1, most: int | None = None) -> None:
+    """Raise ValueError unless ``value`` is an integer (not a bool) in [least, most]."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | np.integer)
+        or value < least
+        or (most is not None and value > most)
+    ):
+        bound = f">= {least}" if most is None else f"in [{least}, {most}]"
+        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
+
+
+def check_real(
+    name: str, value, low: float = -np.inf, high: float = np.inf, *, closed: str = "both"
+) -> None:
+    """Raise unless ``value`` is a finite real number (not a bool) between ``low`` and ``high``.
+
+    ``closed`` says which ends belong to the range: ``"both"``, ``"left"``,
+    ``"right"`` or ``"neither"``. TypeError for a value that is no number,
+    ValueError for NaN, an infinity or a number outside the range.
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(
+        value, int | float | np.integer | np.floating
+    ):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    above = value >= low if closed in ("both", "left") else value > low
+    below = value <= high if closed in ("both", "right") else value < high
+    if not (np.isfinite(value) and above and below):
+        left = "[" if closed in ("both", "left") else "("
+        right = "]" if closed in ("both", "right") else ")"
+        raise ValueError(
+            f"{name} must be a finite number in {left}{low}, {high}{right}, got {value!r}"
+        )
+
+
+MAX_ITER = 10**6
+"""Largest ``max_iter`` and other counts of iterations, sweeps or draws (svi ``steps``,
+nuts and gibbs ``num_warmup``, ``num_samples``, ``thinning``): the traces hold one value
+per iteration, preallocated (8 MB per fit at this bound), so a larger limit would
+allocate gigabytes for fits that stop after a few iterations."""
 
 
 def check_stopping(max_iter, tol) -> None:
-    """Raise ValueError unless ``max_iter`` is an integer >= 1 and ``tol`` a finite number >= 0."""
-    check_count("max_iter", max_iter)
-    if isinstance(tol, bool) or not isinstance(tol, int | float | np.integer | np.floating):
-        raise ValueError(f"tol must be a number, got {tol!r}")
-    if not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    """Raise ValueError unless ``max_iter`` is an integer in [1, :data:`MAX_ITER`] and
+    ``tol`` a finite number >= 0."""
+    check_count("max_iter", max_iter, most=MAX_ITER)
+    check_real("tol", tol, 0.0)
+
+
+SEED_LIMIT = 2**32
+"""Seeds are 32-bit (JAX keys, the uint32 seeds of batched MM fits): each seed a fit
+uses must be below this bound, or distinct seeds would give the same fit."""
+
+
+def check_seed(seed, count: int = 1) -> None:
+    """Raise unless ``seed`` is an integer with ``0 <= seed`` and ``seed + count - 1 <
+    SEED_LIMIT`` (a fit using ``count`` consecutive seeds)."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise TypeError(f"seed must be an integer, got {type(seed).__name__} {seed!r}")
+    if seed < 0 or int(seed) + count - 1 >= SEED_LIMIT:
+        used = "" if count == 1 else f" (this fit uses seeds seed, ..., seed + {count - 1})"
+        raise ValueError(f"seed must be in [0, 2**32 - {count}]{used}, got {seed!r}")
 
 
 DTYPES = {"float64": np.float64, "float32": np.float32}
@@ -244,6 +349,18 @@ def check_flag(name: str, value) -> None:
     """Raise TypeError unless ``value`` is a bool."""
     if not isinstance(value, bool | np.bool_):
         raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def check_rank_fits(rank: int, shape: tuple[int, int]) -> None:
+    """Raise ValueError unless ``rank <= max(M, N)``.
+
+    K = M components already express every probability matrix (W = I, H = P), so more
+    than max(M, N) only costs memory (W and H grow with K).
+    """
+    if len(shape) == 2 and rank > max(shape):
+        raise ValueError(
+            f"rank must be <= max(M, N) = {max(shape)} for Y of shape {shape}, got {rank}"
+        )
 
 
 def check_init(init, M: int, N: int, K: int) -> tuple[np.ndarray, np.ndarray]:

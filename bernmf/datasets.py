@@ -56,34 +56,83 @@ def cache_dir() -> Path:
     return Path(configured) if configured else Path(pooch.os_cache("bernmf"))
 
 
-def _binary_frame(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    """Check that ``frame`` holds only 0, 1 and NaN; int64 without NaN, float64 with."""
-    values = frame.apply(pd.to_numeric, errors="coerce")
-    non_numeric = values.isna() & frame.notna()
+def _binary_frame(
+    frame: pd.DataFrame, source: str, values=(0, 1), layout: str = ""
+) -> pd.DataFrame:
+    """Check that ``frame`` holds only ``values`` and NaN; int64 without NaN, float64 with.
+
+    ``layout`` (how the file was read) is added to the message of an error.
+    """
+    allowed = ", ".join(str(v) for v in values)
+    numbers = frame.apply(pd.to_numeric, errors="coerce")
+    non_numeric = numbers.isna() & frame.notna()
     if non_numeric.to_numpy().any():
         examples = pd.unique(frame.to_numpy()[non_numeric.to_numpy()])[:5].tolist()
-        raise ValueError(f"{source}: cells must be 0, 1 or empty; found {examples}")
-    array = values.to_numpy(dtype=float)
-    bad = ~np.isnan(array) & (array != 0) & (array != 1)
+        raise ValueError(f"{source}: cells must be {allowed} or empty; found {examples}{layout}")
+    array = numbers.to_numpy(dtype=float)
+    bad = ~np.isnan(array) & ~np.isin(array, values)
     if bad.any():
-        raise ValueError(
-            f"{source}: cells must be 0, 1 or empty; found {np.unique(array[bad])[:5].tolist()}"
-        )
+        examples = np.unique(array[bad])[:5].tolist()
+        raise ValueError(f"{source}: cells must be {allowed} or empty; found {examples}{layout}")
     dtype = float if np.isnan(array).any() else np.int64
     return pd.DataFrame(array.astype(dtype), index=frame.index, columns=frame.columns)
 
 
-def read_csv(path) -> pd.DataFrame:
-    """Read a user's binary table from a CSV file.
+def _layout(cells: pd.DataFrame, values, source: str) -> tuple[bool, bool]:
+    """Whether the first line of ``cells`` (all text, NaN when empty) is a header, and
+    whether its first column holds row names; the rule of :func:`read_csv`."""
+    empty = cells.isna().to_numpy()
+    numbers = cells.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    text = ~empty & np.isnan(numbers)
+    number = ~empty & ~text
+    other = ~empty & ~np.isin(numbers, values)  # text, or a number not among the values
+    if cells.shape[1] == 1:  # one column: data, under a header if it starts with text
+        return bool(text[0, 0]), False
+    corner = bool(empty[0, 0] and (other[0, 1:].any() or other[1:, 0].any()))
+    header = corner or bool(text[0, 1:].any())
+    names = corner or bool(text[int(header) :, 0].any())
+    for found, where, line in (
+        (header, "first line", text[0, 1:]),
+        (names, "first column", text[int(header) :, 0]),
+    ):
+        mixed = number[0, 1:] if where == "first line" else number[int(header) :, 0]
+        if found and not corner and line.any() and mixed.any():
+            raise ValueError(
+                f"{source}: the {where} mixes names and numbers, so it is neither names nor "
+                "data; give every name, or none (see bernmf.datasets.read_csv)"
+            )
+    return header, names
 
-    The first column holds the row names and the header line the column names
-    (its first cell is ignored); names are kept as strings. Cells are 0 or 1; an
-    empty cell (or ``NA``) is a missing value and becomes NaN, which every engine
-    treats as not observed.
+
+def read_csv(path, values=(0, 1)) -> pd.DataFrame:
+    """Read a user's binary table from a CSV file, with or without names.
+
+    Cells are 0 or 1 (or ``values``); an empty cell (or ``NA``) is a missing value and
+    becomes NaN, which every engine treats as not observed. The layout is detected,
+    with a cell counted as *text* when it is not empty and not a number:
+
+    * the first line is a header of column names when one of its cells after the
+      first is text;
+    * the first column holds row names when one of its cells below the header (all
+      of them without a header) is text;
+    * both, when the first cell is empty and the rest of the first line or of the
+      first column holds anything but empty cells and ``values`` (the layout that R's
+      ``write.csv`` and pandas' ``to_csv`` write, numbered names included).
+
+    So numbers are never names unless the first cell is empty: a first line or column
+    of numbers other than ``values`` (years as column names, say) is read as data and
+    refused, the message saying how the file was read; one that mixes text and numbers
+    (a name missing, or a stray word in the data) is refused; a first line or column of
+    names that are all 0 or 1 cannot be told from data and is read as data. A file of
+    one column is data, under a header when its first cell is text. Names are
+    kept as strings; an axis without names gets pandas' default labels 0, 1, ...,
+    which a mask aligns by position (:func:`bernmf.data.as_observed`).
 
     Parameters
     ----------
     path : str or path-like
+    values : tuple of int, default (0, 1)
+        The values a cell may hold (``(0, 1, 2)`` for split codes).
 
     Returns
     -------
@@ -93,12 +142,26 @@ def read_csv(path) -> pd.DataFrame:
     Raises
     ------
     ValueError
-        If a cell is anything other than 0, 1 or empty.
+        If a cell of the data is anything other than ``values`` or empty, or the
+        file has no data cell.
     """
     # everything as text first, so that names such as "1" or "007" stay strings
-    frame = pd.read_csv(path, index_col=0, dtype=str, encoding="utf-8")
-    frame.index.name = None
-    return _binary_frame(frame, str(path))
+    cells = pd.read_csv(path, header=None, dtype=str, encoding="utf-8")
+    header, names = _layout(cells, values, str(path))
+    body = cells.iloc[int(header) :]
+    frame = body.iloc[:, int(names) :]
+    if frame.size == 0:
+        raise ValueError(f"{path}: no data cell (header {header}, row names {names})")
+    frame = pd.DataFrame(
+        frame.to_numpy(),
+        index=body.iloc[:, 0].to_numpy() if names else None,
+        columns=cells.iloc[0, int(names) :].to_numpy() if header else None,
+    )
+    layout = (
+        f" (read with {'a' if header else 'no'} header line and "
+        f"{'' if names else 'no '}row names; see bernmf.datasets.read_csv)"
+    )
+    return _binary_frame(frame, str(path), values, layout)
 
 
 def read_rda(path, name: str | None = None) -> pd.DataFrame:

@@ -31,6 +31,9 @@ from bernmf.stacking import bernoulli_lpd, chain_stacking, stacking_weights
 COMBINES = ("best", "mean", "stack")
 """The ways :func:`bernmf.fit` combines the members of an ensemble."""
 
+MAX_RESTARTS = 10_000
+"""Largest ``restarts``: members each keep their factors, trace and probabilities."""
+
 
 def check_combine(engine: Engine, restarts, combine, validation_given: bool) -> int:
     """Check ``restarts`` and ``combine`` before anything runs; return R.
@@ -38,11 +41,12 @@ def check_combine(engine: Engine, restarts, combine, validation_given: bool) -> 
     Raises
     ------
     ValueError
-        R < 1 or not an integer, an unknown ``combine``, or ``"stack"`` without
-        validation entries for an engine without posterior draws.
+        R not an integer in [1, :data:`MAX_RESTARTS`], an unknown ``combine``, or
+        ``"stack"`` without validation entries for an engine without posterior draws.
     """
-    if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 1:
-        raise ValueError(f"restarts must be an integer >= 1, got {restarts!r}")
+    bad = isinstance(restarts, bool) or not isinstance(restarts, int | np.integer)
+    if bad or not 1 <= restarts <= MAX_RESTARTS:
+        raise ValueError(f"restarts must be an integer in [1, {MAX_RESTARTS}], got {restarts!r}")
     if combine not in COMBINES:
         raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
     if combine == "stack" and not validation_given and not engine.bayesian:

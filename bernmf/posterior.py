@@ -26,7 +26,7 @@ import pandas as pd
 from scipy.optimize import linear_sum_assignment
 
 from bernmf.convergence import ess_rows, rank_rhat_rows
-from bernmf.models.spec import Prior, log_joint, masked_log_likelihood_terms
+from bernmf.models.spec import Prior, log_joint, masked_log_likelihood_terms, probability
 from bernmf.results import Fit
 
 RHAT_WARN = 1.01
@@ -55,12 +55,13 @@ def mean_probability(W_draws, H_draws) -> np.ndarray:
     -------
     ndarray of shape (M, N)
         ``mean over (c, s) of W[c, s] @ H[c, s]``, computed as one product of
-        (M, C*S*K) by (C*S*K, N).
+        (M, C*S*K) by (C*S*K, N) (divided by C*S beforehand), clipped to [0, 1] as
+        :func:`bernmf.models.spec.probability` does.
     """
     C, S, M, K = W_draws.shape
     N = H_draws.shape[-1]
-    W_wide = np.moveaxis(np.asarray(W_draws), 2, 0).reshape(M, C * S * K)
-    return W_wide @ np.asarray(H_draws).reshape(C * S * K, N) / (C * S)
+    W_wide = np.moveaxis(np.asarray(W_draws, float) / (C * S), 2, 0).reshape(M, C * S * K)
+    return probability(W_wide, np.asarray(H_draws).reshape(C * S * K, N))
 
 
 def _map_draws(function, W_draws, H_draws) -> np.ndarray:

@@ -12,19 +12,23 @@ import numpy as np
 import pandas as pd
 
 from bernmf import datasets
+from bernmf.data import aligned
+from bernmf.split import SPLIT_CODES, Split
 
-__all__ = ["read_mask", "read_matrix"]
+__all__ = ["read_codes", "read_mask", "read_matrix"]
 
 
-def read_matrix(path) -> pd.DataFrame | np.ndarray:
+def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
     """Read a matrix from a file.
 
     Parameters
     ----------
     path : str or Path
-        CSV (row names in the first column, a header of column names, empty cells
-        missing; see :func:`bernmf.datasets.read_csv`), Parquet (``.parquet``,
-        ``.pq``) or ``.npz`` (the array ``Y``, or its only array).
+        CSV (with or without a header line and a column of row names, empty cells
+        missing; see :func:`bernmf.datasets.read_csv` for how the layout is told),
+        Parquet (``.parquet``, ``.pq``) or ``.npz`` (the array ``Y``, or its only array).
+    values : tuple of int, default (0, 1)
+        The values a CSV cell may hold (other formats are checked by their user).
 
     Returns
     -------
@@ -40,7 +44,7 @@ def read_matrix(path) -> pd.DataFrame | np.ndarray:
         raise FileNotFoundError(f"no data file {path}")
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return datasets.read_csv(path)
+        return datasets.read_csv(path, values)
     if suffix in (".parquet", ".pq"):
         return pd.read_parquet(path)
     if suffix == ".npz":
@@ -54,11 +58,12 @@ def read_matrix(path) -> pd.DataFrame | np.ndarray:
     raise ValueError(f"{path}: DATA must be .csv, .parquet or .npz, got {suffix or 'no suffix'!r}")
 
 
-def read_mask(path, shape) -> np.ndarray:
+def read_mask(path, shape) -> pd.DataFrame | np.ndarray:
     """Read a mask in any :func:`read_matrix` format: 1/True = observed (training), 0 = not.
 
-    Returns a bool array of ``shape``; ValueError for another shape or values other
-    than 0/1.
+    Returns a bool DataFrame with the file's labels (which :func:`bernmf.fit` aligns
+    to a labelled DATA's, see :func:`bernmf.data.as_observed`) or a bool array, of
+    ``shape``; ValueError for another shape or values other than 0/1.
     """
     values = read_matrix(path)
     array = values.to_numpy() if isinstance(values, pd.DataFrame) else np.asarray(values)
@@ -66,4 +71,28 @@ def read_mask(path, shape) -> np.ndarray:
         raise ValueError(f"mask {path} has shape {array.shape} but DATA has shape {shape}")
     if array.dtype != bool and not np.isin(array, (0, 1)).all():
         raise ValueError(f"mask {path} must hold only 0/1 (or True/False)")
+    if isinstance(values, pd.DataFrame):
+        return values.astype(bool)
     return array.astype(bool)
+
+
+def read_codes(path, Y) -> Split:
+    """Read a split, one code per entry (2 = train, 1 = validation, 0 = test), for Y.
+
+    Any :func:`read_matrix` format; a CSV like the paper's split files (no header,
+    no row names) or with labels, which are aligned to a labelled Y's as a mask's
+    are (:func:`bernmf.data.aligned`).
+
+    Raises
+    ------
+    ValueError
+        Codes other than 0, 1, 2 (missing included), another shape than Y's, or
+        labels that differ from Y's.
+    """
+    codes = read_matrix(path, values=SPLIT_CODES)
+    if np.shape(codes) != np.shape(Y):
+        raise ValueError(
+            f"the split {path} has shape {np.shape(codes)} but DATA has shape {np.shape(Y)}"
+        )
+    codes = aligned(codes, Y)
+    return Split.from_codes(codes.to_numpy() if isinstance(codes, pd.DataFrame) else codes)

@@ -16,6 +16,9 @@ __all__ = ["Split", "paper_split", "random_split"]
 TRAIN, VALIDATION, TEST = 2, 1, 0
 """The codes of :meth:`Split.codes` (those of the paper's split files)."""
 
+SPLIT_CODES = (TEST, VALIDATION, TRAIN)
+"""Every code, in increasing order."""
+
 
 class Split(NamedTuple):
     """Three disjoint boolean masks of one shape that together cover every entry."""
@@ -34,7 +37,7 @@ class Split(NamedTuple):
         codes = np.asarray(codes)
         if codes.ndim != 2:
             raise ValueError(f"codes must be 2-D, got shape {codes.shape}")
-        unknown = np.setdiff1d(np.unique(codes), (TEST, VALIDATION, TRAIN))
+        unknown = np.setdiff1d(np.unique(codes), SPLIT_CODES)
         if unknown.size:
             raise ValueError(f"codes must be 0, 1 or 2, found {unknown[:5].tolist()}")
         return cls(codes == TRAIN, codes == VALIDATION, codes == TEST)

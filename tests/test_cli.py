@@ -220,3 +220,46 @@ def test_force_never_deletes_the_current_folder_or_the_data(
     assert main([*argv, str(path.parent)]) == 1
     assert f"contains the input {path}" in capsys.readouterr().err
     assert path.is_file() and list(tmp_path.iterdir()) == []
+
+
+def test_a_labelled_mask_csv_is_aligned_to_the_data(data_csv, tmp_path, capsys):
+    """A mask CSV with the rows of DATA in another order fits the same entries; one with
+    other row names is refused, naming them."""
+    path, frame = data_csv
+    keep = pd.DataFrame(np.ones(frame.shape, int), index=frame.index, columns=frame.columns)
+    keep.iloc[:4, :] = 0
+    keep.iloc[::-1].to_csv(tmp_path / "mask.csv")
+    out = tmp_path / "fit"
+    argv = ["fit", str(path), "--rank", "2", "--mask", str(tmp_path / "mask.csv"), "--quiet"]
+    assert main([*argv, "--max-iter", "5", "--out", str(out)]) == 0
+    saved = bernmf.load(out / "fit.npz")
+    expected = keep.to_numpy().astype(bool) & frame.notna().to_numpy()
+    np.testing.assert_array_equal(saved.observed.mask, expected)
+    keep.rename(index={"r3": "stranger"}).to_csv(tmp_path / "other.csv")
+    argv[5] = str(tmp_path / "other.csv")
+    assert main([*argv, "--out", str(tmp_path / "again")]) == 1
+    assert "['r3']" in capsys.readouterr().err
+
+
+def test_tune_with_a_codes_csv_like_the_papers(data_csv, tmp_path, capsys):
+    """The paper's split files hold codes 2/1/0, no header and no row names."""
+    path, frame = data_csv
+    codes = bernmf.split.random_split(frame.shape, seed=3).codes()
+    np.savetxt(tmp_path / "codes.csv", codes, fmt="%d", delimiter=",")
+    out = tmp_path / "tune"
+    argv = ["tune", str(path), "--split", str(tmp_path / "codes.csv"), "--ranks", "2"]
+    assert main([*argv, "--alphas", "1", "--betas", "1", "--json", "--out", str(out)]) == 0
+    assert "codes from" in json.loads(capsys.readouterr().out)["split"]
+    best = bernmf.load(out / "best_fit.npz")
+    np.testing.assert_array_equal(best.observed.mask, (codes == 2) & frame.notna().to_numpy())
+    np.savetxt(tmp_path / "bad.csv", codes[:, :-1], fmt="%d", delimiter=",")
+    argv[3] = str(tmp_path / "bad.csv")
+    assert main([*argv, "--out", str(tmp_path / "again")]) == 1
+    assert "has shape (30, 19) but DATA has shape (30, 20)" in capsys.readouterr().err
+
+
+def test_compare_refuses_zero_seeds(capsys):
+    with pytest.raises(SystemExit) as usage:
+        main(["compare", "--seeds", "0", "--out", "unused"])
+    assert usage.value.code == 2
+    assert "--seeds: expected an integer >= 1, got '0'" in capsys.readouterr().err

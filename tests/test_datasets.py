@@ -113,3 +113,36 @@ def test_read_csv_rejects_non_binary_cells(tmp_path, cell):
     path.write_text(f",a,b\nr,1,{cell}\n", encoding="utf-8")
     with pytest.raises(ValueError, match="0, 1 or empty"):
         datasets.read_csv(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "index", "columns"),
+    [
+        (",a,b\nx,1,0\ny,0,1\n", ["x", "y"], ["a", "b"]),  # R's write.csv, pandas' to_csv
+        ("x,1,0\ny,0,1\n", ["x", "y"], [0, 1]),  # row names, no header
+        ("a,b\n1,0\n0,1\n", [0, 1], ["a", "b"]),  # header, no row names
+        ("1,0\n0,1\n", [0, 1], [0, 1]),  # neither: the first line is data
+        (",1,0\n1,0,\n", [0, 1], [0, 1, 2]),  # a missing first cell is not a corner
+        (",0,1,2\n0,1,0,1\n1,0,1,1\n2,1,1,0\n", ["0", "1", "2"], ["0", "1", "2"]),  # numbered
+    ],
+)
+def test_read_csv_detects_header_and_row_names(tmp_path, text, index, columns):
+    path = tmp_path / "layout.csv"
+    path.write_text(text, encoding="utf-8")
+    frame = datasets.read_csv(path)
+    assert frame.index.tolist() == index and frame.columns.tolist() == columns
+    assert frame.shape == (len(index), len(columns))
+
+
+@pytest.mark.parametrize(
+    ("text", "read_as"),
+    [
+        ("2001,2002\n1,0\n", "no header line and no row names"),  # numbers are not names
+        ("id,a,b\n1,1,0\n2,0,1\n", "a header line and no row names"),  # nor row numbers
+    ],
+)
+def test_read_csv_refuses_numbers_as_names_saying_how_it_read(tmp_path, text, read_as):
+    path = tmp_path / "numbers.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=f"0, 1 or empty; found .*read with {read_as}"):
+        datasets.read_csv(path)

@@ -248,7 +248,7 @@ def test_logpca_chooses_m_by_validation():
         ("logsvd", {"init": (np.zeros((12, 2)), np.zeros((2, 9)))}, ValueError, "init"),
         ("logpca", {"m": 0}, ValueError, "m must"),
         ("logpca", {"m": -2.0}, ValueError, "m must"),
-        ("logpca", {"m": "4"}, ValueError, "m must"),
+        ("logpca", {"m": "4"}, TypeError, "m must be a number"),
         ("logpca", {"m": None, "m_grid": ()}, ValueError, "m_grid"),
         ("logpca", {"m": None, "m_grid": (2.0, -1.0)}, ValueError, "m_grid"),
         ("logpca", {"m": None, "validation_fraction": 1.5}, ValueError, "validation_fraction"),

@@ -42,10 +42,14 @@ Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
         (Y, {"prior": bernmf.Prior(gamma=[1.0, 0.9])}, ValueError, "prior gamma >= 1"),
         (Y, {"prior": (1.0, 1.0, 1.0)}, TypeError, "must be a bernmf.Prior"),
         (Y, {"engine": "nmf"}, ValueError, "unknown engine 'nmf'; known engines: .*em.*mm"),
-        (Y, {"max_iter": 0}, ValueError, "max_iter must be an integer >= 1"),
+        (Y, {"max_iter": 0}, ValueError, "max_iter must be an integer in \\[1, 1000000\\]"),
         (Y, {"tol": -1.0}, ValueError, "tol must be"),
         (Y, {"dtype": "float16"}, ValueError, "dtype must be one of"),
         (Y, {"seed": -1}, ValueError, "seed must be"),
+        (Y, {"seed": 2**32}, ValueError, r"seed must be in \[0, 2\*\*32 - 1\]"),
+        (Y, {"seed": 2**32 - 2, "restarts": 3}, ValueError, r"seed, \.\.\., seed \+ 2"),
+        (Y, {"max_iter": 10**9}, ValueError, "max_iter must be an integer in"),  # no 8 GB trace
+        (Y, {"rank": 10**9}, ValueError, r"rank must be <= max\(M, N\) = 6"),
         (Y, {"init": (np.ones((6, 3)) / 3, np.ones((3, 5)))}, ValueError, "init must have W"),
         (Y, {"init": (np.ones((6, 2)), np.full((2, 5), 0.5))}, ValueError, "rows summing to 1"),
         (Y, {"init": (np.ones((6, 2)) / 2, np.full((2, 5), 1.5))}, ValueError, r"\[0, 1\]"),
@@ -90,6 +94,34 @@ def test_every_input_kind_gives_the_same_fit():
         np.testing.assert_array_equal(bernmf.fit(data, "mm", 2).W, reference.W)
     integer_mask = bernmf.fit(Y, "mm", 2, mask=np.ones(Y.shape, int))
     np.testing.assert_array_equal(integer_mask.W, reference.W)
+
+
+def test_a_labelled_mask_is_aligned_to_the_labels_of_y():
+    frame = pd.DataFrame(Y, index=[f"r{i}" for i in range(6)], columns=list("abcde"))
+    mask = np.ones(Y.shape, bool)
+    mask[0, :2] = False
+    labelled = pd.DataFrame(mask, index=frame.index, columns=frame.columns)
+    reference = bernmf.fit(frame, "mm", 2, mask=mask)
+    shuffled = labelled.iloc[::-1, [4, 2, 0, 1, 3]]
+    for given in (shuffled, pd.DataFrame(mask)):  # default labels: by position
+        result = bernmf.fit(frame, "mm", 2, mask=given)
+        np.testing.assert_array_equal(result.observed.mask, mask)
+        np.testing.assert_array_equal(result.W, reference.W)
+    by_position = bernmf.fit(Y, "mm", 2, mask=shuffled)  # unlabelled Y: by position
+    np.testing.assert_array_equal(by_position.observed.mask, shuffled.to_numpy())
+    with pytest.raises(ValueError, match=r"row labels differ.*\['r0'\].*\['x'\]"):
+        bernmf.fit(frame, "mm", 2, mask=labelled.rename(index={"r0": "x"}))
+    with pytest.raises(ValueError, match="column labels differ"):
+        bernmf.fit(frame, "mm", 2, mask=labelled.drop(columns="e").assign(f=True))
+
+
+def test_the_mask_of_a_masked_array_is_missing():
+    hidden = np.zeros(Y.shape, bool)
+    hidden[1, 2] = hidden[4, 0] = True
+    garbage = np.where(hidden, 7.0, Y)  # masked values are never looked at
+    result = bernmf.fit(np.ma.MaskedArray(garbage, hidden), "mm", 2)
+    np.testing.assert_array_equal(result.observed.mask, ~hidden)
+    np.testing.assert_array_equal(result.W, bernmf.fit(np.where(hidden, np.nan, Y), "mm", 2).W)
 
 
 def test_nan_means_missing_and_combines_with_the_mask():

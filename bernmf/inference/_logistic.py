@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data import Observed, check_stopping
+from bernmf.data import Observed
 from bernmf.inference._loop import Solution, iterate_until
 from bernmf.models.spec import masked_log_likelihood_sum
 
@@ -147,13 +147,13 @@ def minimize(
     return end._replace(state=kept, trace=trace, n_iter=i - increased.astype(i.dtype))
 
 
-def check_options(engine: str, rank: int, shape: tuple[int, int], init, max_iter, tol) -> None:
-    """Raise ValueError for options that the logistic engines cannot use."""
+def check_fit(engine: str, rank: int, shape: tuple[int, int], init) -> None:
+    """Raise ValueError for a rank or an init that the logistic engines cannot use
+    (their options are checked by each engine's ``check_options``)."""
     if init is not None:
         raise ValueError(
             f"engine {engine!r} starts from R's deterministic SVD initialization and takes no init"
         )
-    check_stopping(max_iter, tol)
     if rank > min(shape):
         raise ValueError(
             f"engine {engine!r} needs rank <= min(M, N) = {min(shape)}, got rank={rank}"

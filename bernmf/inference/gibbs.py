@@ -36,13 +36,14 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from bernmf.data import Observed, check_count
+from bernmf.data import MAX_ITER, Observed, check_count, check_flag
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts, collapsed_log_joint, posterior_means
 from bernmf.inference._compile import compiled
 from bernmf.inference.members import by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
+from bernmf.posterior import mean_probability
 from bernmf.results import Fit
 
 COUNT_DTYPE = jnp.float32
@@ -226,15 +227,13 @@ def chain_step(states, data: Data, prior32: Prior, prior64: Prior, keys, index, 
     return states, log_joint
 
 
-def check_options(num_warmup, num_samples, thinning, num_chains) -> None:
-    """Raise ValueError unless the counts are integers (num_warmup >= 0, the others >= 1)."""
-    for name, value, least in (
-        ("num_warmup", num_warmup, 0),
-        ("num_samples", num_samples, 1),
-        ("thinning", thinning, 1),
-        ("num_chains", num_chains, 1),
-    ):
-        check_count(name, value, least)
+def check_options(options: dict) -> None:
+    """Raise unless the counts are integers (num_warmup >= 0, the others >= 1) and
+    ``progress`` a bool."""
+    for name, least in (("num_warmup", 0), ("num_samples", 1), ("thinning", 1)):
+        check_count(name, options[name], least, MAX_ITER)
+    check_count("num_chains", options["num_chains"])
+    check_flag("progress", options["progress"])
 
 
 OPTIONS = {
@@ -286,7 +285,6 @@ def run(
         ``sample_stats["lp"]`` (C, S) is that log joint at the kept draws. ``converged``
         is always False: a sampler has no stopping rule (diagnose with ArviZ).
     """
-    check_options(num_warmup, num_samples, thinning, num_chains)
     if init is not None:
         raise ValueError("engine 'gibbs' takes no init (Z starts uniformly at random)")
     M, N = data.shape
@@ -326,9 +324,7 @@ def run(
     log_joint = np.stack([np.asarray(v, float) for v in log_joint], axis=1)  # (C, n_sweeps + 1)
     counts = Counts(*(np.stack([np.asarray(c[i]) for c in kept], axis=1) for i in range(3)))
     W_draws, H_draws = posterior_means(counts, prior)  # (C, S, M, K), (C, S, K, N)
-    # the mean of W_s @ H_s over the S draws of C chains, as one (M, CSK) @ (CSK, N) product
-    n_draws = num_chains * num_samples
-    probs = np.moveaxis(W_draws, 2, 0).reshape(M, -1) @ H_draws.reshape(-1, N) / n_draws
+    probs = mean_probability(W_draws, H_draws)
     kept_at = num_warmup + thinning * np.arange(1, num_samples + 1)
     return Fit(
         engine="gibbs",
@@ -363,5 +359,6 @@ ENGINE = register(
         _augmented.check_prior,
         bayesian=True,
         run_members=by_chain(run),
+        check_options=check_options,
     )
 )

@@ -27,6 +27,7 @@ fit per candidate m is scored on it, and the best m is refitted on every observe
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -34,11 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import expit
 
-from bernmf.data import Observed, as_observed
+from bernmf.data import Observed, as_observed, check_real, check_stopping
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
     Data,
-    check_options,
+    check_fit,
     fitted_sigmoid,
     minimize,
     working_matrix,
@@ -104,12 +105,17 @@ def solve(data: Data, m, tol, *, rank: int, max_iter: int):
     )
 
 
-def _check_m(m, what: str = "m") -> float:
-    if isinstance(m, bool) or not isinstance(m, int | float | np.integer | np.floating):
-        raise ValueError(f"{what} must be a positive number, got {m!r}")
-    if not np.isfinite(m) or m <= 0:
-        raise ValueError(f"{what} must be a finite number > 0, got {m!r}")
-    return float(m)
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    check_stopping(options["max_iter"], options["tol"])
+    if options["m"] is not None:
+        check_real("m", options["m"], 0, closed="right")
+    m_grid = options["m_grid"]
+    if isinstance(m_grid, str) or not isinstance(m_grid, Sequence | np.ndarray) or not len(m_grid):
+        raise ValueError(f"m_grid must be a non-empty sequence of numbers > 0, got {m_grid!r}")
+    for value in m_grid:
+        check_real("each m_grid value", value, 0, closed="right")
+    check_real("validation_fraction", options["validation_fraction"], 0, 1, closed="neither")
 
 
 def _fit_once(data: Observed, rank: int, m: float, tol: float, max_iter: int):
@@ -210,21 +216,16 @@ def run(
         iteration 0, ``extras = {"mu": (N,), "U": (N, K), "m": float}`` plus
         ``"m_scores"`` (validation perplexity per candidate) when m was chosen.
     """
-    check_options("logpca", rank, data.shape, init, max_iter, tol)
+    check_fit("logpca", rank, data.shape, init)
     extras, timings = {}, {}
     if m is None:
-        grid = tuple(_check_m(value, "each m_grid value") for value in m_grid)
-        if not grid:
-            raise ValueError("m_grid must hold at least one candidate m")
-        fraction = validation_fraction
-        if not isinstance(fraction, float | int | np.floating) or not 0 < fraction < 1:
-            raise ValueError(f"validation_fraction must be in (0, 1), got {validation_fraction!r}")
+        grid = tuple(float(value) for value in m_grid)
         m, scores, timings = _choose_m(
             data, rank, grid, validation_fraction, seed, tol, int(max_iter)
         )
         extras["m_scores"] = scores
         timings = {"select_m_" + name: value for name, value in timings.items()}
-    m = _check_m(m)
+    m = float(m)
     solution, fit_timings = _fit_once(data, rank, m, tol, int(max_iter))
     state = solution.state
     n_iter = int(solution.n_iter)
@@ -284,4 +285,4 @@ def transform(fit: Fit, Y, mask=None) -> Projection:
     return Projection(scores, expit(mu + scores @ U.T))
 
 
-ENGINE = register(Engine("logpca", run, OPTIONS, probabilities=False))
+ENGINE = register(Engine("logpca", run, OPTIONS, probabilities=False, check_options=check_options))

@@ -35,11 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import expit
 
-from bernmf.data import Observed
+from bernmf.data import Observed, check_stopping
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
     Data,
-    check_options,
+    check_fit,
     fitted_sigmoid,
     minimize,
     working_matrix,
@@ -204,6 +204,14 @@ def solve(data: Data, tol, *, rank: int, max_iter: int, svd: str):
     )
 
 
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    check_stopping(options["max_iter"], options["tol"])
+    svd = options["svd"]
+    if not isinstance(svd, str) or svd not in SVD_MODES:
+        raise ValueError(f"svd must be one of {SVD_MODES}, got {svd!r}")
+
+
 OPTIONS = {
     "max_iter": 2000,
     "tol": 1e-5,
@@ -253,9 +261,7 @@ def run(
         ``trace`` = mean NLL per observed entry from iteration 0,
         ``extras = {"mu": (N,) main effects}``.
     """
-    check_options("logsvd", rank, data.shape, init, max_iter, tol)
-    if svd not in SVD_MODES:
-        raise ValueError(f"svd must be one of {SVD_MODES}, got {svd!r}")
+    check_fit("logsvd", rank, data.shape, init)
     with jax.enable_x64(True):
         layout = Data.of(data)
         tol_array = jnp.asarray(tol, jnp.float64)
@@ -283,4 +289,4 @@ def run(
         )
 
 
-ENGINE = register(Engine("logsvd", run, OPTIONS, probabilities=False))
+ENGINE = register(Engine("logsvd", run, OPTIONS, probabilities=False, check_options=check_options))

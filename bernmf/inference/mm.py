@@ -8,12 +8,15 @@ observed entries. With ``O`` the mask, ``Y1 = O * Y`` and ``Y0 = O * (1 - Y)``::
     D = (1 - H) * (W.T @ (Y0 / (W @ (1 - H)))) + (beta - 1)
     H = C / (C + D)
     S = W * ((Y1 / (W @ H)) @ H.T + (Y0 / (W @ (1 - H))) @ (1 - H).T)
-    W = (S + gamma - 1) / (n_obs + sum(gamma - 1))
+    W = (S + gamma - 1) / sum_k(S + gamma - 1)
 
-Entries where ``C + D = 0`` (a column with no observed entry under a flat prior) and
-rows where the denominator is 0 (a row with no observed entry and gamma = 1) keep
-their value. The objective, ``-log_joint``, never increases when alpha, beta and
-gamma are all >= 1.
+The denominator of W equals ``n_obs + sum(gamma - 1)`` in exact arithmetic; it is
+computed as the row sum so that W stays on the simplex when the predictions reach 0
+or 1 in floating point (H at exactly 1 under a huge alpha, say, where an observed
+zero's term is 0 / 0 and left out). Entries where ``C + D = 0`` (a column with no
+observed entry under a flat prior) and rows where the denominator is 0 (a row with no
+observed entry and gamma = 1, by the exact count n_obs) keep their value. The
+objective, ``-log_joint``, never increases when alpha, beta and gamma are all >= 1.
 
 The sums and the log-likelihood come from :mod:`bernmf.inference.layout`, which
 computes them on whole arrays, with the ones handled sparsely, over blocks of rows or
@@ -43,6 +46,7 @@ from bernmf.data import (
     check_dtype,
     check_flag,
     check_init,
+    check_seed,
     check_stopping,
 )
 from bernmf.inference import _batch, squarem
@@ -51,7 +55,7 @@ from bernmf.inference._compile import compiled
 from bernmf.inference._loop import Solution, iterate_until
 from bernmf.inference.layout import Data, State
 from bernmf.inference.registry import Engine, register
-from bernmf.models.spec import Factors, Prior, log_prior
+from bernmf.models.spec import Factors, Prior, log_prior, probability
 from bernmf.results import Fit
 
 
@@ -79,11 +83,10 @@ def update_H(data: Data, state: State, prior: Prior) -> State:
 def update_W(data: Data, state: State, prior: Prior) -> State:
     """The W half of one MM sweep (row by row); returns the state at the new W."""
     W, H = state.W, state.H
-    S = layouts.w_statistic(data, state)
-    denominator = (data.n_obs + jnp.sum(prior.gamma - 1))[:, None]
-    W = jnp.where(
-        denominator > 0, (S + (prior.gamma - 1)) / jnp.where(denominator > 0, denominator, 1), W
-    )
+    numerator = layouts.w_statistic(data, state) + (prior.gamma - 1)
+    moves = (data.n_obs + jnp.sum(prior.gamma - 1) > 0)[:, None]  # exact: counts and prior
+    denominator = numerator.sum(axis=1, keepdims=True)  # n_obs + sum(gamma - 1), to rounding
+    W = jnp.where(moves, numerator / jnp.where(moves, denominator, 1), W)
     return layouts.state_at(data, W, H)
 
 
@@ -283,7 +286,7 @@ class Batch:
 
     def probs(self, index: int) -> np.ndarray:
         """P(Y=1) = W @ H of fit ``index``."""
-        return self.W[index] @ self.H[index]
+        return probability(self.W[index], self.H[index])
 
     def fit(self, index: int, prior: Prior, seed: int, *, timings=None, extras=None) -> Fit:
         """Fit ``index`` as the :class:`Fit` that ``bernmf.fit(..., engine="mm")`` returns."""
@@ -317,14 +320,19 @@ def check_prior(prior: Prior) -> None:
             )
 
 
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    check_stopping(options["max_iter"], options["tol"])
+    check_dtype(options["dtype"])
+    check_flag("accelerate", options["accelerate"])
+    layouts.check_block_rows(options["block_rows"])
+    devices = layouts.check_devices(options["devices"])
+    layouts.check_layout(options["layout"], options["block_rows"], devices)
+
+
 def _prepare(data: Observed, *, max_iter, tol, dtype, accelerate, layout, block_rows, devices):
-    """Validate the options of a fit; return the float type, layout choice and :class:`Data`."""
-    check_stopping(max_iter, tol)
-    check_dtype(dtype)
-    check_flag("accelerate", accelerate)
-    layouts.check_block_rows(block_rows)
+    """The float type, layout choice and :class:`Data` of a fit with checked options."""
     devices = layouts.check_devices(devices)
-    layouts.check_layout(layout, block_rows, devices)
     float_type = DTYPES[dtype]
     itemsize = np.dtype(float_type).itemsize
     choice = layouts.choose(data, layout, block_rows, devices, itemsize)
@@ -391,7 +399,7 @@ def run_many(
     if len(priors) != len(seeds) or not len(seeds):
         raise ValueError("give one seed per prior, and at least one of each")
     for s in seeds:
-        check_count("seed", s, least=0)
+        check_seed(s)
     broadcast = [p.broadcast(rank) for p in priors]
     for prior in broadcast:
         check_prior(prior)
@@ -550,5 +558,6 @@ ENGINE = register(
         default_prior=Prior(),
         check_prior=check_prior,
         run_members=run_members,
+        check_options=check_options,
     )
 )

@@ -40,7 +40,16 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC, NUTS
 
-from bernmf.data import DTYPES, Observed, check_count, check_dtype, check_init
+from bernmf.data import (
+    DTYPES,
+    MAX_ITER,
+    Observed,
+    check_count,
+    check_dtype,
+    check_flag,
+    check_init,
+    check_real,
+)
 from bernmf.inference import mm
 from bernmf.inference.members import by_chain
 from bernmf.inference.registry import Engine, register
@@ -59,25 +68,47 @@ CHAIN_METHODS = ("parallel", "sequential", "vectorized")
 EXTRA_FIELDS = ("diverging", "energy", "num_steps", "adapt_state.step_size", "accept_prob")
 
 
+PRIOR_RANGE = (1e-10, 1e10)
+"""The hyperparameters NUTS takes: the gradient of the log density in NumPyro's
+unconstrained coordinates grows with them, and beyond this range the leapfrog energy
+overflows (NaN draws at alpha = 1e30 with beta = gamma = 1e-30; fine up to 1e12)."""
+
+
 def check_prior(prior: Prior) -> None:
-    """Any positive prior is allowed (checked by :meth:`Prior.broadcast`)."""
+    """Any positive prior within :data:`PRIOR_RANGE` (e.g. Beta(0.5, 0.5)) is allowed."""
+    low, high = PRIOR_RANGE
+    for name, value in prior._asdict().items():
+        if np.any((np.asarray(value) < low) | (np.asarray(value) > high)):
+            raise ValueError(
+                f"engine 'nuts' needs prior {name} in [{low:g}, {high:g}] (its sampler "
+                f"overflows beyond), got {np.asarray(value).tolist()}"
+            )
 
 
-def _check_options(
-    num_chains, num_warmup, num_samples, target_accept_prob, thinning, start, chain_method
-):
-    for name, value, minimum in (
-        ("num_chains", num_chains, 1),
-        ("num_warmup", num_warmup, 0),
-        ("num_samples", num_samples, 1),
-        ("thinning", thinning, 1),
+MAX_TREE_DEPTH = 20
+"""Largest ``max_tree_depth``: a trajectory of up to 2**20 leapfrog steps per draw."""
+
+
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    for name, minimum, most in (
+        ("num_chains", 1, None),
+        ("num_warmup", 0, MAX_ITER),
+        ("num_samples", 1, MAX_ITER),
+        ("thinning", 1, MAX_ITER),
+        ("max_tree_depth", 1, MAX_TREE_DEPTH),
     ):
-        check_count(name, value, minimum)
-    if not 0 < target_accept_prob < 1:
-        raise ValueError(f"target_accept_prob must be in (0, 1), got {target_accept_prob!r}")
-    if start not in STARTS:
+        check_count(name, options[name], minimum, most)
+    check_real("target_accept_prob", options["target_accept_prob"], 0, 1, closed="neither")
+    check_flag("dense_mass", options["dense_mass"])
+    check_flag("progress", options["progress"])
+    check_dtype(options["dtype"])
+    start, chain_method = options["start"], options["chain_method"]
+    if not isinstance(start, str) or start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, got {start!r}")
-    if chain_method is not None and chain_method not in CHAIN_METHODS:
+    if chain_method is not None and (
+        not isinstance(chain_method, str) or chain_method not in CHAIN_METHODS
+    ):
         raise ValueError(
             f"chain_method must be None or one of {CHAIN_METHODS}, got {chain_method!r}"
         )
@@ -190,10 +221,6 @@ dense_mass
         the MM starts; ``extras`` chain_method, divergences, start ("mm",
         "prior" or "init" for a user ``init``).
     """
-    _check_options(
-        num_chains, num_warmup, num_samples, target_accept_prob, thinning, start, chain_method
-    )
-    check_dtype(dtype)
     chain_method = chain_method or default_chain_method(num_chains)
     begin = time.perf_counter()
     W0, H0 = initial_factors(data, rank, prior, seed, init, start, num_chains)
@@ -230,7 +257,10 @@ dense_mass
             f"{chain_method}, started at {start!r} in {start_seconds:.1f} s",
         )
         begin = time.perf_counter()
-        sampler.run(jax.random.PRNGKey(seed), init_params=init_params, extra_fields=EXTRA_FIELDS)
+        with numpyro_model.TRACING:  # MCMC traces the potential inside its run
+            sampler.run(
+                jax.random.PRNGKey(seed), init_params=init_params, extra_fields=EXTRA_FIELDS
+            )
         samples = jax.block_until_ready(sampler.get_samples(group_by_chain=True))
         run_seconds = time.perf_counter() - begin
         _say(progress, f"nuts: sampled in {run_seconds:.1f} s (compilation included)")
@@ -268,5 +298,15 @@ dense_mass
 
 
 ENGINE = register(
-    Engine("nuts", run, OPTIONS, Prior(), check_prior, bayesian=True, run_members=by_chain(run))
+    Engine(
+        "nuts",
+        run,
+        OPTIONS,
+        Prior(),
+        check_prior,
+        bayesian=True,
+        check_options=check_options,
+        seed_count="num_chains",
+        run_members=by_chain(run),
+    )
 )

@@ -49,6 +49,16 @@ class Engine(NamedTuple):
     maximizes : bool, default False
         Whether the engine's trace rises as the fit improves (an ELBO), so that
         the best of several fits is the one of highest final trace.
+    check_options : callable, optional
+        ``check_options(options)`` raises TypeError or ValueError, naming the option
+        and its allowed values, for any option (a dict of every declared option)
+        that the engine cannot use; :meth:`with_defaults` calls it, so every option
+        is checked before anything is compiled.
+    seed_count : str, optional
+        The option that counts consecutive seeds a fit uses (``seed, ..., seed + n -
+        1``): ``"num_chains"`` for nuts (one MM start per chain);
+        :func:`bernmf.api.check_arguments` bounds the last one (and that of
+        ``restarts``, which every engine takes through :func:`bernmf.fit`).
     """
 
     name: str
@@ -60,6 +70,8 @@ class Engine(NamedTuple):
     bayesian: bool = False
     run_members: Callable | None = None
     maximizes: bool = False
+    check_options: Callable[[dict], None] | None = None
+    seed_count: str | None = None
 
     @property
     def takes_prior(self) -> bool:
@@ -72,7 +84,10 @@ class Engine(NamedTuple):
         Raises
         ------
         TypeError
-            An option the engine does not declare; the message lists its options.
+            An option the engine does not declare (the message lists its options),
+            or one of the wrong type.
+        ValueError
+            An option outside its range (the message names it and the range).
         """
         unknown = sorted(set(options) - set(self.options))
         if unknown:
@@ -80,7 +95,10 @@ class Engine(NamedTuple):
                 f"engine {self.name!r} does not take option(s) {unknown}; "
                 f"its options: {sorted(self.options)}"
             )
-        return {**self.options, **options}
+        options = {**self.options, **options}
+        if self.check_options is not None:
+            self.check_options(options)
+        return options
 
     def prior_for(self, prior: Prior | None, rank: int) -> Prior | None:
         """The prior a fit uses, broadcast to shape (rank,); checked against the engine's range.

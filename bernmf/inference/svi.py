@@ -26,7 +26,16 @@ from numpyro import optim
 from numpyro.infer import SVI, Trace_ELBO, autoguide, init_to_uniform, init_to_value
 from tqdm.auto import tqdm
 
-from bernmf.data import DTYPES, Observed, check_count, check_dtype, check_init
+from bernmf.data import (
+    DTYPES,
+    MAX_ITER,
+    Observed,
+    check_count,
+    check_dtype,
+    check_flag,
+    check_init,
+    check_real,
+)
 from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
 from bernmf.models import numpyro_model
@@ -44,21 +53,28 @@ def check_prior(prior: Prior) -> None:
     """Any positive prior is allowed (checked by :meth:`Prior.broadcast`)."""
 
 
-def _check_options(guide, steps, learning_rate, lr_decay, optimizer, num_particles, num_draws):
-    if guide not in GUIDES:
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    guide, optimizer = options["guide"], options["optimizer"]
+    if not isinstance(guide, str) or guide not in GUIDES:
         raise ValueError(f"guide must be one of {GUIDES}, got {guide!r}")
-    if optimizer not in OPTIMIZERS:
+    if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    for name, value in (
-        ("steps", steps),
-        ("num_particles", num_particles),
-        ("num_draws", num_draws),
-    ):
-        check_count(name, value)
-    if not (np.isfinite(learning_rate) and learning_rate > 0):
-        raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
-    if not 0 < lr_decay <= 1:
-        raise ValueError(f"lr_decay must be in (0, 1], got {lr_decay!r}")
+    for name in ("steps", "num_particles", "num_draws"):
+        check_count(name, options[name], most=MAX_ITER)
+    # Adam moves each unconstrained coordinate by about the learning rate per step:
+    # above 1 the fit diverges (NaN draws) rather than converging faster
+    check_real("learning_rate", options["learning_rate"], 0, 1, closed="right")
+    check_real("lr_decay", options["lr_decay"], 0, 1, closed="right")
+    check_real("clip_norm", options["clip_norm"], 0, closed="right")
+    if options["guide_rank"] is not None:
+        if guide != "AutoLowRankMultivariateNormal":
+            raise ValueError(
+                f"guide_rank applies to guide='AutoLowRankMultivariateNormal' only, not {guide!r}"
+            )
+        check_count("guide_rank", options["guide_rank"])
+    check_dtype(options["dtype"])
+    check_flag("progress", options["progress"])
 
 
 def make_guide(name: str, init, guide_rank: int | None):
@@ -160,8 +176,11 @@ def run(
         ``sample_stats["lp"]`` the log-joint of each draw; ``extras`` guide,
         optimizer, final_loss, params (the guide's parameters).
     """
-    _check_options(guide, steps, learning_rate, lr_decay, optimizer, num_particles, num_draws)
-    check_dtype(dtype)
+    if rank == 1 and guide == "AutoNormal":
+        raise ValueError(
+            "guide 'AutoNormal' needs rank >= 2: at rank 1, W is all ones and NumPyro cannot "
+            "draw its empty site; use guide='AutoDelta' or 'AutoLowRankMultivariateNormal'"
+        )
     M, N = data.shape
     given = None
     if init is not None:
@@ -180,7 +199,8 @@ def run(
             Trace_ELBO(num_particles=num_particles),
         )
         key_init, key_draws = jax.random.split(jax.random.PRNGKey(seed))
-        state = engine.init(key_init, *args)
+        with numpyro_model.TRACING:  # init runs the model and the guide
+            state = engine.init(key_init, *args)
 
         def scan(state, args, length):
             return jax.lax.scan(lambda s, _: engine.update(s, *args), state, None, length=length)
@@ -196,7 +216,8 @@ def run(
         )  # fmt: skip
         programs, compile_seconds = {}, 0.0
         for n in set(lengths):
-            programs[n], seconds = compiled(program_key, scan, state, args, length=n)
+            with numpyro_model.TRACING:  # compiling traces the ELBO
+                programs[n], seconds = compiled(program_key, scan, state, args, length=n)
             compile_seconds += seconds
         begin = time.perf_counter()
         losses = []
@@ -208,7 +229,8 @@ def run(
                 bar.set_postfix(loss=f"{losses[-1][-1]:.6g}")
         run_seconds = time.perf_counter() - begin
         params = engine.get_params(state)
-        draws = approximation.sample_posterior(key_draws, params, sample_shape=(num_draws,))
+        with numpyro_model.TRACING:  # the guide runs under handlers
+            draws = approximation.sample_posterior(key_draws, params, sample_shape=(num_draws,))
         W_draws = np.asarray(draws["W"], float)[None]
         H_draws = np.asarray(draws["H"], float)[None]
         params = {name: np.asarray(value) for name, value in params.items()}
@@ -236,4 +258,6 @@ def run(
     )
 
 
-ENGINE = register(Engine("svi", run, OPTIONS, Prior(), check_prior, bayesian=True))
+ENGINE = register(
+    Engine("svi", run, OPTIONS, Prior(), check_prior, bayesian=True, check_options=check_options)
+)

@@ -50,7 +50,7 @@ from bernmf.inference._augmented import Counts
 from bernmf.inference._compile import compiled
 from bernmf.inference._loop import Solution, iterate_until
 from bernmf.inference.registry import Engine, register
-from bernmf.models.spec import Prior
+from bernmf.models.spec import Prior, probability
 from bernmf.results import Fit
 
 VARIANTS = ("cvb0", "meanfield")
@@ -126,10 +126,19 @@ def cvb0_update(q, counts: Counts, data: Data, prior: Prior):
     A, T = counts.A.T[:, :, None], counts.T.T[:, :, None]  # (N, K, 1)
     row = gamma + counts.L[None] - q  # L (1, K, M)
     y, obs = data.by_column[:, None, :, 0], data.by_column[:, None, :, 1]
-    column = jnp.where(y > 0, alpha + A - q, beta + T - A - q) * (1 / (alpha + beta + T - q))
-    # the counts include the entry, so each factor is >= its prior term; clip the rounding
-    weights = jax.lax.optimization_barrier(jnp.maximum(row, 0) * jnp.maximum(column, 0))
-    q = jax.lax.optimization_barrier(weights * (obs / weights.sum(1, keepdims=True)))
+    # The counts include the entry, so each term is >= its prior term: clip the float32
+    # rounding there (not at 0), or a tiny prior is lost to it and a q sums to 0 / 0.
+    numerator = jnp.where(y > 0, alpha + A - q, beta + T - A - q)
+    column = jnp.maximum(numerator, jnp.where(y > 0, alpha, beta)) * (
+        1 / jnp.maximum(alpha + beta + T - q, alpha + beta)
+    )
+    weights = jax.lax.optimization_barrier(jnp.maximum(row, gamma) * column)
+    # Products of tiny prior terms (gamma 1e-30 by beta 1e-30, say) can underflow for
+    # every k: such an entry's q is then uniform rather than 0 / 0.
+    total = weights.sum(1, keepdims=True)
+    safe = total > 0
+    q = jnp.where(safe, weights, 1.0) * (obs / jnp.where(safe, total, weights.shape[1]))
+    q = jax.lax.optimization_barrier(q)
     return q, soft_counts(q, data)
 
 
@@ -246,6 +255,14 @@ def solve_meanfield(key, data: Data, prior: Prior, tol, *, K: int, max_iter: int
 # ---------------------------------------------------------------------------- engine
 
 
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    variant = options["variant"]
+    if not isinstance(variant, str) or variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    check_stopping(options["max_iter"], options["tol"])
+
+
 OPTIONS = {
     "variant": "cvb0",
     "max_iter": 500,
@@ -284,9 +301,6 @@ def run(
         or the ELBO (meanfield); ``extras``: ``variant`` and q's parameters ``q_W_dirichlet``
         (M, K), ``q_H_beta_a`` and ``q_H_beta_b`` (K, N).
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    check_stopping(max_iter, tol)
     if init is not None:
         raise ValueError("engine 'vb' takes no init (q starts from random responsibilities)")
     with jax.enable_x64(True):
@@ -319,7 +333,7 @@ def run(
         prior=prior,
         W=W,
         H=H,
-        probs=W @ H,
+        probs=probability(W, H),
         trace=trace,
         n_iter=n_iter,
         converged=converged,
@@ -336,5 +350,13 @@ def run(
 
 # bayesian=False: vb returns the variational posterior means, without draws
 ENGINE = register(
-    Engine("vb", run, OPTIONS, _augmented.DEFAULT_PRIOR, _augmented.check_prior, maximizes=True)
+    Engine(
+        "vb",
+        run,
+        OPTIONS,
+        _augmented.DEFAULT_PRIOR,
+        _augmented.check_prior,
+        check_options=check_options,
+        maximizes=True,
+    )
 )

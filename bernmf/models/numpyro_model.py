@@ -13,6 +13,8 @@ four of automatic differentiation.
 
 from __future__ import annotations
 
+import threading
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -114,6 +116,13 @@ def model_args(Y, mask, prior: Prior, dtype) -> tuple:
         jnp.asarray(mask),
         Prior(*(jnp.asarray(v, dtype) for v in prior)),
     )
+
+
+TRACING = threading.RLock()
+"""Held while NumPyro runs :func:`model` under its effect handlers (tracing a guide,
+an ELBO or a potential): the handlers live on one stack shared by every thread
+(``numpyro.primitives._PYRO_STACK``), so two threads tracing at once see each other's
+sites ("all sites must have unique names"). Compiled programs run without it."""
 
 
 def potential_energy(params: dict, args: tuple):

@@ -29,6 +29,13 @@ class Factors(NamedTuple):
     H: ArrayLike
 
 
+PRIOR_RANGE = (1e-30, 1e30)
+"""The range of every hyperparameter: each is a normal float32 number, with room for
+sums over components and counts, as the float32 engines (gibbs and vb counts,
+``dtype="float32"`` fits) need; beyond it a prior would be lost to underflow or overflow
+(the engines guard the products of such values that still underflow)."""
+
+
 class Prior(NamedTuple):
     """Hyperparameters of the Dirichlet-Beta prior.
 
@@ -52,13 +59,20 @@ class Prior(NamedTuple):
 
         Raises
         ------
+        TypeError
+            If a hyperparameter is not numeric.
         ValueError
             If a hyperparameter is not a scalar or a length-``rank`` vector, is
-            not finite, or is not positive.
+            not finite, is not positive, or is outside :data:`PRIOR_RANGE`.
         """
         arrays = {}
         for name, value in self._asdict().items():
-            array = np.asarray(value, dtype=float)
+            try:
+                array = np.asarray(value, dtype=float)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"prior {name} must be a number or numbers, got {value!r}"
+                ) from None
             if array.ndim > 1 or (array.ndim == 1 and array.shape[0] != rank):
                 raise ValueError(
                     f"prior {name} must be a scalar or an array of length rank={rank}, "
@@ -68,8 +82,30 @@ class Prior(NamedTuple):
                 raise ValueError(f"prior {name} must be finite, got {value!r}")
             if np.any(array <= 0):
                 raise ValueError(f"prior {name} must be positive, got {value!r}")
+            low, high = PRIOR_RANGE
+            if np.any((array < low) | (array > high)):
+                raise ValueError(f"prior {name} must be in [{low:g}, {high:g}], got {value!r}")
             arrays[name] = np.broadcast_to(array, (rank,)).copy()
         return Prior(**arrays)
+
+
+def probability(W, H) -> np.ndarray:
+    """P(Y=1) = W @ H as a float64 numpy array, clipped to [0, 1].
+
+    Rows of W sum to one and H lies in [0, 1] only up to rounding (float32 factors to
+    about 1e-7), so the product can exceed 1 (or fall below 0) by a few units in the
+    last place; it is clipped here, where that rounding enters the probabilities.
+
+    Parameters
+    ----------
+    W : array of shape (M, K)
+    H : array of shape (K, N)
+
+    Returns
+    -------
+    ndarray of shape (M, N)
+    """
+    return np.clip(np.asarray(W, float) @ np.asarray(H, float), 0.0, 1.0)
 
 
 def _namespace(*arrays):
