@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bernmf import datasets, plot, tune
+from bernmf import datasets, tune
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
 from bernmf.comparison import compare
@@ -196,7 +196,9 @@ def fit_command(args) -> int:
     prior = None
     if any(v is not None for v in given):
         prior = Prior(*(1.0 if v is None else v for v in given))
-    get_engine(args.engine)  # an unknown name fails before anything is read or said
+    chosen = get_engine(args.engine)  # an unknown name fails before anything is read or said
+    if "progress" in chosen.options and (args.quiet or args.json):
+        options.setdefault("progress", False)
     say(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
     result = fit(
         Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed,
@@ -227,6 +229,8 @@ def fit_command(args) -> int:
         }
     if validation is not None:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
     with atomic_output(target, folder=True) as folder:
         if members is not None:
             members.to_csv(folder / "members.csv", index=False)
@@ -301,6 +305,8 @@ def compare_command(args) -> int:
         "table": table.to_dict(orient="records"),
         "versions": versions(),
     }
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
     with atomic_output(target, folder=True) as folder:
         fits.to_csv(folder / "fits.csv", index=False)
         table.to_csv(folder / "summary.csv", index=False)
@@ -356,6 +362,8 @@ def tune_command(args) -> int:
     result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, seed=best["seed"], **options)
     best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
     summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
     with atomic_output(target, folder=True) as folder:
         tuning.table.to_csv(folder / "grid.csv", index=False)
         write_json(folder / "summary.json", summary)
