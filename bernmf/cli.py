@@ -220,6 +220,7 @@ def fit_command(args) -> int:
         "train_perplexity": scored(Y, result, result.observed.mask),
         "timings": dict(result.timings),
         "versions": versions(),
+        "run": result.extras["run"],
     }
     if members is not None:
         summary["ensemble"] = {

@@ -45,7 +45,9 @@ class Fit:
     seed : int
         Seed of the random initialization.
     extras : mapping
-        Engine-specific results.
+        Engine-specific results, and ``"run"``: how :func:`bernmf.fit` made the fit
+        (every engine option, defaults included, the prior, the seeds, digests of
+        the data and the mask, the versions; :func:`bernmf.api.run_record`).
     row_labels, col_labels : pandas.Index or None
         Labels of a DataFrame input; see :attr:`frames`.
     draws : mapping

@@ -38,9 +38,7 @@ def test_disabled_progress_writes_nothing():
         assert stream.getvalue() == ""
 
 
-def test_cli_compare_in_a_pipe_writes_one_line_per_fit_and_no_carriage_return(
-    tmp_path, capsys
-):
+def test_cli_compare_in_a_pipe_writes_one_line_per_fit_and_no_carriage_return(tmp_path, capsys):
     argv = ["compare", "--rows", "30", "--cols", "20", "--ranks", "2", "--seeds", "2"]
     argv += ["--option", "mm.max_iter=50", "--option", "em.max_iter=50"]
     assert cli.main([*argv, "--out", str(tmp_path / "a")]) == 0
