@@ -230,6 +230,7 @@ def fit_command(args) -> int:
         }
     if validation is not None:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
+    top = result.top_columns(10)
     from bernmf import plot  # matplotlib loads only for a command that draws
 
     with atomic_output(target, folder=True) as folder:
@@ -237,6 +238,7 @@ def fit_command(args) -> int:
             members.to_csv(folder / "members.csv", index=False)
         result.frames.W.to_csv(folder / "W.csv")
         result.frames.H.to_csv(folder / "H.csv")
+        top.to_csv(folder / "top_columns.csv", index=False)
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
         trace.to_csv(folder / "trace.csv", index=False)
         write_json(folder / "summary.json", summary)
@@ -255,8 +257,19 @@ def fit_command(args) -> int:
             f"ensemble of {ensemble['members']} members ({args.combine}) in "
             f"{ensemble['modes']} distinct mode(s); members.csv lists them",
         )
+    say(args, "top columns of each component (H):\n" + top_lines(top))
     say(args, f"results in {out}")
     return 0
+
+
+def top_lines(top: pd.DataFrame, shown: int = 5) -> str:
+    """One line per component of :meth:`bernmf.Fit.top_columns`: its first columns and H."""
+    lines = []
+    for component, group in top.groupby("component", sort=False):
+        first = group.head(shown)
+        named = ", ".join(f"{c} {h:.2f}" for c, h in zip(first["column"], first["H"], strict=True))
+        lines.append(f"  {component}: {named}" + (", ..." if len(group) > shown else ""))
+    return "\n".join(lines)
 
 
 def compare_command(args) -> int:
@@ -422,7 +435,8 @@ EXAMPLES = {
 
 DATA: .csv (first column row names, header column names, empty cell = missing),
 .parquet, or .npz (array 'Y'). --mask: same formats, 1 = use the entry.
-Writes W.csv, H.csv, trace.csv, summary.json, fit.npz (bernmf.load), factors.png, trace.png.""",
+Writes W.csv, H.csv, top_columns.csv (the 10 columns of largest H per component),
+trace.csv, summary.json, fit.npz (bernmf.load), factors.png, trace.png.""",
     "compare": """examples:
   bernmf compare --out results/compare                    # simulated data, offline
   bernmf compare --dataset animals --engines mm,em --ranks 2,4,8 --seeds 5 --out results/cmp
