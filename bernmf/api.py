@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from bernmf.data import Observed, as_observed, check_rank, check_rank_fits, check_seed
 from bernmf.ensemble import check_combine, combine_members, run_members
 from bernmf.inference import Engine, get_engine
+from bernmf.io import versions
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
 
@@ -132,9 +135,72 @@ def fit(
         seeds = range(int(seed), int(seed) + restarts)
         members = run_members(chosen, data, rank, prior, seeds, options)
         result = combine_members(members, combine, data, held_out, maximizes=chosen.maximizes)
+    record = run_record(chosen, rank, prior, int(seed), init, restarts, combine, options)
+    record["data"] = data_record(data, held_out)
     return dataclasses.replace(
-        result, row_labels=data.row_labels, col_labels=data.col_labels, observed=data
+        result,
+        extras={**result.extras, "run": record},
+        row_labels=data.row_labels,
+        col_labels=data.col_labels,
+        observed=data,
     )
+
+
+def run_record(
+    engine: Engine, rank: int, prior: Prior | None, seed: int, init, restarts, combine, options
+) -> dict:
+    """How a fit was made, as plain JSON values: :func:`fit` keeps it in ``extras["run"]``.
+
+    Returns
+    -------
+    dict
+        ``engine``, ``rank``, ``options`` (every option the engine ran with, its
+        defaults included; a value that is not a JSON number, string, list or dict
+        as its ``repr``), ``prior`` (``{"alpha": [...], "beta": [...], "gamma":
+        [...]}`` of length rank, or None), ``seeds`` (one per member), ``restarts``,
+        ``combine``, ``init`` (``"given"`` or ``"random"``) and ``versions``
+        (:func:`bernmf.io.versions`). :func:`fit` adds ``data``
+        (:func:`data_record`).
+    """
+    options = dict(options)
+    if restarts > 1 and engine.run_members is not None and "num_chains" in options:
+        options["num_chains"] = restarts  # the members are the chains of one run
+    return {
+        "engine": engine.name,
+        "rank": rank,
+        "options": {name: _plain(value) for name, value in options.items()},
+        "prior": None if prior is None else {k: _plain(v) for k, v in prior._asdict().items()},
+        "seeds": list(range(seed, seed + restarts)),
+        "restarts": restarts,
+        "combine": combine,
+        "init": "random" if init is None else "given",
+        "versions": versions(),
+    }
+
+
+def data_record(data: Observed, held_out: Observed | None) -> dict:
+    """The data a fit was made on, by digest: ``shape``, ``observed`` (count of
+    training entries), ``mask_sha256``, ``ones_sha256`` (:meth:`Observed.digests`)
+    and ``validation_sha256`` (that of the validation mask, or None)."""
+    return {
+        "shape": list(data.shape),
+        "observed": int(data.mask.sum()),
+        **data.digests(),
+        "validation_sha256": None if held_out is None else held_out.digests()["mask_sha256"],
+    }
+
+
+def _plain(value):
+    """``value`` as JSON-ready numbers, strings, lists and dicts; ``repr`` for anything else."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return repr(value)
 
 
 def held_out_entries(Y, data: Observed, validation) -> Observed:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bernmf import datasets, plot, tune
+from bernmf import datasets, tune
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
 from bernmf.comparison import compare
@@ -207,7 +207,9 @@ def fit_command(args) -> int:
     prior = None
     if any(v is not None for v in given):
         prior = Prior(*(1.0 if v is None else v for v in given))
-    get_engine(args.engine)  # an unknown name fails before anything is read or said
+    chosen = get_engine(args.engine)  # an unknown name fails before anything is read or said
+    if "progress" in chosen.options and (args.quiet or args.json):
+        options.setdefault("progress", False)
     say(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
     result = fit(
         Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed,
@@ -229,6 +231,7 @@ def fit_command(args) -> int:
         "train_perplexity": scored(Y, result, result.observed.mask),
         "timings": dict(result.timings),
         "versions": versions(),
+        "run": result.extras["run"],
     }
     if members is not None:
         summary["ensemble"] = {
@@ -238,11 +241,15 @@ def fit_command(args) -> int:
         }
     if validation is not None:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
+    top = result.top_columns(10)
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
     with atomic_output(target, folder=True) as folder:
         if members is not None:
             members.to_csv(folder / "members.csv", index=False)
         result.frames.W.to_csv(folder / "W.csv")
         result.frames.H.to_csv(folder / "H.csv")
+        top.to_csv(folder / "top_columns.csv", index=False)
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
         trace.to_csv(folder / "trace.csv", index=False)
         write_json(folder / "summary.json", summary)
@@ -261,8 +268,19 @@ def fit_command(args) -> int:
             f"ensemble of {ensemble['members']} members ({args.combine}) in "
             f"{ensemble['modes']} distinct mode(s); members.csv lists them",
         )
+    say(args, "top columns of each component (H):\n" + top_lines(top))
     say(args, f"results in {out}")
     return 0
+
+
+def top_lines(top: pd.DataFrame, shown: int = 5) -> str:
+    """One line per component of :meth:`bernmf.Fit.top_columns`: its first columns and H."""
+    lines = []
+    for component, group in top.groupby("component", sort=False):
+        first = group.head(shown)
+        named = ", ".join(f"{c} {h:.2f}" for c, h in zip(first["column"], first["H"], strict=True))
+        lines.append(f"  {component}: {named}" + (", ..." if len(group) > shown else ""))
+    return "\n".join(lines)
 
 
 def compare_command(args) -> int:
@@ -312,6 +330,8 @@ def compare_command(args) -> int:
         "table": table.to_dict(orient="records"),
         "versions": versions(),
     }
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
     with atomic_output(target, folder=True) as folder:
         fits.to_csv(folder / "fits.csv", index=False)
         table.to_csv(folder / "summary.csv", index=False)
@@ -370,6 +390,8 @@ def tune_command(args) -> int:
     result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, **chosen, **options)
     best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
     summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
     with atomic_output(target, folder=True) as folder:
         tuning.table.to_csv(folder / "grid.csv", index=False)
         if tuning.ensembles is not None:
@@ -429,7 +451,8 @@ EXAMPLES = {
 
 DATA: .csv (first column row names, header column names, empty cell = missing),
 .parquet, or .npz (array 'Y'). --mask: same formats, 1 = use the entry.
-Writes W.csv, H.csv, trace.csv, summary.json, fit.npz (bernmf.load), factors.png, trace.png.""",
+Writes W.csv, H.csv, top_columns.csv (the 10 columns of largest H per component),
+trace.csv, summary.json, fit.npz (bernmf.load), factors.png, trace.png.""",
     "compare": """examples:
   bernmf compare --out results/compare                    # simulated data, offline
   bernmf compare --dataset animals --engines mm,em --ranks 2,4,8 --seeds 5 --out results/cmp

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
+from bernmf._progress import Progress
 from bernmf.api import check_arguments, fit
 from bernmf.data import as_observed
 from bernmf.inference import get_engine
@@ -58,6 +58,7 @@ def compare(
     options: Mapping[str, Mapping] | None = None,
     measure: Callable[[Fit], Mapping] | None = None,
     progress: bool = True,
+    stream=None,
 ) -> Comparison:
     """Fit every engine x rank x seed on ``train`` and score each fit on ``test``.
 
@@ -86,7 +87,12 @@ def compare(
         ``measure(fit) -> dict`` of more columns for a fit's row (e.g. sampler
         diagnostics), computed while the fit is in memory; fits are not kept.
     progress : bool, default True
-        Show a progress bar over the fits.
+        Show the fits on ``stream`` (default stderr): a bar on a terminal, else one
+        line per fit with its engine, rank, seed, perplexity and seconds
+        (:class:`bernmf._progress.Progress`). The engines' own progress (gibbs
+        sweeps, svi steps, nuts) is off unless ``options`` turns it on.
+    stream : file-like, optional
+        Where progress goes.
 
     Returns
     -------
@@ -131,30 +137,37 @@ def compare(
 
     runs = [(e, k, s) for e in engines for k in ranks for s in seeds]
     rows = []
-    for engine, rank, seed in tqdm(runs, desc="fits", disable=not progress):
-        result = fit(
-            Y,
-            engine,
-            rank,
-            mask=train,
-            prior=priors.get(engine),
-            seed=seed,
-            **options.get(engine, {}),
-        )
-        rows.append(
-            {
-                "engine": engine,
-                "rank": rank,
-                "prior": describe_prior(result.prior),
-                "seed": seed,
-                "perplexity": perplexity(scored.Y, result.probs, scored.mask),
-                "seconds": result.timings.get("run", np.nan),
-                "compile_seconds": result.timings.get("compile", np.nan),
-                "iterations": result.n_iter,
-                "converged": result.converged,
-                **(measure(result) if measure is not None else {}),
-            }
-        )
+    with Progress("compare", len(runs), enabled=progress, stream=stream) as shown:
+        for engine, rank, seed in runs:
+            quiet = {"progress": False} if "progress" in get_engine(engine).options else {}
+            result = fit(
+                Y,
+                engine,
+                rank,
+                mask=train,
+                prior=priors.get(engine),
+                seed=seed,
+                **{**quiet, **options.get(engine, {})},
+            )
+            rows.append(
+                {
+                    "engine": engine,
+                    "rank": rank,
+                    "prior": describe_prior(result.prior),
+                    "seed": seed,
+                    "perplexity": perplexity(scored.Y, result.probs, scored.mask),
+                    "seconds": result.timings.get("run", np.nan),
+                    "compile_seconds": result.timings.get("compile", np.nan),
+                    "iterations": result.n_iter,
+                    "converged": result.converged,
+                    **(measure(result) if measure is not None else {}),
+                }
+            )
+            seconds = np.nansum([result.timings.get(k, np.nan) for k in ("compile", "run")])
+            shown.update(
+                result=f"{engine} K={rank} seed {seed}: perplexity {rows[-1]['perplexity']:.4f}, "
+                f"{result.n_iter} iterations, {seconds:.1f} s"
+            )
     fits = pd.DataFrame(rows)
     summary = (
         fits.groupby(["engine", "rank", "prior"], sort=False)

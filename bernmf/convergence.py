@@ -19,8 +19,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from scipy.fft import next_fast_len
-from scipy.special import ndtri
 
 TAIL_PROB = 0.05
 """Tail ESS is the smaller ESS of the indicators of the 5% and 95% quantiles."""
@@ -47,6 +45,8 @@ def _keys(values: np.ndarray, bits: int) -> np.ndarray:
 
 def _rank_z(ranks, n: int) -> np.ndarray:
     """Normal scores of 1-based ranks among n values (Blom's offset 3/8, as arviz)."""
+    from scipy.special import ndtri  # scipy.special loads on first use (0.2 s)
+
     return ndtri((np.asarray(ranks, float) - 0.375) / (n + 0.25))
 
 
@@ -198,6 +198,8 @@ def _rank_rhat_chunk(draws: np.ndarray, tiled: np.ndarray) -> np.ndarray:
 
 def _autocovariance(x: np.ndarray) -> np.ndarray:
     """Autocovariance at every lag along the last axis, by FFT (as arviz_stats)."""
+    from scipy.fft import next_fast_len  # scipy.fft loads on first use
+
     n = x.shape[-1]
     centered = x - x.mean(axis=-1, keepdims=True)
     transform = np.fft.rfft(centered, n=next_fast_len(2 * n), axis=-1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from dataclasses import dataclass
 
@@ -51,6 +52,25 @@ class Observed:
     @property
     def shape(self) -> tuple[int, int]:
         return self.ones.shape
+
+    def digests(self) -> dict[str, str]:
+        """SHA-256 of the mask and of the observed ones, as :func:`bits_sha256` gives them.
+
+        Two fits made on the same entries of the same data have equal digests, so a
+        saved fit names its training split (and data) without storing them.
+        """
+        return {"mask_sha256": bits_sha256(self.mask), "ones_sha256": bits_sha256(self.ones)}
+
+
+def bits_sha256(bits) -> str:
+    """Hex SHA-256 of a bool array of shape (M, N): its shape, then its bits packed row-major.
+
+    ``hashlib.sha256(b"M,N;" + numpy.packbits(bits, axis=None).tobytes())``: reproducible
+    from the array with numpy alone, and the same for equal arrays of any memory layout.
+    """
+    bits = np.asarray(bits, dtype=bool)
+    header = ",".join(map(str, bits.shape)).encode() + b";"
+    return hashlib.sha256(header + np.packbits(bits, axis=None).tobytes()).hexdigest()
 
 
 def _check_numeric_dtype(dtype, what: str, kind: str = "") -> None:

@@ -45,19 +45,34 @@ def reading_order(W: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return rows, columns
 
 
-def _ticks(ax, axis: str, labels, limit: int = 60) -> None:
-    """Label every tick when there are at most ``limit`` of them, else let matplotlib choose."""
-    if len(labels) > limit:
-        return
-    positions = range(len(labels))
+LABEL_CHARACTERS = 24
+"""Longer tick labels are cut to this many characters (ending with "…")."""
+
+
+def _ticks(ax, axis: str, labels, limit: int) -> None:
+    """Name the ticks by ``labels``: every one up to ``limit`` labels, else every k-th.
+
+    Column labels on the x axis are rotated; with more than ``limit`` labels every
+    ``ceil(len / limit)``-th one is shown, in a smaller font, so that names stay
+    readable (85 attributes, 285 artists) instead of overlapping.
+    """
+    step = -(-len(labels) // limit)
+    positions = range(0, len(labels), step)
+    names = [str(labels[i]) for i in positions]
+    names = [v if len(v) <= LABEL_CHARACTERS else v[: LABEL_CHARACTERS - 1] + "…" for v in names]
+    size = 7 if step == 1 else 6
     if axis == "x":
-        ax.set_xticks(positions, [str(v) for v in labels], rotation=90, fontsize=7)
+        ax.set_xticks(positions, names, rotation=90, fontsize=size)
     else:
-        ax.set_yticks(positions, [str(v) for v in labels], fontsize=7)
+        ax.set_yticks(positions, names, fontsize=size)
 
 
 def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
     """Heatmaps of W (rows x components) and H (components x columns), labelled.
+
+    Rows and columns carry the input's labels (every one up to 80 rows and 120
+    columns, every k-th beyond, long names cut), so that components can be read off
+    the named columns; :meth:`bernmf.Fit.top_columns` lists each one's top columns.
 
     Parameters
     ----------
@@ -78,14 +93,18 @@ def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
         W, H = W.iloc[rows], H.iloc[:, columns]
     M, N = W.shape[0], H.shape[1]
     fig = Figure(figsize=(min(4 + 0.15 * N, 16), min(3 + 0.12 * max(M, 10), 14)))
-    grid = fig.add_gridspec(1, 2, width_ratios=(max(fit.rank, 2), max(N, 4)))
+    # W at least an eighth of H's width, so that its title and row names fit beside it
+    grid = fig.add_gridspec(1, 2, width_ratios=(max(fit.rank, 2, N / 8), max(N, 4)))
     probabilities = bool(np.all((fit.H >= 0) & (fit.H <= 1)))
     limits = {"vmin": 0, "vmax": 1} if probabilities else {}
     for position, (name, frame) in enumerate((("W", W), ("H", H))):
         ax = fig.add_subplot(grid[0, position])
         image = ax.imshow(frame.to_numpy(), aspect="auto", cmap="viridis", **limits)
-        _ticks(ax, "x", frame.columns)
-        _ticks(ax, "y", frame.index)
+        columns = range(fit.rank) if name == "W" else frame.columns  # W: "k", not "component_k"
+        _ticks(ax, "x", columns, limit=120)
+        _ticks(ax, "y", frame.index, limit=80)
+        if name == "W":
+            ax.set_xlabel("component")
         ax.set_title(f"{name} ({fit.engine}, K = {fit.rank})")
         if name == "H" or not probabilities:  # one shared 0-1 scale needs one colorbar
             fig.colorbar(image, ax=ax, shrink=0.7)

@@ -23,7 +23,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from scipy.optimize import linear_sum_assignment
 
 from bernmf.convergence import ess_rows, rank_rhat_rows
 from bernmf.models.spec import Prior, log_joint, masked_log_likelihood_terms, probability
@@ -126,6 +125,8 @@ def component_permutations(H_draws, reference=None) -> np.ndarray:
         raise ValueError(
             f"reference must have the shape of H, {chain_means.shape[1:]}, got {reference.shape}"
         )
+    from scipy.optimize import linear_sum_assignment  # on first use: it loads in 0.1 s
+
     permutations = []
     for chain_mean in chain_means:
         cost = ((reference[:, None, :] - chain_mean[None, :, :]) ** 2).sum(axis=-1)

@@ -45,7 +45,9 @@ class Fit:
     seed : int
         Seed of the random initialization.
     extras : mapping
-        Engine-specific results.
+        Engine-specific results, and ``"run"``: how :func:`bernmf.fit` made the fit
+        (every engine option, defaults included, the prior, the seeds, digests of
+        the data and the mask, the versions; :func:`bernmf.api.run_record`).
     row_labels, col_labels : pandas.Index or None
         Labels of a DataFrame input; see :attr:`frames`.
     draws : mapping
@@ -127,6 +129,45 @@ class Fit:
     def frames(self) -> FitFrames:
         """W, H and probs as labelled DataFrames (``fit.frames.W`` ...)."""
         return FitFrames(self)
+
+    def top_columns(self, n: int = 10) -> pd.DataFrame:
+        """The ``n`` columns of largest H in each component: what each component means.
+
+        For the NBMF engines ``H[k, n]`` is P(Y=1) in column n for a row made of
+        component k alone, so a component reads as the columns it switches on
+        (the attributes of an animal type, the artists of a taste).
+
+        Parameters
+        ----------
+        n : int, default 10
+            Columns per component (all of them when there are fewer).
+
+        Returns
+        -------
+        DataFrame of min(n, N) * K rows
+            ``component`` (``"component_k"``, as in :attr:`frames`), ``rank`` (1 for
+            the largest H of the component), ``column`` (the input's column label,
+            else its position) and ``H``; ties keep the columns' order.
+
+        Raises
+        ------
+        ValueError
+            ``n`` is not an integer >= 1.
+        """
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        frames = self.frames
+        H = np.asarray(self.H)
+        top = np.argsort(-H, axis=1, kind="stable")[:, : int(n)]  # (K, n)
+        count = top.shape[1]
+        return pd.DataFrame(
+            {
+                "component": np.repeat(frames.components.to_numpy(), count),
+                "rank": np.tile(np.arange(1, count + 1), self.rank),
+                "column": frames.columns.to_numpy()[top.ravel()],
+                "H": np.take_along_axis(H, top, axis=1).ravel(),
+            }
+        )
 
 
 class FitFrames:

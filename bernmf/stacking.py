@@ -20,8 +20,6 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.special import logsumexp
 
 from bernmf.data import as_observed
 from bernmf.models.spec import masked_log_likelihood_terms
@@ -115,6 +113,8 @@ def stacking_weights(lpd, *, tol: float = 1e-10, max_iter: int = 1000) -> np.nda
     np.exp(P, out=P)
     floor = 1e-16 / n
 
+    from scipy.optimize import minimize  # on first use: it loads in 0.1 s
+
     def objective(v):
         density = P.T @ v + floor
         return -np.mean(np.log(density)) + v.sum(), 1.0 - (P @ (1.0 / density)) / n
@@ -163,6 +163,8 @@ def mixture_lpd(lpd, weights) -> np.ndarray:
         raise ValueError("weights must be finite and non-negative")
     if abs(weights.sum() - 1) > 1e-8:
         raise ValueError(f"weights must sum to 1, got {weights.sum()!r}")
+    from scipy.special import logsumexp  # scipy.special loads on first use (0.2 s)
+
     used = weights > 0
     with np.errstate(divide="ignore"):
         return logsumexp(lpd[:, used], b=weights[used], axis=1)
@@ -356,6 +358,8 @@ def chain_stacking(
     lpd = np.empty((y.size, C))
     pareto_k = None if validation is not None else np.empty((y.size, C))
     observed = np.ones(min(block, y.size), bool)
+    from scipy.special import logsumexp  # scipy.special loads on first use (0.2 s)
+
     for c in range(C):
         for start in range(0, y.size, block):
             entries = slice(start, start + block)

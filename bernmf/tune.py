@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bernmf._progress import say
 from bernmf.data import as_observed, check_rank
 from bernmf.inference import mm
 from bernmf.models.spec import Prior, perplexity
@@ -214,13 +215,13 @@ def grid(
         if progress:
             done = pd.DataFrame(rows[-len(settings) :], columns=COLUMNS)
             top = done.loc[done["validation_perplexity"].idxmin()]
-            print(
+            say(
+                True,
                 f"{label}: {len(settings)} fits in {result.run_seconds:.1f} s "
                 f"(compile {result.compile_seconds:.1f} s), {int(done['sweeps'].sum())} "
                 f"sweeps; best validation perplexity {top['validation_perplexity']:.4f} at "
                 f"alpha={top['alpha']:g}, beta={top['beta']:g}",
-                file=stream,
-                flush=True,
+                stream,
             )
     table = pd.DataFrame(rows, columns=COLUMNS)
     ensemble_columns = ["rank", "alpha", "beta", "gamma", "members", "seed"]

@@ -10,8 +10,9 @@ import pytest
 
 import bernmf
 import bernmf.split
-from bernmf import cli
+from bernmf import cli, plot
 from bernmf.cli import main
+from bernmf.data import bits_sha256
 
 
 def test_demo_prints_the_table(capsys):
@@ -67,6 +68,7 @@ def test_fit_writes_labelled_results_that_load_back(data_csv, tmp_path, capsys):
     assert {p.name for p in out.iterdir()} == {
         "W.csv",
         "H.csv",
+        "top_columns.csv",
         "trace.csv",
         "summary.json",
         "fit.npz",
@@ -79,12 +81,31 @@ def test_fit_writes_labelled_results_that_load_back(data_csv, tmp_path, capsys):
     np.testing.assert_allclose(W.to_numpy(), saved.W)
     np.testing.assert_array_equal(saved.observed.mask, keep & frame.notna().to_numpy())
     assert list(pd.read_csv(out / "H.csv", index_col=0).columns) == list(frame.columns)
+    run = json.loads((out / "summary.json").read_text())["run"]
+    assert run["options"]["max_iter"] == 40 and run["options"]["tol"] == 1e-5  # a default
+    assert run["seeds"] == [0] and run["data"]["mask_sha256"] == bits_sha256(saved.observed.mask)
+    top = pd.read_csv(out / "top_columns.csv")
+    assert list(top.columns) == ["component", "rank", "column", "H"] and len(top) == 3 * 10
+    assert set(top["column"]) <= set(frame.columns)
 
     assert main([*argv, "--out", str(out)]) == 1  # never overwritten without --force
     assert "exists; use --force" in capsys.readouterr().err
     assert main([*argv, "--seed", "5", "--out", str(out), "--force"]) == 0
     assert bernmf.load(out / "fit.npz").seed == 5
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_fit_shows_the_top_columns_of_each_component(data_csv, tmp_path, capsys):
+    path, _frame = data_csv
+    argv = ["fit", str(path), "--rank", "2", "--max-iter", "30", "--out", str(tmp_path / "f")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    lines = [line.strip() for line in out.splitlines() if line.strip().startswith("component_")]
+    top = pd.read_csv(tmp_path / "f" / "top_columns.csv")
+    assert len(lines) == 2
+    first = top[top["component"] == "component_0"].head(5)
+    named = ", ".join(f"{c} {h:.2f}" for c, h in zip(first["column"], first["H"], strict=True))
+    assert lines[0] == f"component_0: {named}, ..."
 
 
 def test_fit_of_a_stacked_ensemble_lists_its_members(data_csv, tmp_path, capsys):
@@ -202,7 +223,7 @@ def test_ctrl_c_exits_130_in_one_line_and_leaves_nothing(data_csv, tmp_path, mon
     def interrupted(*args, **kwargs):  # Ctrl-C while the results are being written
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.plot, "traces", interrupted)
+    monkeypatch.setattr(plot, "traces", interrupted)
     out = tmp_path / "fit"
     assert main(["fit", str(path), "--rank", "2", "--max-iter", "5", "--out", str(out)]) == 130
     assert capsys.readouterr().err == "bernmf: interrupted\n"

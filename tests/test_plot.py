@@ -52,3 +52,32 @@ def test_other_figures(labelled, tmp_path):
     x, y = fig.axes[0].get_lines()[1].get_data()
     assert ((0 <= x) & (x <= 1) & (0 <= y) & (y <= 1)).all()
     assert all((tmp_path / n).stat().st_size > 1000 for n in ("v.png", "b.png", "t.png", "r.png"))
+
+
+def test_many_columns_are_thinned_to_readable_names():
+    names = [f"artist number {j} with a long name" for j in range(285)]
+    Y, _, _ = bernmf.simulate(2, 40, 285, 3, bernmf.Prior(0.3, 0.3, 0.3))
+    fit = bernmf.fit(pd.DataFrame(Y, columns=names), "mm", 3, max_iter=20)
+    fig = plot.factors(fit, order=False)
+    ax_H = next(ax for ax in fig.axes if ax.get_title().startswith("H"))
+    shown = [t.get_text() for t in ax_H.get_xticklabels()]
+    assert 60 <= len(shown) <= 120  # every third name: 95
+    assert ax_H.get_xticks().tolist() == list(range(0, 285, 3))
+    cut = plot.LABEL_CHARACTERS - 1
+    assert shown[:2] == [names[0][:cut] + "…", names[3][:cut] + "…"]
+
+
+def test_top_columns_against_a_sort_of_each_row(labelled):
+    frame, fit = labelled
+    top = fit.top_columns(3)
+    assert list(top.columns) == ["component", "rank", "column", "H"]
+    assert len(top) == fit.rank * 3
+    for k in range(fit.rank):
+        rows = top[top["component"] == f"component_{k}"]
+        expected = sorted(zip(fit.H[k], frame.columns, strict=True), key=lambda p: -p[0])[:3]
+        assert rows["rank"].tolist() == [1, 2, 3]
+        assert rows["H"].tolist() == [h for h, _ in expected]
+        assert rows["column"].tolist() == [c for _, c in expected]
+    assert len(fit.top_columns(100)) == fit.rank * frame.shape[1]  # all when fewer
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
+        fit.top_columns(0)

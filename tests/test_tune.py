@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf import tune
+from bernmf import _progress, tune
 from bernmf.data import as_observed
-from bernmf.inference import _batch, mm
+from bernmf.inference import mm
 from bernmf.inference._compile import cache_size
 from bernmf.split import random_split
 
@@ -119,7 +119,7 @@ def test_restarts_give_fits_like_bernmf_fit():
 
 
 def test_progress_lines_on_long_grids(monkeypatch):
-    monkeypatch.setattr(_batch, "PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(_progress, "EVERY", 0.0)
     Y, split = small_problem(8)
     stream = io.StringIO()
     data = as_observed(Y, split.train)

@@ -14,7 +14,6 @@ its part, to use several CPU cores.
 from __future__ import annotations
 
 import functools
-import sys
 import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,10 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bernmf._progress import Progress
 from bernmf.inference._compile import compiled
-
-PROGRESS_EVERY = 10.0
-"""Seconds between two progress lines of a long call."""
 
 MIN_CAPACITY = 128
 """A one-by-one program is compiled for at least this many fits and told how many to
@@ -43,26 +40,6 @@ _REPORTERS: list[Callable[[int], None]] = []
 def _report_done(count) -> None:
     if _REPORTERS:
         _REPORTERS[-1](int(np.size(count)))
-
-
-class _Progress:
-    """Prints "label: done/total fits, elapsed" at most every :data:`PROGRESS_EVERY` s."""
-
-    def __init__(self, label: str, total: int, stream):
-        self.label, self.total, self.stream = label, total, stream
-        self.done = 0
-        self.start = self.last = time.perf_counter()
-
-    def __call__(self, count: int) -> None:
-        self.done += count
-        now = time.perf_counter()
-        if now - self.last >= PROGRESS_EVERY and self.done < self.total:
-            self.last = now
-            print(
-                f"  {self.label}: {self.done}/{self.total} fits, {now - self.start:.0f} s",
-                file=self.stream,
-                flush=True,
-            )
 
 
 def default_batch_size(size: int) -> int:
@@ -144,8 +121,9 @@ def run_many(
     workers : int, default 1
         With ``batch_size=1``: threads sharing the fits.
     progress : bool, default False
-        Print "label: done/total fits" lines to ``stream`` (default stderr) during
-        long calls.
+        Show the fits done on ``stream`` (default stderr): a bar on a terminal,
+        else a "label: done/total fits" line every :data:`bernmf._progress.EVERY`
+        seconds (:class:`bernmf._progress.Progress`).
     **static
         Arguments that shape the program.
 
@@ -181,8 +159,8 @@ def run_many(
         program, compile_seconds = compiled(
             (key, "sequential"), _sequential, *calls[0], fit_one=fit_one, **static
         )
-    reporter = _Progress(label, size, stream or sys.stderr) if progress else None
-    _REPORTERS.append(reporter or (lambda count: None))
+    reporter = Progress(label, size, enabled=progress, stream=stream)
+    _REPORTERS.append(reporter.update)
     try:
         begin = time.perf_counter()
         with ThreadPoolExecutor(len(calls)) as pool:
@@ -190,6 +168,7 @@ def run_many(
         run_seconds = time.perf_counter() - begin
     finally:
         _REPORTERS.pop()
+        reporter.close()
     counts = [len(part) for part in parts]
     cut = [_first(out, n) for out, n in zip(outputs, counts, strict=True)]
     return jax.tree.map(lambda *x: np.concatenate(x), *cut), compile_seconds, run_seconds

@@ -25,6 +25,17 @@ from bernmf.data import Observed
 from bernmf.inference._loop import Solution, iterate_until
 from bernmf.models.spec import masked_log_likelihood_sum
 
+
+def expit(x) -> np.ndarray:
+    """The logistic function 1 / (1 + exp(-x)) of a numpy array (:func:`scipy.special.expit`).
+
+    scipy.special loads on the first call (0.2 s), not with the package.
+    """
+    from scipy.special import expit as logistic
+
+    return logistic(x)
+
+
 MIN_ITER = 5  # R checks convergence only once ``m > 4``
 
 

@@ -34,8 +34,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm.auto import tqdm
 
+from bernmf._progress import Progress
 from bernmf.data import MAX_ITER, Observed, check_count, check_flag
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts, collapsed_log_joint, posterior_means
@@ -272,7 +272,8 @@ def run(
     num_chains : int, default 1
         Independent chains, run together (vectorized).
     progress : bool, default True
-        Show a tqdm bar over the sweeps.
+        Show the sweeps on stderr: a bar on a terminal, else a line every 10 s and
+        one at the end (:class:`bernmf._progress.Progress`).
 
     Returns
     -------
@@ -312,15 +313,18 @@ def run(
         log_joint = [np.asarray(first)]
         kept = []
         begin = time.perf_counter()
-        for i in tqdm(range(n_sweeps), desc="gibbs", unit="sweep", disable=not progress):
-            states, value = program(
-                states, layout, prior32, prior64, keys, jnp.asarray(i, jnp.int32)
-            )
-            log_joint.append(value)
-            if i >= num_warmup and (i - num_warmup + 1) % thinning == 0:
-                kept.append(states.counts)
-        jax.block_until_ready(states)
-        run_seconds = time.perf_counter() - begin
+        with Progress("gibbs", n_sweeps, unit="sweeps", enabled=progress) as shown:
+            for i in range(n_sweeps):
+                states, value = program(
+                    states, layout, prior32, prior64, keys, jnp.asarray(i, jnp.int32)
+                )
+                log_joint.append(value)
+                if i >= num_warmup and (i - num_warmup + 1) % thinning == 0:
+                    kept.append(states.counts)
+                shown.update()
+            jax.block_until_ready(states)
+            run_seconds = time.perf_counter() - begin
+            shown.close(f"{num_chains} chain(s), log-joint {float(np.mean(log_joint[-1])):.6g}")
     log_joint = np.stack([np.asarray(v, float) for v in log_joint], axis=1)  # (C, n_sweeps + 1)
     counts = Counts(*(np.stack([np.asarray(c[i]) for c in kept], axis=1) for i in range(3)))
     W_draws, H_draws = posterior_means(counts, prior)  # (C, S, M, K), (C, S, K, N)

@@ -33,13 +33,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import expit
 
 from bernmf.data import Observed, check_stopping
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
     Data,
     check_fit,
+    expit,
     fitted_sigmoid,
     minimize,
     working_matrix,

@@ -32,14 +32,13 @@ objective) of each kept draw, so it is on the scale of ``mm``'s trace;
 from __future__ import annotations
 
 import functools
-import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.infer import MCMC, NUTS
 
+from bernmf._progress import say
 from bernmf.data import (
     DTYPES,
     MAX_ITER,
@@ -53,7 +52,6 @@ from bernmf.data import (
 from bernmf.inference import mm
 from bernmf.inference.members import by_chain
 from bernmf.inference.registry import Engine, register
-from bernmf.models import numpyro_model
 from bernmf.models.spec import Prior
 from bernmf.posterior import (
     component_permutations,
@@ -114,11 +112,6 @@ def check_options(options: dict) -> None:
         )
 
 
-def _say(progress: bool, message: str) -> None:
-    if progress:
-        print(message, file=sys.stderr, flush=True)
-
-
 def default_chain_method(num_chains: int) -> str:
     """``"parallel"`` when JAX has a device per chain, else ``"sequential"``."""
     return "parallel" if jax.local_device_count() >= num_chains else "sequential"
@@ -131,6 +124,8 @@ def mm_start_prior(prior: Prior) -> Prior:
 
 def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
     """Starting W (C, M, K) and H (C, K, N) of each chain, strictly inside the support."""
+    from bernmf.models import numpyro_model
+
     M, N = data.shape
     if init is not None:
         W, H = check_init(init, M, N, rank)
@@ -221,6 +216,11 @@ dense_mass
         the MM starts; ``extras`` chain_method, divergences, start ("mm",
         "prior" or "init" for a user ``init``).
     """
+    # NumPyro loads on the first fit, so that `import bernmf` does not wait for it
+    from numpyro.infer import MCMC, NUTS
+
+    from bernmf.models import numpyro_model
+
     chain_method = chain_method or default_chain_method(num_chains)
     begin = time.perf_counter()
     W0, H0 = initial_factors(data, rank, prior, seed, init, start, num_chains)
@@ -251,7 +251,7 @@ dense_mass
             chain_method=chain_method,
             progress_bar=False,
         )
-        _say(
+        say(
             progress,
             f"nuts: {num_chains} chain(s) x ({num_warmup} warmup + {num_samples} draws), "
             f"{chain_method}, started at {start!r} in {start_seconds:.1f} s",
@@ -263,7 +263,7 @@ dense_mass
             )
         samples = jax.block_until_ready(sampler.get_samples(group_by_chain=True))
         run_seconds = time.perf_counter() - begin
-        _say(progress, f"nuts: sampled in {run_seconds:.1f} s (compilation included)")
+        say(progress, f"nuts: sampled in {run_seconds:.1f} s (compilation included)")
         fields = sampler.get_extra_fields(group_by_chain=True)
         W_draws, H_draws = (np.asarray(x, float) for x in numpyro_model.to_constrained(samples))
     lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)

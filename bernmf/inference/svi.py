@@ -11,21 +11,18 @@ The optimizer is Adam (``"adam"``) or ClippedAdam (``"clipped_adam"``, gradients
 clipped to ``[-clip_norm, clip_norm]``) with the learning rate decaying
 geometrically from ``learning_rate`` at the first step to ``learning_rate *
 lr_decay`` at the last. The steps run in a compiled ``lax.scan`` (in 20 chunks,
-with a progress bar, when ``progress``); compilation is timed apart.
+showing progress when ``progress``); compilation is timed apart.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro import optim
-from numpyro.infer import SVI, Trace_ELBO, autoguide, init_to_uniform, init_to_value
-from tqdm.auto import tqdm
 
+from bernmf._progress import Progress
 from bernmf.data import (
     DTYPES,
     MAX_ITER,
@@ -38,7 +35,6 @@ from bernmf.data import (
 )
 from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
-from bernmf.models import numpyro_model
 from bernmf.models.spec import Prior
 from bernmf.posterior import log_joint_draws, mean_probability
 from bernmf.results import Fit
@@ -79,6 +75,10 @@ def check_options(options: dict) -> None:
 
 def make_guide(name: str, init, guide_rank: int | None):
     """The NumPyro autoguide called ``name`` on the bernmf model."""
+    from numpyro.infer import autoguide, init_to_uniform, init_to_value
+
+    from bernmf.models import numpyro_model
+
     init_loc_fn = init_to_uniform if init is None else init_to_value(values=init)
     if name == "AutoLowRankMultivariateNormal":
         return autoguide.AutoLowRankMultivariateNormal(
@@ -89,6 +89,7 @@ def make_guide(name: str, init, guide_rank: int | None):
 
 def make_optimizer(name: str, learning_rate: float, lr_decay: float, steps: int, clip_norm):
     """Adam or ClippedAdam with a geometric learning-rate decay over ``steps``."""
+    from numpyro import optim
 
     def schedule(step):
         return learning_rate * lr_decay ** (step / max(steps - 1, 1))
@@ -165,7 +166,8 @@ def run(
         Rank of the low-rank guide (NumPyro's default when None).
     dtype : {"float64", "float32"}
     progress : bool
-        Progress bar over the steps (on stderr).
+        Show the steps on stderr: a bar on a terminal, else a line every 10 s and
+        one at the end (:class:`bernmf._progress.Progress`).
 
     Returns
     -------
@@ -181,6 +183,11 @@ def run(
             "guide 'AutoNormal' needs rank >= 2: at rank 1, W is all ones and NumPyro cannot "
             "draw its empty site; use guide='AutoDelta' or 'AutoLowRankMultivariateNormal'"
         )
+    # NumPyro loads on the first fit, so that `import bernmf` does not wait for it
+    from numpyro.infer import SVI, Trace_ELBO
+
+    from bernmf.models import numpyro_model
+
     M, N = data.shape
     given = None
     if init is not None:
@@ -221,13 +228,13 @@ def run(
             compile_seconds += seconds
         begin = time.perf_counter()
         losses = []
-        with tqdm(total=steps, disable=not progress, file=sys.stderr, desc="svi") as bar:
+        with Progress("svi", steps, unit="steps", enabled=progress) as shown:
             for n in lengths:
                 state, chunk_losses = programs[n](state, args)
                 losses.append(np.asarray(chunk_losses, float))
-                bar.update(n)
-                bar.set_postfix(loss=f"{losses[-1][-1]:.6g}")
-        run_seconds = time.perf_counter() - begin
+                shown.update(n)
+            run_seconds = time.perf_counter() - begin
+            shown.close(f"loss {losses[-1][-1]:.6g}")
         params = engine.get_params(state)
         with numpyro_model.TRACING:  # the guide runs under handlers
             draws = approximation.sample_posterior(key_draws, params, sample_shape=(num_draws,))

@@ -19,7 +19,6 @@ import jax
 import numpy as np
 from jax.scipy import special as jax_special
 from numpy.typing import ArrayLike
-from scipy import special as np_special
 
 
 class Factors(NamedTuple):
@@ -112,7 +111,9 @@ def _namespace(*arrays):
     """Return ``(numpy_like, special)``: JAX's when any input is a JAX array, else numpy's."""
     if any(isinstance(a, jax.Array) for a in arrays):
         return jax.numpy, jax_special
-    return np, np_special
+    from scipy import special  # scipy.special loads on first use (0.2 s)
+
+    return np, special
 
 
 def _safe_log(xp, x):

@@ -1,0 +1,55 @@
+"""``import bernmf`` and ``bernmf --help`` leave the heavy optional libraries unloaded.
+
+NumPyro, ArviZ, matplotlib and scikit-learn (and tqdm, scipy.optimize and
+scipy.special) load when an engine or function needs them, not at start-up; each
+check runs in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = (
+    "numpyro",
+    "arviz_base",
+    "arviz_stats",
+    "arviz_plots",
+    "matplotlib",
+    "sklearn",
+    "tqdm",
+    "scipy.optimize",
+    "scipy.special",
+)
+
+LOADED = """
+import json, sys
+{statement}
+print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
+"""
+
+
+def run_python(script: str) -> str:
+    """The standard output of ``script`` run by a fresh interpreter."""
+    command = [sys.executable, "-c", script]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+
+def test_import_bernmf_registers_every_engine_and_loads_no_heavy_library():
+    statement = "import bernmf; print(json.dumps(bernmf.engines()))"
+    out = run_python(LOADED.format(statement=statement, heavy=HEAVY)).splitlines()
+    assert json.loads(out[0]) == ["em", "gibbs", "logpca", "logsvd", "mm", "nuts", "svi", "vb"]
+    assert json.loads(out[1]) == []
+
+
+def test_python_m_bernmf_help_loads_no_heavy_library():
+    statement = (
+        "import contextlib, runpy\n"
+        "sys.argv = ['bernmf', '--help']\n"
+        "with contextlib.suppress(SystemExit):\n"
+        "    runpy.run_module('bernmf', run_name='__main__', alter_sys=True)"
+    )
+    out = run_python(LOADED.format(statement=statement, heavy=HEAVY))
+    assert "usage: bernmf" in out and "compare" in out
+    assert json.loads(out.splitlines()[-1]) == []
