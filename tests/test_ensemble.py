@@ -112,8 +112,8 @@ def never_run(monkeypatch):
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        ({"restarts": 0}, "restarts must be an integer >= 1"),
-        ({"restarts": 2.5}, "restarts must be an integer >= 1"),
+        ({"restarts": 0}, "restarts must be an integer in \\[1, 10000\\]"),
+        ({"restarts": 2.5}, "restarts must be an integer in \\[1, 10000\\]"),
         ({"restarts": 2, "combine": "median"}, "combine must be one of"),
         ({"restarts": 2, "combine": "stack"}, "give validation="),
         ({"restarts": 2, "validation": TRAIN}, "must not be training entries"),
