@@ -28,6 +28,7 @@ from bernmf.cli import main
 
 ROOT = Path(__file__).parents[1]  # the checkout, for the processes' PYTHONPATH
 FIT_FILES = {"W.csv", "H.csv", "trace.csv", "summary.json", "fit.npz", "factors.png", "trace.png"}
+FIT_FILES |= {"top_columns.csv"}
 
 
 @pytest.fixture(scope="module")
