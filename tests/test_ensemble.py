@@ -155,3 +155,15 @@ def test_members_in_distant_modes_warn_at_the_caller():
         result = bernmf.fit(small, "mm", 3, prior=bernmf.Prior(1.2), restarts=3, max_iter=40)
     assert caught[0].filename == __file__
     assert sorted(set(result.extras["restarts"]["modes"])) == [0, 1, 2]
+
+
+def test_chain_stacking_without_validation_keeps_the_arviz_export():
+    """gibbs chains stacked by their PSIS-LOO on the training entries; the pooled draws export."""
+    options = {"num_warmup": 10, "num_samples": 30, "progress": False}
+    result = bernmf.fit(Y[:30, :20], "gibbs", K, restarts=2, combine="stack", **options)
+    weights = np.asarray(result.extras["restarts"]["weights"])
+    assert weights.shape == (2,) and np.isclose(weights.sum(), 1) and (weights >= 0).all()
+    mixture = weights[0] * result.members[0].probs + weights[1] * result.members[1].probs
+    np.testing.assert_allclose(result.probs, mixture, rtol=0, atol=1e-12)
+    tree = result.to_arviz()
+    assert tree.posterior.sizes["chain"] == 2 and tree.posterior.sizes["draw"] == 30
