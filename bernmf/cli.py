@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import io
 import json
 import sys
@@ -26,6 +25,7 @@ from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
 from bernmf.comparison import compare
 from bernmf.ensemble import COMBINES
+from bernmf.experiments import paper
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
@@ -367,15 +367,8 @@ def tune_command(args) -> int:
     return 0
 
 
-PAPER_SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "paper.py"
-
-
 def reproduce_command(args) -> int:
-    """Run experiments/paper.py (the paper's protocol) with these options."""
-    if not PAPER_SCRIPT.is_file():
-        raise FileNotFoundError(
-            f"{PAPER_SCRIPT} not found: 'bernmf reproduce paper' runs from a source checkout"
-        )
+    """Run :func:`bernmf.experiments.paper.main` (the paper's protocol) with these options."""
     out = Path(args.out)
     variant = out / ("as_published" if args.as_published else "corrected")
     check_output(variant, args.force)
@@ -386,9 +379,6 @@ def reproduce_command(args) -> int:
         argv += ["--datasets", *args.datasets]
     if args.data_dir:
         argv += ["--data-dir", str(args.data_dir)]
-    spec = importlib.util.spec_from_file_location("bernmf_paper_experiment", PAPER_SCRIPT)
-    paper = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(paper)
     if args.json:
         with contextlib.redirect_stdout(sys.stderr):
             code = paper.main(argv)
@@ -431,8 +421,8 @@ Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
   bernmf reproduce paper --quick --out results/paper-quick
   bernmf reproduce paper --as-published --data-dir ../shared/data
 
-Runs experiments/paper.py (needs a source checkout); outputs in OUT/corrected or
-OUT/as_published; see that script for the protocol.""",
+Runs bernmf.experiments.paper (installed with the package); outputs in OUT/corrected
+or OUT/as_published; see that module for the protocol.""",
 }
 
 
