@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from bernmf import plot, tune
-from bernmf.api import fit
-from bernmf.comparison import compare, describe_prior
+from bernmf.api import check_arguments, fit
+from bernmf.comparison import _nonempty_list, compare, describe_prior
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior, perplexity
@@ -123,10 +123,10 @@ def run(
     TypeError, ValueError
         An unknown engine, an ensemble engine not compared, empty lists, a bad rank.
     """
-    engines = list(available() if engines is None else engines)
+    engines = _nonempty_list("engines", available() if engines is None else engines, "['mm']")
+    ranks = _nonempty_list("ranks", ranks, "[2, 4, 8]")
+    seeds = _nonempty_list("seeds", seeds, "range(3)")
     ensembles = [e for e in ensembles if e in engines] if ensembles else []
-    if not engines:
-        raise ValueError("engines is empty; give at least one, e.g. ['mm', 'em']")
     if not data:
         raise ValueError("data is empty; give at least one dataset")
     for name in engines:
@@ -135,7 +135,13 @@ def run(
     priors = [1.2] if quick else list(priors)
     seeds = list(seeds)[:2] if quick else list(seeds)
     restarts = 2 if quick else restarts
+    if ensembles and (isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 2):
+        raise ValueError(f"restarts must be an integer >= 2 for ensembles, got {restarts!r}")
     options = {e: dict((QUICK_OPTIONS if quick else QUIET).get(e, {})) for e in engines}
+    for engine in engines:  # every rank, seed and option checked before the first fit
+        for rank in {*ranks, shared_rank}:
+            for seed in seeds:
+                check_arguments(engine, rank, None, seed, options[engine])
     tables = []
     for name, Y in data.items():
         split = paper_split(np.shape(Y))

@@ -78,9 +78,19 @@ def test_written_html_stands_alone_with_table_and_image(result, tmp_path):
     assert tuple(fits.columns) == report.COLUMNS and len(fits) == 10
 
 
-def test_unknown_engine_fails_before_any_fit(small):
-    with pytest.raises(ValueError, match=r"unknown engine .nope."):
-        report.run({"small": small}, ["mm", "nope"], progress=False)
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"engines": ["mm", "nope"]}, r"unknown engine .nope."),
+        ({"engines": ["em"], "shared_rank": 0}, "rank"),
+        ({"engines": ["em"], "seeds": []}, "seeds is empty"),
+        ({"engines": ["mm"], "restarts": 1}, "restarts must be an integer >= 2"),
+    ],
+)
+def test_bad_arguments_fail_before_any_fit(small, monkeypatch, kwargs, message):
+    monkeypatch.setattr(report, "compare", None)  # any fit would fail with a TypeError
+    with pytest.raises(ValueError, match=message):
+        report.run({"small": small}, progress=False, **kwargs)
 
 
 def test_report_command_on_a_data_file(small, tmp_path, capsys):
