@@ -130,9 +130,10 @@ def outlier_limit(values) -> float | None:
     """The top of an axis that keeps the close values readable, or None to show them all.
 
     Values far above the rest (em's 1.98 and logsvd's 2.33 next to 0.4) would squeeze
-    the close ones into a line. Sorted ascending, the first gap that is over half the
-    whole range and over three times the spread below it separates the close values;
-    the limit is a margin above them.
+    the close ones into a line. Two rules, the lower limit wins: the median plus the
+    larger of three times its distance to the minimum and half its size; and, sorted
+    ascending, a margin above the values before the first gap that is over half the
+    whole range and over three times the spread below it (a close group of few values).
 
     Parameters
     ----------
@@ -142,23 +143,28 @@ def outlier_limit(values) -> float | None:
     Returns
     -------
     float or None
-        The axis top: every value above it is off the scale.
+        The axis top (every value above it is off the scale); None when none would be.
     """
-    v = np.sort(np.asarray(values, dtype=float)[np.isfinite(np.asarray(values, dtype=float))])
+    v = np.asarray(values, dtype=float)
+    v = np.sort(v[np.isfinite(v)])
     if v.size < 2:
         return None
+    median = np.median(v)
+    limits = [median + max(3 * (median - v[0]), 0.5 * abs(median))]
     whole = v[-1] - v[0]
     for i, gap in enumerate(np.diff(v)):
         spread = v[i] - v[0]
         if gap > 0.5 * whole and gap > 3 * spread:
-            return float(v[i] + max(0.25 * spread, 0.02 * abs(v[i]), 1e-3))
-    return None
+            limits.append(v[i] + max(0.25 * spread, 0.02 * abs(v[i]), 1e-3))
+            break
+    top = float(min(limits))
+    return top if v[-1] > top else None
 
 
 def _mark_off_scale(ax, x, y, labels, top: float) -> None:
     """Draw values above ``top`` at the top as arrows, annotated with their values."""
-    off = [(xi, yi, label) for xi, yi, label in zip(x, y, labels, strict=True) if yi > top]
-    for j, (xi, yi, label) in enumerate(off):
+    off = sorted((xi, yi, label) for xi, yi, label in zip(x, y, labels, strict=True) if yi > top)
+    for j, (xi, yi, label) in enumerate(off):  # neighbours' labels on staggered lines
         ax.plot(xi, top, marker="^", color="red", clip_on=False)
         ax.annotate(
             f"{label} {yi:.3g}".strip(), (xi, top), xytext=(0, -12 - 9 * (j % 3)),
