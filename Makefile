@@ -1,9 +1,10 @@
-# Two commands on a fresh machine: `make demo` and `make test` (each sets up .venv first).
+# Two commands on a fresh machine: `make demo` and `make test` (each sets up .venv first);
+# `make docs` builds the documentation site (strict) into site/.
 PYTHON ?= python3.12
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test lint bench docs
 
 setup: $(VENV)/.installed
 
@@ -26,3 +27,10 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/mm_speed.py
+
+docs: $(VENV)/.docs-installed
+	$(BIN)/mkdocs build --strict --quiet
+
+$(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
+	$(BIN)/pip install --quiet -e ".[docs]"
+	touch $@

@@ -1,4 +1,4 @@
-"""The ``bernmf`` command line: fit, compare, tune, reproduce, demo.
+"""The ``bernmf`` command line: fit, compare, tune, report, reproduce, demo.
 
 Every command takes ``--quiet``, ``--json`` and ``--debug``; exit codes are 0
 (success), 1 (an error, reported in one line), 2 (a usage error) and 130
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import io
 import json
 import sys
@@ -21,11 +20,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bernmf import datasets, tune
+from bernmf import datasets, report, tune
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
 from bernmf.comparison import compare
 from bernmf.ensemble import COMBINES
+from bernmf.experiments import paper
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
@@ -405,15 +405,38 @@ def tune_command(args) -> int:
     return 0
 
 
-PAPER_SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "paper.py"
+def report_command(args) -> int:
+    """Every engine, tuned on validation, scored on test: CSV, Pareto plot and HTML page."""
+    out = Path(args.out)
+    target = check_output(out, args.force, keep=(args.data, args.data_dir))
+    engines_ = available() if args.engines == ["all"] else args.engines
+    for name in engines_:
+        get_engine(name)  # unknown names fail here, before any data is read
+    if args.data is not None and args.datasets is not None:
+        raise ValueError("give either DATA or --datasets, not both")
+    if args.data is not None:
+        data = {Path(args.data).stem: read_matrix(args.data)}
+    else:
+        names = args.datasets or (["animals"] if args.quick else list(datasets.DATASETS))
+        data = {name: datasets.load(name, data_dir=args.data_dir) for name in names}
+    say(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
+    result = report.run(
+        data, engines_, ranks=args.ranks, shared_rank=args.shared_rank, seeds=range(args.seeds),
+        ensembles=args.ensembles, restarts=args.restarts, quick=args.quick,
+        progress=not (args.quiet or args.json),
+    )  # fmt: skip
+    with atomic_output(target, folder=True) as folder:
+        report.write(result, folder)
+        write_json(folder / "environment.json", result.environment)
+    board = report.leaderboard(result.fits)
+    summary = {"out": str(out), "leaderboard": board.to_dict(orient="records")}
+    show(args, board, summary)
+    say(args, f"results in {out}: report.html, fits.csv, leaderboard.csv, pareto.png")
+    return 0
 
 
 def reproduce_command(args) -> int:
-    """Run experiments/paper.py (the paper's protocol) with these options."""
-    if not PAPER_SCRIPT.is_file():
-        raise FileNotFoundError(
-            f"{PAPER_SCRIPT} not found: 'bernmf reproduce paper' runs from a source checkout"
-        )
+    """Run :func:`bernmf.experiments.paper.main` (the paper's protocol) with these options."""
     out = Path(args.out)
     variant = out / ("as_published" if args.as_published else "corrected")
     check_output(variant, args.force)
@@ -424,9 +447,6 @@ def reproduce_command(args) -> int:
         argv += ["--datasets", *args.datasets]
     if args.data_dir:
         argv += ["--data-dir", str(args.data_dir)]
-    spec = importlib.util.spec_from_file_location("bernmf_paper_experiment", PAPER_SCRIPT)
-    paper = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(paper)
     if args.json:
         with contextlib.redirect_stdout(sys.stderr):
             code = paper.main(argv)
@@ -468,12 +488,22 @@ Writes fits.csv (every fit), summary.csv, summary.json, perplexity.png.""",
 the paper's split files (no header, no row names; or labelled as DATA, any order),
 .npz or .parquet.
 Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
+    "report": """examples:
+  bernmf report --quick --out results/report-quick          # animals, about a minute
+  bernmf report --engines mm,em,vb,logsvd,logpca --data-dir ../shared/data --out results/report
+  bernmf report data.csv --engines mm,em --out results/mine
+
+Each engine's rank (and mm's prior) is chosen on the validation entries of the paper's
+split, then scored on its test entries over --seeds seeds, also at --shared-rank; the
+--ensembles engines also as an ensemble of --restarts members combined by stacking.
+Writes report.html (stands alone), fits.csv (one row per test fit), leaderboard.csv,
+pareto.png (test perplexity against seconds) and environment.json.""",
     "reproduce": """examples:
   bernmf reproduce paper --quick --out results/paper-quick
   bernmf reproduce paper --as-published --data-dir ../shared/data
 
-Runs experiments/paper.py (needs a source checkout); outputs in OUT/corrected or
-OUT/as_published; see that script for the protocol.""",
+Runs bernmf.experiments.paper (installed with the package); outputs in OUT/corrected
+or OUT/as_published; see that module for the protocol.""",
 }
 
 
@@ -603,6 +633,32 @@ def build_parser() -> argparse.ArgumentParser:
     tune_parser.add_argument("--tol", type=float, default=1e-5, help="(1e-5)")
     output_options(tune_parser)
     tune_parser.set_defaults(run=tune_command)
+
+    report_parser = add_command(
+        commands, "report", "engines tuned and scored on the paper's split: an HTML report", common
+    )
+    report_parser.add_argument("data", nargs="?", default=None, help="DATA file instead")
+    report_parser.add_argument(
+        "--datasets", type=comma_list(str), default=None, help="comma list (all; --quick: animals)"
+    )
+    report_parser.add_argument("--data-dir", default=None, help="folder with <dataset>.csv or .rda")
+    report_parser.add_argument(
+        "--engines", type=comma_list(str), default="all", help="comma list, or 'all' (all)"
+    )
+    report_parser.add_argument(
+        "--ranks", type=comma_list(int), default="2,4,8", help="ranks tuned on validation (2,4,8)"
+    )
+    report_parser.add_argument("--shared-rank", type=int, default=4, help="rank for all (4)")
+    report_parser.add_argument("--seeds", type=int, default=3, help="test fits per setting (3)")
+    report_parser.add_argument(
+        "--ensembles", type=comma_list(str), default="mm", help="engines also as ensembles (mm)"
+    )
+    report_parser.add_argument("--restarts", type=int, default=4, help="ensemble members (4)")
+    report_parser.add_argument(
+        "--quick", action="store_true", help="few iterations, one rank, 2 seeds (about a minute)"
+    )
+    output_options(report_parser)
+    report_parser.set_defaults(run=report_command)
 
     reproduce_parser = add_command(
         commands, "reproduce", "reproduce the paper's experiment", common

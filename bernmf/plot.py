@@ -145,10 +145,135 @@ def validation_heatmap(table: pd.DataFrame, rank: int | None = None, *, path=Non
     return _finish(fig, path)
 
 
+def outlier_limit(values) -> float | None:
+    """The top of an axis that keeps the close values readable, or None to show them all.
+
+    Values far above the rest (em's 1.98 and logsvd's 2.33 next to 0.4) would squeeze
+    the close ones into a line. Two rules, the lower limit wins: the median plus the
+    larger of three times its distance to the minimum and half its size; and, sorted
+    ascending, a margin above the values before the first gap that is over half the
+    whole range and over three times the spread below it (a close group of few values).
+
+    Parameters
+    ----------
+    values : array-like
+        The plotted values; NaN is ignored.
+
+    Returns
+    -------
+    float or None
+        The axis top (every value above it is off the scale); None when none would be.
+    """
+    v = np.asarray(values, dtype=float)
+    v = np.sort(v[np.isfinite(v)])
+    if v.size < 2:
+        return None
+    median = np.median(v)
+    limits = [median + max(3 * (median - v[0]), 0.5 * abs(median))]
+    whole = v[-1] - v[0]
+    for i, gap in enumerate(np.diff(v)):
+        spread = v[i] - v[0]
+        if gap > 0.5 * whole and gap > 3 * spread:
+            limits.append(v[i] + max(0.25 * spread, 0.02 * abs(v[i]), 1e-3))
+            break
+    top = float(min(limits))
+    return top if v[-1] > top else None
+
+
+def _mark_off_scale(ax, x, y, labels, top: float) -> None:
+    """Draw values above ``top`` at the top as arrows, annotated with their values."""
+    off = sorted((xi, yi, label) for xi, yi, label in zip(x, y, labels, strict=True) if yi > top)
+    for j, (xi, yi, label) in enumerate(off):  # neighbours' labels on staggered lines
+        ax.plot(xi, top, marker="^", color="red", clip_on=False)
+        ax.annotate(
+            f"{label} {yi:.3g}".strip(), (xi, top), xytext=(0, -12 - 9 * (j % 3)),
+            textcoords="offset points", ha="center", fontsize=7, color="red",
+        )  # fmt: skip
+
+
+def pareto_front(seconds, perplexity) -> np.ndarray:
+    """Which points no other point beats on both time and perplexity.
+
+    Parameters
+    ----------
+    seconds, perplexity : arrays of shape (n,)
+        Lower is better in both.
+
+    Returns
+    -------
+    bool array of shape (n,)
+        True for a point when no other point is at least as fast and as good and
+        strictly better in one of the two (NaN points are never on the front).
+    """
+    s, p = np.asarray(seconds, dtype=float), np.asarray(perplexity, dtype=float)
+    if s.shape != p.shape or s.ndim != 1:
+        raise ValueError(f"seconds {s.shape} and perplexity {p.shape} must be equal 1-d shapes")
+    ok = np.isfinite(s) & np.isfinite(p)
+    no_worse = (s[None, :] <= s[:, None]) & (p[None, :] <= p[:, None])
+    better = (s[None, :] < s[:, None]) | (p[None, :] < p[:, None])
+    dominated = (no_worse & better & ok[None, :]).any(axis=1)
+    return ok & ~dominated
+
+
+def pareto(board: pd.DataFrame, *, path=None) -> Figure:
+    """Test perplexity against seconds (log scale), one panel per dataset, front drawn.
+
+    Off-scale perplexities (see :func:`outlier_limit`) are drawn as arrows at the top
+    of a clipped axis, with their values.
+
+    Parameters
+    ----------
+    board : DataFrame
+        One row per engine and setting: ``dataset``, ``engine``, ``setting``,
+        ``seconds``, ``perplexity`` (as :func:`bernmf.report.leaderboard`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    datasets = list(dict.fromkeys(board["dataset"]))
+    fig = Figure(figsize=(5.5 * len(datasets), 4.5))
+    for i, dataset in enumerate(datasets):
+        ax = fig.add_subplot(1, len(datasets), i + 1)
+        table = (  # settings that are the same fits (tuned = shared rank) share a point
+            board[board["dataset"] == dataset]
+            .groupby(["engine", "seconds", "perplexity"], sort=False)["setting"]
+            .agg(" = ".join)
+            .reset_index()
+        )
+        x, y = table["seconds"].to_numpy(float), table["perplexity"].to_numpy(float)
+        labels = [
+            e if s == "ensemble" else f"{e} {s}"
+            for e, s in zip(table["engine"], table["setting"], strict=True)
+        ]
+        top = outlier_limit(y)
+        shown = y if top is None else np.minimum(y, top)
+        for engine in dict.fromkeys(table["engine"]):
+            chosen = (table["engine"] == engine).to_numpy() & (shown == y)
+            ax.scatter(x[chosen], y[chosen], label=engine, s=25)
+        for xi, yi, label in zip(x, y, labels, strict=True):
+            if top is None or yi <= top:
+                ax.annotate(label, (xi, yi), xytext=(3, 3), textcoords="offset points", fontsize=6)
+        front = pareto_front(x, y)
+        order = np.argsort(x[front])
+        ax.step(x[front][order], y[front][order], where="post", color="grey", linestyle="--")
+        ax.set_xscale("log")
+        if top is not None:
+            ax.set_ylim(top=top)
+            _mark_off_scale(ax, x, y, labels, top)
+        ax.set(xlabel="seconds per fit (log)", ylabel="test perplexity (nats)", title=dataset)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _finish(fig, path)
+
+
 def perplexity_boxplot(
     table: pd.DataFrame, *, by: str = "engine", value: str = "perplexity", path=None
 ) -> Figure:
     """Box plots of held-out perplexity per engine (or per any column ``by``).
+
+    Groups far above the others are drawn off a clipped axis, their medians annotated
+    (:func:`outlier_limit`).
 
     Parameters
     ----------
@@ -162,8 +287,14 @@ def perplexity_boxplot(
     groups = list(dict.fromkeys(table[by]))
     fig = Figure(figsize=(1.2 * len(groups) + 2.5, 4))
     ax = fig.add_subplot()
-    ax.boxplot([table.loc[table[by] == g, value].to_numpy() for g in groups])
+    values = [table.loc[table[by] == g, value].to_numpy() for g in groups]
+    ax.boxplot(values)
     ax.set_xticks(range(1, len(groups) + 1), [str(g) for g in groups])
+    top = outlier_limit(table[value])
+    if top is not None:  # keep the close groups readable; the far ones are annotated
+        medians = [float(np.median(v)) for v in values]
+        ax.set_ylim(top=top)
+        _mark_off_scale(ax, range(1, len(groups) + 1), medians, [""] * len(groups), top)
     ax.set(xlabel=by, ylabel=f"held-out {value} (nats)")
     ax.grid(axis="y", alpha=0.3)
     return _finish(fig, path)

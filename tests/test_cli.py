@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -194,20 +195,18 @@ def test_demo_json_is_machine_readable(capsys):
 
 
 def test_reproduce_runs_the_paper_script_with_the_options(tmp_path, monkeypatch, capsys):
-    """The command hands its options to experiments/paper.py (here a stand-in that records them;
-    tests/test_paper_quick.py runs the real script)."""
-    script = tmp_path / "paper.py"
-    script.write_text(
-        "import json, pathlib\n"
-        "def main(argv):\n"
-        "    out = pathlib.Path(argv[argv.index('--out') + 1]) / 'as_published'\n"
-        "    out.mkdir(parents=True)\n"
-        "    (out / 'summary.csv').write_text('dataset,test_perplexity\\nanimals,0.5\\n')\n"
-        "    (out / 'argv.json').write_text(json.dumps(argv))\n"
-        "    print('progress that --json keeps off stdout')\n"
-        "    return 0\n"
-    )
-    monkeypatch.setattr(cli, "PAPER_SCRIPT", script)
+    """The command hands its options to bernmf.experiments.paper.main (here a stand-in that
+    records them; tests/test_paper_quick.py runs the real one)."""
+
+    def stand_in(argv):
+        out = Path(argv[argv.index("--out") + 1]) / "as_published"
+        out.mkdir(parents=True)
+        (out / "summary.csv").write_text("dataset,test_perplexity\nanimals,0.5\n")
+        (out / "argv.json").write_text(json.dumps(argv))
+        print("progress that --json keeps off stdout")
+        return 0
+
+    monkeypatch.setattr(cli.paper, "main", stand_in)
     out = tmp_path / "results"
     argv = ["reproduce", "paper", "--as-published", "--quick", "--data-dir", "d", "--json"]
     assert main([*argv, "--out", str(out)]) == 0

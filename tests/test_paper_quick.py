@@ -1,5 +1,5 @@
 """The paper's experiment: its published iteration (defects included), and a smoke run of
-experiments/paper.py --quick in both variants."""
+bernmf.experiments.paper --quick in both variants."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from conftest import shared_file
 
 import bernmf
 from bernmf.data import as_observed
+from bernmf.experiments import paper, published
 from bernmf.split import random_split
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 
 
-def load_script(name="paper"):
+def load_script(name):
     spec = importlib.util.spec_from_file_location(f"{name}_experiment", EXPERIMENTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -45,7 +46,6 @@ def numpy_published_sweep(Y, O, W, H, alpha, beta):
 
 
 def test_published_sweep_matches_its_description_and_its_defects():
-    published = load_script("published")
     Y, split = small_problem(2)
     O = split.train.astype(float)
     rng = np.random.default_rng(0)
@@ -66,7 +66,6 @@ def test_published_sweep_matches_its_description_and_its_defects():
 def test_the_published_code_counts_held_out_entries_as_zeros():
     # their values are never read (both codes), but the published H step takes them as
     # zeros: from the same start, its fit differs from the masked MM's
-    published = load_script("published")
     Y, split = small_problem(3)
     flipped = np.where(split.train, Y, 1 - Y)  # change every held-out entry
     prior, options = bernmf.Prior(1.5, 1.5), {"max_iter": 50, "tol": -1.0}  # 50 sweeps
@@ -79,7 +78,6 @@ def test_the_published_code_counts_held_out_entries_as_zeros():
 
 
 def test_the_published_loop_stops_on_an_absolute_decrease_per_entry():
-    published = load_script("published")
     Y, split = small_problem(4)
     outputs = published.fits(as_observed(Y, split.train), 3, [bernmf.Prior()], [0], tol=1e-5)
     traces, n_iter = outputs[2], outputs[3]
@@ -91,7 +89,6 @@ def test_the_published_loop_stops_on_an_absolute_decrease_per_entry():
 
 def test_quick_protocol_corrected_and_as_published(tmp_path, capsys):
     data_dir = shared_file("data", "animals.csv").parent
-    paper = load_script()
     common = ["--quick", "--data-dir", str(data_dir), "--out", str(tmp_path), "--quiet"]
     common.append("--no-logsvd")  # the logsvd engine has its own tests
     assert paper.main(common) == 0

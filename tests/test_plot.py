@@ -81,3 +81,47 @@ def test_top_columns_against_a_sort_of_each_row(labelled):
     assert len(fit.top_columns(100)) == fit.rank * frame.shape[1]  # all when fewer
     with pytest.raises(ValueError, match="n must be an integer >= 1"):
         fit.top_columns(0)
+
+
+def test_outlier_limit_clips_only_values_far_above_the_rest():
+    close = [0.40, 0.41, 0.43, 0.45]
+    top = plot.outlier_limit([*close, 1.98, 2.33])
+    assert 0.45 < top < 1.0
+    # a report's leaderboard on animals: logsvd's 0.64 stays, the 1.67 and above go
+    board = [0.432, 0.439, 0.453, 0.453, 0.644, 1.67, 2.33, 3.49]
+    assert 0.65 < plot.outlier_limit(board) < 1.67
+    assert plot.outlier_limit([0.40, 1.98, 2.33]) < 1.0  # one close value is enough
+    assert plot.outlier_limit(close) is None  # evenly spread: nothing to clip
+    assert plot.outlier_limit([0.4, np.nan]) is None
+
+
+def test_boxplot_clips_the_axis_and_annotates_the_far_medians():
+    table = pd.DataFrame(
+        {"engine": ["mm"] * 3 + ["vb"] * 3 + ["em"] * 3,
+         "perplexity": [0.40, 0.41, 0.42, 0.43, 0.44, 0.45, 1.97, 1.98, 1.99]}
+    )  # fmt: skip
+    ax = plot.perplexity_boxplot(table).axes[0]
+    assert ax.get_ylim()[1] < 1.0
+    assert [t.get_text() for t in ax.texts] == ["1.98"]
+
+
+def test_pareto_front_of_a_hand_made_table():
+    seconds = [1.0, 2.0, 0.5, 3.0, 2.0, np.nan]
+    perplexity = [0.50, 0.45, 0.70, 0.46, 0.45, 0.1]
+    # 3.0 s / 0.46 is beaten by 2.0 s / 0.45; the tie at 2.0 s / 0.45 keeps both
+    assert plot.pareto_front(seconds, perplexity).tolist() == [True, True, True, False, True, False]
+    with pytest.raises(ValueError, match="1-d"):
+        plot.pareto_front([1.0, 2.0], [0.5])
+
+
+def test_pareto_plot_draws_the_front_and_annotates_off_scale_engines(tmp_path):
+    board = pd.DataFrame(
+        {"dataset": "animals", "engine": ["mm", "vb", "em", "logsvd"], "setting": "tuned",
+         "seconds": [0.4, 1.0, 0.3, 0.05], "perplexity": [0.40, 0.41, 1.98, 2.33]}
+    )  # fmt: skip
+    fig = plot.pareto(board, path=tmp_path / "pareto.png")
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_ylim()[1] < 1.0
+    texts = [t.get_text() for t in ax.texts]
+    assert "em tuned 1.98" in texts and "logsvd tuned 2.33" in texts
+    assert (tmp_path / "pareto.png").stat().st_size > 0

@@ -24,10 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-import bernmf
 from bernmf.data import DTYPES, Observed, as_observed
 from bernmf.inference.mm import random_init
 from bernmf.models.spec import Factors, Prior, log_prior, perplexity
+from bernmf.results import Fit
 from bernmf.tune import COLUMNS, Tuning
 
 
@@ -119,12 +119,12 @@ def fits(data: Observed, rank: int, priors, seeds, *, max_iter=2000, tol=1e-5, d
     return (*(np.asarray(x) for x in outputs), seconds)
 
 
-def to_fits(data: Observed, rank: int, prior: Prior, seeds, outputs) -> list[bernmf.Fit]:
+def to_fits(data: Observed, rank: int, prior: Prior, seeds, outputs) -> list[Fit]:
     """The outputs of :func:`fits` at one prior as :class:`bernmf.Fit`, engine "mm-as-published"."""
     W, H, traces, n_iter, converged, seconds = outputs
     share = seconds * n_iter / max(n_iter.sum(), 1)
     return [
-        bernmf.Fit(
+        Fit(
             engine="mm-as-published",
             rank=rank,
             prior=prior.broadcast(rank),

@@ -1,0 +1,322 @@
+"""The comparison as users read it: every engine, tuned on validation, scored on test.
+
+:func:`run` fits each engine on each dataset's training entries (the paper's split),
+chooses its rank (and, for ``mm``, its Beta prior) on the validation entries only,
+then scores several seeds on the test entries, at that tuned setting and at one rank
+shared by all engines; ensembles (:func:`bernmf.fit` with ``restarts``) are rows of
+their own. :func:`write` turns the result into a tidy CSV, a Pareto plot of test
+perplexity against seconds and a self-contained HTML page (``bernmf report``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import platform
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bernmf import plot, tune
+from bernmf.api import check_arguments, fit
+from bernmf.comparison import _nonempty_list, compare, describe_prior
+from bernmf.inference import available, get_engine
+from bernmf.io import versions
+from bernmf.models import Prior, perplexity
+from bernmf.posterior import diagnostics
+from bernmf.split import paper_split
+
+__all__ = ["QUICK_OPTIONS", "Report", "environment", "leaderboard", "run", "write"]
+
+COLUMNS = (
+    "dataset", "engine", "setting", "rank", "prior", "seed", "perplexity", "seconds",
+    "compile_seconds", "iterations", "ess_per_second",
+)  # fmt: skip
+"""The columns of :attr:`Report.fits`, in order."""
+
+QUICK_OPTIONS = {
+    "mm": {"max_iter": 200},
+    "em": {"max_iter": 200},
+    "vb": {"max_iter": 100},
+    "logsvd": {"max_iter": 200},
+    "logpca": {"max_iter": 200, "m_grid": (2.0, 4.0, 8.0)},
+    "gibbs": {"num_warmup": 50, "num_samples": 50, "progress": False},
+    "nuts": {"num_warmup": 50, "num_samples": 50, "progress": False},
+    "svi": {"steps": 300, "num_draws": 100, "progress": False},
+}
+"""Engine options of ``quick=True``: few iterations or draws, so a report takes about a minute."""
+
+QUIET = {"gibbs": {"progress": False}, "nuts": {"progress": False}, "svi": {"progress": False}}
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of :func:`run`.
+
+    Attributes
+    ----------
+    fits : DataFrame
+        One row per test fit, the columns :data:`COLUMNS`: ``setting`` is
+        ``"tuned"`` (rank, and mm's prior, chosen on validation), ``"shared K=k"``
+        or ``"ensemble"`` (R restarts combined, at the tuned setting);
+        ``perplexity`` is on the test entries (nats per entry), ``seconds`` the run
+        time without compilation, ``iterations`` the iterations or draws, and
+        ``ess_per_second`` the median bulk ESS of WH per second (samplers; NaN else).
+    environment : dict
+        :func:`environment` at the time of the run.
+    """
+
+    fits: pd.DataFrame
+    environment: dict
+
+
+def run(
+    data: Mapping[str, object],
+    engines: Iterable[str] | None = None,
+    *,
+    ranks: Iterable[int] = (2, 4, 8),
+    shared_rank: int = 4,
+    priors: Iterable[float] = (1.0, 1.5, 2.0),
+    seeds: Iterable[int] = range(3),
+    ensembles: Iterable[str] = ("mm",),
+    restarts: int = 4,
+    combine: str = "stack",
+    quick: bool = False,
+    progress: bool = True,
+) -> Report:
+    """Tune every engine on validation entries, then score seeds on test entries.
+
+    Parameters
+    ----------
+    data : dict of name to array-like of shape (M, N)
+        The datasets (binary, NaN missing); each gets the paper's split
+        (:func:`bernmf.split.paper_split`: 70% train, 15% validation, 15% test).
+    engines : list of str, optional
+        Default: every engine of :func:`bernmf.engines`.
+    ranks : list of int, default (2, 4, 8)
+        The ranks each engine chooses from on validation (``quick``: the shared rank).
+    shared_rank : int, default 4
+        The rank at which every engine is also scored, with its default prior.
+    priors : list of float, default (1, 1.5, 2)
+        mm's alpha and beta grid (every pair; ``quick``: 1.2 only).
+    seeds : list of int, default range(3)
+        Seeds of the test fits of each setting.
+    ensembles : list of str, default ("mm",)
+        Engines (among ``engines``) also scored as an ensemble of ``restarts``
+        members at their tuned setting, combined by ``combine`` with the
+        validation entries.
+    quick : bool, default False
+        :data:`QUICK_OPTIONS`, one rank, two seeds, two restarts: about a minute on animals.
+    progress : bool, default True
+        Progress bars of the tuning and test fits.
+
+    Returns
+    -------
+    Report
+
+    Raises
+    ------
+    TypeError, ValueError
+        An unknown engine, an ensemble engine not compared, empty lists, a bad rank.
+    """
+    engines = _nonempty_list("engines", available() if engines is None else engines, "['mm']")
+    ranks = _nonempty_list("ranks", ranks, "[2, 4, 8]")
+    seeds = _nonempty_list("seeds", seeds, "range(3)")
+    ensembles = [e for e in ensembles if e in engines] if ensembles else []
+    if not data:
+        raise ValueError("data is empty; give at least one dataset")
+    for name in engines:
+        get_engine(name)  # ValueError listing the known engines
+    ranks = [shared_rank] if quick else sorted(set(ranks))
+    priors = [1.2] if quick else list(priors)
+    seeds = list(seeds)[:2] if quick else list(seeds)
+    restarts = 2 if quick else restarts
+    if ensembles and (isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 2):
+        raise ValueError(f"restarts must be an integer >= 2 for ensembles, got {restarts!r}")
+    options = {e: dict((QUICK_OPTIONS if quick else QUIET).get(e, {})) for e in engines}
+    for engine in engines:  # every rank, seed and option checked before the first fit
+        for rank in {*ranks, shared_rank}:
+            for seed in seeds:
+                check_arguments(engine, rank, None, seed, options[engine])
+    tables = []
+    for name, Y in data.items():
+        split = paper_split(np.shape(Y))
+        common = {"train": split.train, "test": split.test, "progress": progress}
+        for engine in engines:
+            rank, prior = _tuned(Y, split, engine, ranks, priors, options[engine], progress)
+            measured = compare(
+                Y, [engine], [rank], seeds, priors={engine: prior},
+                options={engine: options[engine]}, measure=_ess_per_second, **common,
+            )  # fmt: skip
+            tables.append(measured.fits.assign(dataset=name, setting="tuned"))
+            shared = measured.fits
+            if rank != shared_rank or prior is not None:
+                shared = compare(
+                    Y, [engine], [shared_rank], seeds, options={engine: options[engine]},
+                    measure=_ess_per_second, **common,
+                ).fits  # fmt: skip
+            tables.append(shared.assign(dataset=name, setting=f"shared K={shared_rank}"))
+            if engine in ensembles:
+                rows = [
+                    _ensemble_row(Y, split, engine, rank, prior, seed, restarts, combine, options)
+                    for seed in seeds
+                ]
+                tables.append(pd.DataFrame(rows).assign(dataset=name, setting="ensemble"))
+    fits = pd.concat(tables, ignore_index=True)
+    if "ess_per_second" not in fits:
+        fits["ess_per_second"] = np.nan
+    return Report(fits=fits[list(COLUMNS)], environment=environment())
+
+
+def _tuned(Y, split, engine, ranks, priors, options, progress) -> tuple[int, Prior | None]:
+    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits."""
+    if engine == "mm":
+        grid = tune.grid(
+            Y, ranks, priors, priors, mask=split.train, validation=split.validation,
+            progress=progress, **options,
+        ).best  # fmt: skip
+        return int(grid["rank"]), Prior(grid["alpha"], grid["beta"])
+    if len(ranks) == 1:
+        return ranks[0], None
+    table = compare(
+        Y, [engine], ranks, [0], train=split.train, test=split.validation,
+        options={engine: options}, progress=progress,
+    ).summary  # fmt: skip
+    return int(table.loc[table["perplexity"].idxmin(), "rank"]), None
+
+
+def _ess_per_second(result) -> dict:
+    """Median bulk ESS of WH per second of run time, for fits with posterior draws."""
+    if not result.draws:
+        return {"ess_per_second": np.nan}
+    table = diagnostics(result, warn=False, ess_entries=200).table
+    return {"ess_per_second": float(table.loc["WH", "ess_bulk_per_second"])}
+
+
+def _ensemble_row(Y, split, engine, rank, prior, seed, restarts, combine, options) -> dict:
+    result = fit(
+        Y, engine, rank, mask=split.train, prior=prior, seed=seed, restarts=restarts,
+        combine=combine, validation=split.validation, **options[engine],
+    )  # fmt: skip
+    return {
+        "engine": f"{engine} ensemble",
+        "rank": rank,
+        "prior": describe_prior(result.prior),
+        "seed": seed,
+        "perplexity": perplexity(np.asarray(Y, dtype=float), result.probs, split.test),
+        "seconds": result.timings.get("run", np.nan),
+        "compile_seconds": result.timings.get("compile", np.nan),
+        "iterations": result.n_iter,
+        "ess_per_second": np.nan,
+    }
+
+
+def leaderboard(fits: pd.DataFrame) -> pd.DataFrame:
+    """One row per (dataset, engine, setting), best test perplexity first in each dataset.
+
+    Parameters
+    ----------
+    fits : DataFrame
+        :attr:`Report.fits` (or any table with its columns).
+
+    Returns
+    -------
+    DataFrame
+        ``dataset``, ``engine``, ``setting``, ``rank``, ``prior``, ``perplexity``
+        (mean over seeds), ``perplexity_sd``, ``seconds`` (mean), ``compile_seconds``
+        (max), ``iterations`` (mean), ``ess_per_second`` (mean), ``fits``.
+    """
+    keys = ["dataset", "engine", "setting", "rank", "prior"]
+    table = (
+        fits.groupby(keys, sort=False)
+        .agg(
+            perplexity=("perplexity", "mean"),
+            perplexity_sd=("perplexity", "std"),
+            seconds=("seconds", "mean"),
+            compile_seconds=("compile_seconds", "max"),
+            iterations=("iterations", "mean"),
+            ess_per_second=("ess_per_second", "mean"),
+            fits=("perplexity", "size"),
+        )
+        .reset_index()
+    )
+    order = pd.Categorical(table["dataset"], categories=list(dict.fromkeys(fits["dataset"])))
+    return table.assign(_order=order).sort_values(["_order", "perplexity"]).drop(columns="_order")
+
+
+def environment() -> dict:
+    """Versions, CPU model and count, and the thread settings the timings ran under."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    threads = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS")
+    return {
+        **versions(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        **{name: os.environ.get(name, "unset") for name in threads},
+    }
+
+
+def write(report: Report, folder) -> dict[str, Path]:
+    """Write ``fits.csv``, ``leaderboard.csv``, ``pareto.png`` and ``report.html`` to ``folder``.
+
+    The HTML page stands alone: the plot is embedded as base64 PNG.
+
+    Returns
+    -------
+    dict of str to Path
+        The files written, by name.
+    """
+    folder = Path(folder)
+    board = leaderboard(report.fits)
+    paths = {name: folder / name for name in ("fits.csv", "leaderboard.csv", "pareto.png")}
+    report.fits.to_csv(paths["fits.csv"], index=False)
+    board.to_csv(paths["leaderboard.csv"], index=False)
+    plot.pareto(board, path=paths["pareto.png"])
+    paths["report.html"] = folder / "report.html"
+    paths["report.html"].write_text(_html(board, report.environment, paths["pareto.png"]))
+    return paths
+
+
+def _html(board: pd.DataFrame, env: dict, png: Path) -> str:
+    image = base64.b64encode(png.read_bytes()).decode("ascii")
+    shown = board.drop(columns="dataset").rename(columns={"perplexity": "test perplexity"})
+    sections = []
+    for dataset, table in shown.groupby(board["dataset"], sort=False):
+        front = plot.pareto_front(table["seconds"].to_numpy(), table["test perplexity"].to_numpy())
+        table = table.assign(pareto=np.where(front, "yes", ""))
+        sections.append(
+            f"<h2>{html.escape(str(dataset))}</h2>\n"
+            + table.to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="", border=0)
+        )
+    rows = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in env.items()
+    )
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>bernmf report</title>
+<style>body{{font-family:sans-serif;max-width:70em;margin:auto}}
+table{{border-collapse:collapse}}td,th{{padding:2px 8px;text-align:right}}
+tr:nth-child(even){{background:#f3f3f3}}</style></head><body>
+<h1>bernmf report</h1>
+<p>Test perplexity (mean negative log-likelihood per test entry, nats; lower is better) on
+the paper's split, mean and sd over seeds. Settings: <em>tuned</em> (rank, and mm's prior,
+chosen on the validation entries), <em>shared K</em> (every engine at one rank, default
+prior), <em>ensemble</em> (restarts combined on validation). Seconds: run time per fit
+without compilation; iterations: iterations or draws; ESS/s: median bulk ESS of WH per
+second (samplers). <em>pareto</em>: no other row is both faster and better.</p>
+<h2>Test perplexity against seconds</h2>
+<img alt="Pareto plot" src="data:image/png;base64,{image}">
+{"".join(sections)}
+<h2>Environment</h2><table>{rows}</table>
+</body></html>
+"""

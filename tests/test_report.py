@@ -1,0 +1,104 @@
+"""bernmf.report and ``bernmf report``: tuned on validation, scored on test, written as HTML."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bernmf
+from bernmf import report
+from bernmf.cli import main
+
+
+@pytest.fixture(scope="module")
+def small():
+    Y, _, _ = bernmf.simulate(0, 40, 30, 3, bernmf.Prior(0.3, 0.6, 0.5))
+    return np.asarray(Y, float)
+
+
+@pytest.fixture(scope="module")
+def result(small):
+    return report.run(
+        {"small": small}, ["mm", "em"], ranks=(2, 3), shared_rank=3, priors=(1.0, 1.5),
+        seeds=range(2), restarts=2, progress=False,
+    )  # fmt: skip
+
+
+def test_one_row_per_test_fit_with_the_documented_columns(result):
+    fits = result.fits
+    assert tuple(fits.columns) == report.COLUMNS
+    # mm and em: tuned and shared rows, two seeds each; mm's ensemble: two more
+    counts = fits.groupby(["engine", "setting"]).size().to_dict()
+    assert counts == {
+        ("em", "shared K=3"): 2, ("em", "tuned"): 2, ("mm", "shared K=3"): 2,
+        ("mm", "tuned"): 2, ("mm ensemble", "ensemble"): 2,
+    }  # fmt: skip
+    assert (fits["perplexity"] > 0).all() and (fits["seconds"] > 0).all()
+    tuned = fits[(fits["engine"] == "mm") & (fits["setting"] == "tuned")]
+    assert tuned["perplexity"].between(0.3, 0.8).all()  # em overfits here; tuned mm does not
+    assert tuned["rank"].iloc[0] in (2, 3) and tuned["prior"].iloc[0] != "none"
+    assert fits["ess_per_second"].isna().all()  # no sampler here
+    assert result.environment["cpus"] >= 1 and "jax" in result.environment
+
+
+def test_tuning_uses_the_validation_entries_not_the_test_ones(small, monkeypatch):
+    # the rank chosen by em is the one of lowest validation perplexity (compare's
+    # summary on split.validation), whatever the test entries say
+    seen = []
+    original = report.compare
+
+    def spy(Y, engines, ranks, seeds, *, train, test, **kwargs):
+        seen.append(test)
+        return original(Y, engines, ranks, seeds, train=train, test=test, **kwargs)
+
+    monkeypatch.setattr(report, "compare", spy)
+    report.run({"small": small}, ["em"], ranks=(2, 3), seeds=[0], ensembles=(), progress=False)
+    split = bernmf.split.paper_split(small.shape)
+    assert np.array_equal(seen[0], split.validation)
+    assert all(np.array_equal(mask, split.test) for mask in seen[1:])
+
+
+def test_leaderboard_is_sorted_within_each_dataset(result):
+    board = report.leaderboard(result.fits)
+    assert len(board) == 5 and (board["fits"] == 2).all()
+    assert board["perplexity"].is_monotonic_increasing
+    assert {"perplexity_sd", "compile_seconds", "iterations", "ess_per_second"} <= set(board)
+
+
+def test_written_html_stands_alone_with_table_and_image(result, tmp_path):
+    paths = report.write(result, tmp_path)
+    page = paths["report.html"].read_text()
+    assert "<table" in page and "mm ensemble" in page and "Environment" in page
+    encoded = page.split("data:image/png;base64,")[1].split('"')[0]
+    assert base64.b64decode(encoded) == paths["pareto.png"].read_bytes()
+    fits = pd.read_csv(paths["fits.csv"])
+    assert tuple(fits.columns) == report.COLUMNS and len(fits) == 10
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"engines": ["mm", "nope"]}, r"unknown engine .nope."),
+        ({"engines": ["em"], "shared_rank": 0}, "rank"),
+        ({"engines": ["em"], "seeds": []}, "seeds is empty"),
+        ({"engines": ["mm"], "restarts": 1}, "restarts must be an integer >= 2"),
+    ],
+)
+def test_bad_arguments_fail_before_any_fit(small, monkeypatch, kwargs, message):
+    monkeypatch.setattr(report, "compare", None)  # any fit would fail with a TypeError
+    with pytest.raises(ValueError, match=message):
+        report.run({"small": small}, progress=False, **kwargs)
+
+
+def test_report_command_on_a_data_file(small, tmp_path, capsys):
+    path = tmp_path / "small.csv"
+    pd.DataFrame(small).to_csv(path)
+    out = tmp_path / "report"
+    argv = ["report", str(path), "--engines", "mm,em", "--quick", "--json", "--out", str(out)]
+    assert main(argv) == 0
+    for name in ("report.html", "fits.csv", "leaderboard.csv", "pareto.png", "environment.json"):
+        assert (out / name).stat().st_size > 0, name
+    assert "small" in capsys.readouterr().out
