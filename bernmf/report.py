@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bernmf import plot, tune
+from bernmf import tune
 from bernmf.api import check_arguments, fit
 from bernmf.comparison import _nonempty_list, compare, describe_prior
 from bernmf.inference import available, get_engine
@@ -141,7 +141,8 @@ def run(
     for engine in engines:  # every rank, seed and option checked before the first fit
         for rank in {*ranks, shared_rank}:
             for seed in seeds:
-                check_arguments(engine, rank, None, seed, options[engine])
+                for shape in {np.shape(Y) for Y in data.values()}:
+                    check_arguments(engine, rank, None, seed, options[engine], shape)
     tables = []
     for name, Y in data.items():
         split = paper_split(np.shape(Y))
@@ -277,6 +278,8 @@ def write(report: Report, folder) -> dict[str, Path]:
     dict of str to Path
         The files written, by name.
     """
+    from bernmf import plot  # matplotlib loads when a figure is drawn, not with the CLI
+
     folder = Path(folder)
     board = leaderboard(report.fits)
     paths = {name: folder / name for name in ("fits.csv", "leaderboard.csv", "pareto.png")}
@@ -289,6 +292,8 @@ def write(report: Report, folder) -> dict[str, Path]:
 
 
 def _html(board: pd.DataFrame, env: dict, png: Path) -> str:
+    from bernmf import plot
+
     image = base64.b64encode(png.read_bytes()).decode("ascii")
     shown = board.drop(columns="dataset").rename(columns={"perplexity": "test perplexity"})
     sections = []
