@@ -21,7 +21,13 @@ LAYERS = [
     {"bernmf.results", "bernmf.io", "bernmf.posterior", "bernmf.plot"}
     | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking"},  # what a fit is, its summaries
     {"bernmf.inference"},  # the engines
-    {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"},  # running engines
+    {
+        "bernmf.api",
+        "bernmf.tune",
+        "bernmf.comparison",
+        "bernmf.ensemble",
+        "bernmf.distributed",
+    },  # running engines
     {"bernmf.cli", "bernmf.estimator", "bernmf.__main__"},  # front ends
     {"bernmf"},  # the package's namespace re-exports everything
 ]

@@ -1,0 +1,128 @@
+"""Fits across 2 and 4 local processes (jax.distributed on CPU, gloo) equal one process's fit."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bernmf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WORKER = textwrap.dedent(
+    """
+    import sys, warnings
+    import jax
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    port, count, index, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    jax.distributed.initialize(
+        f"localhost:{port}", num_processes=count, process_id=index, initialization_timeout=30
+    )
+    import numpy as np
+    import bernmf
+    from tests.test_distributed import CASES, problem
+
+    Y, O, bounds = problem(count)
+    first, stop = bounds[index], bounds[index + 1]
+    warnings.simplefilter("ignore", UserWarning)  # the empty row
+    for name, (engine, options) in CASES.items():
+        fit = bernmf.fit(Y[first:stop], engine, 3, mask=O[first:stop], distributed=True, **options)
+        assert fit.probs.shape == (stop - first, Y.shape[1])
+        assert fit.extras["processes"] == count and fit.extras["first_row"] == first
+        np.savez(f"{out}/{name}-{index}.npz", W=fit.W, H=fit.H, trace=fit.trace)
+    bad = Y[first:stop] * (2 if index == 1 else 1)  # invalid in one process only
+    try:  # every process raises, none hangs
+        bernmf.fit(bad, "mm", 3, distributed=True, max_iter=3)
+    except ValueError as error:
+        print("bad block:", error)
+    print("OK")
+    """
+)
+
+PRIOR = bernmf.Prior([1.0, 1.5, 1.2], 1.3, 1.4)
+CASES = {
+    "plain": ("mm", {"prior": PRIOR, "max_iter": 40, "tol": 0, "accelerate": False}),
+    "accelerated": ("mm", {"prior": PRIOR, "max_iter": 12, "tol": 0}),
+    "em-blocked": ("em", {"tol": 1e-6, "accelerate": False, "block_rows": 4, "max_iter": 200}),
+}
+TOLERANCE = {"plain": 1e-10, "accelerated": 1e-8, "em-blocked": 1e-10}
+
+
+def problem(count: int):
+    """Y (53 x 13) with a mask and an empty row, and its row blocks of unequal sizes."""
+    rng = np.random.default_rng(5)
+    Y = (rng.random((53, 13)) < 0.35).astype(float)
+    O = rng.random(Y.shape) < 0.8
+    O[3] = False
+    bounds = {2: [0, 23, 53], 4: [0, 10, 27, 32, 53]}[count]
+    return Y, O, bounds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def launch(count: int, out: Path, timeout: float = 120) -> list[str]:
+    """Run the worker in ``count`` processes; kill them all as soon as one fails."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    env["OMP_NUM_THREADS"] = "1"
+    port = free_port()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(port), str(count), str(i), str(out)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
+    deadline = time.monotonic() + timeout
+    try:
+        while any(p.poll() is None for p in processes):
+            failed = [p for p in processes if p.poll() not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+    outputs = [p.communicate() for p in processes]
+    for i, (p, (stdout, stderr)) in enumerate(zip(processes, outputs, strict=True)):
+        assert p.returncode == 0, f"process {i} failed ({p.returncode}):\n{stderr[-3000:]}"
+    return [stdout for stdout, _ in outputs]
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_path):
+    outputs = launch(count, tmp_path)
+    Y, O, bounds = problem(count)
+    for stdout in outputs:
+        assert stdout.strip().endswith("OK")
+        assert "bad block:" in stdout  # the invalid block failed in every process
+    assert "processes [1] failed their checks" in outputs[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for name, (engine, options) in CASES.items():
+            one = bernmf.fit(Y, engine, 3, mask=O, **options)
+            parts = [np.load(tmp_path / f"{name}-{i}.npz") for i in range(count)]
+            tolerance = TOLERANCE[name]
+            for part in parts:  # H and the trace are global: the same in every process
+                np.testing.assert_allclose(part["H"], one.H, rtol=0, atol=tolerance)
+                np.testing.assert_allclose(part["trace"], one.trace, rtol=tolerance)
+            W = np.concatenate([part["W"] for part in parts])
+            np.testing.assert_allclose(W, one.W, rtol=0, atol=tolerance)
