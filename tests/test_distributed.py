@@ -12,9 +12,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from scipy import sparse
 
 import bernmf
+import bernmf.readers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,7 +105,7 @@ def launch(count: int, out: Path, timeout: float = 120) -> list[str]:
             if p.poll() is None:
                 p.kill()
     outputs = [p.communicate() for p in processes]
-    for i, (p, (stdout, stderr)) in enumerate(zip(processes, outputs, strict=True)):
+    for i, (p, (_, stderr)) in enumerate(zip(processes, outputs, strict=True)):
         assert p.returncode == 0, f"process {i} failed ({p.returncode}):\n{stderr[-3000:]}"
     return [stdout for stdout, _ in outputs]
 
@@ -110,7 +113,7 @@ def launch(count: int, out: Path, timeout: float = 120) -> list[str]:
 @pytest.mark.parametrize("count", [2, 4])
 def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_path):
     outputs = launch(count, tmp_path)
-    Y, O, bounds = problem(count)
+    Y, O, _ = problem(count)
     for stdout in outputs:
         assert stdout.strip().endswith("OK")
         assert "bad block:" in stdout  # the invalid block failed in every process
@@ -126,3 +129,35 @@ def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_pa
                 np.testing.assert_allclose(part["trace"], one.trace, rtol=tolerance)
             W = np.concatenate([part["W"] for part in parts])
             np.testing.assert_allclose(W, one.W, rtol=0, atol=tolerance)
+
+
+def test_rows_of_gives_balanced_blocks_in_process_order():
+    blocks = [bernmf.readers.rows_of(i, 4, 10) for i in range(4)]
+    assert blocks == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    assert bernmf.readers.rows_of(2, 3, 2) == (2, 2)  # more processes than rows: empty
+    with pytest.raises(ValueError, match="process_index"):
+        bernmf.readers.rows_of(4, 4, 10)
+
+
+def test_read_rows_gives_the_rows_of_every_format(tmp_path):
+    Y = (np.random.default_rng(0).random((37, 6)) < 0.3).astype(np.int8)
+    np.save(tmp_path / "a.npy", Y)
+    np.savez(tmp_path / "a.npz", Y=Y, other=np.zeros(2))
+    np.savez_compressed(tmp_path / "c.npz", Y)
+    sparse.save_npz(tmp_path / "s.npz", sparse.csr_array(Y))
+    sparse.save_npz(tmp_path / "t.npz", sparse.csc_array(Y))
+    labelled = pd.DataFrame(Y, index=[f"r{i}" for i in range(37)], columns=list("abcdef"))
+    labelled.to_csv(tmp_path / "h.csv")
+    pd.DataFrame(Y).to_csv(tmp_path / "n.csv", header=False, index=False)
+    for name in ("a.npy", "a.npz", "c.npz", "s.npz", "t.npz", "h.csv", "n.csv"):
+        for start, stop in [(0, 10), (10, 37), (30, 50), (5, 5)]:
+            if name.endswith(".csv") and start == stop:
+                continue
+            rows = bernmf.readers.read_rows(tmp_path / name, start, stop)
+            rows = rows.toarray() if sparse.issparse(rows) else np.asarray(rows)
+            np.testing.assert_array_equal(rows, Y[start:stop], err_msg=f"{name} {start}:{stop}")
+        assert bernmf.readers.count_rows(tmp_path / name) == 37
+    frame = bernmf.readers.read_rows(tmp_path / "h.csv", 3, 5)
+    assert list(frame.index) == ["r3", "r4"] and list(frame.columns) == list("abcdef")
+    with pytest.raises(ValueError, match="0 <= start <= stop"):
+        bernmf.readers.read_rows(tmp_path / "a.npy", 5, 2)
