@@ -18,6 +18,7 @@ from scipy import sparse
 
 import bernmf
 import bernmf.readers
+from bernmf import launch as launch_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,15 +77,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(count: int, out: Path, timeout: float = 120) -> list[str]:
-    """Run the worker in ``count`` processes; kill them all as soon as one fails."""
+def launch(count: int, out: Path, command=None, timeout: float = 120) -> list[str]:
+    """Run ``command(port, index)`` (default: the worker) in ``count`` processes.
+
+    All are killed as soon as one fails or the time is up; returns their outputs.
+    """
+    if command is None:
+        command = lambda port, i: ["-c", WORKER, str(port), str(count), str(i), str(out)]  # noqa: E731
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
     env["OMP_NUM_THREADS"] = "1"
     port = free_port()
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(port), str(count), str(i), str(out)],
+            [sys.executable, *command(port, i)],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -161,3 +167,37 @@ def test_read_rows_gives_the_rows_of_every_format(tmp_path):
     assert list(frame.index) == ["r3", "r4"] and list(frame.columns) == list("abcdef")
     with pytest.raises(ValueError, match="0 <= start <= stop"):
         bernmf.readers.read_rows(tmp_path / "a.npy", 5, 2)
+
+
+def test_cli_processes_write_their_rows_of_w_and_process_0_h(tmp_path):
+    Y, O, _ = problem(2)
+    np.savez(tmp_path / "Y.npz", Y=np.where(O, Y, np.nan))
+    out = tmp_path / "out"
+
+    def command(port, i):
+        options = ["--rank", "3", "--max-iter", "15", "--tol", "0", "--out", str(out)]
+        return ["-m", "bernmf", "fit", str(tmp_path / "Y.npz"), *options, "--distributed"]
+
+    with pytest.MonkeyPatch.context() as patch:  # the count from the environment, as SLURM's
+        patch.setenv("SLURM_NTASKS", "2")
+        launch(2, out, lambda port, i: [*command(port, i), "--coordinator", f"localhost:{port}",
+               "--process-id", str(i)])  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        one = bernmf.fit(Y, "mm", 3, mask=O, max_iter=15, tol=0)
+    parts = [pd.read_csv(out / f"W.part-{i:05d}.csv", index_col=0) for i in range(2)]
+    W = pd.concat(parts)
+    assert list(W.index) == list(range(53))  # global row numbers; blocks of 27 and 26
+    np.testing.assert_allclose(W.to_numpy(), one.W, rtol=0, atol=1e-8)
+    H = pd.read_csv(out / "H.csv", index_col=0).to_numpy()
+    np.testing.assert_allclose(H, one.H, rtol=0, atol=1e-8)
+
+
+def test_coordinates_come_from_arguments_or_the_environment():
+    environ = {"BERNMF_COORDINATOR": "host:1234", "SLURM_NTASKS": "4", "SLURM_PROCID": "3"}
+    assert launch_module.coordinates(None, None, None, environ) == ("host:1234", 4, 3)
+    assert launch_module.coordinates("a:1", 2, 0, environ) == ("a:1", 2, 0)
+    with pytest.raises(ValueError, match="--coordinator or one of"):
+        launch_module.coordinates(None, 2, 0, {})
+    with pytest.raises(ValueError, match="out of range"):
+        launch_module.coordinates("a:1", 2, 2, {})

@@ -28,7 +28,7 @@ LAYERS = [
         "bernmf.ensemble",
         "bernmf.distributed",
     },  # running engines
-    {"bernmf.cli", "bernmf.estimator", "bernmf.__main__"},  # front ends
+    {"bernmf.cli", "bernmf.estimator", "bernmf.__main__", "bernmf.launch"},  # front ends
     {"bernmf"},  # the package's namespace re-exports everything
 ]
 
