@@ -23,8 +23,8 @@ from bernmf.readers import count_rows, read_rows, rows_of
 
 ENVIRONMENT = {
     "coordinator": ("BERNMF_COORDINATOR",),
-    "num_processes": ("BERNMF_NUM_PROCESSES", "SLURM_NTASKS"),
-    "process_id": ("BERNMF_PROCESS_ID", "SLURM_PROCID"),
+    "num_processes": ("BERNMF_NUM_PROCESSES", "SLURM_NTASKS", "SLURM_ARRAY_TASK_COUNT"),
+    "process_id": ("BERNMF_PROCESS_ID", "SLURM_PROCID", "SLURM_ARRAY_TASK_ID"),
 }
 """Where each of :func:`coordinates` is looked for when not given, in order."""
 

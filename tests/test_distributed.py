@@ -197,6 +197,8 @@ def test_coordinates_come_from_arguments_or_the_environment():
     environ = {"BERNMF_COORDINATOR": "host:1234", "SLURM_NTASKS": "4", "SLURM_PROCID": "3"}
     assert launch_module.coordinates(None, None, None, environ) == ("host:1234", 4, 3)
     assert launch_module.coordinates("a:1", 2, 0, environ) == ("a:1", 2, 0)
+    array = {"BERNMF_COORDINATOR": "h:1", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_ID": "0"}
+    assert launch_module.coordinates(None, None, None, array) == ("h:1", 3, 0)
     with pytest.raises(ValueError, match="--coordinator or one of"):
         launch_module.coordinates(None, 2, 0, {})
     with pytest.raises(ValueError, match="out of range"):
