@@ -203,3 +203,33 @@ def test_coordinates_come_from_arguments_or_the_environment():
         launch_module.coordinates(None, 2, 0, {})
     with pytest.raises(ValueError, match="out of range"):
         launch_module.coordinates("a:1", 2, 2, {})
+
+
+def test_one_process_distributed_fit_is_the_plain_fit():
+    # without jax.distributed.initialize there is one process: the same fit, same checks
+    Y, O, _ = problem(2)
+    options = {"mask": O, "prior": PRIOR, "max_iter": 15, "tol": 0, "accelerate": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        one = bernmf.fit(Y, "mm", 3, **options)
+        ours = bernmf.fit(Y, "mm", 3, distributed=True, **options)
+    assert ours.extras["processes"] == 1 and ours.extras["first_row"] == 0
+    np.testing.assert_allclose(ours.W, one.W, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(ours.H, one.H, rtol=0, atol=1e-10)
+    assert ours.probs.shape == Y.shape
+
+
+@pytest.mark.parametrize(
+    ("engine", "options", "message"),
+    [
+        ("mm", {"restarts": 2}, "not supported with distributed=True"),
+        ("nuts", {}, "distributed=True fits engines"),
+        ("mm", {"devices": []}, "devices is empty"),
+        ("mm", {"layout": "sparse"}, "leave out devices and layout='sparse'"),
+        ("mm", {"init": (np.ones((2, 3)) / 3, np.full((3, 13), 0.5))}, "init must have W"),
+    ],
+)
+def test_bad_distributed_arguments_are_clear_errors(engine, options, message):
+    Y, _, _ = problem(2)
+    with pytest.raises(ValueError, match=message):
+        bernmf.fit(Y, engine, 3, distributed=True, **options)

@@ -90,8 +90,10 @@ def _local(array: jax.Array) -> np.ndarray:
 
 def _random_start(seed: int, M: int, N: int, K: int, dtype, first: int, count: int) -> Factors:
     """Rows ``first:first + count`` of W and all of H of the single-process random start."""
-    draw = jax.jit(mm.random_init, static_argnums=(1, 2, 3, 4), device=jax.local_devices()[0])
-    W, H = draw(jax.random.key(seed), M, N, K, dtype)
+    with jax.default_device(jax.local_devices()[0]):  # this process's own computation
+        W, H = jax.jit(mm.random_init, static_argnums=(1, 2, 3, 4))(
+            jax.random.key(seed), M, N, K, dtype
+        )
     return Factors(np.asarray(W[first : first + count]), np.asarray(H))
 
 
