@@ -155,9 +155,9 @@ def run(
     local_devices = jax.local_devices()
     agreed = [0] * 9  # what a process that failed its checks sends
     if failure is None:
-        start = "random" if given is None else digest(given[1].tobytes())
+        origin = "random" if given is None else digest(given[1].tobytes())
         agreed = [N, rank, len(local_devices), layouts.cpu_cores(), M]
-        agreed += digest(key, seed, start, [np.asarray(v).tolist() for v in prior])
+        agreed += digest(key, seed, origin, [np.asarray(v).tolist() for v in prior])
     table = agree(failure, agreed)
     check_same(table[:, :3], ["N (columns)", "rank", "local device count"])
     check_same(table[:, 5:], ["engine, options, prior, seed and init H"])
