@@ -116,7 +116,9 @@ def launch(count: int, out: Path, command=None, timeout: float = 120) -> list[st
             if p.poll() is None:
                 p.kill()
     outputs = [p.communicate() for p in processes]
-    for i, (p, (_, stderr)) in enumerate(zip(processes, outputs, strict=True)):
+    ended = sorted(range(count), key=lambda i: processes[i].returncode < 0)  # killed last
+    for i in ended:
+        p, (_, stderr) = processes[i], outputs[i]
         assert p.returncode == 0, f"process {i} failed ({p.returncode}):\n{stderr[-3000:]}"
     return [stdout for stdout, _ in outputs]
 
