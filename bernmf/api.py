@@ -6,7 +6,14 @@ import dataclasses
 
 import numpy as np
 
-from bernmf.data import Observed, as_observed, check_rank, check_rank_fits, check_seed
+from bernmf.data import (
+    Observed,
+    as_observed,
+    check_flag,
+    check_rank,
+    check_rank_fits,
+    check_seed,
+)
 from bernmf.ensemble import check_combine, combine_members, run_members
 from bernmf.inference import Engine, get_engine
 from bernmf.io import versions
@@ -26,6 +33,7 @@ def fit(
     restarts: int = 1,
     combine: str = "best",
     validation=None,
+    distributed: bool = False,
     **options,
 ) -> Fit:
     """Factorize a binary matrix, P(Y=1) ~ W @ H, with the chosen engine.
@@ -80,6 +88,12 @@ def fit(
         Held-out entries of Y (observed, outside ``mask``) on which ``"stack"``
         weights the members and every member and the mixture are scored
         (``extras["restarts"]["validation_perplexity"]``). They never enter a fit.
+    distributed : bool, default False
+        True: Y (and mask, init's W) are this process's block of rows, and the fit
+        runs across every process started with ``jax.distributed.initialize`` (the
+        blocks in process index order), for ``mm`` and ``em`` (see
+        :func:`bernmf.distributed.fit`); ``W`` and ``probs`` are then this process's
+        rows only. ``restarts``, ``combine`` and ``validation`` are not supported yet.
     **options
         Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
         ``tol`` (default 1e-5; stop when the relative change of the objective
@@ -115,6 +129,17 @@ def fit(
     >>> result.W.shape, result.H.shape
     ((100, 3), (3, 40))
     """
+    check_flag("distributed", distributed)
+    if distributed:
+        if restarts != 1 or combine != "best" or validation is not None:
+            raise ValueError(
+                "restarts, combine and validation are not supported with distributed=True yet"
+            )
+        from bernmf.distributed import fit as fit_distributed
+
+        return fit_distributed(
+            Y, engine, rank, mask=mask, prior=prior, seed=seed, init=init, **options
+        )
     given = dict(options)
     restarts = check_combine(get_engine(engine), restarts, combine, validation is not None)
     data = as_observed(Y, mask)

@@ -193,6 +193,12 @@ def scored(Y, result, mask) -> float:
 
 def fit_command(args) -> int:
     """Fit one engine to DATA and write factors, trace, summary, saved fit and figures."""
+    if args.distributed:  # one process of several, each with its rows (bernmf.launch)
+        from bernmf.launch import fit_part
+
+        summary = fit_part(args)
+        say(args, f"rows {summary['rows']} done; results in {args.out}")
+        return 0
     out = Path(args.out)
     target = check_output(out, args.force, keep=(args.data, args.mask, args.validation))
     Y = read_matrix(args.data)
@@ -579,6 +585,15 @@ def build_parser() -> argparse.ArgumentParser:
     fit_parser.add_argument(
         "--option", action="append", metavar="KEY=VALUE", help="another engine option"
     )
+    fit_parser.add_argument(
+        "--distributed", action="store_true", help="one process of a multi-process fit (mm, em)"
+    )
+    for flag, text in [
+        ("--coordinator", "host:port of process 0 (or BERNMF_COORDINATOR)"),
+        ("--num-processes", "processes (or BERNMF_NUM_PROCESSES, SLURM_NTASKS)"),
+        ("--process-id", "this process's index (or BERNMF_PROCESS_ID, SLURM_PROCID)"),
+    ]:
+        fit_parser.add_argument(flag, help=text)
     output_options(fit_parser)
     fit_parser.set_defaults(run=fit_command)
 

@@ -30,7 +30,9 @@ class Fit:
     H : ndarray of shape (K, N)
         Column factors (for the NBMF engines, entries in [0, 1]).
     probs : ndarray of shape (M, N)
-        Predictive P(Y=1) for every entry, observed or not.
+        Predictive P(Y=1) for every entry, observed or not. Of a fit across
+        processes (``bernmf.fit(..., distributed=True)``), like W, only this
+        process's rows (M_p, N).
     trace : ndarray of shape (n_iter + 1,)
         Objective after each iteration, starting with the initial value. For
         ``mm`` and ``em`` this is the negative log-posterior (negative

@@ -22,8 +22,8 @@ LAYERS = [
     | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking"},  # what a fit is, its summaries
     {"bernmf.inference"},  # the engines
     {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"}
-    | {"bernmf.report", "bernmf.experiments"},  # running engines
-    {"bernmf.cli", "bernmf.estimator", "bernmf.__main__"},  # front ends
+    | {"bernmf.report", "bernmf.experiments", "bernmf.distributed"},  # running engines
+    {"bernmf.cli", "bernmf.estimator", "bernmf.__main__", "bernmf.launch"},  # front ends
     {"bernmf"},  # the package's namespace re-exports everything
 ]
 

@@ -386,17 +386,11 @@ def make_data(data: Observed, dtype, choice: Choice = DENSE) -> Data:
     M = data.shape[0]
     n_devices = 1 if choice.devices is None else len(choice.devices)
     padding = padded_rows(M, choice.block_rows, n_devices) - M
-    mask = pad_rows(data.mask, padding)
-    y_one = pad_rows(data.ones, padding)
-    arrays = {
-        "y_one": y_one,
-        "y_zero": mask & ~y_one,
-        "mask": mask,
-        "n_obs": mask.sum(axis=1).astype(dtype),
-        "real_row": pad_rows(np.ones(M, bool), padding) if padding else None,
-    }
+    arrays = row_arrays(data, dtype, padding)
+    if not padding:
+        arrays["real_row"] = None
     if choice.sparse:
-        rows, cols = np.nonzero(y_one)
+        rows, cols = np.nonzero(arrays["y_one"])
         arrays |= {"y_one": None, "mask": None}
         arrays |= {"one_rows": rows.astype(np.int32), "one_cols": cols.astype(np.int32)}
         arrays["by_col"] = np.argsort(cols, kind="stable").astype(np.int32)
@@ -404,6 +398,23 @@ def make_data(data: Observed, dtype, choice: Choice = DENSE) -> Data:
     placed = {name: place(a, sharding) for name, a in arrays.items() if a is not None}
     axis_name = None if choice.devices is None else ROWS
     return Data(**placed, block_rows=choice.block_rows, axis_name=axis_name)
+
+
+def row_arrays(data: Observed, dtype, padding: int) -> dict[str, np.ndarray]:
+    """The dense row arrays of :class:`Data` (numpy), with ``padding`` unobserved rows appended.
+
+    ``y_one``, ``y_zero``, ``mask`` (M + padding, N) bool, ``n_obs`` (M + padding,) in
+    ``dtype`` and ``real_row`` (M + padding,) bool, False on the padding.
+    """
+    mask = pad_rows(data.mask, padding)
+    y_one = pad_rows(data.ones, padding)
+    return {
+        "y_one": y_one,
+        "y_zero": mask & ~y_one,
+        "mask": mask,
+        "n_obs": mask.sum(axis=1).astype(dtype),
+        "real_row": pad_rows(np.ones(data.shape[0], bool), padding),
+    }
 
 
 def pad_rows(array: np.ndarray, padding: int, value=False) -> np.ndarray:

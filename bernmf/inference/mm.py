@@ -180,13 +180,14 @@ def sweeps(n_iter, accelerate: bool):
     return 1 + squarem.EVALUATIONS_PER_ITERATION * n_iter if accelerate else n_iter
 
 
-def _solver(devices):
+def _solver(devices, gather: bool = True):
     """:func:`solve`, or :func:`solve` under ``shard_map`` over the rows on ``devices``.
 
     Each device runs the same while loop on its rows of Y, the mask and W, with H
     replicated; the sums over rows (H step, objective) are ``lax.psum``-ed over
     the mesh axis, so every device takes the same decisions. The returned W is
-    gathered onto every device.
+    gathered onto every device, or with ``gather=False`` left sharded over the rows
+    (across processes, each reads back only its own rows).
     """
     if devices is None:
         return solve
@@ -199,6 +200,8 @@ def _solver(devices):
             in_specs=(Factors(rows, replicated), rows, replicated, replicated),
             out_specs=Solution(Factors(rows, replicated), *[replicated] * 3),
         )(init, data, prior, tol)
+        if not gather:
+            return solution
         W = jax.lax.with_sharding_constraint(solution.state.W, layouts.replicated(devices))
         return solution._replace(state=solution.state._replace(W=W))
 

@@ -1,0 +1,242 @@
+"""Fits across 2 and 4 local processes (jax.distributed on CPU, gloo) equal one process's fit."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import sparse
+
+import bernmf
+import bernmf.readers
+from bernmf import launch as launch_module
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WORKER = textwrap.dedent(
+    """
+    import sys, warnings
+    import jax
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    port, count, index, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    jax.distributed.initialize(
+        f"localhost:{port}", num_processes=count, process_id=index, initialization_timeout=30
+    )
+    import numpy as np
+    import bernmf
+    from tests.test_distributed import cases, problem
+
+    Y, O, bounds = problem(count)
+    first, stop = bounds[index], bounds[index + 1]
+    warnings.simplefilter("ignore", UserWarning)  # the empty row
+    for name, (engine, options) in cases(count).items():
+        fit = bernmf.fit(Y[first:stop], engine, 3, mask=O[first:stop], distributed=True, **options)
+        assert fit.probs.shape == (stop - first, Y.shape[1])
+        assert fit.extras["processes"] == count and fit.extras["first_row"] == first
+        np.savez(f"{out}/{name}-{index}.npz", W=fit.W, H=fit.H, trace=fit.trace)
+    bad = Y[first:stop] * (2 if index == 1 else 1)  # invalid in one process only
+    try:  # every process raises, none hangs
+        bernmf.fit(bad, "mm", 3, distributed=True, max_iter=3)
+    except ValueError as error:
+        print("bad block:", error)
+    print("OK")
+    """
+)
+
+PRIOR = bernmf.Prior([1.0, 1.5, 1.2], 1.3, 1.4)
+CASES = {
+    "plain": ("mm", {"prior": PRIOR, "max_iter": 40, "tol": 0, "accelerate": False}),
+    "accelerated": ("mm", {"prior": PRIOR, "max_iter": 12, "tol": 0}),
+    "em-blocked": ("em", {"tol": 1e-6, "accelerate": False, "block_rows": 4, "max_iter": 200}),
+}
+TOLERANCE = {"plain": 1e-10, "accelerated": 1e-8, "em-blocked": 1e-10}
+
+
+def cases(count: int) -> dict:
+    """The fits run with ``count`` processes: em with row blocks only with 2 (CI time)."""
+    return CASES if count == 2 else {k: v for k, v in CASES.items() if k != "em-blocked"}
+
+
+def problem(count: int):
+    """Y (53 x 13) with a mask and an empty row, and its row blocks of unequal sizes."""
+    rng = np.random.default_rng(5)
+    Y = (rng.random((53, 13)) < 0.35).astype(float)
+    O = rng.random(Y.shape) < 0.8
+    O[3] = False
+    bounds = {2: [0, 23, 53], 4: [0, 10, 27, 32, 53]}[count]
+    return Y, O, bounds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def launch(count: int, out: Path, command=None, timeout: float = 120) -> list[str]:
+    """Run ``command(port, index)`` (default: the worker) in ``count`` processes.
+
+    All are killed as soon as one fails or the time is up; returns their outputs.
+    """
+    if command is None:
+        command = lambda port, i: ["-c", WORKER, str(port), str(count), str(i), str(out)]  # noqa: E731
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    env["OMP_NUM_THREADS"] = "1"
+    port = free_port()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, *command(port, i)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
+    deadline = time.monotonic() + timeout
+    try:
+        while any(p.poll() is None for p in processes):
+            failed = [p for p in processes if p.poll() not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+    outputs = [p.communicate() for p in processes]
+    ended = sorted(range(count), key=lambda i: processes[i].returncode < 0)  # killed last
+    for i in ended:
+        p, (_, stderr) = processes[i], outputs[i]
+        assert p.returncode == 0, f"process {i} failed ({p.returncode}):\n{stderr[-3000:]}"
+    return [stdout for stdout, _ in outputs]
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_path):
+    outputs = launch(count, tmp_path)
+    Y, O, _ = problem(count)
+    for stdout in outputs:
+        assert stdout.strip().endswith("OK")
+        assert "bad block:" in stdout  # the invalid block failed in every process
+    assert "processes [1] failed their checks" in outputs[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for name, (engine, options) in cases(count).items():
+            one = bernmf.fit(Y, engine, 3, mask=O, **options)
+            parts = [np.load(tmp_path / f"{name}-{i}.npz") for i in range(count)]
+            tolerance = TOLERANCE[name]
+            for part in parts:  # H and the trace are global: the same in every process
+                np.testing.assert_allclose(part["H"], one.H, rtol=0, atol=tolerance)
+                np.testing.assert_allclose(part["trace"], one.trace, rtol=tolerance)
+            W = np.concatenate([part["W"] for part in parts])
+            np.testing.assert_allclose(W, one.W, rtol=0, atol=tolerance)
+
+
+def test_rows_of_gives_balanced_blocks_in_process_order():
+    blocks = [bernmf.readers.rows_of(i, 4, 10) for i in range(4)]
+    assert blocks == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    assert bernmf.readers.rows_of(2, 3, 2) == (2, 2)  # more processes than rows: empty
+    with pytest.raises(ValueError, match="process_index"):
+        bernmf.readers.rows_of(4, 4, 10)
+
+
+def test_read_rows_gives_the_rows_of_every_format(tmp_path):
+    Y = (np.random.default_rng(0).random((37, 6)) < 0.3).astype(np.int8)
+    np.save(tmp_path / "a.npy", Y)
+    np.savez(tmp_path / "a.npz", Y=Y, other=np.zeros(2))
+    np.savez_compressed(tmp_path / "c.npz", Y)
+    sparse.save_npz(tmp_path / "s.npz", sparse.csr_array(Y))
+    sparse.save_npz(tmp_path / "t.npz", sparse.csc_array(Y))
+    labelled = pd.DataFrame(Y, index=[f"r{i}" for i in range(37)], columns=list("abcdef"))
+    labelled.to_csv(tmp_path / "h.csv")
+    pd.DataFrame(Y).to_csv(tmp_path / "n.csv", header=False, index=False)
+    for name in ("a.npy", "a.npz", "c.npz", "s.npz", "t.npz", "h.csv", "n.csv"):
+        for start, stop in [(0, 10), (10, 37), (30, 50), (5, 5)]:
+            if name.endswith(".csv") and start == stop:
+                continue
+            rows = bernmf.readers.read_rows(tmp_path / name, start, stop)
+            rows = rows.toarray() if sparse.issparse(rows) else np.asarray(rows)
+            np.testing.assert_array_equal(rows, Y[start:stop], err_msg=f"{name} {start}:{stop}")
+        assert bernmf.readers.count_rows(tmp_path / name) == 37
+    frame = bernmf.readers.read_rows(tmp_path / "h.csv", 3, 5)
+    assert list(frame.index) == ["r3", "r4"] and list(frame.columns) == list("abcdef")
+    with pytest.raises(ValueError, match="0 <= start <= stop"):
+        bernmf.readers.read_rows(tmp_path / "a.npy", 5, 2)
+
+
+def test_cli_processes_write_their_rows_of_w_and_process_0_h(tmp_path):
+    Y, O, _ = problem(2)
+    np.savez(tmp_path / "Y.npz", Y=np.where(O, Y, np.nan))
+    out = tmp_path / "out"
+
+    def command(port, i):
+        options = ["--rank", "3", "--max-iter", "15", "--tol", "0", "--out", str(out)]
+        return ["-m", "bernmf", "fit", str(tmp_path / "Y.npz"), *options, "--distributed"]
+
+    with pytest.MonkeyPatch.context() as patch:  # the count from the environment, as SLURM's
+        patch.setenv("SLURM_NTASKS", "2")
+        launch(2, out, lambda port, i: [*command(port, i), "--coordinator", f"localhost:{port}",
+               "--process-id", str(i)])  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        one = bernmf.fit(Y, "mm", 3, mask=O, max_iter=15, tol=0)
+    parts = [pd.read_csv(out / f"W.part-{i:05d}.csv", index_col=0) for i in range(2)]
+    W = pd.concat(parts)
+    assert list(W.index) == list(range(53))  # global row numbers; blocks of 27 and 26
+    np.testing.assert_allclose(W.to_numpy(), one.W, rtol=0, atol=1e-8)
+    H = pd.read_csv(out / "H.csv", index_col=0).to_numpy()
+    np.testing.assert_allclose(H, one.H, rtol=0, atol=1e-8)
+
+
+def test_coordinates_come_from_arguments_or_the_environment():
+    environ = {"BERNMF_COORDINATOR": "host:1234", "SLURM_NTASKS": "4", "SLURM_PROCID": "3"}
+    assert launch_module.coordinates(None, None, None, environ) == ("host:1234", 4, 3)
+    assert launch_module.coordinates("a:1", 2, 0, environ) == ("a:1", 2, 0)
+    array = {"BERNMF_COORDINATOR": "h:1", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_ID": "0"}
+    assert launch_module.coordinates(None, None, None, array) == ("h:1", 3, 0)
+    with pytest.raises(ValueError, match="--coordinator or one of"):
+        launch_module.coordinates(None, 2, 0, {})
+    with pytest.raises(ValueError, match="out of range"):
+        launch_module.coordinates("a:1", 2, 2, {})
+
+
+def test_one_process_distributed_fit_is_the_plain_fit():
+    # without jax.distributed.initialize there is one process: the same fit, same checks
+    Y, O, _ = problem(2)
+    options = {"mask": O, "prior": PRIOR, "max_iter": 15, "tol": 0, "accelerate": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        one = bernmf.fit(Y, "mm", 3, **options)
+        ours = bernmf.fit(Y, "mm", 3, distributed=True, **options)
+    assert ours.extras["processes"] == 1 and ours.extras["first_row"] == 0
+    np.testing.assert_allclose(ours.W, one.W, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(ours.H, one.H, rtol=0, atol=1e-10)
+    assert ours.probs.shape == Y.shape
+
+
+@pytest.mark.parametrize(
+    ("engine", "options", "message"),
+    [
+        ("mm", {"restarts": 2}, "not supported with distributed=True"),
+        ("nuts", {}, "distributed=True fits engines"),
+        ("mm", {"devices": []}, "devices is empty"),
+        ("mm", {"layout": "sparse"}, "leave out devices and layout='sparse'"),
+        ("mm", {"init": (np.ones((2, 3)) / 3, np.full((3, 13), 0.5))}, "init must have W"),
+    ],
+)
+def test_bad_distributed_arguments_are_clear_errors(engine, options, message):
+    Y, _, _ = problem(2)
+    with pytest.raises(ValueError, match=message):
+        bernmf.fit(Y, engine, 3, distributed=True, **options)
