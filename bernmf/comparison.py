@@ -17,11 +17,16 @@ import pandas as pd
 from bernmf._progress import Progress
 from bernmf.api import check_arguments, fit
 from bernmf.data import as_observed
+from bernmf.ensemble import check_combine
 from bernmf.inference import get_engine
 from bernmf.models import Prior, perplexity
 from bernmf.results import Fit
 
 __all__ = ["Comparison", "compare", "describe_prior"]
+
+ENSEMBLE_KEYS = ("restarts", "combine")
+"""Keys of an engine's ``options`` that :func:`compare` hands to :func:`bernmf.fit` as its
+ensemble arguments rather than as engine options."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,9 @@ def compare(
         The prior of an engine; engines left out (or mapped to None) get their
         default (None for an engine without a prior, such as ``em``).
     options : dict of engine name to dict, optional
-        Engine options passed to :func:`bernmf.fit`, e.g. ``{"mm": {"max_iter": 500}}``.
+        Engine options passed to :func:`bernmf.fit`, e.g. ``{"mm": {"max_iter": 500}}``;
+        ``restarts`` and ``combine`` ("best" or "mean") make each fit an ensemble of
+        that many members from seeds ``seed, seed + 1, ...`` (:mod:`bernmf.ensemble`).
     measure : callable, optional
         ``measure(fit) -> dict`` of more columns for a fit's row (e.g. sampler
         diagnostics), computed while the fit is in memory; fits are not kept.
@@ -122,17 +129,22 @@ def compare(
     seeds = _nonempty_list("seeds", seeds, "range(3)")
     for name in engines:
         get_engine(name)  # ValueError listing the known engines
-    priors, options = dict(priors or {}), dict(options or {})
+    priors, options = dict(priors or {}), {e: dict(o) for e, o in (options or {}).items()}
     for what, given in (("priors", priors), ("options", options)):
         unknown = sorted(set(given) - set(engines))
         if unknown:
             raise ValueError(f"{what} name engine(s) {unknown} that are not compared: {engines}")
+    ensembles = {e: {k: o.pop(k) for k in ENSEMBLE_KEYS if k in o} for e, o in options.items()}
     for engine in engines:
+        chosen = ensembles.get(engine, {})
+        restarts = chosen.get("restarts", 1)
+        check_combine(get_engine(engine), restarts, chosen.get("combine", "best"), False)
         for rank in ranks:
             for seed in seeds:
                 check_arguments(
-                    engine, rank, priors.get(engine), seed, options.get(engine, {}), np.shape(Y)
-                )
+                    engine, rank, priors.get(engine), seed, options.get(engine, {}), np.shape(Y),
+                    restarts=restarts,
+                )  # fmt: skip
     train, scored = _split(Y, train, test)
 
     runs = [(e, k, s) for e in engines for k in ranks for s in seeds]
@@ -147,6 +159,7 @@ def compare(
                 mask=train,
                 prior=priors.get(engine),
                 seed=seed,
+                **ensembles.get(engine, {}),
                 **{**quiet, **options.get(engine, {})},
             )
             rows.append(

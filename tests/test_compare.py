@@ -139,3 +139,24 @@ def test_bad_arguments_fail_before_any_fit(data, monkeypatch, change, error, mes
 def test_the_module_stays_a_module():
     assert importlib.import_module("bernmf.comparison").compare is bernmf.compare
     assert "compare" in bernmf.__all__
+
+
+def test_an_engine_compared_as_an_ensemble():
+    """options restarts and combine make each fit the ensemble bernmf.fit builds."""
+    Y, _, _ = bernmf.simulate(4, 40, 30, 3)
+    split = random_split(Y.shape, (0.8, 0.0, 0.2), seed=1)
+    options = {"mm": {"restarts": 3, "combine": "mean", "max_iter": 100}}
+    result = bernmf.compare(
+        Y, ["mm"], [3], seeds=[5], train=split.train, test=split.test, options=options,
+        progress=False,
+    )  # fmt: skip
+    ensemble = bernmf.fit(
+        Y, "mm", 3, mask=split.train, seed=5, restarts=3, combine="mean", max_iter=100
+    )
+    assert np.isclose(result.fits["perplexity"][0], ensemble.perplexity(Y, split.test))
+    assert options["mm"]["restarts"] == 3  # the caller's dict is left as it was
+    with pytest.raises(ValueError, match="give validation="):
+        bernmf.compare(
+            Y, ["mm"], [3], train=split.train, test=split.test,
+            options={"mm": {"restarts": 2, "combine": "stack"}}, progress=False,
+        )  # fmt: skip
