@@ -45,6 +45,13 @@ def _check_lpd(lpd) -> np.ndarray:
     return lpd
 
 
+GAP = 1e-6
+"""Nats per entry within which :func:`stacking_weights` certifies its weights optimal."""
+
+RESTARTS = 10
+"""L-BFGS-B runs :func:`stacking_weights` chains before giving up on :data:`GAP`."""
+
+
 def stacking_weights(lpd, *, tol: float = 1e-10, max_iter: int = 1000) -> np.ndarray:
     """Weights on the simplex that maximize the log score of the mixture of members.
 
@@ -61,10 +68,13 @@ def stacking_weights(lpd, *, tol: float = 1e-10, max_iter: int = 1000) -> np.nda
 
     (whose minimizer has ``sum(v) = 1``: scaling v by t changes the objective by
     ``-log t + (t - 1) sum(v)``) is solved by L-BFGS-B, so that weights are exactly
-    0 or positive. An entry to which every weighted member gives density 0 would make
-    the objective infinite; ``1e-16 / n`` is added inside the log so that the solver
-    never sees inf. At the optimum each mixture density is at least ``1 / n`` of its
-    row maximum, so this changes the solution by less than rounding.
+    0 or positive. L-BFGS-B can stop far from the optimum when members nearly coincide
+    (seen on lastfm: 0.005 nats per entry off after 3 iterations), so it is run again from
+    where it stopped until the bound below certifies the weights within :data:`GAP`.
+    An entry to which every weighted member gives density 0 would make the objective
+    infinite; ``1e-16 / n`` is added inside the log so that the solver never sees inf.
+    At the optimum each mixture density is at least ``1 / n`` of its row maximum, so
+    this changes the solution by less than rounding.
 
     Parameters
     ----------
@@ -119,19 +129,26 @@ def stacking_weights(lpd, *, tol: float = 1e-10, max_iter: int = 1000) -> np.nda
         density = P.T @ v + floor
         return -np.mean(np.log(density)) + v.sum(), 1.0 - (P @ (1.0 / density)) / n
 
-    result = minimize(
-        objective,
-        np.full(R, 1.0 / R),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=[(0.0, None)] * R,
-        options={"ftol": 0.0, "gtol": tol, "maxiter": max_iter},
-    )
-    weights = result.x / result.x.sum()
-    gap = np.log(np.max(P @ (1.0 / (P.T @ weights + floor))) / n)
-    if gap > 1e-6:
+    def gap(v) -> float:  # bound on how far the weights v / sum(v) are from optimal
+        return float(np.log(np.max(P @ (1.0 / (P.T @ (v / v.sum()) + floor))) / n))
+
+    v = np.full(R, 1.0 / R)
+    for _ in range(RESTARTS):  # L-BFGS-B can stop early on near-duplicate members: go on
+        result = minimize(
+            objective,
+            v,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, None)] * R,
+            options={"ftol": 0.0, "gtol": tol, "maxiter": max_iter},
+        )
+        v = result.x
+        if gap(v) <= GAP:
+            break
+    weights = v / v.sum()
+    if gap(v) > GAP:
         warnings.warn(
-            f"stacking weights may be {gap:.2g} nats per entry from optimal "
+            f"stacking weights may be {gap(v):.2g} nats per entry from optimal "
             f"({result.message}); raise max_iter",
             RuntimeWarning,
             stacklevel=2,

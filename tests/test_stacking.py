@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import arviz_base
 import arviz_stats
 import numpy as np
 import pytest
+import scipy.optimize
 
 from bernmf.models import simulate
 from bernmf.posterior import pointwise_log_likelihood
@@ -276,3 +278,25 @@ def test_chain_stacking_rejects_bad_input(truth):
     stuck = (np.repeat(W_draws[:, :1], 30, axis=1), np.repeat(H_draws[:, :1], 30, axis=1))
     with pytest.raises(ValueError, match="PSIS-LOO of chain 0 failed"):
         chain_stacking(Y, mask, *stuck)
+
+
+def test_weights_are_polished_when_l_bfgs_b_stops_early(monkeypatch):
+    """L-BFGS-B stopping at its start (as it did on near-duplicate lastfm members) is rerun
+    from there until the optimality bound holds; the weights then match an unhindered run."""
+    rng = np.random.default_rng(3)
+    lpd = np.log(rng.uniform(0.05, 0.95, size=(400, 5)))
+    expected = stacking_weights(lpd)
+    real, calls = scipy.optimize.minimize, []
+
+    def stops_at_once_first(objective, start, **kwargs):
+        calls.append(start)
+        if len(calls) == 1:
+            return real(objective, start, **{**kwargs, "options": {"maxiter": 1}})
+        return real(objective, start, **kwargs)
+
+    monkeypatch.setattr(scipy.optimize, "minimize", stops_at_once_first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "may be ... from optimal" warning
+        weights = stacking_weights(lpd)
+    assert len(calls) == 2
+    np.testing.assert_allclose(weights, expected, atol=1e-4)
