@@ -22,7 +22,7 @@ from bernmf.inference import get_engine
 from bernmf.models import Prior, perplexity
 from bernmf.results import Fit
 
-__all__ = ["Comparison", "compare", "describe_prior"]
+__all__ = ["Comparison", "compare", "describe_prior", "summarize"]
 
 ENSEMBLE_KEYS = ("restarts", "combine")
 """Keys of an engine's ``options`` that :func:`compare` hands to :func:`bernmf.fit` as its
@@ -182,19 +182,24 @@ def compare(
                 f"{result.n_iter} iterations, {seconds:.1f} s"
             )
     fits = pd.DataFrame(rows)
-    summary = (
-        fits.groupby(["engine", "rank", "prior"], sort=False)
-        .agg(
-            perplexity=("perplexity", "mean"),
-            perplexity_sd=("perplexity", "std"),
-            seconds=("seconds", "mean"),
-            compile_seconds=("compile_seconds", "max"),
-            iterations=("iterations", "mean"),
-            fits=("perplexity", "size"),
-        )
-        .reset_index()
-    )
-    return Comparison(fits=fits, summary=summary)
+    return Comparison(fits=fits, summary=summarize(fits, ["engine", "rank", "prior"]))
+
+
+def summarize(fits: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per group of ``keys``: perplexity mean and sd, seconds (mean), compile
+    seconds (max), iterations (mean), ``ess_per_second`` (mean, when ``fits`` has it) and
+    the number of fits, in the order the groups first appear."""
+    columns = {
+        "perplexity": ("perplexity", "mean"),
+        "perplexity_sd": ("perplexity", "std"),
+        "seconds": ("seconds", "mean"),
+        "compile_seconds": ("compile_seconds", "max"),
+        "iterations": ("iterations", "mean"),
+    }
+    if "ess_per_second" in fits:
+        columns["ess_per_second"] = ("ess_per_second", "mean")
+    columns["fits"] = ("perplexity", "size")
+    return fits.groupby(keys, sort=False).agg(**columns).reset_index()
 
 
 def describe_prior(prior: Prior | None) -> str:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from bernmf import tune
 from bernmf.api import check_arguments, fit
-from bernmf.comparison import _nonempty_list, compare, describe_prior
+from bernmf.comparison import _nonempty_list, compare, describe_prior, summarize
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior, perplexity
@@ -231,20 +231,7 @@ def leaderboard(fits: pd.DataFrame) -> pd.DataFrame:
         (mean over seeds), ``perplexity_sd``, ``seconds`` (mean), ``compile_seconds``
         (max), ``iterations`` (mean), ``ess_per_second`` (mean), ``fits``.
     """
-    keys = ["dataset", "engine", "setting", "rank", "prior"]
-    table = (
-        fits.groupby(keys, sort=False)
-        .agg(
-            perplexity=("perplexity", "mean"),
-            perplexity_sd=("perplexity", "std"),
-            seconds=("seconds", "mean"),
-            compile_seconds=("compile_seconds", "max"),
-            iterations=("iterations", "mean"),
-            ess_per_second=("ess_per_second", "mean"),
-            fits=("perplexity", "size"),
-        )
-        .reset_index()
-    )
+    table = summarize(fits, ["dataset", "engine", "setting", "rank", "prior"])
     order = pd.Categorical(table["dataset"], categories=list(dict.fromkeys(fits["dataset"])))
     return table.assign(_order=order).sort_values(["_order", "perplexity"]).drop(columns="_order")
 
