@@ -80,23 +80,20 @@ def _scores(members: Sequence[Fit], maximizes: bool) -> np.ndarray:
     return -objectives if maximizes else objectives
 
 
-def _weights(members, combine: str, best: int, lpd, observed: Observed) -> np.ndarray:
-    """The members' weights (R,), on the simplex."""
-    R = len(members)
+def _weights(combine: str, best: int, R: int, lpd, observed: Observed, draws) -> np.ndarray:
+    """The weights (R,) of R members, on the simplex; ``draws`` are their pooled draws."""
     if combine == "best":
         return np.eye(R)[best]
     if combine == "mean":
         return np.full(R, 1.0 / R)
     if lpd is not None:
         return stacking_weights(lpd)
-    W_draws = np.concatenate([m.draws["W"] for m in members])
-    H_draws = np.concatenate([m.draws["H"] for m in members])
-    return chain_stacking(observed.Y, observed.mask, W_draws, H_draws).weights
+    return chain_stacking(observed.Y, observed.mask, draws["W"], draws["H"]).weights
 
 
 def _pooled(members: Sequence[Fit], field: str) -> dict:
     """The members' draws or sample statistics, concatenated along the chain axis."""
-    keys = members[0].__getattribute__(field).keys()
+    keys = getattr(members[0], field).keys()
     return {k: np.concatenate([np.asarray(getattr(m, field)[k]) for m in members]) for k in keys}
 
 
@@ -144,7 +141,8 @@ def combine_members(
     lpd = None
     if validation is not None:
         lpd = bernoulli_lpd(validation.Y, validation.mask, probs)
-    weights = _weights(members, combine, best, lpd, observed)
+    draws = _pooled(members, "draws")
+    weights = _weights(combine, best, len(members), lpd, observed, draws)
     mixture = np.tensordot(weights, probs, axes=1)
     H = np.stack([m.H for m in members])
     modes = count_modes(H, scores, int(observed.mask.sum()))
@@ -176,7 +174,7 @@ def combine_members(
         converged=all(m.converged for m in members),
         timings={k: float(sum(m.timings.get(k, 0.0) for m in members)) for k in chosen.timings},
         extras={**chosen.extras, "restarts": record},
-        draws=_pooled(members, "draws") if pooled else chosen.draws,
+        draws=draws if pooled else chosen.draws,
         sample_stats=_pooled(members, "sample_stats") if pooled else chosen.sample_stats,
         members=tuple(members),
     )
