@@ -52,7 +52,7 @@ from bernmf import datasets
 from bernmf.data import as_observed
 from bernmf.inference import mm
 from bernmf.split import paper_split
-from bernmf.stacking import mixture_lpd, stacking_weights
+from bernmf.stacking import bernoulli_lpd, mixture_lpd, stacking_weights
 
 ANIMALS_PRIORS = tuple((a, b) for a in (1, 1.5, 2, 2.5, 3) for b in (1, 1.5, 2, 2.5, 3))
 CORNERS = ((1, 1), (1, 3), (3, 1), (3, 3))
@@ -111,16 +111,9 @@ class Pool(NamedTuple):
     seconds: np.ndarray
 
 
-def entry_lpd(y: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """Bernoulli log density of each entry (y 0/1, probs clipped away from 0 and 1)."""
-    p = np.clip(probs, 1e-12, 1 - 1e-12)
-    return np.where(y == 1, np.log(p), np.log1p(-p))
-
-
 def fit_pool(Y, split, grid: dict, pool: int, dtype: str) -> Pool:
     """``pool`` fits at every setting of ``grid``, one :func:`mm.run_many` call per rank."""
     data = as_observed(Y, split.train)
-    y_val, y_test = Y[split.validation], Y[split.test]
     settings, val, test, objective, seconds = [], [], [], [], []
     for rank in grid["ranks"]:
         priors = [bernmf.Prior(a, b) for a, b in grid["priors"] for _ in range(pool)]
@@ -134,8 +127,9 @@ def fit_pool(Y, split, grid: dict, pool: int, dtype: str) -> Pool:
         for i, (a, b) in enumerate(grid["priors"]):
             rows = range(i * pool, (i + 1) * pool)
             settings.append((rank, a, b))
-            val.append([entry_lpd(y_val, batch.probs(r)[split.validation]) for r in rows])
-            test.append([entry_lpd(y_test, batch.probs(r)[split.test]) for r in rows])
+            probs = np.stack([batch.probs(r) for r in rows])
+            val.append(bernoulli_lpd(Y, split.validation, probs).T)
+            test.append(bernoulli_lpd(Y, split.test, probs).T)
             objective.append(batch.objective[list(rows)])
             seconds.append(batch.seconds[list(rows)])
     return Pool(
