@@ -25,6 +25,7 @@ a damaged or hostile file gives a ValueError naming the file and the problem.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 import math
@@ -53,6 +54,7 @@ MAX_DEPTH = 64
 """Deepest nesting of the metadata JSON that :func:`save` writes and :func:`load` reads."""
 
 
+@functools.cache  # a package's metadata is read from disk; every bernmf.fit records it
 def _version(package: str) -> str | None:
     try:
         return package_metadata.version(package)
