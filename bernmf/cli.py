@@ -184,7 +184,7 @@ def members_table(result) -> pd.DataFrame | None:
 
 def scored(Y, result, mask) -> float:
     """Perplexity of ``result`` on the entries of Y selected by ``mask`` (NaN never scored)."""
-    return perplexity(np.asarray(Y, dtype=float), result.probs, mask)
+    return result.perplexity(Y, mask)
 
 
 # ---------------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ def fit_command(args) -> int:
         "rank": result.rank,
         "prior": None if result.prior is None else result.prior._asdict(),
         "data": str(args.data),
-        "shape": list(result.probs.shape),
+        "shape": list(result.shape),
         "observed_entries": int(result.observed.mask.sum()),
         "options": options,
         "seed": result.seed,

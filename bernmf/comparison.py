@@ -19,7 +19,7 @@ from bernmf.api import check_arguments, fit
 from bernmf.data import as_observed
 from bernmf.ensemble import check_combine
 from bernmf.inference import get_engine
-from bernmf.models import Prior, perplexity
+from bernmf.models import Prior
 from bernmf.results import Fit
 
 __all__ = ["Comparison", "compare", "describe_prior", "summarize"]
@@ -168,7 +168,7 @@ def compare(
                     "rank": rank,
                     "prior": describe_prior(result.prior),
                     "seed": seed,
-                    "perplexity": perplexity(scored.Y, result.probs, scored.mask),
+                    "perplexity": result.perplexity(scored.Y, scored.mask),
                     "seconds": result.timings.get("run", np.nan),
                     "compile_seconds": result.timings.get("compile", np.nan),
                     "iterations": result.n_iter,

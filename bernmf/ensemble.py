@@ -124,9 +124,10 @@ def combine_members(
     Returns
     -------
     Fit
-        ``probs`` is the mixture ``sum_r weights[r] * members[r].probs`` (so
-        :meth:`Fit.perplexity` scores the mixture); W, H, trace, n_iter and seed are
-        the best member's; ``converged`` is True when every member converged;
+        ``probs`` is the mixture ``sum_r weights[r] * members[r].probs``, computed
+        on demand from the members (so :meth:`Fit.perplexity` scores the mixture);
+        W, H, trace, n_iter and seed are the best member's; ``converged`` is True
+        when every member converged;
         ``timings`` add up the members'; ``draws`` pool the members' chains, except
         for ``"best"``; ``members`` holds the members and ``extras["restarts"]``
         their seeds, objectives, iterations, convergence, ``weights``, the
@@ -137,13 +138,12 @@ def combine_members(
     members = list(members)
     scores = _scores(members, maximizes)
     best = int(np.argmin(scores))
-    probs = np.stack([m.probs for m in members])
     lpd = None
-    if validation is not None:
-        lpd = bernoulli_lpd(validation.Y, validation.mask, probs)
+    if validation is not None:  # one member's probabilities at a time
+        Y = validation.Y
+        lpd = np.hstack([bernoulli_lpd(Y, validation.mask, m.probs[None]) for m in members])
     draws = _pooled(members, "draws")
     weights = _weights(combine, best, len(members), lpd, observed, draws)
-    mixture = np.tensordot(weights, probs, axes=1)
     H = np.stack([m.H for m in members])
     modes = count_modes(H, scores, int(observed.mask.sum()))
     if modes.disagree:
@@ -170,7 +170,7 @@ def combine_members(
     pooled = combine != "best" and bool(chosen.draws)
     return dataclasses.replace(
         chosen,
-        probs=mixture,
+        stored_probs=None,  # the members' mixture, computed on demand (Fit.probs_rows)
         converged=all(m.converged for m in members),
         timings={k: float(sum(m.timings.get(k, 0.0) for m in members)) for k in chosen.timings},
         extras={**chosen.extras, "restarts": record},

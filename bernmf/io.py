@@ -2,11 +2,13 @@
 
 A saved fit is one zip file (``.npz``, readable by :func:`numpy.load`) holding
 
-* every array as a ``.npy`` member: W, H, probs, trace, the prior, the posterior
+* every array as a ``.npy`` member: W, H, probs (when the fit stores them,
+  :attr:`~bernmf.results.Fit.stored_probs`), trace, the prior, the posterior
   draws (``draws/W``, ``draws/H``), the sampler statistics (``sample_stats/<name>``),
   the array-valued extras, the training data packed to bits
   (``observed/Y_bits``, ``observed/mask_bits``), and an ensemble's members
-  (``members/W`` (R, M, K), ``members/H``, ``members/probs``, ``members/trace/<r>``);
+  (``members/W`` (R, M, K), ``members/H``, ``members/probs`` when stored,
+  ``members/trace/<r>``);
 * ``metadata.json``: engine, rank, seed, n_iter, converged, timings, data shape, row
   and column labels, scalar extras, user metadata (for example the engine options),
   and the versions of bernmf, Python, numpy and JAX.
@@ -47,8 +49,9 @@ from bernmf.models.spec import Prior
 from bernmf.results import Fit
 
 FORMAT = "bernmf.fit"
-FORMAT_VERSION = 2
-"""2: labels by :mod:`bernmf._labels` (MultiIndex, Timestamps, tuple names); 1 still loads."""
+FORMAT_VERSION = 3
+"""3: ``probs`` only when the fit stores them (:attr:`Fit.stored_probs`); 2: labels by
+:mod:`bernmf._labels` (MultiIndex, Timestamps, tuple names). 1 and 2 still load."""
 METADATA = "metadata.json"
 MAX_DEPTH = 64
 """Deepest nesting of the metadata JSON that :func:`save` writes and :func:`load` reads."""
@@ -184,14 +187,18 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         If the labels cannot be saved exactly, or the extras nest too deep.
     """
     target = _check_path(path, overwrite)
-    arrays = {"W": fit.W, "H": fit.H, "probs": fit.probs, "trace": fit.trace}
+    arrays = {"W": fit.W, "H": fit.H, "trace": fit.trace}
+    if fit.stored_probs is not None:
+        arrays["probs"] = fit.stored_probs
     if fit.prior is not None:
         arrays.update({f"prior/{k}": np.asarray(v) for k, v in fit.prior._asdict().items()})
     arrays.update({f"draws/{k}": np.asarray(v) for k, v in fit.draws.items()})
     arrays.update({f"sample_stats/{k}": np.asarray(v) for k, v in fit.sample_stats.items()})
     if fit.members:
-        for name in ("W", "H", "probs"):
-            arrays[f"members/{name}"] = np.stack([getattr(m, name) for m in fit.members])
+        for name in ("W", "H", "stored_probs"):
+            if getattr(fit.members[0], name) is not None:
+                stacked = np.stack([getattr(m, name) for m in fit.members])
+                arrays[f"members/{name.removeprefix('stored_')}"] = stacked
         arrays.update({f"members/trace/{r}": m.trace for r, m in enumerate(fit.members)})
     encoder = _Encoder(arrays)
     info: dict[str, Any] = {
@@ -207,7 +214,7 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         "draws": list(fit.draws),
         "sample_stats": list(fit.sample_stats),
         "extras": encoder.encode(dict(fit.extras), "extras"),
-        "shape": list(fit.probs.shape),
+        "shape": list(fit.shape),
         "row_labels": encode_index(fit.row_labels),
         "col_labels": encode_index(fit.col_labels),
         "observed": None,
@@ -379,11 +386,18 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
         raise ValueError("'members' should be a list")
     if not records:
         return ()
-    R, (M, N), K = len(records), fit.probs.shape, fit.rank
+    R, (M, N), K = len(records), fit.shape, fit.rank
     stacked = {
         name: _array(arrays, f"members/{name}", (R, *shape))
         for name, shape in (("W", (M, K)), ("H", (K, N)), ("probs", (M, N)))
+        if name != "probs" or "members/probs" in arrays
     }
+    if "probs" not in stacked and fit.stored_probs is None:
+        weights = fit.extras.get("restarts", {}).get("weights")
+        if not isinstance(weights, list) or len(weights) != R:
+            raise ValueError("an ensemble without stored probs needs extras restarts weights")
+        if not all(isinstance(w, float | int) and 0 <= w <= 1 for w in weights):
+            raise ValueError("the ensemble's weights should be numbers in [0, 1]")
     return tuple(
         Fit(
             engine=fit.engine,
@@ -391,7 +405,7 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
             prior=fit.prior,
             W=stacked["W"][r],
             H=stacked["H"][r],
-            probs=stacked["probs"][r],
+            stored_probs=stacked["probs"][r] if "probs" in stacked else None,
             trace=_array(arrays, f"members/trace/{r}", (None,)),
             n_iter=_get(record, "n_iter", int, "member "),
             converged=_get(record, "converged", bool, "member "),
@@ -420,7 +434,7 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         prior=prior,
         W=_array(arrays, "W", (M, K)),
         H=_array(arrays, "H", (K, N)),
-        probs=_array(arrays, "probs", (M, N)),
+        stored_probs=_array(arrays, "probs", (M, N)) if "probs" in arrays else None,
         trace=_array(arrays, "trace", (None,)),
         n_iter=_get(info, "n_iter", int),
         converged=_get(info, "converged", bool),

@@ -26,7 +26,7 @@ from bernmf.api import check_arguments, fit
 from bernmf.comparison import _nonempty_list, compare, describe_prior, summarize
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
-from bernmf.models import Prior, perplexity
+from bernmf.models import Prior
 from bernmf.posterior import diagnostics
 from bernmf.split import paper_split
 
@@ -208,7 +208,7 @@ def _ensemble_row(Y, split, engine, rank, prior, seed, restarts, combine, option
         "rank": rank,
         "prior": describe_prior(result.prior),
         "seed": seed,
-        "perplexity": perplexity(np.asarray(Y, dtype=float), result.probs, split.test),
+        "perplexity": result.perplexity(Y, split.test),
         "seconds": result.timings.get("run", np.nan),
         "compile_seconds": result.timings.get("compile", np.nan),
         "iterations": result.n_iter,

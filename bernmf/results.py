@@ -10,7 +10,10 @@ import numpy as np
 import pandas as pd
 
 from bernmf.data import Observed, as_observed
-from bernmf.models.spec import Prior, perplexity
+from bernmf.models.spec import Prior, perplexity_of_blocks, probability
+
+BLOCK_ENTRIES = 2**20
+"""Entries of P(Y=1) that :meth:`Fit.perplexity` computes at a time when they are not stored."""
 
 
 @dataclass(frozen=True)
@@ -30,9 +33,11 @@ class Fit:
     H : ndarray of shape (K, N)
         Column factors (for the NBMF engines, entries in [0, 1]).
     probs : ndarray of shape (M, N)
-        Predictive P(Y=1) for every entry, observed or not. Of a fit across
-        processes (``bernmf.fit(..., distributed=True)``), like W, only this
-        process's rows (M_p, N).
+        Predictive P(Y=1) for every entry, observed or not (a property):
+        :attr:`stored_probs` when the engine keeps them, else computed on each
+        access, from W and H (``mm``, ``em``) or from the members of an ensemble
+        of them. Of a fit across processes (``bernmf.fit(..., distributed=True)``),
+        like W, only this process's rows (M_p, N).
     trace : ndarray of shape (n_iter + 1,)
         Objective after each iteration, starting with the initial value. For
         ``mm`` and ``em`` this is the negative log-posterior (negative
@@ -66,6 +71,11 @@ class Fit:
     members : tuple of Fit
         The members of an ensemble (``bernmf.fit(..., restarts=R)``), whose
         predictive probabilities ``probs`` mixes; empty for a single fit.
+    stored_probs : ndarray of shape (M, N) or None
+        P(Y=1) as the engine computed it (the posterior mean of W @ H, the logistic
+        engines' sigmoid), or None when it follows from W and H (``clip(W @ H, 0,
+        1)``) or, with ``members``, is their mixture weighted by
+        ``extras["restarts"]["weights"]``: no M x N array is kept for those.
     """
 
     engine: str
@@ -73,7 +83,6 @@ class Fit:
     prior: Prior | None
     W: np.ndarray
     H: np.ndarray
-    probs: np.ndarray
     trace: np.ndarray
     n_iter: int
     converged: bool
@@ -86,6 +95,31 @@ class Fit:
     sample_stats: Mapping[str, np.ndarray] = field(default_factory=dict)
     observed: Observed | None = field(default=None, repr=False)
     members: tuple[Fit, ...] = field(default=(), repr=False)
+    stored_probs: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(M, N): the rows of W by the columns of H."""
+        return (self.W.shape[0], self.H.shape[1])
+
+    @property
+    def probs(self) -> np.ndarray:
+        """P(Y=1) of every entry, shape (M, N): see the class's attributes."""
+        return self.probs_rows(0, self.shape[0])
+
+    def probs_rows(self, start: int, stop: int) -> np.ndarray:
+        """P(Y=1) of rows ``start:stop`` (a slice's bounds), shape (rows, N).
+
+        Computes only those rows when the probabilities are not stored, so a large
+        fit can be read (and scored, :meth:`perplexity`) a block of rows at a time.
+        """
+        if self.stored_probs is not None:
+            return self.stored_probs[start:stop]
+        if self.members:
+            weights = self.extras["restarts"]["weights"]
+            pairs = zip(weights, self.members, strict=True)
+            return sum(w * m.probs_rows(start, stop) for w, m in pairs if w)
+        return probability(self.W[start:stop], self.H)
 
     @property
     def objective(self) -> float:
@@ -94,6 +128,9 @@ class Fit:
 
     def perplexity(self, Y, mask=None) -> float:
         """Mean negative log-likelihood (nats) of the selected entries of Y under ``probs``.
+
+        Probabilities that are not stored are computed about :data:`BLOCK_ENTRIES`
+        at a time, so scoring adds no M x N array of floats.
 
         Parameters
         ----------
@@ -107,10 +144,17 @@ class Fit:
         float
             See :func:`bernmf.models.perplexity` (not exponentiated).
         """
-        data = as_observed(Y, mask)
-        if data.shape != self.probs.shape:
-            raise ValueError(f"Y has shape {data.shape} but the fit has shape {self.probs.shape}")
-        return perplexity(data.Y, self.probs, data.mask)
+        data = as_observed(Y, mask, warn_empty=False)
+        M, N = self.shape
+        if data.shape != (M, N):
+            raise ValueError(f"Y has shape {data.shape} but the fit has shape {(M, N)}")
+        step = M if self.stored_probs is not None else max(1, BLOCK_ENTRIES // N)
+        rows = (slice(a, a + step) for a in range(0, M, step))
+        blocks = (
+            (data.ones[r].astype(float), self.probs_rows(r.start, r.stop), data.mask[r])
+            for r in rows
+        )
+        return perplexity_of_blocks(blocks)
 
     def save(self, path, *, overwrite: bool = False, metadata=None):
         """Save to a ``.npz`` file; :func:`bernmf.load` reads it back exactly.
@@ -177,7 +221,7 @@ class FitFrames:
 
     def __init__(self, fit: Fit):
         self._fit = fit
-        M, N = fit.probs.shape
+        M, N = fit.shape
         self.rows = fit.row_labels if fit.row_labels is not None else pd.RangeIndex(M)
         self.columns = fit.col_labels if fit.col_labels is not None else pd.RangeIndex(N)
         self.components = pd.Index([f"component_{k}" for k in range(fit.rank)], name="component")

@@ -167,7 +167,7 @@ def _fake_fit(W_draws, H_draws, **changes):
         prior=None,
         W=W_draws.mean(axis=(0, 1)),
         H=H_draws.mean(axis=(0, 1)),
-        probs=np.zeros((m, H_draws.shape[-1])),
+        stored_probs=np.zeros((m, H_draws.shape[-1])),
         trace=np.zeros(1),
         n_iter=S,
         converged=True,

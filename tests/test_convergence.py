@@ -217,7 +217,7 @@ def _fit_with_draws(W, H):
         prior=None,
         W=W.mean(axis=(0, 1)),
         H=H.mean(axis=(0, 1)),
-        probs=np.zeros((W.shape[2], H.shape[-1])),
+        stored_probs=np.zeros((W.shape[2], H.shape[-1])),
         trace=np.zeros(1),
         n_iter=W.shape[1],
         converged=True,

@@ -72,8 +72,8 @@ def test_stacking_gives_a_bad_member_almost_no_weight(members):
     """
     _, W, H = bernmf.simulate(3, M, N, K, TRUTH)
     _, W_other, H_other = bernmf.simulate(99, M, N, K, TRUTH)
-    good = dataclasses.replace(members[0], probs=np.clip(W @ H, 1e-9, 1 - 1e-9))
-    bad = dataclasses.replace(members[1], probs=np.clip(W_other @ H_other, 1e-9, 1 - 1e-9))
+    good = dataclasses.replace(members[0], stored_probs=np.clip(W @ H, 1e-9, 1 - 1e-9))
+    bad = dataclasses.replace(members[1], stored_probs=np.clip(W_other @ H_other, 1e-9, 1 - 1e-9))
     observed, validation = as_observed(Y, TRAIN), as_observed(Y, VALIDATION)
     result = combine_members([bad, good], "stack", observed, validation)
     weights = np.asarray(result.extras["restarts"]["weights"])

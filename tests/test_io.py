@@ -89,7 +89,7 @@ def test_round_trip_of_draws_sample_stats_and_extras(tmp_path):
         prior=None,
         W=rng.dirichlet(np.ones(K), M),
         H=rng.random((K, N)),
-        probs=rng.random((M, N)),
+        stored_probs=rng.random((M, N)),
         trace=np.array([3.0, 2.0, np.nan, np.inf]),
         n_iter=3,
         converged=False,

@@ -130,7 +130,7 @@ def to_fits(data: Observed, rank: int, prior: Prior, seeds, outputs) -> list[Fit
             prior=prior.broadcast(rank),
             W=W[i],
             H=H[i],
-            probs=W[i] @ H[i],
+            stored_probs=W[i] @ H[i],
             trace=traces[i, : n_iter[i] + 1],
             n_iter=int(n_iter[i]),
             converged=bool(converged[i]),

@@ -336,7 +336,7 @@ def run(
         prior=prior,
         W=W_draws.mean(axis=(0, 1)),
         H=H_draws.mean(axis=(0, 1)),
-        probs=probs,
+        stored_probs=probs,
         trace=log_joint[0],
         n_iter=n_sweeps,
         converged=False,

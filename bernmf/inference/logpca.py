@@ -237,7 +237,7 @@ def run(
         prior=None,
         W=scores_matrix,
         H=U.T.copy(),
-        probs=expit(np.asarray(state.theta, float)),
+        stored_probs=expit(np.asarray(state.theta, float)),
         trace=np.asarray(solution.trace[: n_iter + 1], float),
         n_iter=n_iter,
         converged=bool(solution.change < tol),

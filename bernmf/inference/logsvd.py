@@ -279,7 +279,7 @@ def run(
             prior=None,
             W=np.asarray(state.A, float),
             H=np.asarray(state.B, float).T.copy(),
-            probs=expit(np.asarray(state.theta, float)),
+            stored_probs=expit(np.asarray(state.theta, float)),
             trace=np.asarray(solution.trace[: n_iter + 1], float),
             n_iter=n_iter,
             converged=bool(solution.change < tol),

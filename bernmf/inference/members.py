@@ -51,7 +51,7 @@ def split_chains(fit: Fit) -> list[Fit]:
                 fit,
                 W=W_aligned.mean(axis=(0, 1)),
                 H=H_aligned.mean(axis=(0, 1)),
-                probs=mean_probability(W_c, H_c),
+                stored_probs=mean_probability(W_c, H_c),
                 trace=-lp[c],
                 seed=fit.seed + c,
                 timings={k: v / C for k, v in fit.timings.items()},

@@ -300,7 +300,6 @@ class Batch:
             prior=prior,
             W=self.W[index],
             H=self.H[index],
-            probs=self.probs(index),
             trace=self.traces[index, : n_iter + 1],
             n_iter=n_iter,
             converged=bool(self.converged[index]),

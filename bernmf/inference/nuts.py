@@ -285,7 +285,7 @@ dense_mass
         prior=prior,
         W=W_aligned.mean(axis=(0, 1)),
         H=H_aligned.mean(axis=(0, 1)),
-        probs=mean_probability(W_draws, H_draws),
+        stored_probs=mean_probability(W_draws, H_draws),
         trace=-lp.mean(axis=0),
         n_iter=W_draws.shape[1],
         converged=divergences == 0,

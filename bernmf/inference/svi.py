@@ -248,7 +248,7 @@ def run(
         prior=prior,
         W=W_draws.mean(axis=(0, 1)),
         H=H_draws.mean(axis=(0, 1)),
-        probs=mean_probability(W_draws, H_draws),
+        stored_probs=mean_probability(W_draws, H_draws),
         trace=losses,
         n_iter=steps,
         converged=has_converged(losses),

@@ -50,7 +50,7 @@ from bernmf.inference._augmented import Counts
 from bernmf.inference._compile import compiled
 from bernmf.inference._loop import Solution, iterate_until
 from bernmf.inference.registry import Engine, register
-from bernmf.models.spec import Prior, probability
+from bernmf.models.spec import Prior
 from bernmf.results import Fit
 
 VARIANTS = ("cvb0", "meanfield")
@@ -333,7 +333,6 @@ def run(
         prior=prior,
         W=W,
         H=H,
-        probs=probability(W, H),
         trace=trace,
         n_iter=n_iter,
         converged=converged,

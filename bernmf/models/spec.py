@@ -328,18 +328,41 @@ def perplexity(Y, probs, mask=None) -> float:
     ValueError
         If the shapes differ or no entry is selected.
     """
-    Y = np.asarray(Y, dtype=float)
-    probs = np.asarray(probs, dtype=float)
-    if Y.shape != probs.shape:
-        raise ValueError(f"Y has shape {Y.shape} but probs has shape {probs.shape}")
-    selected = ~np.isnan(Y)
-    if mask is not None:
-        mask = np.asarray(mask)
-        if mask.shape != Y.shape:
-            raise ValueError(f"mask has shape {mask.shape} but Y has shape {Y.shape}")
-        selected &= mask.astype(bool)
-    count = int(selected.sum())
+    return perplexity_of_blocks([(Y, probs, mask)])
+
+
+def perplexity_of_blocks(blocks) -> float:
+    """:func:`perplexity` of a matrix given as blocks of rows, one block in memory at a time.
+
+    Parameters
+    ----------
+    blocks : iterable of (Y, probs, mask)
+        Each as :func:`perplexity`'s arguments, for some rows of the matrix.
+
+    Returns
+    -------
+    float
+        The mean over the selected entries of all blocks.
+
+    Raises
+    ------
+    ValueError
+        If a block's shapes differ or no entry is selected.
+    """
+    total, count = 0.0, 0
+    for Y, probs, mask in blocks:
+        Y = np.asarray(Y, dtype=float)
+        probs = np.asarray(probs, dtype=float)
+        if Y.shape != probs.shape:
+            raise ValueError(f"Y has shape {Y.shape} but probs has shape {probs.shape}")
+        selected = ~np.isnan(Y)
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != Y.shape:
+                raise ValueError(f"mask has shape {mask.shape} but Y has shape {Y.shape}")
+            selected &= mask.astype(bool)
+        count += int(selected.sum())
+        total += masked_log_likelihood_terms(Y, selected, probs, 1 - probs).sum()
     if count == 0:
         raise ValueError("perplexity: no entry is selected (mask is empty or all NaN)")
-    terms = masked_log_likelihood_terms(Y, selected, probs, 1 - probs)
-    return float(-terms.sum() / count)
+    return float(-total / count)

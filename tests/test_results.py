@@ -1,0 +1,84 @@
+"""Fit.probs without an M x N array kept: computed from W and H, or the members, on demand."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import bernmf
+from bernmf import results
+from bernmf.models.spec import perplexity, probability
+
+
+@pytest.fixture(scope="module")
+def problem():
+    Y, _, _ = bernmf.simulate(3, 60, 25, 3)
+    mask = np.random.default_rng(3).random(Y.shape) < 0.7
+    return Y, mask
+
+
+def test_a_point_estimate_keeps_no_probs_and_computes_them_from_W_and_H(problem):
+    Y, mask = problem
+    fit = bernmf.fit(Y, "mm", 3, mask=mask, max_iter=30)
+    assert fit.stored_probs is None
+    np.testing.assert_array_equal(fit.probs, probability(fit.W, fit.H))
+    np.testing.assert_array_equal(fit.probs_rows(7, 19), fit.probs[7:19])
+    assert fit.shape == Y.shape == fit.probs.shape
+    assert fit.perplexity(Y, ~mask) == perplexity(Y, fit.probs, ~mask)
+
+
+def test_an_ensemble_mixes_its_members_on_demand(problem):
+    Y, mask = problem
+    with pytest.warns(UserWarning, match="distinct modes"):
+        fit = bernmf.fit(Y, "mm", 3, mask=mask, restarts=3, combine="mean", max_iter=30)
+    assert fit.stored_probs is None and all(m.stored_probs is None for m in fit.members)
+    expected = sum(m.probs for m in fit.members) / 3
+    np.testing.assert_allclose(fit.probs, expected, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(fit.probs_rows(50, 60), expected[50:], rtol=1e-15, atol=0)
+
+
+def test_perplexity_by_blocks_of_rows_equals_the_whole(problem, monkeypatch):
+    Y, mask = problem
+    fit = bernmf.fit(Y, "mm", 3, mask=mask, max_iter=30)
+    whole = perplexity(Y, fit.probs, ~mask)
+    monkeypatch.setattr(results, "BLOCK_ENTRIES", 7 * Y.shape[1])  # 9 blocks, the last short
+    assert fit.perplexity(Y, ~mask) == pytest.approx(whole, rel=1e-14)
+    with pytest.raises(ValueError, match="no entry of Y is observed"):
+        fit.perplexity(Y, np.zeros(Y.shape, bool))
+
+
+def test_perplexity_of_a_large_fit_makes_no_m_by_n_array_of_floats(monkeypatch):
+    M, N, K = 3000, 1000, 4  # 3e6 entries: 24 MB per float64 array
+    monkeypatch.setattr(results, "BLOCK_ENTRIES", 2**18)  # blocks of 262 rows
+    rng = np.random.default_rng(0)
+    W = rng.dirichlet(np.ones(K), size=M)
+    H = rng.random((K, N))
+    Y = rng.random((M, N)) < W @ H
+    fit = bernmf.Fit("mm", K, None, W, H, np.zeros(1), 0, True, {}, 0)
+    tracemalloc.start()
+    try:
+        value = fit.perplexity(Y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert value == pytest.approx(perplexity(Y.astype(float), probability(W, H)), rel=1e-13)
+    assert peak < M * N * 8  # bool copies of Y (3 x 3 MB) and one block of floats (5 x 2 MB)
+
+
+def test_stored_probs_are_kept_and_saved(problem, tmp_path):
+    Y, mask = problem
+    fit = bernmf.fit(Y, "vb", 3, mask=mask, max_iter=20)
+    assert fit.stored_probs is None  # vb's predictive is the product of its means
+    logistic = bernmf.fit(Y, "logsvd", 2, mask=mask, max_iter=20)
+    assert logistic.stored_probs is not None
+    loaded = bernmf.load(logistic.save(tmp_path / "logsvd.npz"))
+    np.testing.assert_array_equal(loaded.probs, logistic.probs)
+    mm = bernmf.fit(Y, "mm", 3, mask=mask, restarts=2, combine="mean", max_iter=20)
+    path = mm.save(tmp_path / "mm.npz")
+    with np.load(path) as archive:
+        assert not any("probs" in name for name in archive.files)  # nothing to store
+    again = bernmf.load(path)
+    assert again.stored_probs is None
+    np.testing.assert_array_equal(again.probs, mm.probs)
