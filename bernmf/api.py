@@ -92,8 +92,8 @@ def fit(
         True: Y (and mask, init's W) are this process's block of rows, and the fit
         runs across every process started with ``jax.distributed.initialize`` (the
         blocks in process index order), for ``mm`` and ``em`` (see
-        :func:`bernmf.distributed.fit`); ``W`` and ``probs`` are then this process's
-        rows only. ``restarts``, ``combine`` and ``validation`` are not supported yet.
+        :func:`bernmf.distributed.fit`); ``W``, ``probs`` and ``validation`` are then
+        this process's rows only.
     **options
         Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
         ``tol`` (default 1e-5; stop when the relative change of the objective
@@ -131,17 +131,25 @@ def fit(
     """
     check_flag("distributed", distributed)
     if distributed:
-        if restarts != 1 or combine != "best" or validation is not None:
-            raise ValueError(
-                "restarts, combine and validation are not supported with distributed=True yet"
-            )
         from bernmf.distributed import fit as fit_distributed
 
         return fit_distributed(
-            Y, engine, rank, mask=mask, prior=prior, seed=seed, init=init, **options
+            Y,
+            engine,
+            rank,
+            mask=mask,
+            prior=prior,
+            seed=seed,
+            init=init,
+            restarts=restarts,
+            combine=combine,
+            validation=validation,
+            **options,
         )
     given = dict(options)
-    restarts = check_combine(get_engine(engine), restarts, combine, validation is not None)
+    restarts = check_combine(
+        get_engine(engine), restarts, combine, validation is not None, init is not None
+    )
     data = as_observed(Y, mask)
     chosen, rank, prior, options = check_arguments(
         engine, rank, prior, seed, options, data.shape, restarts=restarts
@@ -150,8 +158,6 @@ def fit(
     if restarts == 1 and held_out is None and combine == "best":
         result = chosen.run(data, rank, prior, int(seed), init, **options)
     else:
-        if init is not None:
-            raise ValueError("restarts > 1 needs random initializations: do not give init")
         if "num_chains" in given and given["num_chains"] != restarts and restarts > 1:
             raise ValueError(
                 f"restarts={restarts} runs {restarts} chains of engine {engine!r}: leave "
@@ -252,14 +258,15 @@ def check_arguments(
     prior: Prior | None,
     seed,
     options: dict,
-    shape: tuple[int, int],
+    shape: tuple[int, int] | None,
     *,
     restarts: int = 1,
 ) -> tuple[Engine, int, Prior | None, dict]:
     """Check the arguments of :func:`fit` other than the data, without fitting anything.
 
     :func:`bernmf.compare` calls it for every fit before the first one starts. ``shape``
-    is the data's (M, N), which bounds the rank (before the prior is broadcast to it);
+    is the data's (M, N), which bounds the rank (before the prior is broadcast to it;
+    None: the caller checks it, e.g. against the rows of all processes);
     ``restarts`` members use seeds up to ``seed + restarts - 1``, which are bounded too.
 
     Returns
@@ -277,6 +284,7 @@ def check_arguments(
     chosen = get_engine(engine)
     options = chosen.with_defaults(options)
     rank = check_rank(rank)
-    check_rank_fits(rank, shape)
+    if shape is not None:
+        check_rank_fits(rank, shape)
     check_seed(seed, max(restarts, options[chosen.seed_count] if chosen.seed_count else 1))
     return chosen, rank, chosen.prior_for(prior, rank), options

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from bernmf.api import check_arguments, data_record, run_record
+from bernmf.api import check_arguments, data_record, held_out_entries, run_record
 from bernmf.data import as_observed
-from bernmf.inference import distributed
+from bernmf.ensemble import check_combine, combine_members
+from bernmf.inference import distributed, get_engine
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
 
@@ -34,46 +35,68 @@ def fit(
     prior=None,
     seed: int = 0,
     init=None,
+    restarts: int = 1,
+    combine: str = "best",
+    validation=None,
     **options,
 ) -> Fit:
     """Fit this process's rows ``Y`` (M_p, N) jointly with the other processes' rows.
 
-    The arguments are those of :func:`bernmf.fit` (``mask`` and ``init``'s W of this
-    process's rows). Every process must call it with the same N, rank, prior, seed,
-    engine and options: they are compared across processes before anything is
-    compiled. The rank is checked against this process's (M_p, N).
+    The arguments are those of :func:`bernmf.fit` (``mask``, ``validation`` and
+    ``init``'s W of this process's rows). Every process must call it with the same
+    N, rank, prior, seed, engine, restarts, combine and options: they are compared
+    across processes before anything is compiled. The rank is checked against all
+    processes' rows.
+
+    With ``restarts`` R, the members run one after the other (one compiled program),
+    and are combined as :func:`bernmf.ensemble.combine_members` does, on the
+    objectives and validation entries of all processes: every process gets the same
+    weights and modes. ``"stack"`` gathers the validation entries' log densities,
+    (entries of all processes, R) floats, in every process.
 
     Returns
     -------
     Fit
-        ``W`` (M_p, K) and ``probs`` (M_p, N) of this process's rows; H, the trace,
-        ``n_iter`` and ``converged`` the same in every process. ``extras["run"]["data"]``
-        describes this process's rows.
+        ``W`` (M_p, K) and ``probs`` (M_p, N, computed on demand) of this process's
+        rows; H, the trace, ``n_iter``, ``converged`` and the ensemble's weights
+        the same in every process. ``extras["run"]["data"]`` describes this
+        process's rows.
 
     Raises
     ------
     TypeError, ValueError
         In every process, when any process's arguments are invalid or differ.
     """
-    failure, data, chosen, prior_array, checked = None, None, None, None, {}
+    failure, data, chosen, prior_array, checked, held_out = None, None, None, None, {}, None
+    seeds = []
     try:
         if engine not in ENGINES:
             raise ValueError(f"distributed=True fits engines {ENGINES}, got {engine!r}")
+        given = validation is not None
+        restarts = check_combine(get_engine(engine), restarts, combine, given, init is not None)
         data = as_observed(Y, mask)
         chosen, rank, prior_array, checked = check_arguments(
-            engine, rank, prior, seed, options, data.shape
+            engine, rank, prior, seed, options, None, restarts=restarts
         )
         chosen.check_options(checked)
+        held_out = None if validation is None else held_out_entries(Y, data, validation)
+        seeds = list(range(int(seed), int(seed) + restarts))
     except (TypeError, ValueError) as error:
         failure = error
     flat = chosen is not None and chosen.name == "em"  # em is mm at the flat prior
     run_prior = Prior().broadcast(rank) if flat else prior_array
-    key = (engine, sorted(checked.items()))
-    result = distributed.run(data, rank, run_prior, seed, init, checked, failure=failure, key=key)
+    key = (engine, sorted(checked.items()), combine, validation is not None)
+    members = distributed.run(data, rank, run_prior, seeds, init, checked, failure=failure, key=key)
     if flat:
-        result = dataclasses.replace(result, engine="em", prior=None)
-    record = run_record(chosen, rank, prior_array, int(seed), init, 1, "best", checked)
-    record["data"] = data_record(data, None)
+        members = [dataclasses.replace(m, engine="em", prior=None) for m in members]
+    if len(members) == 1 and combine == "best" and held_out is None:
+        result = members[0]
+    else:
+        result = combine_members(
+            members, combine, data, held_out, gather=distributed.gather_rows, stacklevel=4
+        )
+    record = run_record(chosen, rank, prior_array, int(seed), init, restarts, combine, checked)
+    record["data"] = data_record(data, held_out)
     extras = {**result.extras, "run": record}
     return dataclasses.replace(
         result,

@@ -35,14 +35,18 @@ MAX_RESTARTS = 10_000
 """Largest ``restarts``: members each keep their factors, trace and probabilities."""
 
 
-def check_combine(engine: Engine, restarts, combine, validation_given: bool) -> int:
+def check_combine(
+    engine: Engine, restarts, combine, validation_given: bool, init_given: bool = False
+) -> int:
     """Check ``restarts`` and ``combine`` before anything runs; return R.
 
     Raises
     ------
     ValueError
-        R not an integer in [1, :data:`MAX_RESTARTS`], an unknown ``combine``, or
-        ``"stack"`` without validation entries for an engine without posterior draws.
+        R not an integer in [1, :data:`MAX_RESTARTS`], an unknown ``combine``,
+        ``"stack"`` without validation entries for an engine without posterior draws,
+        or an ensemble (R > 1, validation entries or ``combine`` other than
+        ``"best"``) with initial factors: its members start from their seeds.
     """
     bad = isinstance(restarts, bool) or not isinstance(restarts, int | np.integer)
     if bad or not 1 <= restarts <= MAX_RESTARTS:
@@ -54,6 +58,11 @@ def check_combine(engine: Engine, restarts, combine, validation_given: bool) -> 
             f"combine='stack' weights the members of engine {engine.name!r} by their log "
             "predictive density on held-out entries: give validation= (a bool mask of "
             "observed entries outside the training mask)"
+        )
+    if init_given and (restarts > 1 or combine != "best" or validation_given):
+        raise ValueError(
+            "an ensemble (restarts, combine or validation) starts its members from random "
+            "initializations: do not give init"
         )
     return int(restarts)
 
@@ -104,6 +113,8 @@ def combine_members(
     validation: Observed | None = None,
     *,
     maximizes: bool = False,
+    gather=None,
+    stacklevel: int = 3,
 ) -> Fit:
     """One :class:`Fit` of the members, their predictive probabilities mixed by ``combine``.
 
@@ -120,6 +131,13 @@ def combine_members(
         member and the mixture.
     maximizes : bool
         Whether a higher final trace is a better member (:attr:`Engine.maximizes`).
+    gather : callable, optional
+        For members that hold some rows of the data only (a fit across processes,
+        :mod:`bernmf.distributed`): maps an array of this part's scored entries,
+        (n, R), to that of all parts, (n_all, R), in the same order in every part,
+        so that the weights, modes and validation scores are those of all rows.
+    stacklevel : int, default 3
+        Of the warning on distinct modes: 3 points at the caller of the caller.
 
     Returns
     -------
@@ -139,13 +157,16 @@ def combine_members(
     scores = _scores(members, maximizes)
     best = int(np.argmin(scores))
     lpd = None
+    gather = gather or (lambda part: part)
     if validation is not None:  # one member's probabilities at a time
         Y = validation.Y
         lpd = np.hstack([bernoulli_lpd(Y, validation.mask, m.probs[None]) for m in members])
+        lpd = gather(lpd)
     draws = _pooled(members, "draws")
     weights = _weights(combine, best, len(members), lpd, observed, draws)
     H = np.stack([m.H for m in members])
-    modes = count_modes(H, scores, int(observed.mask.sum()))
+    entries = int(gather(np.array([[observed.mask.sum()]])).sum())
+    modes = count_modes(H, scores, entries)
     if modes.disagree:
         warnings.warn(
             f"the {len(members)} members reached {modes.count} distinct modes, "
@@ -153,7 +174,7 @@ def combine_members(
             "depends on its seed, and "
             "combine='mean' or 'stack' averages over the modes",
             UserWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
     record = {
         "seeds": [m.seed for m in members],

@@ -4,8 +4,9 @@ Every process is started with the same command; it finds the coordinator, the
 process count and its index in its arguments or environment (:func:`coordinates`),
 joins the others (``jax.distributed.initialize``), reads only its block of rows
 (:func:`bernmf.readers.rows_of`, :func:`bernmf.readers.read_rows`), and writes its
-rows of W to ``OUT/W.part-<index>.csv``; process 0 also writes ``H.csv``,
-``trace.csv`` and ``summary.json``.
+rows of W to ``OUT/W.part-<index>.csv`` and its fit (its rows, the shared H) to
+``OUT/fit.part-<index>.npz``; process 0 also writes ``H.csv``, ``trace.csv``,
+``summary.json`` and, for an ensemble, ``members.csv``.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bernmf._output import write_json
 from bernmf.api import fit
-from bernmf.cli import parse_options
+from bernmf.cli import members_table, parse_options
+from bernmf.data import as_observed
 from bernmf.models import Prior
 from bernmf.readers import count_rows, read_rows, rows_of
 
@@ -62,8 +65,6 @@ def fit_part(args) -> dict:
     prior = None
     if any(v is not None for v in given):
         prior = Prior(*(1.0 if v is None else v for v in given))
-    if args.restarts != 1 or args.validation is not None:
-        raise ValueError("--distributed does not take --restarts or --validation yet")
 
     coordinator, count, index = coordinates(args.coordinator, args.num_processes, args.process_id)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes only
@@ -71,15 +72,17 @@ def fit_part(args) -> dict:
     start, stop = rows_of(index, count, count_rows(args.data))
     Y = read_rows(args.data, start, stop)
     mask = None if args.mask is None else read_rows(args.mask, start, stop)
+    validation = None if args.validation is None else read_rows(args.validation, start, stop)
     result = fit(
         Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed, distributed=True,
-        **options,
+        restarts=args.restarts, combine=args.combine, validation=validation, **options,
     )  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     W = result.frames.W
     W.index = range(start, stop) if result.row_labels is None else W.index
     W.to_csv(out / f"W.part-{index:05d}.csv")
+    result.save(out / f"fit.part-{index:05d}.npz", overwrite=args.force)
     summary = {
         "engine": result.engine,
         "rank": result.rank,
@@ -92,9 +95,24 @@ def fit_part(args) -> dict:
         "timings": dict(result.timings),
         "run": result.extras["run"],
     }
+    if validation is not None:
+        summary["validation_perplexity"] = _perplexity_of_all_rows(result, Y, validation)
+    members = members_table(result)
     if index == 0:
+        if members is not None:
+            members.to_csv(out / "members.csv", index=False)
         result.frames.H.to_csv(out / "H.csv")
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
         trace.to_csv(out / "trace.csv", index=False)
         write_json(out / "summary.json", summary)
     return summary
+
+
+def _perplexity_of_all_rows(result, Y, validation) -> float:
+    """The perplexity of ``result`` on the validation entries of every process's rows."""
+    from bernmf.inference.distributed import gather_rows
+
+    count = int(as_observed(Y, validation, warn_empty=False).mask.sum())
+    part = np.array([[result.perplexity(Y, validation) * count, count]])
+    total, entries = gather_rows(part).sum(axis=0)
+    return float(total / entries)

@@ -33,9 +33,10 @@ WORKER = textwrap.dedent(
     )
     import numpy as np
     import bernmf
-    from tests.test_distributed import cases, problem
+    from tests.test_distributed import ENSEMBLE, cases, problem
 
     Y, O, bounds = problem(count)
+    V = ~O
     first, stop = bounds[index], bounds[index + 1]
     warnings.simplefilter("ignore", UserWarning)  # the empty row
     for name, (engine, options) in cases(count).items():
@@ -43,6 +44,18 @@ WORKER = textwrap.dedent(
         assert fit.probs.shape == (stop - first, Y.shape[1])
         assert fit.extras["processes"] == count and fit.extras["first_row"] == first
         np.savez(f"{out}/{name}-{index}.npz", W=fit.W, H=fit.H, trace=fit.trace)
+    fit = bernmf.fit(Y[first:stop], "mm", 3, mask=O[first:stop], validation=V[first:stop],
+                     distributed=True, **ENSEMBLE)
+    record = fit.extras["restarts"]
+    np.savez(f"{out}/ensemble-{index}.npz", W=fit.W, H=fit.H, probs=fit.probs,
+             weights=record["weights"], scores=record["validation_perplexity"])
+    fit.save(f"{out}/fit-{index}.npz")
+    wide = bernmf.fit(Y[first:stop], "mm", 25, distributed=True, max_iter=2)  # 25 > this block
+    assert wide.H.shape == (25, Y.shape[1])
+    try:
+        bernmf.fit(Y[first:stop], "mm", 54, distributed=True, max_iter=2)
+    except ValueError as error:
+        print("rank:", error)
     bad = Y[first:stop] * (2 if index == 1 else 1)  # invalid in one process only
     try:  # every process raises, none hangs
         bernmf.fit(bad, "mm", 3, distributed=True, max_iter=3)
@@ -59,6 +72,7 @@ CASES = {
     "em-blocked": ("em", {"tol": 1e-6, "accelerate": False, "block_rows": 4, "max_iter": 200}),
 }
 TOLERANCE = {"plain": 1e-10, "accelerated": 1e-8, "em-blocked": 1e-10}
+ENSEMBLE = {"prior": PRIOR, "restarts": 3, "combine": "stack", "max_iter": 12, "tol": 0}
 
 
 def cases(count: int) -> dict:
@@ -131,6 +145,7 @@ def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_pa
         assert stdout.strip().endswith("OK")
         assert "bad block:" in stdout  # the invalid block failed in every process
     assert "processes [1] failed their checks" in outputs[0]
+    assert all("rank: rank must be <= max(M, N) = 53" in stdout for stdout in outputs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         for name, (engine, options) in cases(count).items():
@@ -142,6 +157,20 @@ def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_pa
                 np.testing.assert_allclose(part["trace"], one.trace, rtol=tolerance)
             W = np.concatenate([part["W"] for part in parts])
             np.testing.assert_allclose(W, one.W, rtol=0, atol=tolerance)
+        one = bernmf.fit(Y, "mm", 3, mask=O, validation=~O, **ENSEMBLE)
+    parts = [np.load(tmp_path / f"ensemble-{i}.npz") for i in range(count)]
+    record = one.extras["restarts"]
+    for part in parts:  # weights and scores of all rows' validation entries, in every process
+        np.testing.assert_allclose(part["H"], one.H, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(part["scores"], record["validation_perplexity"], rtol=1e-8)
+        np.testing.assert_allclose(part["weights"], record["weights"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.concatenate([p["W"] for p in parts]), one.W, rtol=0, atol=1e-8)
+    probs = np.concatenate([p["probs"] for p in parts])
+    np.testing.assert_allclose(probs, one.probs, rtol=0, atol=1e-5)
+    for i, part in enumerate(parts):  # each process saved its rows and the shared H
+        saved = bernmf.load(tmp_path / f"fit-{i}.npz")
+        np.testing.assert_array_equal(saved.W, part["W"])
+        np.testing.assert_array_equal(saved.probs, part["probs"])
 
 
 def test_rows_of_gives_balanced_blocks_in_process_order():
@@ -183,6 +212,7 @@ def test_cli_processes_write_their_rows_of_w_and_process_0_h(tmp_path):
 
     def command(port, i):
         options = ["--rank", "3", "--max-iter", "15", "--tol", "0", "--out", str(out)]
+        options += ["--restarts", "2", "--combine", "mean"]
         return ["-m", "bernmf", "fit", str(tmp_path / "Y.npz"), *options, "--distributed"]
 
     with pytest.MonkeyPatch.context() as patch:  # the count from the environment, as SLURM's
@@ -191,13 +221,19 @@ def test_cli_processes_write_their_rows_of_w_and_process_0_h(tmp_path):
                "--process-id", str(i)])  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        one = bernmf.fit(Y, "mm", 3, mask=O, max_iter=15, tol=0)
+        one = bernmf.fit(Y, "mm", 3, mask=O, max_iter=15, tol=0, restarts=2, combine="mean")
     parts = [pd.read_csv(out / f"W.part-{i:05d}.csv", index_col=0) for i in range(2)]
     W = pd.concat(parts)
     assert list(W.index) == list(range(53))  # global row numbers; blocks of 27 and 26
     np.testing.assert_allclose(W.to_numpy(), one.W, rtol=0, atol=1e-8)
     H = pd.read_csv(out / "H.csv", index_col=0).to_numpy()
     np.testing.assert_allclose(H, one.H, rtol=0, atol=1e-8)
+    members = pd.read_csv(out / "members.csv")
+    np.testing.assert_allclose(members["weight"], [0.5, 0.5])
+    np.testing.assert_allclose(members["objective"], one.extras["restarts"]["objectives"])
+    saved = [bernmf.load(out / f"fit.part-{i:05d}.npz") for i in range(2)]
+    probs = np.concatenate([fit.probs for fit in saved])
+    np.testing.assert_allclose(probs, one.probs, rtol=0, atol=1e-8)
 
 
 def test_coordinates_come_from_arguments_or_the_environment():
@@ -224,12 +260,20 @@ def test_one_process_distributed_fit_is_the_plain_fit():
     np.testing.assert_allclose(ours.W, one.W, rtol=0, atol=1e-10)
     np.testing.assert_allclose(ours.H, one.H, rtol=0, atol=1e-10)
     assert ours.probs.shape == Y.shape
+    options |= {"restarts": 2, "combine": "mean"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        one = bernmf.fit(Y, "mm", 3, **options)
+        ours = bernmf.fit(Y, "mm", 3, distributed=True, **options)
+    np.testing.assert_allclose(ours.probs, one.probs, rtol=0, atol=1e-10)
+    assert ours.extras["restarts"]["modes"] == one.extras["restarts"]["modes"]
 
 
 @pytest.mark.parametrize(
     ("engine", "options", "message"),
     [
-        ("mm", {"restarts": 2}, "not supported with distributed=True"),
+        ("mm", {"combine": "stack"}, "give validation="),
+        ("mm", {"restarts": 2, "init": (np.ones((53, 3)) / 3, np.full((3, 13), 0.5))}, "init"),
         ("nuts", {}, "distributed=True fits engines"),
         ("mm", {"devices": []}, "devices is empty"),
         ("mm", {"layout": "sparse"}, "leave out devices and layout='sparse'"),

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from bernmf.data import DTYPES, Observed, check_init
+from bernmf.data import DTYPES, Observed, check_init, check_rank_fits
 from bernmf.inference import layout as layouts
 from bernmf.inference import mm
 from bernmf.inference._compile import compiled
@@ -103,26 +103,42 @@ def _solve_global(init, prior, data, tol, *, max_iter, accelerate, devices):
     )
 
 
+def gather_rows(part: np.ndarray) -> np.ndarray:
+    """Every process's ``part`` (n_p, ...), concatenated in process order: (sum n_p, ...).
+
+    The parts may differ in their first dimension only; each process gets the whole.
+    """
+    part = np.asarray(part)
+    counts = agree(None, [part.shape[0]])[:, 0]
+    padded = np.zeros((int(counts.max()), *part.shape[1:]), part.dtype)
+    padded[: part.shape[0]] = part
+    with jax.enable_x64(True):
+        table = np.asarray(multihost_utils.process_allgather(padded))
+    return np.concatenate([rows[:count] for rows, count in zip(table, counts, strict=True)])
+
+
 def run(
     data: Observed,
     rank: int,
     prior: Prior,
-    seed: int,
+    seeds,
     init,
     options: dict,
     *,
     failure: Exception | None = None,
     key=(),
-) -> Fit:
+) -> list[Fit]:
     """MM on this process's rows, the sums over rows taken across all processes.
 
     Parameters
     ----------
     data : Observed
         This process's rows, (M_p, N); N the same in every process.
-    rank, prior, seed, init
+    rank, prior, init
         As :func:`bernmf.inference.mm.run`; ``init`` is this process's rows of W,
         (M_p, K), and H, (K, N), the same H in every process.
+    seeds : sequence of int
+        One fit from each (one program, run once per seed); with ``init``, one seed.
     options : dict
         Every option of :func:`bernmf.inference.mm.run` (checked; empty with a
         ``failure``); ``layout`` dense (``"auto"`` or ``"dense"``) and ``devices``
@@ -135,10 +151,17 @@ def run(
 
     Returns
     -------
-    Fit
-        W and ``probs`` of this process's rows, (M_p, K) and (M_p, N); H, the trace,
-        ``n_iter`` and ``converged`` global (the same in every process).
-        ``extras`` adds ``processes`` and ``first_row`` (this block's first global row).
+    list of Fit
+        One per seed: W and ``probs`` of this process's rows, (M_p, K) and (M_p,
+        N); H, the trace, ``n_iter`` and ``converged`` global (the same in every
+        process). ``extras`` adds ``processes`` and ``first_row`` (this block's
+        first global row).
+
+    Raises
+    ------
+    ValueError
+        In every process: a process's ``failure``, arguments that differ between
+        processes, or a rank above max(M, N) of all rows.
     """
     if failure is None and (options["devices"] is not None or options["layout"] == "sparse"):
         failure = ValueError(
@@ -157,11 +180,12 @@ def run(
     if failure is None:
         origin = "random" if given is None else digest(given[1].tobytes())
         agreed = [N, rank, len(local_devices), layouts.cpu_cores(), M]
-        agreed += digest(key, seed, origin, [np.asarray(v).tolist() for v in prior])
+        agreed += digest(key, list(seeds), origin, [np.asarray(v).tolist() for v in prior])
     table = agree(failure, agreed)
     check_same(table[:, :3], ["N (columns)", "rank", "local device count"])
-    check_same(table[:, 5:], ["engine, options, prior, seed and init H"])
+    check_same(table[:, 5:], ["engine, options, prior, seeds and init H"])
     sizes = table[:, 4]
+    check_rank_fits(rank, (int(sizes.sum()), N))  # the same decision in every process
     dtype, max_iter, tol = options["dtype"], options["max_iter"], options["tol"]
     accelerate = options["accelerate"]
     itemsize = np.dtype(DTYPES[dtype]).itemsize
@@ -183,26 +207,31 @@ def run(
             block_rows=block,
             axis_name=layouts.ROWS,
         )
-        if given is None:
-            start = _random_start(seed, int(sizes.sum()), N, rank, float_type, first, M)
-        else:
-            start = Factors(*(a.astype(float_type) for a in given))
-        W = np.asarray(mm._padded(start, per_process).W)
-        init_global = Factors(_global(W, rows, total_rows), layouts.place(start.H, replicated))
         prior_arrays = Prior(*(layouts.place(np.asarray(v, float_type), replicated) for v in prior))
         tol_array = layouts.place(np.asarray(tol, float_type), replicated)
-        args = (init_global, prior_arrays, problem, tol_array)
         static = {"max_iter": int(max_iter), "accelerate": bool(accelerate), "devices": devices}
-        program, compile_seconds = compiled(("distributed", block), _solve_global, *args, **static)
-        begin = time.perf_counter()
-        solution = jax.block_until_ready(program(*args))
-        run_seconds = time.perf_counter() - begin
-    local = Solution(
-        Factors(_local_rows(solution.state.W)[:M], _local(solution.state.H)),
-        *(_local(x) for x in solution[1:]),
-    )
-    stacked = jax.tree.map(lambda x: np.asarray(x)[None], local)
-    extras = {"layout": "dense", "block_rows": block, "devices": len(devices)}
-    extras |= {"processes": len(sizes), "first_row": first}
-    batch = mm.Batch.of(stacked, M, tol, accelerate, compile_seconds, run_seconds, extras)
-    return batch.fit(0, prior, seed)
+        extras = {"layout": "dense", "block_rows": block, "devices": len(devices)}
+        extras |= {"processes": len(sizes), "first_row": first}
+        fits = []
+        for seed in seeds:
+            if given is None:
+                start = _random_start(seed, int(sizes.sum()), N, rank, float_type, first, M)
+            else:
+                start = Factors(*(a.astype(float_type) for a in given))
+            W = np.asarray(mm._padded(start, per_process).W)
+            init_global = Factors(_global(W, rows, total_rows), layouts.place(start.H, replicated))
+            args = (init_global, prior_arrays, problem, tol_array)
+            program, compile_seconds = compiled(
+                ("distributed", block), _solve_global, *args, **static
+            )
+            begin = time.perf_counter()
+            solution = jax.block_until_ready(program(*args))
+            run_seconds = time.perf_counter() - begin
+            local = Solution(
+                Factors(_local_rows(solution.state.W)[:M], _local(solution.state.H)),
+                *(_local(x) for x in solution[1:]),
+            )
+            stacked = jax.tree.map(lambda x: np.asarray(x)[None], local)
+            batch = mm.Batch.of(stacked, M, tol, accelerate, compile_seconds, run_seconds, extras)
+            fits.append(batch.fit(0, prior, int(seed)))
+    return fits
