@@ -476,7 +476,7 @@ EXAMPLES = {
   bernmf fit data.csv --rank 4 --option dtype=float32 --json --out results/f32
 
 DATA: .csv (first column row names, header column names, empty cell = missing),
-.parquet, or .npz (array 'Y'). --mask: same formats, 1 = use the entry.
+.parquet (needs pyarrow), or .npz (array 'Y'). --mask: same formats, 1 = use the entry.
 Writes W.csv, H.csv, top_columns.csv (the 10 columns of largest H per component),
 trace.csv, summary.json, fit.npz (bernmf.load), factors.png, trace.png.""",
     "compare": """examples:

@@ -30,7 +30,8 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
     path : str or Path
         CSV (with or without a header line and a column of row names, empty cells
         missing; see :func:`bernmf.datasets.read_csv` for how the layout is told),
-        Parquet (``.parquet``, ``.pq``) or ``.npz`` (the array ``Y``, or its only array).
+        Parquet (``.parquet``, ``.pq``; read with pyarrow, the index pandas wrote kept)
+        or ``.npz`` (the array ``Y``, or its only array).
     values : tuple of int, default (0, 1)
         The values a CSV cell may hold (other formats are checked by their user).
 
@@ -42,6 +43,8 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
     ------
     FileNotFoundError, ValueError
         For a missing file, another suffix, or an ``.npz`` without a single or ``Y`` array.
+    ImportError
+        For a Parquet file without pyarrow installed.
     """
     path = Path(path)
     if not path.is_file():
@@ -50,7 +53,7 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
     if suffix == ".csv":
         return datasets.read_csv(path, values)
     if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
+        return _parquet_rows(path, 0, None)
     if suffix == ".npz":
         with np.load(path, allow_pickle=False) as arrays:
             names = list(arrays.keys())
@@ -127,7 +130,7 @@ def count_rows(path) -> int:
     """The rows M of a :func:`read_rows` file, read from its header where it has one.
 
     ``.npy`` and ``.npz`` (dense or scipy.sparse) from their headers; CSV by counting
-    its lines; Parquet by reading the table.
+    its lines; Parquet from its metadata.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -144,6 +147,9 @@ def count_rows(path) -> int:
     if suffix == ".csv":
         with open(path, encoding="utf-8") as lines:
             return sum(1 for _ in lines) - len(_csv_header(path))
+    if suffix in (".parquet", ".pq"):
+        with _parquet_file(path) as file:
+            return file.metadata.num_rows
     return len(read_rows(path, 0, np.iinfo(np.int64).max))
 
 
@@ -204,6 +210,76 @@ def _csv_rows(path: Path, start: int, stop: int) -> pd.DataFrame:
     return datasets.read_csv(io.StringIO("".join(header + kept)))
 
 
+def _parquet_file(path: Path):
+    """``pyarrow.parquet.ParquetFile(path)``; an ImportError naming the install without pyarrow."""
+    try:
+        import pyarrow.parquet as pq
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("pyarrow"):
+            raise
+        raise ImportError(
+            f"reading Parquet ({path}) needs pyarrow: pip install pyarrow (or 'bernmf[parquet]')"
+        ) from error
+    return pq.ParquetFile(path)
+
+
+def _parquet_rows(path: Path, start: int, stop: int | None) -> pd.DataFrame:
+    """Rows ``start:stop`` (``None``: to the end) of a Parquet table, from the groups they overlap.
+
+    The frame is the whole table's (pyarrow's ``to_pandas``, which restores the index
+    and dtypes pandas wrote in the file's metadata) cut with ``iloc[start:stop]``,
+    whichever rows are read: a RangeIndex, which pandas stores only in the metadata,
+    gives the global labels, and a column of a file without pandas metadata that
+    converts differently with nulls (integers to float, booleans to object) gets the
+    dtype of the whole column. A DataFrame of shape (stop - start, N).
+    """
+    with _parquet_file(path) as file:
+        metadata = file.metadata
+        sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+        bounds = np.cumsum([0, *sizes])
+        M = int(bounds[-1])
+        stop = M if stop is None else min(stop, M)
+        start = min(start, stop)
+        groups = [i for i in range(len(sizes)) if max(bounds[i], start) < min(bounds[i + 1], stop)]
+        table = file.read_row_groups(groups)
+        table = table.slice(start - (bounds[groups[0]] if groups else 0), stop - start)
+        frame = table.to_pandas()
+        pandas_metadata = file.schema_arrow.pandas_metadata
+        if pandas_metadata is None:
+            for name, dtype in _parquet_null_dtypes(file, table).items():
+                frame[name] = frame[name].astype(dtype)
+    index = (pandas_metadata or {}).get("index_columns", [])
+    if not any(isinstance(column, str) for column in index):  # the labels are no column
+        stored = [pd.RangeIndex(c["start"], c["stop"], c["step"], name=c["name"]) for c in index]
+        labels = stored[0] if stored and len(stored[0]) == M else pd.RangeIndex(M)  # as to_pandas
+        frame.index = labels[start:stop]
+    return frame
+
+
+def _parquet_null_dtypes(file, table) -> dict:
+    """The dtypes of the integer and boolean columns with nulls in the file but not in ``table``.
+
+    Their nulls are counted from the row groups' statistics (the column is read where
+    a row group has none).
+    """
+    import pyarrow as pa
+
+    metadata, dtypes = file.metadata, {}
+    for field in table.schema:
+        kind = pa.types.is_integer(field.type) or pa.types.is_boolean(field.type)
+        if not kind or table.column(field.name).null_count:
+            continue
+        j = metadata.schema.names.index(field.name)
+        stats = [metadata.row_group(i).column(j).statistics for i in range(metadata.num_row_groups)]
+        if all(s is not None and s.has_null_count for s in stats):
+            nulls = sum(s.null_count for s in stats)
+        else:
+            nulls = file.read(columns=[field.name]).column(0).null_count
+        if nulls:
+            dtypes[field.name] = pa.nulls(1, field.type).to_pandas().dtype
+    return dtypes
+
+
 def read_rows(path, start: int, stop: int):
     """Rows ``start:stop`` of a :func:`read_matrix` file, without reading the others.
 
@@ -216,7 +292,8 @@ def read_rows(path, start: int, stop: int):
         ``.npy`` (memory-mapped), ``.npz`` (``Y`` or its only array: only the rows'
         bytes are read; or a ``scipy.sparse.save_npz`` matrix: a CSR one by its row
         pointers, the other layouts by loading the whole matrix), CSV (the lines
-        are skipped, the header kept) or Parquet (the whole table is read, then cut).
+        are skipped, the header kept) or Parquet (only the row groups holding the
+        rows are read; labels, index and dtypes as ``read_matrix(path).iloc[start:stop]``).
     start, stop : int
         ``0 <= start <= stop``; ``stop`` past the end stops at the end.
 
@@ -237,5 +314,5 @@ def read_rows(path, start: int, stop: int):
     if suffix == ".csv":
         return _csv_rows(path, start, stop)
     if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path).iloc[start:stop]
+        return _parquet_rows(path, start, stop)
     raise ValueError(f"{path}: DATA must be .csv, .parquet, .npz or .npy, got {suffix!r}")

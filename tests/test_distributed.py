@@ -205,6 +205,93 @@ def test_read_rows_gives_the_rows_of_every_format(tmp_path):
         bernmf.readers.read_rows(tmp_path / "a.npy", 5, 2)
 
 
+@pytest.mark.parametrize("labels", ["strings", "range", "stepped range"])
+def test_read_rows_of_parquet_reads_only_the_row_groups_of_its_block(tmp_path, labels):
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(1)
+    Y = (rng.random((50, 5)) < 0.3).astype(float)
+    Y[rng.random(Y.shape) < 0.1] = np.nan
+    index = {
+        "strings": [f"r{i}" for i in range(50)],
+        "range": pd.RangeIndex(50),
+        "stepped range": pd.RangeIndex(100, 200, 2, name="row"),
+    }[labels]
+    pd.DataFrame(Y, index=index, columns=list("abcde")).to_parquet(
+        tmp_path / "y.parquet", row_group_size=7
+    )
+    path = tmp_path / "y.parquet"
+    whole = bernmf.readers.read_matrix(path)
+    pd.testing.assert_frame_equal(whole, pd.read_parquet(path), check_index_type=True)
+    read = []
+    with pytest.MonkeyPatch.context() as patch:
+        original = pq.ParquetFile.read_row_groups
+
+        def spy(self, row_groups, *args, **kwargs):
+            read.append(list(row_groups))
+            return original(self, row_groups, *args, **kwargs)
+
+        patch.setattr(pq.ParquetFile, "read_row_groups", spy)
+        for count in (1, 3, 4, 9):
+            blocks = []
+            for index in range(count):
+                start, stop = bernmf.readers.rows_of(index, count, 50)
+                blocks.append(bernmf.readers.read_rows(path, start, stop))
+                expected = whole.iloc[start:stop]
+                pd.testing.assert_frame_equal(blocks[-1], expected, check_index_type=True)
+                assert read.pop() == sorted({row // 7 for row in range(start, stop)})
+            pd.testing.assert_frame_equal(pd.concat(blocks), whole)
+        for start, stop in [(3, 3), (50, 50), (60, 70)]:  # no rows: N columns, no groups read
+            rows = bernmf.readers.read_rows(path, start, stop)
+            pd.testing.assert_frame_equal(rows, whole.iloc[start:stop], check_index_type=True)
+            assert rows.shape == (0, 5) and read.pop() == []
+
+
+def test_count_rows_of_parquet_reads_no_data(tmp_path):
+    frame = pd.DataFrame(np.ones((23, 3)), index=[f"r{i}" for i in range(23)])
+    frame.to_parquet(tmp_path / "y.pq", row_group_size=5)
+    content = bytearray((tmp_path / "y.pq").read_bytes())  # PAR1, data, footer, length, PAR1
+    footer = int.from_bytes(content[-8:-4], "little")
+    content[4 : len(content) - 8 - footer] = bytes(len(content) - 12 - footer)  # data zeroed
+    (tmp_path / "y.pq").write_bytes(content)
+    with pytest.raises(OSError):  # reading data fails: the pages are gone
+        pd.read_parquet(tmp_path / "y.pq")
+    assert bernmf.readers.count_rows(tmp_path / "y.pq") == 23
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+def test_read_rows_of_parquet_without_pandas_metadata_keeps_the_columns_dtypes(
+    tmp_path, statistics
+):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ints = pa.array([1, None, *([0, 1] * 9)], pa.int8())  # nulls only in the first group
+    bools = pa.array([True, False, None, *([True] * 17)])
+    pq.write_table(
+        pa.table({"a": ints, "b": bools}), tmp_path / "y.parquet", row_group_size=7,
+        write_statistics=statistics,
+    )  # fmt: skip
+    whole = bernmf.readers.read_matrix(tmp_path / "y.parquet")
+    assert list(whole.dtypes) == [np.dtype(float), np.dtype(object)]  # as with nulls
+    for start, stop in [(0, 7), (7, 14), (10, 20), (20, 20)]:
+        rows = bernmf.readers.read_rows(tmp_path / "y.parquet", start, stop)
+        pd.testing.assert_frame_equal(rows, whole.iloc[start:stop], check_index_type=True)
+
+
+def test_parquet_without_pyarrow_names_the_install(tmp_path, monkeypatch):
+    pd.DataFrame(np.ones((4, 2))).to_parquet(tmp_path / "y.parquet")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    for read in (
+        lambda: bernmf.readers.read_matrix(tmp_path / "y.parquet"),
+        lambda: bernmf.readers.read_rows(tmp_path / "y.parquet", 0, 2),
+        lambda: bernmf.readers.count_rows(tmp_path / "y.parquet"),
+    ):
+        with pytest.raises(ImportError, match=r"pip install pyarrow \(or 'bernmf\[parquet\]'\)"):
+            read()
+
+
 def test_cli_processes_write_their_rows_of_w_and_process_0_h(tmp_path):
     Y, O, _ = problem(2)
     np.savez(tmp_path / "Y.npz", Y=np.where(O, Y, np.nan))
