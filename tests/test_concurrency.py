@@ -130,7 +130,7 @@ SCRIPT = textwrap.dedent(
 
     _output._publish = held
     half = np.full((2, 3), 0.5)
-    fit = Fit("mm", 1, None, np.ones((2, 1)), half[:1], half, np.zeros(2), 1, True, {}, seed)
+    fit = Fit("mm", 1, None, np.ones((2, 1)), half[:1], np.zeros(2), 1, True, {}, seed)
     try:
         if kind == "file":
             fit.save(target)

@@ -43,6 +43,7 @@ WORKER = textwrap.dedent(
         fit = bernmf.fit(Y[first:stop], engine, 3, mask=O[first:stop], distributed=True, **options)
         assert fit.probs.shape == (stop - first, Y.shape[1])
         assert fit.extras["processes"] == count and fit.extras["first_row"] == first
+        assert fit.extras["devices"] == count * jax.local_device_count()
         np.savez(f"{out}/{name}-{index}.npz", W=fit.W, H=fit.H, trace=fit.trace)
     fit = bernmf.fit(Y[first:stop], "mm", 3, mask=O[first:stop], validation=V[first:stop],
                      distributed=True, **ENSEMBLE)
@@ -96,15 +97,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(count: int, out: Path, command=None, timeout: float = 120) -> list[str]:
+def launch(
+    count: int, out: Path, command=None, timeout: float = 120, devices: int = 1
+) -> list[str]:
     """Run ``command(port, index)`` (default: the worker) in ``count`` processes.
+
+    Each process has ``devices`` CPU devices (XLA host devices).
 
     All are killed as soon as one fails or the time is up; returns their outputs.
     """
     if command is None:
         command = lambda port, i: ["-c", WORKER, str(port), str(count), str(i), str(out)]  # noqa: E731
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     env["OMP_NUM_THREADS"] = "1"
     port = free_port()
     processes = [
@@ -139,7 +144,7 @@ def launch(count: int, out: Path, command=None, timeout: float = 120) -> list[st
 
 @pytest.mark.parametrize("count", [2, 4])
 def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_path):
-    outputs = launch(count, tmp_path)
+    outputs = launch(count, tmp_path, devices=2 if count == 2 else 1)  # 2 x 2 devices, 4 x 1
     Y, O, _ = problem(count)
     for stdout in outputs:
         assert stdout.strip().endswith("OK")
