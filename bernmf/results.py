@@ -116,9 +116,9 @@ class Fit:
         if self.stored_probs is not None:
             return self.stored_probs[start:stop]
         if self.members:
-            weights = self.extras["restarts"]["weights"]
-            pairs = zip(weights, self.members, strict=True)
-            return sum(w * m.probs_rows(start, stop) for w, m in pairs if w)
+            weights = np.asarray(self.extras["restarts"]["weights"], float)
+            parts = np.stack([m.probs_rows(start, stop) for m in self.members])
+            return np.tensordot(weights, parts, axes=1)
         return probability(self.W[start:stop], self.H)
 
     @property
