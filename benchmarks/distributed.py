@@ -8,7 +8,8 @@ core where the machine has enough), each simulating only its own block of rows
 and with 1 + ``--iterations`` sweeps (each twice, the faster counted); the
 difference of the run times over ``--iterations`` is the time per sweep
 (compilation excluded). Peak memory is ``ru_maxrss`` of each process (JAX runtime,
-its block, W, its rows of ``probs``), the largest over the processes reported.
+its block, W), the largest over the processes reported, and that above the runtime's
+(one process of 10 rows); the ratios are to one process at the same scaling.
 
 * weak scaling: ``--rows-per-process`` rows x ``--cols`` columns per process
   (default 10,000 x 1,000 = 1e7 entries), P = 1, 2, 4;
@@ -144,6 +145,7 @@ def main() -> None:
 
     if args.quick:
         args.rows_per_process, args.total_rows, args.cols = 200, 400, 50
+    runtime = run_point(1, 10, args.cols, 1)["peak RSS MB"]  # JAX and bernmf, almost no data
     points = []
     for count in PROCESSES:
         weak = run_point(count, args.rows_per_process * count, args.cols, args.iterations)
@@ -152,6 +154,10 @@ def main() -> None:
         points.append({"scaling": "strong", **strong})
         print(f"{count} processes done", file=sys.stderr)
     table = pd.DataFrame(points).sort_values(["scaling", "processes"])
+    table["MB above runtime"] = table["peak RSS MB"] - runtime
+    one = table[table["processes"] == 1].set_index("scaling")
+    for column, name in (("s per sweep", "time ratio"), ("MB above runtime", "memory ratio")):
+        table[name] = table[column] / table["scaling"].map(one[column])
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "distributed.csv", index=False)
     plot(table, args.out / "distributed.png")

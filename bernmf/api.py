@@ -234,8 +234,10 @@ def _plain(value):
     return repr(value)
 
 
-def held_out_entries(Y, data: Observed, validation) -> Observed:
+def held_out_entries(Y, data: Observed, validation, require_entries: bool = True) -> Observed:
     """The validation entries of Y as :class:`Observed`, checked against the training mask.
+
+    ``require_entries`` as :func:`bernmf.data.as_observed`'s.
 
     Raises
     ------
@@ -243,7 +245,7 @@ def held_out_entries(Y, data: Observed, validation) -> Observed:
         A mask of the wrong shape, one that overlaps the training entries, or one
         without an observed entry (:func:`bernmf.data.as_observed`).
     """
-    held_out = as_observed(Y, validation, warn_empty=False)
+    held_out = as_observed(Y, validation, warn_empty=False, require_entries=require_entries)
     if (held_out.mask & data.mask).any():
         raise ValueError(
             "validation entries must not be training entries: validation and mask overlap "

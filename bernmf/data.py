@@ -162,7 +162,7 @@ def _labels(Y):
     return None, None
 
 
-def as_observed(Y, mask=None, *, warn_empty: bool = True) -> Observed:
+def as_observed(Y, mask=None, *, warn_empty: bool = True, require_entries: bool = True) -> Observed:
     """Validate a binary matrix and its mask.
 
     Parameters
@@ -199,6 +199,9 @@ def as_observed(Y, mask=None, *, warn_empty: bool = True) -> Observed:
         Once, if some rows or columns have no observed entry (allowed: their
         factors are then set by the prior, or kept), unless ``warn_empty`` is
         False (entries held out for scoring, where that is expected).
+
+    With ``require_entries=False`` (one process's block of rows, checked with the
+    others' by :mod:`bernmf.distributed`) no observed entry is not an error.
     """
     if sparse.issparse(Y):
         ones, is_nan = _sparse_ones_and_missing(Y, "Y")
@@ -208,20 +211,31 @@ def as_observed(Y, mask=None, *, warn_empty: bool = True) -> Observed:
     del is_nan
     if mask is not None:
         observed &= _boolean_mask(aligned(mask, Y), ones.shape)
-    if not observed.any():
-        raise ValueError("no entry of Y is observed (the mask and the NaNs of Y leave nothing)")
-    empty_rows = int((~observed.any(axis=1)).sum())
-    empty_cols = int((~observed.any(axis=0)).sum())
-    if warn_empty and (empty_rows or empty_cols):
+    if require_entries and not observed.any():
+        raise ValueError(NO_ENTRY)
+    if warn_empty:
+        warn_empty_lines(observed.any(axis=1), observed.any(axis=0), stacklevel=4)
+    ones &= observed
+    row_labels, col_labels = _labels(Y)
+    return Observed(ones, observed, row_labels, col_labels)
+
+
+NO_ENTRY = "no entry of Y is observed (the mask and the NaNs of Y leave nothing)"
+
+
+def warn_empty_lines(rows_seen, columns_seen, stacklevel: int) -> None:
+    """Warn once if a row or column has no observed entry (bool arrays (M,), (N,)).
+
+    Allowed (their factors are then set by the prior, or kept), but often a mistake.
+    """
+    empty_rows, empty_cols = int((~rows_seen).sum()), int((~columns_seen).sum())
+    if empty_rows or empty_cols:
         warnings.warn(
             f"{empty_rows} row(s) and {empty_cols} column(s) of Y have no observed entry; "
             "their factors are determined by the prior (or kept at their initial value)",
             UserWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
-    ones &= observed
-    row_labels, col_labels = _labels(Y)
-    return Observed(ones, observed, row_labels, col_labels)
 
 
 def _is_default(labels: pd.Index) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from bernmf.api import check_arguments, data_record, held_out_entries, run_record
-from bernmf.data import as_observed
+from bernmf.data import NO_ENTRY, Observed, as_observed, warn_empty_lines
 from bernmf.ensemble import check_combine, combine_members
 from bernmf.inference import distributed, get_engine
 from bernmf.models.spec import Prior
@@ -74,15 +74,17 @@ def fit(
             raise ValueError(f"distributed=True fits engines {ENGINES}, got {engine!r}")
         given = validation is not None
         restarts = check_combine(get_engine(engine), restarts, combine, given, init is not None)
-        data = as_observed(Y, mask)
+        data = as_observed(Y, mask, warn_empty=False, require_entries=False)
         chosen, rank, prior_array, checked = check_arguments(
             engine, rank, prior, seed, options, None, restarts=restarts
         )
         chosen.check_options(checked)
-        held_out = None if validation is None else held_out_entries(Y, data, validation)
+        if validation is not None:
+            held_out = held_out_entries(Y, data, validation, require_entries=False)
         seeds = list(range(int(seed), int(seed) + restarts))
     except (TypeError, ValueError) as error:
         failure = error
+    check_entries(failure, data, held_out)
     flat = chosen is not None and chosen.name == "em"  # em is mm at the flat prior
     run_prior = Prior().broadcast(rank) if flat else prior_array
     key = (engine, sorted(checked.items()), combine, validation is not None)
@@ -105,3 +107,32 @@ def fit(
         col_labels=data.col_labels,
         observed=data,
     )
+
+
+def check_entries(failure: Exception | None, data: Observed, held_out: Observed | None) -> None:
+    """The checks of :func:`bernmf.data.as_observed` on the entries of all processes.
+
+    A process's block may have no observed (or validation) entry, and a column none
+    in its rows: only all processes' rows together must have some, and the warning
+    on empty rows and columns is about all of them. Every process calls it, with its
+    own ``failure`` of the earlier checks, which every process then raises.
+
+    Raises
+    ------
+    ValueError
+        In every process: ``failure`` in any, validation entries given in some
+        processes only, or no observed (validation) entry in any.
+    """
+    counts = [0, 0]
+    if failure is None:
+        counts = [int(data.mask.sum()), -1 if held_out is None else int(held_out.mask.sum())]
+    table = distributed.agree(failure, counts)  # every decision below is on it: the same
+    validation = table[:, 1] >= 0
+    if validation.any() and not validation.all():
+        raise ValueError("every process must give validation=, or none")
+    if table[:, 0].sum() == 0:
+        raise ValueError(f"{NO_ENTRY}, in any process")
+    if validation.all() and table[:, 1].sum() == 0:
+        raise ValueError("validation selects no entry of Y, in any process")
+    columns_seen = distributed.gather_rows(data.mask.any(axis=0)[None]).any(axis=0)
+    warn_empty_lines(data.mask.any(axis=1), columns_seen, stacklevel=5)

@@ -33,7 +33,7 @@ WORKER = textwrap.dedent(
     )
     import numpy as np
     import bernmf
-    from tests.test_distributed import ENSEMBLE, cases, problem
+    from tests.test_distributed import EMPTY_BLOCK, ENSEMBLE, cases, problem
 
     Y, O, bounds = problem(count)
     V = ~O
@@ -57,6 +57,20 @@ WORKER = textwrap.dedent(
         bernmf.fit(Y[first:stop], "mm", 54, distributed=True, max_iter=2)
     except ValueError as error:
         print("rank:", error)
+    try:
+        only_0 = V[first:stop] if index == 0 else None
+        bernmf.fit(Y[first:stop], "mm", 3, mask=O[first:stop], validation=only_0,
+                   distributed=True, max_iter=2)
+    except ValueError as error:
+        print("validation:", error)
+    E = O.copy()
+    E[: bounds[1]] = False  # process 0's block has no observed entry
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = bernmf.fit(Y[first:stop], "mm", 3, mask=E[first:stop], distributed=True,
+                         **EMPTY_BLOCK)
+    print("warned:", [str(w.message) for w in caught])
+    np.savez(f"{out}/empty-{index}.npz", W=fit.W, H=fit.H)
     bad = Y[first:stop] * (2 if index == 1 else 1)  # invalid in one process only
     try:  # every process raises, none hangs
         bernmf.fit(bad, "mm", 3, distributed=True, max_iter=3)
@@ -73,6 +87,7 @@ CASES = {
     "em-blocked": ("em", {"tol": 1e-6, "accelerate": False, "block_rows": 4, "max_iter": 200}),
 }
 TOLERANCE = {"plain": 1e-10, "accelerated": 1e-8, "em-blocked": 1e-10}
+EMPTY_BLOCK = {"max_iter": 10, "tol": 0, "accelerate": False}
 ENSEMBLE = {"prior": PRIOR, "restarts": 3, "combine": "stack", "max_iter": 12, "tol": 0}
 
 
@@ -151,6 +166,10 @@ def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_pa
         assert "bad block:" in stdout  # the invalid block failed in every process
     assert "processes [1] failed their checks" in outputs[0]
     assert all("rank: rank must be <= max(M, N) = 53" in stdout for stdout in outputs)
+    assert all("validation: every process must give validation=, or none" in o for o in outputs)
+    _, _, bounds = problem(count)  # the warning on empty lines is about all rows and columns
+    assert f"warned: ['{bounds[1]} row(s) and 0 column(s)" in outputs[0]
+    assert all("warned: []" in stdout for stdout in outputs[1:])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         for name, (engine, options) in cases(count).items():
@@ -172,6 +191,14 @@ def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_pa
     np.testing.assert_allclose(np.concatenate([p["W"] for p in parts]), one.W, rtol=0, atol=1e-8)
     probs = np.concatenate([p["probs"] for p in parts])
     np.testing.assert_allclose(probs, one.probs, rtol=0, atol=1e-5)
+    E = O.copy()
+    E[: problem(count)[2][1]] = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        one = bernmf.fit(Y, "mm", 3, mask=E, **EMPTY_BLOCK)
+    empty = [np.load(tmp_path / f"empty-{i}.npz") for i in range(count)]
+    np.testing.assert_allclose(np.concatenate([p["W"] for p in empty]), one.W, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(empty[0]["H"], one.H, rtol=0, atol=1e-10)
     for i, part in enumerate(parts):  # each process saved its rows and the shared H
         saved = bernmf.load(tmp_path / f"fit-{i}.npz")
         np.testing.assert_array_equal(saved.W, part["W"])
@@ -365,6 +392,8 @@ def test_one_process_distributed_fit_is_the_plain_fit():
     ("engine", "options", "message"),
     [
         ("mm", {"combine": "stack"}, "give validation="),
+        ("mm", {"mask": np.zeros((53, 13), bool)}, "no entry of Y is observed .*, in any process"),
+        ("mm", {"validation": np.zeros((53, 13), bool)}, "validation selects no entry"),
         ("mm", {"restarts": 2, "init": (np.ones((53, 3)) / 3, np.full((3, 13), 0.5))}, "init"),
         ("nuts", {}, "distributed=True fits engines"),
         ("mm", {"devices": []}, "devices is empty"),
