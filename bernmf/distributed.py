@@ -8,12 +8,15 @@ Run the same script in every process::
     fit = bernmf.fit(Y_local, "mm", rank, distributed=True)
 
 ``fit.H``, ``fit.trace``, ``fit.n_iter`` and ``fit.converged`` are global; ``fit.W``
-and ``fit.probs`` hold this process's rows (:mod:`bernmf.inference.distributed`).
+and ``fit.probs`` hold this process's rows (:mod:`bernmf.inference.distributed`), and
+``fit.perplexity`` scores them; :func:`perplexity` scores all processes' rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+import numpy as np
 
 from bernmf.api import check_arguments, data_record, held_out_entries, run_record
 from bernmf.data import NO_ENTRY, Observed, as_observed, warn_empty_lines
@@ -136,3 +139,26 @@ def check_entries(failure: Exception | None, data: Observed, held_out: Observed 
         raise ValueError("validation selects no entry of Y, in any process")
     columns_seen = distributed.gather_rows(data.mask.any(axis=0)[None]).any(axis=0)
     warn_empty_lines(data.mask.any(axis=1), columns_seen, stacklevel=5)
+
+
+def perplexity(fit: Fit, Y, mask=None) -> float:
+    """:meth:`Fit.perplexity` of all processes' rows, from each process's ``fit``, Y and mask.
+
+    Every process calls it (a collective), with its rows of Y (M_p, N) and of the
+    mask; each gets the same value. A process may have no selected entry.
+
+    Raises
+    ------
+    TypeError, ValueError
+        In every process: bad Y or mask in any, or no selected entry in any.
+    """
+    failure, count, total = None, 0, 0.0
+    try:
+        count = int(as_observed(Y, mask, warn_empty=False, require_entries=False).mask.sum())
+        total = fit.perplexity(Y, mask) * count if count else 0.0
+    except (TypeError, ValueError) as error:
+        failure = error
+    counts = distributed.agree(failure, [count])[:, 0]
+    if counts.sum() == 0:
+        raise ValueError(f"perplexity: {NO_ENTRY}, in any process")
+    return float(distributed.gather_rows(np.array([total])).sum() / counts.sum())

@@ -14,13 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from bernmf._output import write_json
 from bernmf.api import fit
 from bernmf.cli import members_table, parse_options
-from bernmf.data import as_observed
+from bernmf.distributed import perplexity
 from bernmf.models import Prior
 from bernmf.readers import count_rows, read_rows, rows_of
 
@@ -96,7 +95,7 @@ def fit_part(args) -> dict:
         "run": result.extras["run"],
     }
     if validation is not None:
-        summary["validation_perplexity"] = _perplexity_of_all_rows(result, Y, validation)
+        summary["validation_perplexity"] = perplexity(result, Y, validation)
     members = members_table(result)
     if index == 0:
         if members is not None:
@@ -106,13 +105,3 @@ def fit_part(args) -> dict:
         trace.to_csv(out / "trace.csv", index=False)
         write_json(out / "summary.json", summary)
     return summary
-
-
-def _perplexity_of_all_rows(result, Y, validation) -> float:
-    """The perplexity of ``result`` on the validation entries of every process's rows."""
-    from bernmf.inference.distributed import gather_rows
-
-    count = int(as_observed(Y, validation, warn_empty=False).mask.sum())
-    part = np.array([[result.perplexity(Y, validation) * count, count]])
-    total, entries = gather_rows(part).sum(axis=0)
-    return float(total / entries)

@@ -48,8 +48,10 @@ WORKER = textwrap.dedent(
     fit = bernmf.fit(Y[first:stop], "mm", 3, mask=O[first:stop], validation=V[first:stop],
                      distributed=True, **ENSEMBLE)
     record = fit.extras["restarts"]
+    from bernmf.distributed import perplexity
     np.savez(f"{out}/ensemble-{index}.npz", W=fit.W, H=fit.H, probs=fit.probs,
-             weights=record["weights"], scores=record["validation_perplexity"])
+             weights=record["weights"], scores=record["validation_perplexity"],
+             perplexity=perplexity(fit, Y[first:stop], V[first:stop]))
     fit.save(f"{out}/fit-{index}.npz")
     wide = bernmf.fit(Y[first:stop], "mm", 25, distributed=True, max_iter=2)  # 25 > this block
     assert wide.H.shape == (25, Y.shape[1])
@@ -188,6 +190,7 @@ def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_pa
         np.testing.assert_allclose(part["H"], one.H, rtol=0, atol=1e-8)
         np.testing.assert_allclose(part["scores"], record["validation_perplexity"], rtol=1e-8)
         np.testing.assert_allclose(part["weights"], record["weights"], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(part["perplexity"], one.perplexity(Y, ~O), rtol=1e-6)
     np.testing.assert_allclose(np.concatenate([p["W"] for p in parts]), one.W, rtol=0, atol=1e-8)
     probs = np.concatenate([p["probs"] for p in parts])
     np.testing.assert_allclose(probs, one.probs, rtol=0, atol=1e-5)
