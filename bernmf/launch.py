@@ -6,7 +6,9 @@ joins the others (``jax.distributed.initialize``), reads only its block of rows
 (:func:`bernmf.readers.rows_of`, :func:`bernmf.readers.read_rows`), and writes its
 rows of W to ``OUT/W.part-<index>.csv`` and its fit (its rows, the shared H) to
 ``OUT/fit.part-<index>.npz``; process 0 also writes ``H.csv``, ``trace.csv``,
-``summary.json`` and, for an ensemble, ``members.csv``.
+``summary.json`` and, for an ensemble, ``members.csv``. Each file is written
+atomically, and none that exists is replaced without ``--force``: every process checks
+its own files, with its block's input, before the fit, and all stop if one fails.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bernmf._output import write_json
+from bernmf._output import Target, atomic_output, write_json
 from bernmf.api import fit
 from bernmf.cli import members_table, parse_options
 from bernmf.distributed import perplexity
@@ -68,20 +70,18 @@ def fit_part(args) -> dict:
     coordinator, count, index = coordinates(args.coordinator, args.num_processes, args.process_id)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes only
     jax.distributed.initialize(coordinator, num_processes=count, process_id=index)
-    start, stop = rows_of(index, count, count_rows(args.data))
-    Y = read_rows(args.data, start, stop)
-    mask = None if args.mask is None else read_rows(args.mask, start, stop)
-    validation = None if args.validation is None else read_rows(args.validation, start, stop)
+    from bernmf.inference.distributed import agree
+
+    out, failure = Path(args.out), None
+    try:
+        start, stop, Y, mask, validation = read_block(args, out, index, count)
+    except (OSError, ValueError) as error:
+        failure = error
+    agree(failure, [])  # every process stops here if one could not read or write
     result = fit(
         Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed, distributed=True,
         restarts=args.restarts, combine=args.combine, validation=validation, **options,
     )  # fmt: skip
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    W = result.frames.W
-    W.index = range(start, stop) if result.row_labels is None else W.index
-    W.to_csv(out / f"W.part-{index:05d}.csv")
-    result.save(out / f"fit.part-{index:05d}.npz", overwrite=args.force)
     summary = {
         "engine": result.engine,
         "rank": result.rank,
@@ -97,11 +97,53 @@ def fit_part(args) -> dict:
     if validation is not None:
         summary["validation_perplexity"] = perplexity(result, Y, validation)
     members = members_table(result)
+
+    def write(name: str, save) -> None:
+        with atomic_output(Target(out / name, args.force), folder=False) as temporary:
+            save(temporary)
+
+    out.mkdir(parents=True, exist_ok=True)
+    W = result.frames.W
+    W.index = range(start, stop) if result.row_labels is None else W.index
+    write(f"W.part-{index:05d}.csv", W.to_csv)
+    result.save(out / f"fit.part-{index:05d}.npz", overwrite=args.force)
     if index == 0:
         if members is not None:
-            members.to_csv(out / "members.csv", index=False)
-        result.frames.H.to_csv(out / "H.csv")
+            write("members.csv", lambda path: members.to_csv(path, index=False))
+        write("H.csv", result.frames.H.to_csv)
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
-        trace.to_csv(out / "trace.csv", index=False)
-        write_json(out / "summary.json", summary)
+        write("trace.csv", lambda path: trace.to_csv(path, index=False))
+        write("summary.json", lambda path: write_json(path, summary))
     return summary
+
+
+def outputs(index: int) -> list[str]:
+    """The files process ``index`` writes in the output folder."""
+    names = [f"W.part-{index:05d}.csv", f"fit.part-{index:05d}.npz"]
+    return names + ["H.csv", "trace.csv", "summary.json", "members.csv"] * (index == 0)
+
+
+def read_block(args, out: Path, index: int, count: int) -> tuple:
+    """This process's rows of the data, mask and validation; check its outputs are new.
+
+    Returns
+    -------
+    (start, stop, Y, mask, validation)
+        The rows' global range and their blocks (mask and validation None if not given).
+
+    Raises
+    ------
+    FileExistsError
+        One of this process's :func:`outputs` is in ``out`` and ``args.force`` is False.
+    OSError, ValueError
+        An input that cannot be read.
+    """
+    taken = [name for name in outputs(index) if (out / name).exists()]
+    if taken and not args.force:
+        raise FileExistsError(f"{out} has {', '.join(taken)}; use --force to replace them")
+    start, stop = rows_of(index, count, count_rows(args.data))
+    blocks = [
+        None if path is None else read_rows(path, start, stop)
+        for path in (args.data, args.mask, args.validation)
+    ]
+    return start, stop, *blocks

@@ -408,3 +408,27 @@ def test_bad_distributed_arguments_are_clear_errors(engine, options, message):
     Y, _, _ = problem(2)
     with pytest.raises(ValueError, match=message):
         bernmf.fit(Y, engine, 3, distributed=True, **options)
+
+
+def test_a_process_reads_its_block_and_refuses_to_replace_its_files(tmp_path):
+    import argparse
+
+    Y, O, _ = problem(2)
+    np.save(tmp_path / "Y.npy", Y)
+    np.save(tmp_path / "O.npy", O)
+    out = tmp_path / "out"
+    args = argparse.Namespace(
+        data=tmp_path / "Y.npy", mask=tmp_path / "O.npy", validation=None, force=False
+    )
+    start, stop, block, mask, validation = launch_module.read_block(args, out, 1, 2)
+    assert (start, stop) == (27, 53) and validation is None
+    np.testing.assert_array_equal(block, Y[27:])
+    np.testing.assert_array_equal(mask, O[27:])
+    out.mkdir()
+    (out / "H.csv").write_text("someone's\n")  # process 0's file: process 1 does not care
+    launch_module.read_block(args, out, 1, 2)
+    with pytest.raises(FileExistsError, match=r"has H.csv; use --force"):
+        launch_module.read_block(args, out, 0, 2)
+    args.force = True
+    launch_module.read_block(args, out, 0, 2)
+    assert (out / "H.csv").read_text() == "someone's\n"  # nothing is written before the fit
