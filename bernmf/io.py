@@ -224,7 +224,7 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
     }
     if fit.observed is not None:
         observed = fit.observed
-        arrays["observed/Y_bits"] = np.packbits(observed.Y.astype(bool), axis=None)
+        arrays["observed/Y_bits"] = np.packbits(observed.ones, axis=None)
         arrays["observed/mask_bits"] = np.packbits(observed.mask, axis=None)
         info["observed"] = {
             "shape": list(observed.shape),
