@@ -7,7 +7,6 @@ and ``experiments/posterior_vs_map.py`` build their tables with it.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -239,8 +238,5 @@ def _split(Y, train, test):
     shared = int((masks["train"] & masks["test"]).sum())
     if shared:
         raise ValueError(f"train and test share {shared} entries; they must be disjoint")
-    with warnings.catch_warnings():
-        # rows without a test entry are ordinary here: nothing is fitted on them
-        warnings.filterwarnings("ignore", "\\d+ row\\(s\\) and", UserWarning)
-        scored = as_observed(Y, masks["test"])
-    return masks["train"], scored
+    # rows without a test entry are ordinary here: nothing is fitted on them
+    return masks["train"], as_observed(Y, masks["test"], warn_empty=False)

@@ -31,6 +31,9 @@ from bernmf.stacking import bernoulli_lpd, chain_stacking, stacking_weights
 COMBINES = ("best", "mean", "stack")
 """The ways :func:`bernmf.fit` combines the members of an ensemble."""
 
+MODES_WARNING = r"the \d+ members reached \d+ distinct modes"
+"""The start of the UserWarning :func:`combine_members` gives when the members' modes differ."""
+
 MAX_RESTARTS = 10_000
 """Largest ``restarts``: members each keep their factors, trace and probabilities."""
 

@@ -14,6 +14,7 @@ import base64
 import html
 import os
 import platform
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ import pandas as pd
 from bernmf import tune
 from bernmf.api import check_arguments, fit
 from bernmf.comparison import _nonempty_list, compare, describe_prior, summarize
+from bernmf.ensemble import MODES_WARNING
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior
@@ -199,10 +201,12 @@ def _ess_per_second(result) -> dict:
 
 
 def _ensemble_row(Y, split, engine, rank, prior, seed, restarts, combine, options) -> dict:
-    result = fit(
-        Y, engine, rank, mask=split.train, prior=prior, seed=seed, restarts=restarts,
-        combine=combine, validation=split.validation, **options[engine],
-    )  # fmt: skip
+    with warnings.catch_warnings():  # distinct modes are why the report has ensembles
+        warnings.filterwarnings("ignore", MODES_WARNING, UserWarning)
+        result = fit(
+            Y, engine, rank, mask=split.train, prior=prior, seed=seed, restarts=restarts,
+            combine=combine, validation=split.validation, **options[engine],
+        )  # fmt: skip
     return {
         "engine": f"{engine} ensemble",
         "rank": rank,

@@ -102,3 +102,21 @@ def test_report_command_on_a_data_file(small, tmp_path, capsys):
     for name in ("report.html", "fits.csv", "leaderboard.csv", "pareto.png", "environment.json"):
         assert (out / name).stat().st_size > 0, name
     assert "small" in capsys.readouterr().out
+
+
+def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatch):
+    import warnings
+
+    real = report.fit
+
+    def fit_with_modes(*args, **kwargs):  # as bernmf.fit warns when the members' modes differ
+        warnings.warn("the 2 members reached 2 distinct modes, 0.01 nats apart", UserWarning)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(report, "fit", fit_with_modes)
+    split = bernmf.split.paper_split(small.shape)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        row = report._ensemble_row(small, split, "mm", 2, None, 0, 2, "mean", {"mm": {}})
+    assert np.isfinite(row["perplexity"])
+    assert not [w for w in caught if "distinct modes" in str(w.message)]
