@@ -110,7 +110,8 @@ def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatc
     real = report.fit
 
     def fit_with_modes(*args, **kwargs):  # as bernmf.fit warns when the members' modes differ
-        warnings.warn("the 2 members reached 2 distinct modes, 0.01 nats apart", UserWarning)
+        message = "the 2 members reached 2 distinct modes, 0.01 nats apart"
+        warnings.warn(message, UserWarning, stacklevel=2)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(report, "fit", fit_with_modes)
