@@ -26,7 +26,7 @@ from bernmf.inference import Engine
 from bernmf.models.spec import Prior
 from bernmf.modes import count_modes
 from bernmf.results import Fit
-from bernmf.stacking import bernoulli_lpd, chain_stacking, stacking_weights
+from bernmf.stacking import chain_stacking, entries_lpd, stacking_weights
 
 COMBINES = ("best", "mean", "stack")
 """The ways :func:`bernmf.fit` combines the members of an ensemble."""
@@ -161,9 +161,10 @@ def combine_members(
     best = int(np.argmin(scores))
     lpd = None
     gather = gather or (lambda part: part)
-    if validation is not None:  # one member's probabilities at a time
-        Y = validation.Y
-        lpd = np.hstack([bernoulli_lpd(Y, validation.mask, m.probs[None]) for m in members])
+    if validation is not None:  # at the validation entries only, no M x N array per member
+        rows, columns = np.nonzero(validation.mask)
+        y = validation.ones[rows, columns].astype(float)
+        lpd = np.column_stack([entries_lpd(y, m.probs_at(rows, columns)) for m in members])
         lpd = gather(lpd)
     draws = _pooled(members, "draws")
     weights = _weights(combine, best, len(members), lpd, observed, draws)

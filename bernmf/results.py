@@ -126,6 +126,25 @@ class Fit:
         """Final value of the objective (the last entry of :attr:`trace`)."""
         return float(self.trace[-1])
 
+    def probs_at(self, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """P(Y=1) at the entries ``(rows[i], columns[i])``, shape (n,).
+
+        ``rows`` must be sorted (as ``numpy.nonzero`` gives them): the probabilities
+        that are not stored are computed :data:`BLOCK_ENTRIES` at a time, so no
+        M x N array of floats is made, with the same values as ``probs[rows, columns]``.
+        """
+        if self.stored_probs is not None:
+            return self.stored_probs[rows, columns]
+        M, N = self.shape
+        step = max(1, BLOCK_ENTRIES // N)
+        bounds = np.searchsorted(rows, np.arange(0, M + step, step))
+        parts = [
+            self.probs_rows(a, a + step)[rows[i:j] - a, columns[i:j]]
+            for a, i, j in zip(range(0, M, step), bounds[:-1], bounds[1:], strict=False)
+            if j > i
+        ]
+        return np.concatenate(parts) if parts else np.empty(0)
+
     def perplexity(self, Y, mask=None) -> float:
         """Mean negative log-likelihood (nats) of the selected entries of Y under ``probs``.
 

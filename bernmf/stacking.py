@@ -236,14 +236,28 @@ def bernoulli_lpd(Y, mask, probs) -> np.ndarray:
     if probs_shape[1:] != np.shape(Y):
         raise ValueError(f"probs has shape {probs_shape} but Y has shape {np.shape(Y)}")
     rows, columns, y = _scored_entries(Y, mask, "bernoulli_lpd")
-    observed = np.ones(y.shape, bool)
     lpd = np.empty((y.size, probs_shape[0]))
     for r in range(probs_shape[0]):
         p = np.asarray(probs[r], dtype=float)[rows, columns]
-        if not np.all((p >= 0) & (p <= 1)):
-            raise ValueError(f"probs[{r}] holds values outside [0, 1] (or NaN) at scored entries")
-        lpd[:, r] = masked_log_likelihood_terms(y, observed, p, 1 - p)
+        lpd[:, r] = entries_lpd(y, p, f"probs[{r}]")
     return lpd
+
+
+def entries_lpd(y, p, what: str = "probs") -> np.ndarray:
+    """``log P(Y=y)`` of scored entries with values ``y`` (n,) and P(Y=1) ``p`` (n,).
+
+    Clipped below at ``log(tiny)`` like :func:`bernmf.perplexity`; the kernel of
+    :func:`bernoulli_lpd`, for probabilities computed at the entries only.
+
+    Raises
+    ------
+    ValueError
+        ``p`` outside [0, 1] (or NaN), naming ``what``.
+    """
+    p = np.asarray(p, dtype=float)
+    if not np.all((p >= 0) & (p <= 1)):
+        raise ValueError(f"{what} holds values outside [0, 1] (or NaN) at scored entries")
+    return masked_log_likelihood_terms(y, np.ones(p.shape, bool), p, 1 - p)
 
 
 class ChainStacking(NamedTuple):

@@ -82,3 +82,35 @@ def test_stored_probs_are_kept_and_saved(problem, tmp_path):
     again = bernmf.load(path)
     assert again.stored_probs is None
     np.testing.assert_array_equal(again.probs, mm.probs)
+
+
+@pytest.mark.parametrize("kind", ["single", "ensemble", "stored"])
+@pytest.mark.filterwarnings("ignore:the 3 members reached")
+def test_probs_at_entries_equal_probs_there_block_by_block(problem, monkeypatch, kind):
+    Y, mask = problem
+    if kind == "stored":
+        fit = bernmf.fit(Y, "logsvd", 2, mask=mask, max_iter=20)
+    else:
+        restarts = 3 if kind == "ensemble" else 1
+        fit = bernmf.fit(Y, "mm", 3, mask=mask, restarts=restarts, combine="mean", max_iter=30)
+    rows, columns = np.nonzero(~mask)
+    monkeypatch.setattr(results, "BLOCK_ENTRIES", 4 * Y.shape[1])  # blocks of 4 rows
+    np.testing.assert_array_equal(fit.probs_at(rows, columns), fit.probs[rows, columns])
+    assert fit.probs_at(rows[:0], columns[:0]).shape == (0,)
+
+
+def test_probs_at_a_few_entries_of_a_large_fit_makes_no_m_by_n_array(monkeypatch):
+    M, N, K = 3000, 1000, 4
+    monkeypatch.setattr(results, "BLOCK_ENTRIES", 2**18)
+    rng = np.random.default_rng(1)
+    fit = bernmf.Fit("mm", K, None, rng.dirichlet(np.ones(K), M), rng.random((K, N)),
+                     np.zeros(1), 0, True, {}, 0)  # fmt: skip
+    rows, columns = np.nonzero(rng.random((M, N)) < 0.01)
+    tracemalloc.start()
+    try:
+        p = fit.probs_at(rows, columns)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(p, probability(fit.W, fit.H)[rows, columns])
+    assert peak < M * N * 8 / 4  # W @ H and its clip of 262 rows (2 x 2.1 MB), not 24 MB
