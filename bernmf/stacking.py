@@ -192,12 +192,10 @@ def _scored_entries(Y, mask, what: str) -> tuple[np.ndarray, np.ndarray, np.ndar
 
     Validated as :func:`bernmf.data.as_observed` does; in row-major order.
     """
-    with warnings.catch_warnings():  # scoring a few entries of a row is normal
-        warnings.filterwarnings("ignore", message=".*have no observed entry")
-        try:
-            observed = as_observed(Y, mask)
-        except ValueError as error:
-            raise ValueError(f"{what}: {error}") from error
+    try:  # scoring a few entries of a row is normal: no warning on empty lines
+        observed = as_observed(Y, mask, warn_empty=False)
+    except ValueError as error:
+        raise ValueError(f"{what}: {error}") from error
     rows, columns = np.nonzero(observed.mask)
     return rows, columns, observed.ones[rows, columns].astype(float)
 
