@@ -20,7 +20,7 @@ import pandas as pd
 
 from bernmf._output import Target, atomic_output, write_json
 from bernmf.api import fit
-from bernmf.cli import members_table, parse_options
+from bernmf.commands import members_table, parse_options
 from bernmf.distributed import perplexity
 from bernmf.models import Prior
 from bernmf.readers import count_rows, read_rows, rows_of

@@ -23,7 +23,8 @@ LAYERS = [
     {"bernmf.inference"},  # the engines
     {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"}
     | {"bernmf.report", "bernmf.experiments", "bernmf.distributed"},  # running engines
-    {"bernmf.cli", "bernmf.estimator", "bernmf.__main__", "bernmf.launch"},  # front ends
+    {"bernmf.cli", "bernmf.commands", "bernmf.launch"}
+    | {"bernmf.estimator", "bernmf.__main__"},  # front ends
     {"bernmf"},  # the package's namespace re-exports everything
 ]
 

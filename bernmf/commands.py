@@ -1,0 +1,433 @@
+"""The commands of the ``bernmf`` command line (:mod:`bernmf.cli` parses the arguments).
+
+One function per command, ``<name>_command(args) -> exit code``, and the helpers
+they share: reading the data, parsing ``--option``, messages and tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bernmf import datasets, report, tune
+from bernmf._output import atomic_output, check_output, to_json, write_json
+from bernmf.api import fit
+from bernmf.comparison import compare
+from bernmf.experiments import paper
+from bernmf.inference import available, get_engine
+from bernmf.io import versions
+from bernmf.models import Prior, perplexity, simulate
+from bernmf.readers import read_codes, read_mask, read_matrix
+from bernmf.split import paper_split, random_split
+
+
+def demo(args: argparse.Namespace) -> int:
+    """Fit ``em`` and ``mm`` at several ranks on data simulated from the model."""
+    truth_prior = Prior(alpha=args.alpha, beta=args.beta, gamma=args.gamma)
+    map_prior = Prior(alpha=args.mm_alpha, beta=args.mm_beta)
+    Y, W, H = simulate(args.seed, args.rows, args.cols, args.true_rank, truth_prior)
+    split = random_split(Y.shape, (1 - args.holdout, 0.0, args.holdout), seed=args.seed)
+    train, test = split.train, split.test
+    say(
+        args,
+        f"Simulated Y: {args.rows} x {args.cols}, true rank {args.true_rank}, "
+        f"H ~ Beta({args.alpha}, {args.beta}), W ~ Dirichlet({args.gamma}), "
+        f"density {Y.mean():.3f}; "
+        f"{test.mean():.0%} of entries held out for testing.",
+    )
+    fits = compare(
+        Y,
+        ["em", "mm"],
+        args.ranks,
+        [args.seed],
+        train=train,
+        test=test,
+        priors={"mm": map_prior},
+        measure=lambda result: {"train objective": result.objective},
+        progress=False,
+    ).fits
+    table = fits[["engine", "rank", "iterations", "train objective"]].assign(
+        **{
+            "held-out perplexity": fits["perplexity"],
+            "seconds": fits["seconds"] + fits["compile_seconds"],
+        }
+    )
+    truth = perplexity(Y, W @ H, test)
+    show(args, table, {"fits": table.to_dict(orient="records"), "true_perplexity": truth})
+    say(args, "(seconds include compilation the first time a shape is seen)")
+    say(
+        args,
+        f"true W @ H: held-out perplexity {truth:.4g} "
+        f"(perplexity = mean negative log-likelihood per held-out entry, nats; lower is better)",
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# arguments and messages
+
+
+def load_data(args) -> tuple[object, str]:
+    """The data of ``compare`` and ``tune``: DATA, ``--dataset`` or a simulation."""
+    if args.data is not None and args.dataset is not None:
+        raise ValueError("give either DATA or --dataset, not both")
+    if args.data is not None:
+        return read_matrix(args.data), str(args.data)
+    if args.dataset is not None:
+        return datasets.load(args.dataset, data_dir=args.data_dir), args.dataset
+    return None, "simulated"
+
+
+def parse_options(items: list[str], scoped: bool) -> dict:
+    """``key=value`` (or ``engine.key=value`` when ``scoped``) with JSON values, else strings.
+
+    Returns ``{key: value}``, or ``{engine: {key: value}}`` when ``scoped``.
+    """
+    options: dict = {}
+    for item in items or []:
+        key, equals, text = item.partition("=")
+        if not equals or not key:
+            raise ValueError(f"--option takes key=value, got {item!r}")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        if scoped:
+            engine, dot, name = key.partition(".")
+            if not dot or not name:
+                raise ValueError(f"--option takes engine.key=value here, got {item!r}")
+            options.setdefault(engine, {})[name] = value
+        else:
+            options[key.replace("-", "_")] = value
+    return options
+
+
+def say(args, message: str) -> None:
+    """An informational line, unless --quiet or --json."""
+    if not (args.quiet or args.json):
+        print(message, flush=True)
+
+
+def show(args, table: pd.DataFrame, summary: dict) -> None:
+    """The result: JSON on stdout with --json, else the table (nothing with --quiet)."""
+    if args.json:
+        print(json.dumps(to_json(summary), indent=2, allow_nan=False))
+    elif not args.quiet:
+        with pd.option_context("display.width", 160, "display.max_columns", 30):
+            print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+
+
+def prior_of(args, engine: str) -> Prior | None:
+    """The --alpha/--beta/--gamma prior for an engine that takes one, else None."""
+    chosen = get_engine(engine)
+    if not chosen.takes_prior:
+        return None
+    default = chosen.default_prior
+    return Prior(
+        default.alpha if args.alpha is None else args.alpha,
+        default.beta if args.beta is None else args.beta,
+        default.gamma if args.gamma is None else args.gamma,
+    )
+
+
+def members_table(result) -> pd.DataFrame | None:
+    """One row per member of an ensemble (seed, objective, weight, mode, ...); None for one fit."""
+    if not result.members:
+        return None
+    record = result.extras["restarts"]
+    columns = ("seeds", "objectives", "n_iter", "converged", "weights", "modes")
+    columns += ("validation_perplexity",) * ("validation_perplexity" in record)
+    table = pd.DataFrame({k: record[k] for k in columns})
+    singular = {"seeds": "seed", "objectives": "objective", "weights": "weight", "modes": "mode"}
+    return table.rename(columns=singular)
+
+
+def scored(Y, result, mask) -> float:
+    """Perplexity of ``result`` on the entries of Y selected by ``mask`` (NaN never scored)."""
+    return result.perplexity(Y, mask)
+
+
+# ---------------------------------------------------------------------------------------
+# commands
+
+
+def fit_command(args) -> int:
+    """Fit one engine to DATA and write factors, trace, summary, saved fit and figures."""
+    if args.distributed:  # one process of several, each with its rows (bernmf.launch)
+        from bernmf.launch import fit_part
+
+        summary = fit_part(args)
+        say(args, f"rows {summary['rows']} done; results in {args.out}")
+        return 0
+    out = Path(args.out)
+    target = check_output(out, args.force, keep=(args.data, args.mask, args.validation))
+    Y = read_matrix(args.data)
+    mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
+    validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
+    options = parse_options(args.option, scoped=False)
+    if args.max_iter is not None:
+        options["max_iter"] = args.max_iter
+    if args.tol is not None:
+        options["tol"] = args.tol
+    given = (args.alpha, args.beta, args.gamma)
+    prior = None
+    if any(v is not None for v in given):
+        prior = Prior(*(1.0 if v is None else v for v in given))
+    chosen = get_engine(args.engine)  # an unknown name fails before anything is read or said
+    if "progress" in chosen.options and (args.quiet or args.json):
+        options.setdefault("progress", False)
+    say(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
+    result = fit(
+        Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed,
+        restarts=args.restarts, combine=args.combine, validation=validation, **options,
+    )  # fmt: skip
+    members = members_table(result)
+    summary = {
+        "engine": result.engine,
+        "rank": result.rank,
+        "prior": None if result.prior is None else result.prior._asdict(),
+        "data": str(args.data),
+        "shape": list(result.shape),
+        "observed_entries": int(result.observed.mask.sum()),
+        "options": options,
+        "seed": result.seed,
+        "n_iter": result.n_iter,
+        "converged": result.converged,
+        "objective": result.objective,
+        "train_perplexity": scored(Y, result, result.observed.mask),
+        "timings": dict(result.timings),
+        "versions": versions(),
+        "run": result.extras["run"],
+    }
+    if members is not None:
+        summary["ensemble"] = {
+            "combine": args.combine,
+            "members": len(members),
+            "modes": int(members["mode"].nunique()),
+        }
+    if validation is not None:
+        summary["validation_perplexity"] = result.perplexity(Y, validation)
+    top = result.top_columns(10)
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
+    with atomic_output(target, folder=True) as folder:
+        if members is not None:
+            members.to_csv(folder / "members.csv", index=False)
+        result.frames.W.to_csv(folder / "W.csv")
+        result.frames.H.to_csv(folder / "H.csv")
+        top.to_csv(folder / "top_columns.csv", index=False)
+        trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
+        trace.to_csv(folder / "trace.csv", index=False)
+        write_json(folder / "summary.json", summary)
+        result.save(folder / "fit.npz", metadata={"options": options, "data": str(args.data)})
+        plot.factors(result, path=folder / "factors.png")
+        plot.traces(result, path=folder / "trace.png")
+    summary["out"] = str(out)
+    shown = ("engine", "rank", "n_iter", "converged", "objective", "train_perplexity")
+    shown += ("validation_perplexity",) * (validation is not None)
+    table = pd.DataFrame([{k: summary[k] for k in shown}])
+    show(args, table, summary)
+    if members is not None:
+        ensemble = summary["ensemble"]
+        say(
+            args,
+            f"ensemble of {ensemble['members']} members ({args.combine}) in "
+            f"{ensemble['modes']} distinct mode(s); members.csv lists them",
+        )
+    say(args, "top columns of each component (H):\n" + top_lines(top))
+    say(args, f"results in {out}")
+    return 0
+
+
+def top_lines(top: pd.DataFrame, shown: int = 5) -> str:
+    """One line per component of :meth:`bernmf.Fit.top_columns`: its first columns and H."""
+    lines = []
+    for component, group in top.groupby("component", sort=False):
+        first = group.head(shown)
+        named = ", ".join(f"{c} {h:.2f}" for c, h in zip(first["column"], first["H"], strict=True))
+        lines.append(f"  {component}: {named}" + (", ..." if len(group) > shown else ""))
+    return "\n".join(lines)
+
+
+def compare_command(args) -> int:
+    """Engines x ranks x seeds on one train/test split; a table of held-out perplexity."""
+    out = Path(args.out)
+    target = check_output(out, args.force, keep=(args.data, args.data_dir))
+    engines_ = available() if args.engines == ["all"] else args.engines
+    for name in engines_:
+        get_engine(name)  # unknown names fail here, before any fit
+    options = parse_options(args.option, scoped=True)
+    unknown = sorted(set(options) - set(engines_))
+    if unknown:
+        raise ValueError(f"--option names engine(s) {unknown} that are not compared")
+    Y, source = load_data(args)
+    if Y is None:
+        truth = Prior(0.3, 0.6, 0.5)
+        Y, _, _ = simulate(args.seed, args.rows, args.cols, args.true_rank, truth)
+        source = (
+            f"simulated {args.rows} x {args.cols}, rank {args.true_rank}, "
+            f"H ~ Beta(0.3, 0.6), W ~ Dirichlet(0.5), seed {args.seed}"
+        )
+    shape = np.shape(Y)
+    if args.dataset is not None:
+        split = paper_split(shape)
+        split_name = "the paper's split (train 70%, test 15%)"
+    else:
+        split = random_split(shape, (1 - args.test, 0.0, args.test), seed=args.seed)
+        split_name = f"random entries, {args.test:.0%} test (seed {args.seed})"
+    say(args, f"data: {source}; split: {split_name}")
+    comparison = compare(
+        Y,
+        engines_,
+        args.ranks,
+        range(args.seeds),
+        train=split.train,
+        test=split.test,
+        priors={engine: prior_of(args, engine) for engine in engines_},
+        options=options,
+        progress=not (args.quiet or args.json),
+    )
+    fits, table = comparison.fits, comparison.summary
+    summary = {
+        "data": source,
+        "split": split_name,
+        "shape": list(shape),
+        "options": options,
+        "table": table.to_dict(orient="records"),
+        "versions": versions(),
+    }
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
+    with atomic_output(target, folder=True) as folder:
+        fits.to_csv(folder / "fits.csv", index=False)
+        table.to_csv(folder / "summary.csv", index=False)
+        write_json(folder / "summary.json", summary)
+        labelled = fits.assign(engine=fits["engine"] + " K=" + fits["rank"].astype(str))
+        plot.perplexity_boxplot(labelled, path=folder / "perplexity.png")
+    summary["out"] = str(out)
+    show(args, table, summary)
+    say(
+        args,
+        "perplexity: mean negative log-likelihood per test entry (nats), mean ± sd over "
+        f"seeds; seconds: run time per fit, without compilation\nresults in {out}",
+    )
+    return 0
+
+
+def tune_command(args) -> int:
+    """MM over rank x alpha x beta on validation entries; best setting scored on test."""
+    out = Path(args.out)
+    target = check_output(out, args.force, keep=(args.data, args.data_dir, args.split))
+    ranks, alphas, betas = args.ranks, args.alphas, args.betas
+    Y, source = load_data(args)
+    if Y is None:
+        raise ValueError("tune needs DATA or --dataset")
+    shape = np.shape(Y)
+    if args.split is not None:
+        split = read_codes(args.split, Y)
+        split_name = f"codes from {args.split}"
+    elif args.dataset is not None:
+        split, split_name = paper_split(shape), "the paper's split (70/15/15, seed 12345)"
+    else:
+        split = random_split(shape, seed=args.seed)
+        split_name = f"random entries 70/15/15 (seed {args.seed})"
+    say(args, f"data: {source} {shape}; split: {split_name}")
+    options = {"max_iter": args.max_iter, "tol": args.tol}
+    tuning = tune.grid(
+        Y,
+        ranks,
+        alphas,
+        betas,
+        mask=split.train,
+        validation=split.validation,
+        gamma=args.gamma,
+        restarts=args.restarts,
+        combine=args.combine,
+        seed=args.seed,
+        progress=not (args.quiet or args.json),
+        **options,
+    )
+    best = tuning.best
+    prior = Prior(best["alpha"], best["beta"], args.gamma)
+    if args.combine is None:
+        chosen = {"seed": best["seed"]}
+    else:  # the ensemble the grid scored, refitted with its members
+        chosen = {"seed": args.seed, "restarts": args.restarts, "combine": args.combine}
+    result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, **chosen, **options)
+    best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
+    summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
+    with atomic_output(target, folder=True) as folder:
+        tuning.table.to_csv(folder / "grid.csv", index=False)
+        if tuning.ensembles is not None:
+            tuning.ensembles.to_csv(folder / "ensembles.csv", index=False)
+        write_json(folder / "summary.json", summary)
+        plot.validation_heatmap(tuning.table, best["rank"], path=folder / "validation.png")
+        result.save(folder / "best_fit.npz", metadata={"options": options, "data": source})
+    summary["out"] = str(out)
+    show(args, pd.DataFrame([best]), summary)
+    say(args, f"results in {out}")
+    return 0
+
+
+def report_command(args) -> int:
+    """Every engine, tuned on validation, scored on test: CSV, Pareto plot and HTML page."""
+    out = Path(args.out)
+    target = check_output(out, args.force, keep=(args.data, args.data_dir))
+    engines_ = available() if args.engines == ["all"] else args.engines
+    for name in engines_:
+        get_engine(name)  # unknown names fail here, before any data is read
+    if args.data is not None and args.datasets is not None:
+        raise ValueError("give either DATA or --datasets, not both")
+    if args.data is not None:
+        data = {Path(args.data).stem: read_matrix(args.data)}
+    else:
+        names = args.datasets or (["animals"] if args.quick else list(datasets.DATASETS))
+        data = {name: datasets.load(name, data_dir=args.data_dir) for name in names}
+    say(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
+    result = report.run(
+        data, engines_, ranks=args.ranks, shared_rank=args.shared_rank, seeds=range(args.seeds),
+        ensembles=args.ensembles, restarts=args.restarts, quick=args.quick,
+        progress=not (args.quiet or args.json),
+    )  # fmt: skip
+    with atomic_output(target, folder=True) as folder:
+        report.write(result, folder)
+        write_json(folder / "environment.json", result.environment)
+    board = report.leaderboard(result.fits)
+    summary = {"out": str(out), "leaderboard": board.to_dict(orient="records")}
+    show(args, board, summary)
+    say(args, f"results in {out}: report.html, fits.csv, leaderboard.csv, pareto.png")
+    return 0
+
+
+def reproduce_command(args) -> int:
+    """Run :func:`bernmf.experiments.paper.main` (the paper's protocol) with these options."""
+    out = Path(args.out)
+    variant = out / ("as_published" if args.as_published else "corrected")
+    check_output(variant, args.force)
+    argv = ["--out", str(out)]
+    argv += ["--as-published"] * args.as_published + ["--quick"] * args.quick
+    argv += ["--quiet"] * (args.quiet or args.json)
+    if args.datasets:
+        argv += ["--datasets", *args.datasets]
+    if args.data_dir:
+        argv += ["--data-dir", str(args.data_dir)]
+    if args.json:
+        with contextlib.redirect_stdout(sys.stderr):
+            code = paper.main(argv)
+        summary = pd.read_csv(variant / "summary.csv")
+        records = to_json(summary.to_dict("records"))
+        print(json.dumps({"out": str(variant), "summary": records}, allow_nan=False))
+        return code
+    if args.quiet:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return paper.main(argv)
+    return paper.main(argv)
