@@ -53,6 +53,11 @@ class Observed:
     def shape(self) -> tuple[int, int]:
         return self.ones.shape
 
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows, columns and 0.0/1.0 values of the observed entries, each (n,), row-major."""
+        rows, columns = np.nonzero(self.mask)
+        return rows, columns, self.ones[rows, columns].astype(float)
+
     def digests(self) -> dict[str, str]:
         """SHA-256 of the mask and of the observed ones, as :func:`bits_sha256` gives them.
 

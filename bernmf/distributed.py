@@ -22,7 +22,7 @@ from bernmf.api import check_arguments, data_record, held_out_entries, run_recor
 from bernmf.data import NO_ENTRY, Observed, as_observed, warn_empty_lines
 from bernmf.ensemble import check_combine, combine_members
 from bernmf.inference import distributed, get_engine
-from bernmf.models.spec import Prior
+from bernmf.models.spec import Prior, scored_total
 from bernmf.results import Fit
 
 ENGINES = ("mm", "em")
@@ -154,11 +154,11 @@ def perplexity(fit: Fit, Y, mask=None) -> float:
     """
     failure, count, total = None, 0, 0.0
     try:
-        count = int(as_observed(Y, mask, warn_empty=False, require_entries=False).mask.sum())
-        total = fit.perplexity(Y, mask) * count if count else 0.0
+        data = as_observed(Y, mask, warn_empty=False, require_entries=False)
+        total, count = scored_total(fit.scoring_blocks(data))
     except (TypeError, ValueError) as error:
         failure = error
     counts = distributed.agree(failure, [count])[:, 0]
     if counts.sum() == 0:
         raise ValueError(f"perplexity: {NO_ENTRY}, in any process")
-    return float(distributed.gather_rows(np.array([total])).sum() / counts.sum())
+    return float(-distributed.gather_rows(np.array([total])).sum() / counts.sum())

@@ -162,8 +162,7 @@ def combine_members(
     lpd = None
     gather = gather or (lambda part: part)
     if validation is not None:  # at the validation entries only, no M x N array per member
-        rows, columns = np.nonzero(validation.mask)
-        y = validation.ones[rows, columns].astype(float)
+        rows, columns, y = validation.entries()
         lpd = np.column_stack([entries_lpd(y, m.probs_at(rows, columns)) for m in members])
         lpd = gather(lpd)
     draws = _pooled(members, "draws")

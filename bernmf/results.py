@@ -135,8 +135,7 @@ class Fit:
         """
         if self.stored_probs is not None:
             return self.stored_probs[rows, columns]
-        M, N = self.shape
-        step = max(1, BLOCK_ENTRIES // N)
+        M, step = self.shape[0], self._rows_per_block()
         bounds = np.searchsorted(rows, np.arange(0, M + step, step))
         parts = [
             self.probs_rows(a, a + step)[rows[i:j] - a, columns[i:j]]
@@ -163,17 +162,30 @@ class Fit:
         float
             See :func:`bernmf.models.perplexity` (not exponentiated).
         """
-        data = as_observed(Y, mask, warn_empty=False)
+        return perplexity_of_blocks(self.scoring_blocks(as_observed(Y, mask, warn_empty=False)))
+
+    def scoring_blocks(self, data: Observed):
+        """``(Y, probs, mask)`` of blocks of rows of ``data`` (M, N), as scoring takes them.
+
+        One block when the probabilities are stored, else blocks of about
+        :data:`BLOCK_ENTRIES` entries (:func:`bernmf.models.spec.perplexity_of_blocks`).
+
+        Raises
+        ------
+        ValueError
+            ``data`` not of the fit's shape.
+        """
         M, N = self.shape
         if data.shape != (M, N):
             raise ValueError(f"Y has shape {data.shape} but the fit has shape {(M, N)}")
-        step = M if self.stored_probs is not None else max(1, BLOCK_ENTRIES // N)
-        rows = (slice(a, a + step) for a in range(0, M, step))
-        blocks = (
-            (data.ones[r].astype(float), self.probs_rows(r.start, r.stop), data.mask[r])
-            for r in rows
-        )
-        return perplexity_of_blocks(blocks)
+        step = M if self.stored_probs is not None else self._rows_per_block()
+        for a in range(0, M, step):
+            rows = slice(a, a + step)
+            yield data.ones[rows].astype(float), self.probs_rows(a, a + step), data.mask[rows]
+
+    def _rows_per_block(self) -> int:
+        """Rows of about :data:`BLOCK_ENTRIES` probabilities, computed at a time when not stored."""
+        return max(1, BLOCK_ENTRIES // self.shape[1])
 
     def save(self, path, *, overwrite: bool = False, metadata=None):
         """Save to a ``.npz`` file; :func:`bernmf.load` reads it back exactly.

@@ -196,8 +196,7 @@ def _scored_entries(Y, mask, what: str) -> tuple[np.ndarray, np.ndarray, np.ndar
         observed = as_observed(Y, mask, warn_empty=False)
     except ValueError as error:
         raise ValueError(f"{what}: {error}") from error
-    rows, columns = np.nonzero(observed.mask)
-    return rows, columns, observed.ones[rows, columns].astype(float)
+    return observed.entries()
 
 
 def bernoulli_lpd(Y, mask, probs) -> np.ndarray:

@@ -349,6 +349,22 @@ def perplexity_of_blocks(blocks) -> float:
     ValueError
         If a block's shapes differ or no entry is selected.
     """
+    total, count = scored_total(blocks)
+    if count == 0:
+        raise ValueError("perplexity: no entry is selected (mask is empty or all NaN)")
+    return float(-total / count)
+
+
+def scored_total(blocks) -> tuple[float, int]:
+    """The log-likelihood summed over the selected entries of ``blocks``, and their count.
+
+    ``blocks`` as :func:`perplexity_of_blocks`'s; (0.0, 0) when nothing is selected.
+
+    Raises
+    ------
+    ValueError
+        If a block's shapes differ.
+    """
     total, count = 0.0, 0
     for Y, probs, mask in blocks:
         Y = np.asarray(Y, dtype=float)
@@ -363,6 +379,4 @@ def perplexity_of_blocks(blocks) -> float:
             selected &= mask.astype(bool)
         count += int(selected.sum())
         total += masked_log_likelihood_terms(Y, selected, probs, 1 - probs).sum()
-    if count == 0:
-        raise ValueError("perplexity: no entry is selected (mask is empty or all NaN)")
-    return float(-total / count)
+    return total, count
