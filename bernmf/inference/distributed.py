@@ -29,6 +29,7 @@ from bernmf.inference import layout as layouts
 from bernmf.inference import mm
 from bernmf.inference._compile import compiled
 from bernmf.inference._loop import Solution
+from bernmf.inference.mm.sharding import padded, solver
 from bernmf.models.spec import Factors, Prior
 from bernmf.results import Fit
 
@@ -98,7 +99,7 @@ def _random_start(seed: int, M: int, N: int, K: int, dtype, first: int, count: i
 
 
 def _solve_global(init, prior, data, tol, *, max_iter, accelerate, devices):
-    return mm._solver(devices, gather=False)(
+    return solver(devices, gather=False)(
         init, data, prior, tol, max_iter=max_iter, accelerate=accelerate
     )
 
@@ -218,7 +219,7 @@ def run(
                 start = _random_start(seed, int(sizes.sum()), N, rank, float_type, first, M)
             else:
                 start = Factors(*(a.astype(float_type) for a in given))
-            W = np.asarray(mm._padded(start, per_process).W)
+            W = np.asarray(padded(start, per_process).W)
             init_global = Factors(_global(W, rows, total_rows), layouts.place(start.H, replicated))
             args = (init_global, prior_arrays, problem, tol_array)
             program, compile_seconds = compiled(

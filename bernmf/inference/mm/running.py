@@ -1,0 +1,284 @@
+"""Engine ``mm``'s entry points: option checks, one fit (:func:`run`), many fits in one
+compiled call (:func:`run_many`, :func:`run_members`) and the engine's registration.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+
+from bernmf.data import (
+    DTYPES,
+    Observed,
+    check_count,
+    check_dtype,
+    check_flag,
+    check_init,
+    check_seed,
+    check_stopping,
+)
+from bernmf.inference import _batch
+from bernmf.inference import layout as layouts
+from bernmf.inference._compile import compiled
+from bernmf.inference.layout import Data
+from bernmf.inference.mm.batch import Batch
+from bernmf.inference.mm.sharding import solve_from, solve_from_seed
+from bernmf.inference.registry import Engine, register
+from bernmf.models.spec import Factors, Prior
+from bernmf.results import Fit
+
+
+def check_prior(prior: Prior) -> None:
+    """MM's monotonicity guarantee needs alpha, beta, gamma >= 1."""
+    for name, value in prior._asdict().items():
+        if np.any(np.asarray(value) < 1):
+            raise ValueError(
+                f"engine 'mm' needs prior {name} >= 1 (its majorization requires it), "
+                f"got {np.asarray(value).tolist()}; use a Bayesian engine for priors below 1"
+            )
+
+
+def check_options(options: dict) -> None:
+    """Raise TypeError or ValueError for an option of :func:`run` outside its range."""
+    check_stopping(options["max_iter"], options["tol"])
+    check_dtype(options["dtype"])
+    check_flag("accelerate", options["accelerate"])
+    layouts.check_block_rows(options["block_rows"])
+    devices = layouts.check_devices(options["devices"])
+    layouts.check_layout(options["layout"], options["block_rows"], devices)
+
+
+def _prepare(data: Observed, *, max_iter, tol, dtype, accelerate, layout, block_rows, devices):
+    """The float type, layout choice and :class:`Data` of a fit with checked options."""
+    devices = layouts.check_devices(devices)
+    float_type = DTYPES[dtype]
+    itemsize = np.dtype(float_type).itemsize
+    choice = layouts.choose(data, layout, block_rows, devices, itemsize)
+    return float_type, choice, layouts.make_data(data, float_type, choice)
+
+
+def _bytes_per_fit(problem: Data, rank: int, float_type, max_iter: int) -> int:
+    """Bytes of one fit's outputs: W and H, and the trace (in float64)."""
+    M, N = problem.y_zero.shape
+    return (M * rank + rank * N) * np.dtype(float_type).itemsize + 8 * (max_iter + 2)
+
+
+def _static(choice: layouts.Choice, max_iter, accelerate) -> dict:
+    return {"max_iter": int(max_iter), "accelerate": bool(accelerate), "devices": choice.devices}
+
+
+def _extras(choice: layouts.Choice) -> dict:
+    n_devices = 1 if choice.devices is None else len(choice.devices)
+    sparse = "sparse" if choice.sparse else "dense"
+    return {"layout": sparse, "block_rows": choice.block_rows, "devices": n_devices}
+
+
+def run_many(
+    data: Observed,
+    rank: int,
+    priors: Sequence[Prior],
+    seeds: Sequence[int],
+    *,
+    batch_size: int | None = None,
+    workers: int = 1,
+    progress: bool = False,
+    label: str = "fits",
+    stream=None,
+    **options,
+) -> Batch:
+    """One MM fit per (prior, seed) pair, from random starts, in one compiled call.
+
+    Each fit equals ``bernmf.fit(Y, "mm", rank, prior=prior, seed=seed, ...)`` with
+    the same options (to rounding); the fits run as described in
+    :mod:`bernmf.inference._batch`.
+
+    Parameters
+    ----------
+    data : Observed
+    rank : int
+    priors : sequence of Prior
+        One per fit, each broadcast to shape (rank,) and checked (:func:`check_prior`).
+    seeds : sequence of int
+        One per fit.
+    batch_size : int, optional
+        Fits vmapped together; default: all on an accelerator, 1 on a CPU.
+    workers : int, default 1
+        With ``batch_size=1``: threads sharing the fits.
+    progress : bool, default False
+        Print "label: done/total fits" lines to ``stream`` during long calls.
+    **options
+        The options of :func:`run`, with the same defaults.
+
+    Returns
+    -------
+    Batch
+    """
+    options = ENGINE.with_defaults(options)
+    if len(priors) != len(seeds) or not len(seeds):
+        raise ValueError("give one seed per prior, and at least one of each")
+    for s in seeds:
+        check_seed(s)
+    broadcast = [p.broadcast(rank) for p in priors]
+    for prior in broadcast:
+        check_prior(prior)
+    size = len(seeds)
+    batch_size = _batch.default_batch_size(size) if batch_size is None else batch_size
+    check_count("batch_size", batch_size)
+    check_count("workers", workers)
+    with jax.enable_x64(True):
+        float_type, choice, problem = _prepare(data, **options)
+        prior_arrays = Prior(
+            *(np.stack(v).astype(float_type) for v in zip(*broadcast, strict=True))
+        )
+        tol_array = layouts.place(
+            np.asarray(options["tol"], float_type), layouts.replicated(choice.devices)
+        )
+        solution, compile_seconds, run_seconds = _batch.run_many(
+            ("mm.run_many", choice.block_rows, choice.sparse),
+            solve_from_seed,
+            seeds,
+            prior_arrays,
+            (problem, tol_array),
+            batch_size=int(batch_size),
+            workers=int(workers),
+            progress=progress,
+            label=label,
+            stream=stream,
+            bytes_per_fit=_bytes_per_fit(problem, rank, float_type, options["max_iter"]),
+            M=data.shape[0],
+            K=rank,
+            **_static(choice, options["max_iter"], options["accelerate"]),
+        )
+    return Batch.of(
+        solution,
+        data.shape[0],
+        options["tol"],
+        options["accelerate"],
+        compile_seconds,
+        run_seconds,
+        _extras(choice),
+    )
+
+
+OPTIONS = {
+    "max_iter": 2000,
+    "tol": 1e-5,
+    "dtype": "float64",
+    "accelerate": True,
+    "layout": "auto",
+    "block_rows": "auto",
+    "devices": None,
+}
+"""The options of :func:`run`, with their defaults."""
+
+
+def run(
+    data: Observed,
+    rank: int,
+    prior: Prior,
+    seed: int,
+    init=None,
+    *,
+    max_iter: int,
+    tol: float,
+    dtype: str,
+    accelerate: bool,
+    layout: str,
+    block_rows: int | str | None,
+    devices,
+) -> Fit:
+    """Fit by MM; see :func:`bernmf.fit` for the arguments. Returns a :class:`Fit`.
+
+    Parameters
+    ----------
+    max_iter : int, default 2000
+    tol : float, default 1e-5
+        Stop when the relative change of the objective is below it.
+    dtype : {"float64", "float32"}, default "float64"
+    accelerate : bool, default True
+        Iterate SQUAREM-accelerated sweeps: ``n_iter``, ``max_iter`` and the trace
+        then count accelerated iterations (three MM sweeps each) and
+        ``extras["sweeps"]`` counts the sweeps. False: plain MM sweeps.
+    layout : {"auto", "dense", "sparse"}, default "auto"
+        How the observed ones enter the sums (:mod:`bernmf.inference.layout`):
+        ``"sparse"`` only at the ones (gathers and segment sums), ``"dense"`` on
+        whole arrays, ``"auto"`` sparse when few of the observed entries are ones
+        and the rows are neither blocked nor sharded. The result is the same up to
+        floating-point rounding.
+    block_rows : int, "auto" or None, default "auto"
+        None: the sweep works on whole (M, N) arrays. An int B: it goes over
+        blocks of B rows, so that the memory beyond Y and the mask is O((M + N) K
+        + B N); M is padded to a multiple of B with unobserved rows. ``"auto"``:
+        blocks once the temporaries outgrow the CPU's cache or
+        :data:`~bernmf.inference.layout.AUTO_BLOCK_BYTES`
+        (:func:`~bernmf.inference.layout.choose_block_rows`). The result is the
+        same up to floating-point rounding (about 1e-13 in float64).
+    devices : list of jax.Device, optional
+        Shard the rows of Y, the mask and W over these devices and replicate H
+        (``shard_map`` over a one-axis mesh; the sums over rows are ``lax.psum``
+        reductions). M is padded to a multiple of the device count with
+        unobserved rows. On a machine with several GPUs pass
+        ``devices=jax.devices()``; across several hosts, call
+        ``jax.distributed.initialize()`` first in every process (each with the
+        same data) and pass ``devices=jax.devices()``; every process gets the
+        whole result.
+    """
+    options = {"max_iter": max_iter, "tol": tol, "dtype": dtype, "accelerate": accelerate}
+    options |= {"layout": layout, "block_rows": block_rows, "devices": devices}
+    M, N = data.shape
+    given = None if init is None else check_init(init, M, N, rank)
+    with jax.enable_x64(True):
+        float_type, choice, problem = _prepare(data, **options)
+        replicated = layouts.replicated(choice.devices)
+        prior_arrays = Prior(*(layouts.place(np.asarray(v, float_type), replicated) for v in prior))
+        tol_array = layouts.place(np.asarray(tol, float_type), replicated)
+        static = _static(choice, max_iter, accelerate)
+        if given is None:  # one fit alone: a program without run_many's loop over fits
+            start, function = np.asarray(seed, np.uint32), solve_from_seed
+            static |= {"M": M, "K": rank}
+        else:
+            start = Factors(*(layouts.place(a.astype(float_type), replicated) for a in given))
+            function = solve_from
+        args = (start, prior_arrays, problem, tol_array)
+        program, compile_seconds = compiled(
+            (function.__name__, choice.block_rows, choice.sparse), function, *args, **static
+        )
+        begin = time.perf_counter()
+        solution = jax.block_until_ready(program(*args))
+        run_seconds = time.perf_counter() - begin
+    stacked = jax.tree.map(lambda x: np.asarray(x)[None], solution)
+    batch = Batch.of(stacked, M, tol, accelerate, compile_seconds, run_seconds, _extras(choice))
+    return batch.fit(0, prior, seed)
+
+
+def run_members(
+    data: Observed, rank: int, prior: Prior, seeds: Sequence[int], **options
+) -> list[Fit]:
+    """The fits of ``seeds`` in one compiled call (:func:`run_many`), as :func:`run` gives them.
+
+    Each member's timings are its share of the call's run time (:attr:`Batch.seconds`),
+    the compile time counted on the first. ``options`` are those of :func:`run_many`.
+    """
+    batch = run_many(data, rank, [prior] * len(seeds), seeds, **options)
+    members = []
+    for i, seed in enumerate(seeds):
+        compile_seconds = batch.compile_seconds if i == 0 else 0.0
+        timings = {"compile": compile_seconds, "run": float(batch.seconds[i])}
+        members.append(batch.fit(i, prior, int(seed), timings=timings))
+    return members
+
+
+ENGINE = register(
+    Engine(
+        name="mm",
+        run=run,
+        options=OPTIONS,
+        default_prior=Prior(),
+        check_prior=check_prior,
+        run_members=run_members,
+        check_options=check_options,
+    )
+)
