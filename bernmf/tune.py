@@ -29,10 +29,12 @@ import numpy as np
 import pandas as pd
 
 from bernmf._progress import say
+from bernmf.api import held_out_entries
 from bernmf.data import as_observed, check_rank
 from bernmf.inference import mm
-from bernmf.models.spec import Prior, perplexity
+from bernmf.models.spec import Prior
 from bernmf.results import Fit
+from bernmf.stacking import entries_lpd
 
 __all__ = ["Tuning", "grid", "restarts"]
 
@@ -126,7 +128,8 @@ def grid(
     mask : bool array of shape (M, N)
         Training entries (observed by the fits).
     validation : bool array of shape (M, N)
-        Entries scored by the mean negative log-likelihood (perplexity).
+        Entries scored by the mean negative log-likelihood (perplexity), as
+        :meth:`bernmf.Fit.perplexity` scores them: entries where Y is NaN are not.
     gamma : float, default 1
         Dirichlet parameter of the rows of W, the same for every fit.
     restarts : int, default 1
@@ -156,12 +159,8 @@ def grid(
     if combine not in (None, "mean", "best"):
         raise ValueError(f"combine must be None, 'mean' or 'best', got {combine!r}")
     data = as_observed(Y, mask)
-    values = as_observed(Y).Y
-    validation = np.asarray(validation, bool)
-    if validation.shape != data.shape:
-        raise ValueError(f"validation has shape {validation.shape} but Y has {data.shape}")
-    if (validation & data.mask).any():
-        raise ValueError("validation entries must not be training entries (mask)")
+    held_out = held_out_entries(Y, data, np.asarray(validation, bool))
+    rows_at, columns_at, y = held_out.entries()
     stream = stream or sys.stderr
     settings = [(a, b, seed + r) for a in alphas for b in betas for r in range(restarts)]
     rows, ensembles, timings = [], [], {}
@@ -181,8 +180,13 @@ def grid(
             **options,
         )
         timings[rank] = {"compile": result.compile_seconds, "run": result.run_seconds}
+        # at the validation entries only, as Fit.perplexity scores them (NaN never scored)
+        probs = [
+            result.fit(i, None, s).probs_at(rows_at, columns_at)
+            for i, (_, _, s) in enumerate(settings)
+        ]
         for i, (a, b, s) in enumerate(settings):
-            score = perplexity(values, result.probs(i), validation)
+            score = _perplexity(y, probs[i])
             rows.append(
                 (
                     rank,
@@ -202,12 +206,8 @@ def grid(
         for start in range(0, len(settings), restarts) if combine else ():
             members = range(start, start + restarts)
             chosen = min(members, key=lambda i: np.nan_to_num(result.objective[i], nan=np.inf))
-            probs = (
-                np.mean([result.probs(i) for i in members], axis=0)
-                if combine == "mean"
-                else result.probs(chosen)
-            )
-            score = perplexity(values, probs, validation)
+            mixed = np.mean([probs[i] for i in members], axis=0)
+            score = _perplexity(y, mixed if combine == "mean" else probs[chosen])
             a, b, s = settings[chosen]
             ensembles.append((rank, a, b, gamma, restarts, s, score))
             if score < best_score:
@@ -240,6 +240,11 @@ def grid(
         "validation_perplexity": float(top["validation_perplexity"]),
     }
     return Tuning(table, best, best_factors, timings, ensemble_table)
+
+
+def _perplexity(y: np.ndarray, probs: np.ndarray) -> float:
+    """Mean negative log-likelihood of entries of values ``y`` (n,) under P(Y=1) ``probs`` (n,)."""
+    return float(-entries_lpd(y, probs).mean())
 
 
 def restarts(

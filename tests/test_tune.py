@@ -147,3 +147,26 @@ def test_bad_arguments():
         tune.grid(Y, [2], mask=split.train, validation=split.validation, variant="other")
     with pytest.raises(TypeError, match="rank"):
         tune.grid(Y, [2.5], mask=split.train, validation=split.validation)
+
+
+def test_grid_scores_validation_as_fit_perplexity_with_nan_in_y():
+    # issue 23: the grid scored validation entries whose Y is NaN as zeros
+    Y, _, _ = bernmf.simulate(0, 60, 40, 3)
+    Y = np.asarray(Y, float)
+    Y[np.random.default_rng(0).random(Y.shape) < 0.3] = np.nan
+    split = random_split(Y.shape, seed=0)
+    common = {"mask": split.train, "max_iter": 100}
+    result = tune.grid(
+        Y, [3], [1.2], [1.5], validation=split.validation, restarts=2, combine="mean",
+        progress=False, **common,
+    )  # fmt: skip
+    for row in result.table.itertuples():
+        single = bernmf.fit(Y, "mm", 3, prior=bernmf.Prior(1.2, 1.5), seed=row.seed, **common)
+        score = single.perplexity(Y, split.validation)
+        assert row.validation_perplexity == pytest.approx(score, rel=1e-9)
+    ensemble = bernmf.fit(
+        Y, "mm", 3, prior=bernmf.Prior(1.2, 1.5), restarts=2, combine="mean", **common
+    )
+    assert result.ensembles["validation_perplexity"].iloc[0] == pytest.approx(
+        ensemble.perplexity(Y, split.validation), rel=1e-9
+    )
