@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import io
+import threading
+import time
+
+import jax.numpy as jnp
+import numpy as np
 
 from bernmf import cli
+from bernmf.inference import _batch
 from bernmf._progress import Progress, is_terminal
 
 
@@ -50,3 +56,42 @@ def test_cli_compare_in_a_pipe_writes_one_line_per_fit_and_no_carriage_return(tm
     assert "mm K=2 seed 0: perplexity" in lines[0] and lines[0].endswith(" s")
     assert cli.main([*argv, "--quiet", "--out", str(tmp_path / "b")]) == 0
     assert capsys.readouterr() == ("", "")
+
+
+def test_threads_running_many_fits_at_once_each_count_their_own(monkeypatch):
+    # issue 23: the reporters were one global stack, so a thread counted the other's fits
+    made, counted = [], {}
+
+    class Recorder:
+        def __init__(self, label, total, **_):
+            self.label = label
+            counted[label] = 0
+            made.append(label)
+
+        def update(self, count=1):
+            deadline = time.monotonic() + 30
+            while len(made) < 2 and time.monotonic() < deadline:  # both calls under way
+                time.sleep(0.01)
+            time.sleep(0.05)
+            counted[self.label] += count
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(_batch, "Progress", Recorder)
+
+    def fit_one(seed, prior, scale):
+        return jnp.sum(prior) * scale + seed
+
+    def many(label, size):
+        _batch.run_many(
+            ("test.threads",), fit_one, list(range(size)), np.ones((size, 2)),
+            (jnp.asarray(1.0),), batch_size=1, bytes_per_fit=8, label=label,
+        )  # fmt: skip
+
+    threads = [threading.Thread(target=many, args=(f"call {n}", n)) for n in (3, 5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert counted == {"call 3": 3, "call 5": 5}

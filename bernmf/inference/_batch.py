@@ -14,6 +14,8 @@ its part, to use several CPU cores.
 from __future__ import annotations
 
 import functools
+import itertools
+import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,13 +35,19 @@ CAPACITY_BYTES = 2**26
 """Memory that the unused output slots of a one-by-one program may take (64 MiB)."""
 
 # Progress is reported from inside the compiled program through one module-level
-# function, so the cached programs never hold on to a caller's reporter.
-_REPORTERS: list[Callable[[int], None]] = []
+# function, so the cached programs never hold on to a caller's reporter: each call of
+# run_many registers its reporter under a number that its program receives as an
+# argument, so that calls running at once in several threads each count their own fits.
+_REPORTERS: dict[int, Callable[[int], None]] = {}
+_NUMBERS = itertools.count(1)
+_LOCK = threading.Lock()
 
 
-def _report_done(count) -> None:
-    if _REPORTERS:
-        _REPORTERS[-1](int(np.size(count)))
+def _report_done(number, count) -> None:
+    with _LOCK:
+        reporter = _REPORTERS.get(int(np.ravel(number)[0]))
+    if reporter is not None:
+        reporter(int(np.size(count)))
 
 
 def default_batch_size(size: int) -> int:
@@ -53,18 +61,20 @@ def _capacity(size: int, bytes_per_fit: int) -> int:
     return 1 << (max(size, least) - 1).bit_length()
 
 
-def _reported(fit_one: Callable) -> Callable:
+def _reported(fit_one: Callable, number) -> Callable:
+    """``fit_one`` that tells the reporter registered under ``number`` when it is done."""
+
     def fit_and_report(seed, prior, *shared, **static):
         solution = fit_one(seed, prior, *shared, **static)
-        jax.debug.callback(_report_done, seed)
+        jax.debug.callback(_report_done, number, seed)
         return solution
 
     return fit_and_report
 
 
-def _mapped(seeds, priors, *shared, fit_one, batch_size, **static):
+def _mapped(seeds, priors, number, *shared, fit_one, batch_size, **static):
     """All fits, vmapped in batches of ``batch_size``."""
-    fit = _reported(fit_one)
+    fit = _reported(fit_one, number)
     return jax.lax.map(
         lambda args: fit(args[0], args[1], *shared, **static),
         (seeds, priors),
@@ -72,9 +82,9 @@ def _mapped(seeds, priors, *shared, fit_one, batch_size, **static):
     )
 
 
-def _sequential(seeds, priors, count, *shared, fit_one, **static):
+def _sequential(seeds, priors, count, number, *shared, fit_one, **static):
     """The first ``count`` fits one after the other (the arrays may be longer)."""
-    fit = functools.partial(_reported(fit_one), **static)
+    fit = functools.partial(_reported(fit_one, number), **static)
     shapes = jax.eval_shape(fit, seeds[0], jax.tree.map(lambda x: x[0], priors), *shared)
     outputs = jax.tree.map(lambda x: jnp.zeros((seeds.shape[0], *x.shape), x.dtype), shapes)
 
@@ -135,8 +145,12 @@ def run_many(
     """
     size = len(seeds)
     seed_array = np.asarray(seeds, dtype=np.uint32)
+    number = next(_NUMBERS)
+    reporter_number = jnp.asarray(number, jnp.int32)
     if batch_size > 1:
-        call = (jnp.asarray(seed_array), jax.tree.map(jnp.asarray, priors), *shared)
+        call = (
+            jnp.asarray(seed_array), jax.tree.map(jnp.asarray, priors), reporter_number, *shared
+        )  # fmt: skip
         program, compile_seconds = compiled(
             (key, "mapped"),
             _mapped,
@@ -155,19 +169,21 @@ def run_many(
             padded = np.resize(part, capacity)  # repeats; only len(part) are run
             chosen = jax.tree.map(lambda v, padded=padded: jnp.asarray(v[padded]), priors)
             count = jnp.asarray(len(part))
-            calls.append((jnp.asarray(seed_array[padded]), chosen, count, *shared))
+            calls.append((jnp.asarray(seed_array[padded]), chosen, count, reporter_number, *shared))
         program, compile_seconds = compiled(
             (key, "sequential"), _sequential, *calls[0], fit_one=fit_one, **static
         )
     reporter = Progress(label, size, enabled=progress, stream=stream)
-    _REPORTERS.append(reporter.update)
+    with _LOCK:
+        _REPORTERS[number] = reporter.update
     try:
         begin = time.perf_counter()
         with ThreadPoolExecutor(len(calls)) as pool:
             outputs = list(pool.map(lambda call: jax.block_until_ready(program(*call)), calls))
         run_seconds = time.perf_counter() - begin
     finally:
-        _REPORTERS.pop()
+        with _LOCK:
+            del _REPORTERS[number]
         reporter.close()
     counts = [len(part) for part in parts]
     cut = [_first(out, n) for out, n in zip(outputs, counts, strict=True)]
