@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf import cli
-from bernmf.inference import _batch
 from bernmf._progress import Progress, is_terminal
+from bernmf.inference import _batch
 
 
 class Terminal(io.StringIO):
