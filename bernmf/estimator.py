@@ -45,11 +45,13 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         An engine of :func:`bernmf.engines` whose factors are probabilities (W rows on
         the simplex, H in [0, 1]): ``"mm"``, ``"em"`` and the Bayesian engines (whose
         posterior mean is used). The logistic baselines are refused.
-    alpha, beta : float, default 1.0
-        ``H[k, n] ~ Beta(alpha, beta)``; must stay 1.0 for engines without a prior.
-    gamma : float, default 1.0
-        ``W[m, :] ~ Dirichlet(gamma)``; also the prior of the rows in ``transform``,
-        whose MM fold-in needs gamma >= 1.
+    alpha, beta : float or None, default None
+        ``H[k, n] ~ Beta(alpha, beta)``; None: the engine's default (1 for every engine
+        that takes a prior); must stay None for engines without a prior.
+    gamma : float or None, default None
+        ``W[m, :] ~ Dirichlet(gamma)``; None: the engine's default (1, or 1/K for
+        ``gibbs`` and ``vb``). ``transform`` folds rows in at this gamma raised to at
+        least 1 (its MM fold-in is concave there only).
     max_iter, tol : int and float, optional
         Passed to the engine when given (its defaults otherwise).
     random_state : int, RandomState or None, default None
@@ -88,9 +90,9 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n_components=2,
         *,
         engine="mm",
-        alpha=1.0,
-        beta=1.0,
-        gamma=1.0,
+        alpha=None,
+        beta=None,
+        gamma=None,
         max_iter=None,
         tol=None,
         random_state=None,
@@ -148,13 +150,23 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             options["max_iter"] = self.max_iter
         if self.tol is not None:
             options["tol"] = self.tol
+        given = {
+            name: value
+            for name, value in (("alpha", self.alpha), ("beta", self.beta), ("gamma", self.gamma))
+            if value is not None
+        }
         if not engine.takes_prior:
-            if (self.alpha, self.beta, self.gamma) != (1.0, 1.0, 1.0):
+            if given:
                 raise ValueError(
-                    f"engine {self.engine!r} takes no prior: leave alpha, beta, gamma at 1.0"
+                    f"engine {self.engine!r} takes no prior: leave alpha, beta, gamma at None"
                 )
             return None, options
-        return Prior(self.alpha, self.beta, self.gamma), options
+        if not given:
+            return None, options  # the engine's default prior
+        default = engine.default_prior
+        if "gamma" in given:  # a gamma given is the gamma used, not rescaled by the rank
+            default = Prior(default.alpha, default.beta)
+        return default._replace(**given), options
 
     def _seed(self) -> int:
         if isinstance(self.random_state, numbers.Integral) and self.random_state >= 0:
@@ -199,7 +211,7 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _fold_in(self, observed: Observed) -> np.ndarray:
-        gamma = 1.0 if self.result_.prior is None else self.result_.prior.gamma
+        gamma = 1.0 if self.result_.prior is None else np.maximum(self.result_.prior.gamma, 1.0)
         return fold_in(observed, self.components_, gamma).W
 
     def transform(self, X, mask=None):

@@ -127,3 +127,17 @@ def test_pipeline_and_grid_search_with_entrywise_masks():
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
     pipeline = make_pipeline(NBMF(3, random_state=0, binarize=0.5))
     assert pipeline.fit_transform(Y).shape == (80, 3)
+
+
+def test_each_engine_fits_at_its_default_prior_unless_one_is_given():
+    # issue 23: NBMF(engine="gibbs") fitted at Prior(1, 1, 1), not gibbs' gamma = 1/K
+    Y, _, _ = bernmf.simulate(6, 20, 10, 2)
+    options = {"num_warmup": 5, "num_samples": 5, "progress": False}
+    model = NBMF(2, engine="gibbs", random_state=0, engine_options=options).fit(Y)
+    np.testing.assert_allclose(model.result_.prior.gamma, [0.5, 0.5])
+    assert model.transform(Y).shape == (20, 2)
+    model = NBMF(2, engine="gibbs", gamma=2.0, random_state=0, engine_options=options).fit(Y)
+    np.testing.assert_allclose(model.result_.prior.gamma, [2.0, 2.0])
+    model = NBMF(2, alpha=1.5, random_state=0).fit(Y)
+    np.testing.assert_allclose(model.result_.prior.alpha, [1.5, 1.5])
+    np.testing.assert_allclose(model.result_.prior.gamma, [1.0, 1.0])
