@@ -20,7 +20,7 @@ from numpyro.infer.util import log_density
 
 import bernmf
 from bernmf.data import as_observed
-from bernmf.inference import _compile, nuts
+from bernmf.inference import _compile, mm, nuts
 from bernmf.models import numpyro_model
 from bernmf.models.spec import log_joint, log_likelihood, masked_log_likelihood_terms
 
@@ -317,6 +317,25 @@ def test_chain_starts_from_the_prior_or_a_given_init_are_inside_the_support():
     W1, H1 = nuts.initial_factors(data, 3, prior, 0, (W, H), "mm", num_chains=2)
     np.testing.assert_array_equal(W1[0], W1[1])
     np.testing.assert_allclose(H1[0], np.clip(H, 1e-3, 1 - 1e-3))
+
+
+def test_the_mm_starts_of_the_chains_run_in_one_batched_call(monkeypatch):
+    # issue 23: nuts ran its MM starts one fit at a time
+    Y, _, _ = bernmf.simulate(4, 12, 8, 2)
+    data = as_observed(Y)
+    prior = bernmf.Prior(0.5, 2.0).broadcast(2)
+    calls = []
+    run_members = mm.run_members
+    monkeypatch.setattr(
+        mm, "run_members", lambda *a, **o: calls.append(a[3]) or run_members(*a, **o)
+    )
+    W0, H0 = nuts.initial_factors(data, 2, prior, 5, None, "mm", num_chains=3)
+    assert calls == [[5, 6, 7]]
+    for chain, seed in enumerate((5, 6, 7)):
+        alone = bernmf.fit(Y, "mm", 2, prior=nuts.mm_start_prior(prior), seed=seed)
+        W, H = numpyro_model.interior(alone.W[None], alone.H[None])
+        np.testing.assert_allclose(W0[chain], W[0], atol=1e-8)
+        np.testing.assert_allclose(H0[chain], H[0], atol=1e-8)
 
 
 def test_chains_run_in_parallel_only_with_a_device_per_chain(monkeypatch):
