@@ -75,7 +75,9 @@ def fit(
         R > 1 fits an ensemble of R members (:mod:`bernmf.ensemble`) from seeds
         ``seed, ..., seed + R - 1``: for ``mm`` and ``em`` R fits in one compiled
         call, for ``nuts`` and ``gibbs`` R chains (``num_chains`` is set to R), for
-        the other engines one fit per seed.
+        the other engines one fit per seed. For ``nuts`` and ``gibbs`` an ensemble
+        without ``restarts`` (``combine`` or ``validation`` given) has one member
+        per chain of ``num_chains``.
     combine : {"best", "mean", "stack"}, default "best"
         How the members are combined: the one of best final objective, the uniform
         mixture of their predictive probabilities, or the mixture weighted by
@@ -163,9 +165,10 @@ def fit(
                 f"restarts={restarts} runs {restarts} chains of engine {engine!r}: leave "
                 f"num_chains out (it was {given['num_chains']!r})"
             )
+        restarts = member_count(chosen, restarts, options)
         seeds = range(int(seed), int(seed) + restarts)
         members = run_members(chosen, data, rank, prior, seeds, options)
-        result = combine_members(members, combine, data, held_out, maximizes=chosen.maximizes)
+        result = combine_members(members, combine, data, held_out, score=chosen.score)
     record = run_record(chosen, rank, prior, int(seed), init, restarts, combine, options)
     record["data"] = data_record(data, held_out)
     return dataclasses.replace(
@@ -175,6 +178,17 @@ def fit(
         col_labels=data.col_labels,
         observed=data,
     )
+
+
+def member_count(engine: Engine, restarts: int, options: dict) -> int:
+    """The members of an ensemble: ``restarts``, or for an engine whose members are its
+    chains (:attr:`~bernmf.inference.registry.Engine.seed_count` with
+    :attr:`~bernmf.inference.registry.Engine.run_members`) and ``restarts`` 1, its
+    ``num_chains`` (so that ``combine`` or ``validation`` alone keep the chains asked for).
+    """
+    if restarts == 1 and engine.seed_count is not None and engine.run_members is not None:
+        return int(options[engine.seed_count])
+    return restarts
 
 
 def run_record(

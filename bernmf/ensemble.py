@@ -4,8 +4,9 @@ The posterior of this model has many modes, and fits from different seeds (or th
 chains of a sampler) settle in different ones. :func:`bernmf.fit` with
 ``restarts=R`` runs R members (:mod:`bernmf.inference.members`) and combines them:
 
-- ``"best"``: the member of best final objective (lowest; highest for an engine that
-  maximizes its trace);
+- ``"best"``: the member of best score (:meth:`~bernmf.inference.registry.Engine.score`:
+  the final trace value, lowest or highest by the trace's direction; for a sampler the
+  mean log joint of its kept draws);
 - ``"mean"``: the uniform mixture of the members' predictive probabilities;
 - ``"stack"``: the mixture weighted by stacking (Yao, Vehtari, Simpson & Gelman
   2018) of the members' log predictive densities, on the ``validation`` entries, or
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -84,12 +85,17 @@ def run_members(
     return [engine.run(data, rank, prior, int(s), None, **options) for s in seeds]
 
 
-def _scores(members: Sequence[Fit], maximizes: bool) -> np.ndarray:
-    """Final objective of each member, lower is better; ValueError if one is not finite."""
-    objectives = np.array([m.objective for m in members], float)
-    if not np.isfinite(objectives).all():
-        raise ValueError(f"an ensemble member ended with a non-finite objective: {objectives}")
-    return -objectives if maximizes else objectives
+def _scores(members: Sequence[Fit], score: Callable[[Fit], float]) -> np.ndarray:
+    """``score`` of each member, lower is better; ValueError if one is not finite."""
+    scores = np.array([score(m) for m in members], float)
+    if not np.isfinite(scores).all():
+        raise ValueError(f"an ensemble member ended with a non-finite score: {scores}")
+    return scores
+
+
+def final_objective(fit: Fit) -> float:
+    """The last value of ``fit.trace``: the score of members whose trace falls."""
+    return fit.objective
 
 
 def _weights(combine: str, best: int, R: int, lpd, observed: Observed, draws) -> np.ndarray:
@@ -115,7 +121,7 @@ def combine_members(
     observed: Observed,
     validation: Observed | None = None,
     *,
-    maximizes: bool = False,
+    score: Callable[[Fit], float] = final_objective,
     gather=None,
     stacklevel: int = 3,
 ) -> Fit:
@@ -132,8 +138,10 @@ def combine_members(
     validation : Observed, optional
         Held-out entries (its mask) of Y, used by ``"stack"`` and scored for every
         member and the mixture.
-    maximizes : bool
-        Whether a higher final trace is a better member (:attr:`Engine.maximizes`).
+    score : callable, default :func:`final_objective`
+        ``score(member) -> float``, lower is better: the members' engine's
+        :meth:`~bernmf.inference.registry.Engine.score`. It chooses ``"best"``
+        and separates the modes.
     gather : callable, optional
         For members that hold some rows of the data only (a fit across processes,
         :mod:`bernmf.distributed`): maps an array of this part's scored entries,
@@ -148,16 +156,17 @@ def combine_members(
         ``probs`` is the mixture ``sum_r weights[r] * members[r].probs``, computed
         on demand from the members (so :meth:`Fit.perplexity` scores the mixture);
         W, H, trace, n_iter and seed are the best member's; ``converged`` is True
-        when every member converged;
+        when every member converged (None when the members' is None);
         ``timings`` add up the members'; ``draws`` pool the members' chains, except
         for ``"best"``; ``members`` holds the members and ``extras["restarts"]``
-        their seeds, objectives, iterations, convergence, ``weights``, the
+        their seeds, objectives (final trace values), ``scores``, iterations,
+        convergence, ``weights``, the
         ``combine`` rule, the mode each member reached
         (:func:`bernmf.modes.count_modes`; a UserWarning when they disagree strongly)
         and, with validation entries, each member's ``validation_perplexity``.
     """
     members = list(members)
-    scores = _scores(members, maximizes)
+    scores = _scores(members, score)
     best = int(np.argmin(scores))
     lpd = None
     gather = gather or (lambda part: part)
@@ -182,8 +191,9 @@ def combine_members(
     record = {
         "seeds": [m.seed for m in members],
         "objectives": [m.objective for m in members],
+        "scores": scores.tolist(),
         "n_iter": [m.n_iter for m in members],
-        "converged": [bool(m.converged) for m in members],
+        "converged": [None if m.converged is None else bool(m.converged) for m in members],
         "weights": weights.tolist(),
         "combine": combine,
         "modes": modes.labels.tolist(),
@@ -195,7 +205,9 @@ def combine_members(
     return dataclasses.replace(
         chosen,
         stored_probs=None,  # the members' mixture, computed on demand (Fit.probs_rows)
-        converged=all(m.converged for m in members),
+        converged=None
+        if any(m.converged is None for m in members)
+        else all(m.converged for m in members),
         timings={k: float(sum(m.timings.get(k, 0.0) for m in members)) for k in chosen.timings},
         extras={**chosen.extras, "restarts": record},
         draws=draws if pooled else chosen.draws,

@@ -208,7 +208,7 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         "rank": int(fit.rank),
         "seed": int(fit.seed),
         "n_iter": int(fit.n_iter),
-        "converged": bool(fit.converged),
+        "converged": None if fit.converged is None else bool(fit.converged),
         "timings": {k: float(v) for k, v in fit.timings.items()},
         "has_prior": fit.prior is not None,
         "draws": list(fit.draws),
@@ -246,7 +246,7 @@ def _member_info(member: Fit) -> dict:
     return {
         "seed": int(member.seed),
         "n_iter": int(member.n_iter),
-        "converged": bool(member.converged),
+        "converged": None if member.converged is None else bool(member.converged),
         "timings": {k: float(v) for k, v in member.timings.items()},
     }
 
@@ -304,6 +304,13 @@ def _get(info: Mapping, key: str, kind: type, where: str = ""):
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise ValueError(f"{where}{key!r} should be {kind.__name__}, got {value!r:.60}")
     return value
+
+
+def _get_optional(info: Mapping, key: str, kind: type, where: str = ""):
+    """``info[key]`` of type ``kind``, or None (e.g. a sampler's ``converged``)."""
+    if isinstance(info, Mapping) and info.get(key) is None:
+        return None
+    return _get(info, key, kind, where)
 
 
 def _array(arrays: Mapping, name: str, shape: tuple, kinds: str = "f") -> np.ndarray:
@@ -408,7 +415,7 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
             stored_probs=stacked["probs"][r] if "probs" in stacked else None,
             trace=_array(arrays, f"members/trace/{r}", (None,)),
             n_iter=_get(record, "n_iter", int, "member "),
-            converged=_get(record, "converged", bool, "member "),
+            converged=_get_optional(record, "converged", bool, "member "),
             timings=_timings(record),
             seed=_get(record, "seed", int, "member "),
             row_labels=fit.row_labels,
@@ -437,7 +444,7 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         stored_probs=_array(arrays, "probs", (M, N)) if "probs" in arrays else None,
         trace=_array(arrays, "trace", (None,)),
         n_iter=_get(info, "n_iter", int),
-        converged=_get(info, "converged", bool),
+        converged=_get_optional(info, "converged", bool),
         timings=_timings(info),
         seed=_get(info, "seed", int),
         extras=_decode(info.get("extras"), arrays),

@@ -39,13 +39,18 @@ class Fit:
         of them. Of a fit across processes (``bernmf.fit(..., distributed=True)``),
         like W, only this process's rows (M_p, N).
     trace : ndarray of shape (n_iter + 1,)
-        Objective after each iteration, starting with the initial value. For
+        The engine's objective at the start and after each iteration (sweep, step
+        or kept draw); its kind and direction are the engine's declaration
+        (``bernmf.inference.get_engine(name).trace`` and ``.maximizes``). For
         ``mm`` and ``em`` this is the negative log-posterior (negative
-        log-likelihood for ``em``) of the observed entries.
+        log-likelihood for ``em``) of the observed entries; for the samplers minus
+        the log joint, averaged over the chains.
     n_iter : int
         Number of iterations run.
-    converged : bool
-        True if the stopping criterion was met before the iteration limit.
+    converged : bool or None
+        True if the stopping criterion was met before the iteration limit; None for
+        an engine without one (the samplers ``nuts`` and ``gibbs``: see
+        :func:`bernmf.diagnostics`).
     timings : dict
         ``{"compile": seconds, "run": seconds}``; compile is 0 when a compiled
         program of the same shapes was reused.
@@ -85,7 +90,7 @@ class Fit:
     H: np.ndarray
     trace: np.ndarray
     n_iter: int
-    converged: bool
+    converged: bool | None
     timings: Mapping[str, float]
     seed: int
     extras: Mapping[str, Any] = field(default_factory=dict)

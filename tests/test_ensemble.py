@@ -94,6 +94,34 @@ def test_the_chains_of_a_sampler_are_its_members():
     np.testing.assert_array_equal(result.draws["H"], pooled.draws["H"])
     lp = pooled.sample_stats["lp"]
     assert result.extras["restarts"]["objectives"] == pytest.approx(list(-lp[:, -1]))
+    # a member is scored over its kept draws, not its last one
+    assert result.extras["restarts"]["scores"] == pytest.approx(list(-lp.mean(axis=1)))
+    # its objective has the sign of the fit alone (minus the log joint), issue 23
+    alone = bernmf.fit(Y, "gibbs", K, mask=TRAIN, seed=6, **options)
+    assert result.members[1].objective == pytest.approx(alone.objective)
+    assert pooled.objective == pytest.approx(-pooled.extras["log_joint"][:, -1].mean())
+    assert pooled.converged is None and result.converged is None
+
+
+SMALL_TRAIN, SMALL_VALIDATION = TRAIN[:30, :20], VALIDATION[:30, :20]
+
+
+@pytest.mark.parametrize(
+    "engine, options",
+    [
+        ("gibbs", {"num_warmup": 5, "num_samples": 5, "num_chains": 3, "progress": False}),
+        ("nuts", {"num_warmup": 5, "num_samples": 5, "progress": False}),  # default 2 chains
+    ],
+)
+@pytest.mark.parametrize("ensemble", [{"combine": "mean"}, {"validation": SMALL_VALIDATION}])
+def test_an_ensemble_without_restarts_has_a_member_per_chain(engine, options, ensemble):
+    # issue 23: combine= or validation= alone ran 1 chain while the record said more
+    chains = options.get("num_chains", bernmf.inference.get_engine(engine).options["num_chains"])
+    result = bernmf.fit(Y[:30, :20], engine, 2, mask=SMALL_TRAIN, seed=4, **options, **ensemble)
+    assert len(result.members) == chains
+    assert [m.seed for m in result.members] == list(range(4, 4 + chains))
+    assert result.extras["run"]["options"]["num_chains"] == chains
+    assert result.extras["run"]["seeds"] == list(range(4, 4 + chains))
 
 
 @pytest.fixture

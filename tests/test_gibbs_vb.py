@@ -242,6 +242,7 @@ def test_gibbs_result_shapes_and_ranges(simulated):
     assert fit.sample_stats["lp"].shape == (2, 4)
     assert fit.trace.shape == (5 + 8 + 1,) and fit.n_iter == 13
     assert fit.extras["log_joint"].shape == (2, 14)
+    np.testing.assert_allclose(fit.trace, -fit.extras["log_joint"].mean(axis=0))
     np.testing.assert_array_equal(fit.sample_stats["lp"], fit.extras["log_joint"][:, 7::2])
     expected = np.einsum("csmk,cskn->mn", fit.draws["W"], fit.draws["H"]) / 8
     np.testing.assert_allclose(fit.probs, expected)

@@ -30,6 +30,11 @@ def run_members(data: Observed, rank: int, prior: None, seeds, **options) -> lis
 
 ENGINE = register(
     mm.ENGINE._replace(
-        name="em", run=run, default_prior=None, check_prior=None, run_members=run_members
+        name="em",
+        run=run,
+        default_prior=None,
+        check_prior=None,
+        run_members=run_members,
+        trace="the negative log likelihood of the observed entries",
     )
 )

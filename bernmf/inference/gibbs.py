@@ -270,7 +270,8 @@ def run(
     thinning : int, default 1
         Sweeps per kept draw after the burn-in.
     num_chains : int, default 1
-        Independent chains, run together (vectorized).
+        Independent chains, run together (vectorized); chain c draws from seed
+        ``seed + c``, so it is the one-chain fit of that seed.
     progress : bool, default True
         Show the sweeps on stderr: a bar on a terminal, else a line every 10 s and
         one at the end (:class:`bernmf._progress.Progress`).
@@ -281,10 +282,12 @@ def run(
         ``draws`` {"W": (C, S, M, K), "H": (C, S, K, N)} hold E[W | Z] and E[H | Z] of
         each kept draw; ``W``, ``H`` their means over all draws and ``probs`` the mean
         over draws of E[W | Z] E[H | Z] (Rao-Blackwellized). ``trace`` (n_iter + 1,)
-        is the collapsed log joint log p(Y_observed, Z) of chain 0, from the initial Z
-        to each sweep (``extras["log_joint"]`` has every chain, shape (C, n_iter + 1));
-        ``sample_stats["lp"]`` (C, S) is that log joint at the kept draws. ``converged``
-        is always False: a sampler has no stopping rule (diagnose with ArviZ).
+        is minus the collapsed log joint log p(Y_observed, Z), averaged over the
+        chains, from the initial Z to each sweep (falling as the chains improve, like
+        the MAP engines' objectives); ``extras["log_joint"]`` has every chain's log
+        joint, shape (C, n_iter + 1), and ``sample_stats["lp"]`` (C, S) that at the
+        kept draws. ``converged`` is None: a sampler has no stopping rule (diagnose
+        it with :func:`bernmf.diagnostics`).
     """
     if init is not None:
         raise ValueError("engine 'gibbs' takes no init (Z starts uniformly at random)")
@@ -299,9 +302,10 @@ def run(
             y=jnp.asarray(diagonals.gather(data.Y), COUNT_DTYPE),
             obs=jnp.asarray(diagonals.gather(data.mask), COUNT_DTYPE),
         )
-        key_init, key_chains = jax.random.split(jax.random.key(seed))
-        states = _initial_states(key_init, layout, diagonals, rank, num_chains)
-        keys = jax.random.split(key_chains, num_chains)
+        # chain c from seed + c alone: it is the one-chain fit of that seed
+        pairs = [jax.random.split(jax.random.key(seed + c)) for c in range(num_chains)]
+        states = _initial_states([p[0] for p in pairs], layout, diagonals, rank)
+        keys = jnp.stack([p[1] for p in pairs])
         prior32 = _augmented.prior_arrays(prior, COUNT_DTYPE)
         prior64 = _augmented.prior_arrays(prior, jnp.float64)
         index = jnp.asarray(0, jnp.int32)
@@ -337,9 +341,9 @@ def run(
         W=W_draws.mean(axis=(0, 1)),
         H=H_draws.mean(axis=(0, 1)),
         stored_probs=probs,
-        trace=log_joint[0],
+        trace=-log_joint.mean(axis=0),
         n_iter=n_sweeps,
-        converged=False,
+        converged=None,
         timings={"compile": compile_seconds, "run": run_seconds},
         seed=seed,
         extras={"log_joint": log_joint},
@@ -348,9 +352,9 @@ def run(
     )
 
 
-def _initial_states(key, layout: Data, diagonals: Diagonals, K: int, num_chains: int) -> State:
-    """Initial states of ``num_chains`` chains stacked on a leading axis."""
-    states = [initial_state(k, layout, diagonals, K) for k in jax.random.split(key, num_chains)]
+def _initial_states(keys, layout: Data, diagonals: Diagonals, K: int) -> State:
+    """Initial states of the chains of ``keys``, stacked on a leading axis."""
+    states = [initial_state(k, layout, diagonals, K) for k in keys]
     return jax.tree.map(lambda *a: jnp.stack(a), *states)
 
 
@@ -364,5 +368,9 @@ ENGINE = register(
         bayesian=True,
         run_members=by_chain(run),
         check_options=check_options,
+        seed_count="num_chains",
+        trace="minus the collapsed log joint log p(Y, Z), mean over the chains",
+        converges=False,
+        scores="draws",
     )
 )

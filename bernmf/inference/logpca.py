@@ -285,4 +285,13 @@ def transform(fit: Fit, Y, mask=None) -> Projection:
     return Projection(scores, expit(mu + scores @ U.T))
 
 
-ENGINE = register(Engine("logpca", run, OPTIONS, probabilities=False, check_options=check_options))
+ENGINE = register(
+    Engine(
+        "logpca",
+        run,
+        OPTIONS,
+        probabilities=False,
+        check_options=check_options,
+        trace="the mean negative log likelihood per observed entry",
+    )
+)

@@ -289,4 +289,13 @@ def run(
         )
 
 
-ENGINE = register(Engine("logsvd", run, OPTIONS, probabilities=False, check_options=check_options))
+ENGINE = register(
+    Engine(
+        "logsvd",
+        run,
+        OPTIONS,
+        probabilities=False,
+        check_options=check_options,
+        trace="the mean negative log likelihood per observed entry",
+    )
+)

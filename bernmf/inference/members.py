@@ -25,22 +25,24 @@ def split_chains(fit: Fit) -> list[Fit]:
 
     Member c keeps the draws and sample statistics of chain c (leading dims (1, S)),
     the posterior means of its aligned W and H, the posterior mean of its ``W @ H``
-    as ``probs``, and as ``trace`` minus its log-joint per draw
-    (``sample_stats["lp"]``, shape (S,)), so that a lower trace is a better chain,
-    as for the MAP engines. Its seed is ``fit.seed + c``, its timings a 1/C share.
+    as ``probs``, and as ``trace`` minus its log joint (``extras["log_joint"][c]``,
+    shape (n_iter + 1,)): the trace of the one-chain fit of its seed, of the same
+    kind and direction as the whole fit's (the chains' mean). Its seed is
+    ``fit.seed + c`` (chain c of the engines that use :func:`by_chain` is the
+    one-chain fit of that seed), its timings a 1/C share.
 
     Parameters
     ----------
     fit : Fit
-        With draws ``{"W": (C, S, M, K), "H": (C, S, K, N)}`` and
-        ``sample_stats["lp"]`` of shape (C, S).
+        With draws ``{"W": (C, S, M, K), "H": (C, S, K, N)}``, ``sample_stats``
+        each (C, S) and ``extras["log_joint"]`` of shape (C, n_iter + 1).
 
     Returns
     -------
     list of Fit, length C
     """
     W_draws, H_draws = (np.asarray(fit.draws[k]) for k in ("W", "H"))
-    lp = np.asarray(fit.sample_stats["lp"], float)
+    log_joint = np.asarray(fit.extras["log_joint"], float)
     C = W_draws.shape[0]
     members = []
     for c in range(C):
@@ -52,12 +54,12 @@ def split_chains(fit: Fit) -> list[Fit]:
                 W=W_aligned.mean(axis=(0, 1)),
                 H=H_aligned.mean(axis=(0, 1)),
                 stored_probs=mean_probability(W_c, H_c),
-                trace=-lp[c],
+                trace=-log_joint[c],
                 seed=fit.seed + c,
                 timings={k: v / C for k, v in fit.timings.items()},
                 draws={**fit.draws, "W": W_c, "H": H_c},
                 sample_stats={k: np.asarray(v)[c : c + 1] for k, v in fit.sample_stats.items()},
-                extras={**fit.extras, "chain": c},
+                extras={**fit.extras, "log_joint": log_joint[c : c + 1], "chain": c},
             )
         )
     return members
@@ -66,9 +68,8 @@ def split_chains(fit: Fit) -> list[Fit]:
 def by_chain(run: Callable) -> Callable:
     """``run_members`` of a sampler whose ``run`` takes ``num_chains``: R chains, one run.
 
-    The chains are seeded as the engine seeds them from ``seeds[0]`` (for ``nuts``
-    with ``start="mm"``, chain c starts at the MM fit of seed ``seeds[0] + c``), so
-    ``seeds`` must be consecutive.
+    Chain c of the engine's run from ``seeds[0]`` is its one-chain fit of seed
+    ``seeds[0] + c``, so ``seeds`` must be consecutive.
     """
 
     def run_members(

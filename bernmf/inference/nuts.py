@@ -25,8 +25,11 @@ targets the given prior. ``"prior"`` starts each chain at a draw from the prior.
 A user ``init=(W, H)`` starts every chain there.
 
 ``trace`` is the chain-mean of minus the unnormalized log-joint (the ``mm``
-objective) of each kept draw, so it is on the scale of ``mm``'s trace;
-``sample_stats["lp"]`` holds the log-joint per chain and draw.
+objective) at the chains' start and at each kept draw, so it is on the scale of
+``mm``'s trace; ``sample_stats["lp"]`` holds the log-joint per chain and draw, and
+``extras["log_joint"]`` per chain from the start. Chain c samples with the key of
+seed ``seed + c`` (and starts at the MM fit of that seed), so it is the one-chain
+fit of that seed.
 """
 
 from __future__ import annotations
@@ -135,14 +138,14 @@ def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
         options = mm.ENGINE.with_defaults({})
         points = mm.run_members(data, rank, mm_start_prior(prior).broadcast(rank), seeds, **options)
         starts = [(point.W, point.H) for point in points]
-    else:
-        rng = np.random.default_rng(seed)
+    else:  # chain c from seed + c, as the one-chain fit of that seed
+        rngs = [np.random.default_rng(seed + chain) for chain in range(num_chains)]
         starts = [
             (
                 rng.dirichlet(prior.gamma, size=M),
                 rng.beta(prior.alpha[:, None], prior.beta[:, None], size=(rank, N)),
             )
-            for _ in range(num_chains)
+            for rng in rngs
         ]
     W = np.stack([w for w, _ in starts])
     H = np.stack([h for _, h in starts])
@@ -208,8 +211,10 @@ dense_mass
         means after :func:`bernmf.align_components` (chains aligned to chain 0);
         ``probs`` the posterior mean of W @ H; ``sample_stats`` diverging, energy,
         n_steps, tree_depth, step_size, acceptance_rate, lp (each (C, S));
-        ``converged`` True when no transition diverged (see
-        :func:`bernmf.diagnostics` for R-hat); ``timings["run"]`` the whole
+        ``trace`` (num_samples + 1,) minus the log joint at the start and each kept
+        draw, averaged over the chains; ``converged`` None (a sampler has no
+        stopping rule: see :func:`bernmf.diagnostics` for R-hat, and
+        ``extras["divergences"]``); ``timings["run"]`` the whole
         sampling time including NumPyro's compilation, which is not measured
         apart (``timings["compile"]`` is NaN), ``timings["start"]`` the time of
         the MM starts; ``extras`` chain_method, divergences, start ("mm",
@@ -256,9 +261,13 @@ dense_mass
             f"{chain_method}, started at {start!r} in {start_seconds:.1f} s",
         )
         begin = time.perf_counter()
+        # chain c with the key of seed + c: the one-chain fit of that seed
+        keys = jnp.stack([jax.random.PRNGKey(seed + c) for c in range(num_chains)])
         with numpyro_model.TRACING:  # MCMC traces the potential inside its run
             sampler.run(
-                jax.random.PRNGKey(seed), init_params=init_params, extra_fields=EXTRA_FIELDS
+                keys[0] if num_chains == 1 else keys,
+                init_params=init_params,
+                extra_fields=EXTRA_FIELDS,
             )
         samples = jax.block_until_ready(sampler.get_samples(group_by_chain=True))
         run_seconds = time.perf_counter() - begin
@@ -266,6 +275,8 @@ dense_mass
         fields = sampler.get_extra_fields(group_by_chain=True)
         W_draws, H_draws = (np.asarray(x, float) for x in numpyro_model.to_constrained(samples))
     lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)
+    at_start = log_joint_draws(data.Y, data.mask, W0[:, None], H0[:, None], prior)
+    log_joint = np.concatenate([at_start, lp], axis=1)  # (C, S + 1)
     n_steps = np.asarray(fields["num_steps"])
     sample_stats = {
         "diverging": np.asarray(fields["diverging"], bool),
@@ -285,12 +296,17 @@ dense_mass
         W=W_aligned.mean(axis=(0, 1)),
         H=H_aligned.mean(axis=(0, 1)),
         stored_probs=mean_probability(W_draws, H_draws),
-        trace=-lp.mean(axis=0),
+        trace=-log_joint.mean(axis=0),
         n_iter=W_draws.shape[1],
-        converged=divergences == 0,
+        converged=None,
         timings={"compile": float("nan"), "run": run_seconds, "start": start_seconds},
         seed=seed,
-        extras={"chain_method": chain_method, "divergences": divergences, "start": start},
+        extras={
+            "chain_method": chain_method,
+            "divergences": divergences,
+            "start": start,
+            "log_joint": log_joint,
+        },
         draws={"W": W_draws, "H": H_draws},
         sample_stats=sample_stats,
     )
@@ -307,5 +323,8 @@ ENGINE = register(
         check_options=check_options,
         seed_count="num_chains",
         run_members=by_chain(run),
+        trace="minus the log joint log p(Y, W, H) at the start and each kept draw, chain mean",
+        converges=False,
+        scores="draws",
     )
 )

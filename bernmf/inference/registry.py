@@ -1,7 +1,9 @@
 """The engine registry: every engine is one module that registers one :class:`Engine`.
 
 An engine declares what it is (its options with their defaults, its default prior,
-whether its factors are probabilities, whether it fills posterior draws), so that
+whether its factors are probabilities, whether it fills posterior draws, what its
+trace holds and in which direction it improves, whether ``converged`` means
+anything, and the score by which an ensemble ranks its members), so that
 :func:`bernmf.fit`, the CLI, the estimator and the contract tests read the
 declaration instead of guessing from the engine's code.
 """
@@ -11,8 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from bernmf.data import Observed
 from bernmf.models.spec import Prior
+from bernmf.results import Fit
 
 
 class Engine(NamedTuple):
@@ -47,8 +52,8 @@ class Engine(NamedTuple):
         seed, when the engine runs them together (mm's batched fits, the chains of
         a sampler: :mod:`bernmf.inference.members`); None: one :attr:`run` per seed.
     maximizes : bool, default False
-        Whether the engine's trace rises as the fit improves (an ELBO), so that
-        the best of several fits is the one of highest final trace.
+        The trace's direction: whether it rises as the fit improves (an ELBO);
+        False: it falls (a negative log posterior, likelihood or joint, a loss).
     check_options : callable, optional
         ``check_options(options)`` raises TypeError or ValueError, naming the option
         and its allowed values, for any option (a dict of every declared option)
@@ -56,9 +61,21 @@ class Engine(NamedTuple):
         is checked before anything is compiled.
     seed_count : str, optional
         The option that counts consecutive seeds a fit uses (``seed, ..., seed + n -
-        1``): ``"num_chains"`` for nuts (one MM start per chain);
-        :func:`bernmf.api.check_arguments` bounds the last one (and that of
-        ``restarts``, which every engine takes through :func:`bernmf.fit`).
+        1``): ``"num_chains"`` for the samplers, whose chain c is the one-chain fit
+        of seed ``seed + c``; :func:`bernmf.api.check_arguments` bounds the last one
+        (and that of ``restarts``, which every engine takes through :func:`bernmf.fit`).
+        With :attr:`run_members`, an ensemble's members are those fits (the chains):
+        ``num_chains`` of them, unless ``restarts`` (> 1) says how many.
+    trace : str, default "objective"
+        What :attr:`bernmf.Fit.trace` holds, shape (n_iter + 1,): its value at the
+        start, then after each iteration (sweep, step or kept draw).
+    converges : bool, default True
+        Whether ``Fit.converged`` means something (a stopping rule met, or a check
+        of the trace); False: it is None (a sampler runs a fixed number of draws;
+        diagnose it with :func:`bernmf.diagnostics`).
+    scores : {"trace", "draws"}, default "trace"
+        What :meth:`score` reads: ``"trace"``, the final trace value; ``"draws"``,
+        the log joint of the kept draws (``sample_stats["lp"]``), averaged.
     """
 
     name: str
@@ -72,6 +89,20 @@ class Engine(NamedTuple):
     maximizes: bool = False
     check_options: Callable[[dict], None] | None = None
     seed_count: str | None = None
+    trace: str = "objective"
+    converges: bool = True
+    scores: str = "trace"
+
+    def score(self, fit: Fit) -> float:
+        """The value by which an ensemble ranks ``fit`` among its members: lower is better.
+
+        With :attr:`scores` ``"trace"``, the final trace value (negated when the trace
+        :attr:`maximizes`); with ``"draws"``, minus the mean log joint of the kept
+        draws (``sample_stats["lp"]``), so that no single draw decides.
+        """
+        if self.scores == "draws":
+            return -float(np.mean(fit.sample_stats["lp"]))
+        return -fit.objective if self.maximizes else fit.objective
 
     @property
     def takes_prior(self) -> bool:

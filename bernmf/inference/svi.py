@@ -172,7 +172,8 @@ def run(
     Returns
     -------
     Fit
-        ``trace`` the ELBO loss (negative ELBO) per step; ``draws`` W (1, S, M, K),
+        ``trace`` (steps + 1,) the ELBO loss (negative ELBO, a Monte Carlo
+        estimate) at the start and after each step; ``draws`` W (1, S, M, K),
         H (1, S, K, N) from the guide; ``W``, ``H`` their means; ``probs`` the
         mean of W @ H over the draws; ``converged`` as :func:`has_converged`;
         ``sample_stats["lp"]`` the log-joint of each draw; ``extras`` guide,
@@ -212,6 +213,9 @@ def run(
         def scan(state, args, length):
             return jax.lax.scan(lambda s, _: engine.update(s, *args), state, None, length=length)
 
+        def loss(state, args):  # an update's loss is that of the state it starts from
+            return engine.evaluate(state, *args)
+
         chunk = max(1, steps // PROGRESS_CHUNKS) if progress else steps
         lengths = [chunk] * (steps // chunk) + ([steps % chunk] if steps % chunk else [])
         # The update depends on these options and on the shapes of (state, args), not on
@@ -226,6 +230,9 @@ def run(
             with numpyro_model.TRACING:  # compiling traces the ELBO
                 programs[n], seconds = compiled(program_key, scan, state, args, length=n)
             compile_seconds += seconds
+        with numpyro_model.TRACING:
+            loss_program, seconds = compiled((*program_key, "loss"), loss, state, args)
+        compile_seconds += seconds
         begin = time.perf_counter()
         losses = []
         with Progress("svi", steps, unit="steps", enabled=progress) as shown:
@@ -233,6 +240,7 @@ def run(
                 state, chunk_losses = programs[n](state, args)
                 losses.append(np.asarray(chunk_losses, float))
                 shown.update(n)
+            losses.append(np.asarray(loss_program(state, args), float)[None])
             run_seconds = time.perf_counter() - begin
             shown.close(f"loss {losses[-1][-1]:.6g}")
         params = engine.get_params(state)
@@ -251,7 +259,7 @@ def run(
         stored_probs=mean_probability(W_draws, H_draws),
         trace=losses,
         n_iter=steps,
-        converged=has_converged(losses),
+        converged=has_converged(losses[:-1]),  # the losses of the steps
         timings={"compile": compile_seconds, "run": run_seconds},
         seed=seed,
         extras={
@@ -266,5 +274,14 @@ def run(
 
 
 ENGINE = register(
-    Engine("svi", run, OPTIONS, Prior(), check_prior, bayesian=True, check_options=check_options)
+    Engine(
+        "svi",
+        run,
+        OPTIONS,
+        Prior(),
+        check_prior,
+        bayesian=True,
+        check_options=check_options,
+        trace="the ELBO loss (negative ELBO, estimated) at the start and after each step",
+    )
 )

@@ -357,5 +357,6 @@ ENGINE = register(
         _augmented.check_prior,
         check_options=check_options,
         maximizes=True,
+        trace="the ELBO (mean-field) or collapsed log joint at the soft counts (cvb0)",
     )
 )

@@ -280,5 +280,6 @@ ENGINE = register(
         check_prior=check_prior,
         run_members=run_members,
         check_options=check_options,
+        trace="the negative log posterior of the observed entries (-log_joint)",
     )
 )
