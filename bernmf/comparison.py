@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 
 from bernmf._progress import Progress
-from bernmf.api import check_arguments, fit
+from bernmf.api import fit
 from bernmf.data import as_observed
 from bernmf.ensemble import check_combine
 from bernmf.inference import get_engine
 from bernmf.models import Prior
+from bernmf.plan import check_arguments
 from bernmf.results import Fit
 
 __all__ = ["Comparison", "compare", "describe_prior", "summarize"]

@@ -18,11 +18,11 @@ import dataclasses
 
 import numpy as np
 
-from bernmf.api import check_arguments, data_record, held_out_entries, run_record
 from bernmf.data import NO_ENTRY, Observed, as_observed, warn_empty_lines
 from bernmf.ensemble import check_combine, combine_members
 from bernmf.inference import distributed, get_engine
 from bernmf.models.spec import Prior, scored_total
+from bernmf.plan import check_arguments, data_record, held_out_entries, run_record
 from bernmf.results import Fit
 
 ENGINES = ("mm", "em")

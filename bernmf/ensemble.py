@@ -85,6 +85,16 @@ def run_members(
     return [engine.run(data, rank, prior, int(s), None, **options) for s in seeds]
 
 
+def validation_lpd(members: Sequence[Fit], validation: Observed) -> np.ndarray:
+    """``log P(Y=y)`` of each member at the validation entries, shape (n, R).
+
+    Through :meth:`Fit.probs_at`, at those entries only (no M x N array per member);
+    ``-lpd.mean(axis=0)`` is each member's ``perplexity`` on them.
+    """
+    rows, columns, y = validation.entries()
+    return np.column_stack([entries_lpd(y, m.probs_at(rows, columns)) for m in members])
+
+
 def _scores(members: Sequence[Fit], score: Callable[[Fit], float]) -> np.ndarray:
     """``score`` of each member, lower is better; ValueError if one is not finite."""
     scores = np.array([score(m) for m in members], float)
@@ -171,9 +181,7 @@ def combine_members(
     lpd = None
     gather = gather or (lambda part: part)
     if validation is not None:  # at the validation entries only, no M x N array per member
-        rows, columns, y = validation.entries()
-        lpd = np.column_stack([entries_lpd(y, m.probs_at(rows, columns)) for m in members])
-        lpd = gather(lpd)
+        lpd = gather(validation_lpd(members, validation))
     draws = _pooled(members, "draws")
     weights = _weights(combine, best, len(members), lpd, observed, draws)
     H = np.stack([m.H for m in members])

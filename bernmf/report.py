@@ -23,12 +23,13 @@ import numpy as np
 import pandas as pd
 
 from bernmf import tune
-from bernmf.api import check_arguments, fit
+from bernmf.api import fit
 from bernmf.comparison import _nonempty_list, compare, describe_prior, summarize
 from bernmf.ensemble import MODES_WARNING
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior
+from bernmf.plan import check_arguments
 from bernmf.posterior import diagnostics
 from bernmf.split import paper_split
 

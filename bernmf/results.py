@@ -59,7 +59,7 @@ class Fit:
     extras : mapping
         Engine-specific results, and ``"run"``: how :func:`bernmf.fit` made the fit
         (every engine option, defaults included, the prior, the seeds, digests of
-        the data and the mask, the versions; :func:`bernmf.api.run_record`).
+        the data and the mask, the versions; :func:`bernmf.plan.run_record`).
     row_labels, col_labels : pandas.Index or None
         Labels of a DataFrame input; see :attr:`frames`.
     draws : mapping

@@ -1,7 +1,8 @@
 """Hyperparameter search for the MM engine: rank x alpha x beta (x restarts) on validation.
 
 The prior is data, not structure, so every (alpha, beta, seed) of one rank runs in a
-single compiled program (:func:`bernmf.inference.mm.run_many`: the fits of
+single compiled program (:func:`bernmf.runner.members`, through mm's
+:func:`~bernmf.inference.mm.run_many`: the fits of
 ``bernmf.fit(Y, "mm", ...)`` mapped over priors and seeds, one after the other on a
 CPU, vmapped on an accelerator); a fit of the grid equals ``bernmf.fit(Y, "mm", rank,
 mask=mask, prior=Prior(alpha, beta, gamma), seed=seed)`` to rounding.
@@ -20,7 +21,6 @@ Examples
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,14 +29,14 @@ import numpy as np
 import pandas as pd
 
 from bernmf._progress import say
-from bernmf.api import held_out_entries
 from bernmf.data import as_observed, check_rank
-from bernmf.inference import mm
+from bernmf.inference import get_engine
 from bernmf.models.spec import Prior
-from bernmf.results import Fit
+from bernmf.plan import held_out_entries
+from bernmf.runner import Member, members
 from bernmf.stacking import entries_lpd
 
-__all__ = ["Tuning", "grid", "restarts"]
+__all__ = ["Tuning", "grid"]
 
 COLUMNS = [
     "rank",
@@ -74,6 +74,9 @@ class Tuning:
     ensembles : DataFrame or None
         With ``combine``: one row per (rank, alpha, beta): gamma, members and the
         validation perplexity of the ensemble of its ``restarts`` fits.
+    members : list of bernmf.runner.Member
+        Every fit (a row of ``table``, in its order) with its setting and validation
+        perplexity (:func:`bernmf.runner.members`), e.g. to stack them.
     """
 
     table: pd.DataFrame
@@ -81,6 +84,7 @@ class Tuning:
     best_factors: tuple[np.ndarray, np.ndarray]
     timings: dict = field(default_factory=dict)
     ensembles: pd.DataFrame | None = None
+    members: list[Member] = field(default_factory=list, repr=False)
 
     def mean_over_seeds(self) -> pd.DataFrame:
         """Validation perplexity averaged over restarts, per (rank, alpha, beta)."""
@@ -158,67 +162,56 @@ def grid(
         raise ValueError(f"restarts must be >= 1, got {restarts}")
     if combine not in (None, "mean", "best"):
         raise ValueError(f"combine must be None, 'mean' or 'best', got {combine!r}")
+    engine = get_engine("mm")
+    options = engine.with_defaults(options)  # every option checked before compiling
     data = as_observed(Y, mask)
     held_out = held_out_entries(Y, data, np.asarray(validation, bool))
     rows_at, columns_at, y = held_out.entries()
     stream = stream or sys.stderr
-    settings = [(a, b, seed + r) for a in alphas for b in betas for r in range(restarts)]
-    rows, ensembles, timings = [], [], {}
+    priors = [Prior(a, b, gamma) for a in alphas for b in betas]
+    seeds = [seed + r for r in range(restarts)]
+    batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
+    rows, ensembles, timings, everyone = [], [], {}, []
     best_score, best_factors = np.inf, None
     for rank in ranks:
         label = f"rank {rank}"
-        result = mm.run_many(
-            data,
-            rank,
-            [Prior(a, b, gamma) for a, b, _ in settings],
-            [s for _, _, s in settings],
-            batch_size=batch_size,
-            workers=workers,
-            progress=progress,
-            label=label,
-            stream=stream,
-            **options,
-        )
-        timings[rank] = {"compile": result.compile_seconds, "run": result.run_seconds}
-        # at the validation entries only, as Fit.perplexity scores them (NaN never scored)
-        probs = [
-            result.fit(i, None, s).probs_at(rows_at, columns_at)
-            for i, (_, _, s) in enumerate(settings)
-        ]
-        for i, (a, b, s) in enumerate(settings):
-            score = _perplexity(y, probs[i])
+        fitted = members(
+            engine, data, rank, priors, seeds, options, held_out,
+            label=label, stream=stream, **batching,
+        )  # fmt: skip
+        everyone += fitted
+        timings[rank] = {
+            key: float(sum(m.fit.timings[key] for m in fitted)) for key in ("compile", "run")
+        }
+        for m in fitted:
+            fit, score = m.fit, m.validation_perplexity
+            alpha, beta = float(m.prior.alpha[0]), float(m.prior.beta[0])
             rows.append(
                 (
-                    rank,
-                    a,
-                    b,
-                    gamma,
-                    s,
-                    int(result.n_iter[i]),
-                    int(result.sweeps[i]),
-                    bool(result.converged[i]),
-                    float(result.seconds[i]),
-                    score,
+                    rank, alpha, beta, gamma, fit.seed, fit.n_iter, fit.extras["sweeps"],
+                    fit.converged, fit.timings["run"], score,
                 )
-            )
+            )  # fmt: skip
             if combine is None and score < best_score:
-                best_score, best_factors = score, (result.W[i], result.H[i])
-        for start in range(0, len(settings), restarts) if combine else ():
-            members = range(start, start + restarts)
-            chosen = min(members, key=lambda i: np.nan_to_num(result.objective[i], nan=np.inf))
-            mixed = np.mean([probs[i] for i in members], axis=0)
-            score = _perplexity(y, mixed if combine == "mean" else probs[chosen])
-            a, b, s = settings[chosen]
-            ensembles.append((rank, a, b, gamma, restarts, s, score))
+                best_score, best_factors = score, (fit.W, fit.H)
+        for start in range(0, len(fitted), restarts) if combine else ():
+            group = [m.fit for m in fitted[start : start + restarts]]
+            chosen = min(group, key=lambda f: np.nan_to_num(f.objective, nan=np.inf))
+            mixed = np.mean([f.probs_at(rows_at, columns_at) for f in group], axis=0)
+            picked = chosen.probs_at(rows_at, columns_at)
+            score = float(-entries_lpd(y, mixed if combine == "mean" else picked).mean())
+            prior = fitted[start].prior
+            setting = (rank, float(prior.alpha[0]), float(prior.beta[0]), gamma, restarts)
+            ensembles.append((*setting, chosen.seed, score))
             if score < best_score:
-                best_score, best_factors = score, (result.W[chosen], result.H[chosen])
+                best_score, best_factors = score, (chosen.W, chosen.H)
         if progress:
-            done = pd.DataFrame(rows[-len(settings) :], columns=COLUMNS)
+            done = pd.DataFrame(rows[-len(fitted) :], columns=COLUMNS)
             top = done.loc[done["validation_perplexity"].idxmin()]
             say(
                 True,
-                f"{label}: {len(settings)} fits in {result.run_seconds:.1f} s "
-                f"(compile {result.compile_seconds:.1f} s), {int(done['sweeps'].sum())} "
+                f"{label}: {len(fitted)} fits in {timings[rank]['run']:.1f} s "
+                f"(compile {timings[rank]['compile']:.1f} s), {int(done['sweeps'].sum())} "
                 f"sweeps; best validation perplexity {top['validation_perplexity']:.4f} at "
                 f"alpha={top['alpha']:g}, beta={top['beta']:g}",
                 stream,
@@ -239,46 +232,4 @@ def grid(
         "seed": int(top["seed"]),
         "validation_perplexity": float(top["validation_perplexity"]),
     }
-    return Tuning(table, best, best_factors, timings, ensemble_table)
-
-
-def _perplexity(y: np.ndarray, probs: np.ndarray) -> float:
-    """Mean negative log-likelihood of entries of values ``y`` (n,) under P(Y=1) ``probs`` (n,)."""
-    return float(-entries_lpd(y, probs).mean())
-
-
-def restarts(
-    Y,
-    rank: int,
-    prior: Prior | None = None,
-    seeds: Sequence[int] = tuple(range(10)),
-    *,
-    mask,
-    **options,
-) -> list[Fit]:
-    """Fit the same model from several random initializations in one compiled call.
-
-    Parameters
-    ----------
-    Y : array-like or DataFrame
-    rank : int
-    prior : Prior, optional
-        Default ``Prior()`` (flat: the EM algorithm).
-    seeds : sequence of int
-    mask : bool array
-        Training entries.
-    **options
-        Options of :func:`bernmf.inference.mm.run_many` (``batch_size``,
-        ``workers``, ``progress``) and of the ``mm`` engine (``max_iter``, ``tol``,
-        ``dtype``, ``accelerate``, ...).
-
-    Returns
-    -------
-    list of Fit
-        One per seed, as ``bernmf.fit`` would give (compile time on the first).
-    """
-    prior = (prior or Prior()).broadcast(check_rank(rank))
-    data = as_observed(Y, mask)
-    fits = mm.run_members(data, rank, prior, [int(s) for s in seeds], **options)
-    labels = {"row_labels": data.row_labels, "col_labels": data.col_labels}
-    return [dataclasses.replace(fit, **labels) for fit in fits]
+    return Tuning(table, best, best_factors, timings, ensemble_table, everyone)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf import _progress, tune
+from bernmf import _progress, runner, tune
 from bernmf.data import as_observed
-from bernmf.inference import mm
+from bernmf.inference import get_engine, mm
 from bernmf.inference._compile import cache_size
 from bernmf.split import random_split
 
@@ -106,16 +106,25 @@ def test_vmapped_batches_give_the_same_fits_and_nothing_recompiles():
 
 
 @pytest.mark.filterwarnings("ignore:.*no observed entry:UserWarning")
-def test_restarts_give_fits_like_bernmf_fit():
+@pytest.mark.parametrize("engine", ["mm", "vb"])
+def test_the_runner_gives_fits_like_bernmf_fit_scored_as_fit_perplexity(engine):
     Y, split = small_problem(7)
-    fits = tune.restarts(Y, 2, bernmf.Prior(1.2, 1.8), [3, 5], mask=split.train, max_iter=300)
-    single = bernmf.fit(
-        Y, "mm", 2, mask=split.train, prior=bernmf.Prior(1.2, 1.8), seed=5, max_iter=300
-    )
-    assert [f.seed for f in fits] == [3, 5]
-    np.testing.assert_allclose(fits[1].W, single.W, atol=1e-10)
-    np.testing.assert_allclose(fits[1].trace, single.trace, rtol=1e-10)
-    assert fits[1].perplexity(Y, split.test) == pytest.approx(single.perplexity(Y, split.test))
+    Y[np.random.default_rng(7).random(Y.shape) < 0.2] = np.nan
+    chosen = get_engine(engine)
+    options = chosen.with_defaults({"max_iter": 300})
+    data, held_out = as_observed(Y, split.train), as_observed(Y, split.validation)
+    priors = [bernmf.Prior(1.2, 1.8), bernmf.Prior(1.5, 1.5)]
+    fitted = runner.members(chosen, data, 2, priors, [3, 5], options, held_out)
+    assert [(m.fit.seed, float(m.prior.alpha[0])) for m in fitted] == [
+        (3, 1.2), (5, 1.2), (3, 1.5), (5, 1.5)
+    ]  # fmt: skip
+    single = bernmf.fit(Y, engine, 2, mask=split.train, prior=priors[0], seed=5, max_iter=300)
+    np.testing.assert_allclose(fitted[1].fit.W, single.W, atol=1e-10)
+    np.testing.assert_allclose(fitted[1].fit.trace, single.trace, rtol=1e-10)
+    for m in fitted:
+        assert m.validation_perplexity == pytest.approx(
+            m.fit.perplexity(Y, split.validation), rel=1e-12
+        )
 
 
 def test_progress_lines_on_long_grids(monkeypatch):

@@ -39,8 +39,9 @@ import pandas as pd
 from bernmf import api, datasets, tune
 from bernmf.data import as_observed
 from bernmf.experiments import published
-from bernmf.inference import available
+from bernmf.inference import available, get_engine
 from bernmf.models import Prior
+from bernmf.runner import members
 from bernmf.split import paper_split
 
 RANKS = (2, 4, 8, 16)
@@ -82,9 +83,13 @@ def nbmf_method(data, split, name, method, ranks, alphas, betas, args, variant):
         )  # fmt: skip
         fits = published.to_fits(observed, best["rank"], prior, args.seeds, outputs)
     else:
-        fits = tune.restarts(
-            data, best["rank"], prior, args.seeds, mask=split.train, dtype=args.dtype, **options
+        engine = get_engine("mm")
+        engine_options = {k: v for k, v in options.items() if k != "workers"}
+        checked = engine.with_defaults({**engine_options, "dtype": args.dtype})
+        fitted = members(
+            engine, observed, best["rank"], [prior], args.seeds, checked, workers=args.workers
         )
+        fits = [m.fit for m in fitted]
     test = pd.DataFrame(
         {
             "rank": best["rank"],

@@ -22,10 +22,17 @@ def run(data: Observed, rank: int, prior: None, seed: int, init=None, **options)
     return dataclasses.replace(result, engine="em", prior=None)
 
 
+def run_settings(data: Observed, rank: int, priors, seeds, **options) -> list[Fit]:
+    """EM fits of ``seeds`` (``priors`` all None) in one compiled call:
+    :func:`bernmf.inference.mm.run_settings` at the flat prior."""
+    flat = [Prior().broadcast(rank)] * len(seeds)
+    fits = mm.run_settings(data, rank, flat, seeds, **options)
+    return [dataclasses.replace(f, engine="em", prior=None) for f in fits]
+
+
 def run_members(data: Observed, rank: int, prior: None, seeds, **options) -> list[Fit]:
-    """EM fits of ``seeds`` in one compiled call: :func:`bernmf.inference.mm.run_members`."""
-    members = mm.run_members(data, rank, Prior().broadcast(rank), seeds, **options)
-    return [dataclasses.replace(m, engine="em", prior=None) for m in members]
+    """EM fits of ``seeds`` in one compiled call (:func:`run_settings`)."""
+    return run_settings(data, rank, [None] * len(seeds), seeds, **options)
 
 
 ENGINE = register(
@@ -35,6 +42,7 @@ ENGINE = register(
         default_prior=None,
         check_prior=None,
         run_members=run_members,
+        run_settings=run_settings,
         trace="the negative log likelihood of the observed entries",
     )
 )

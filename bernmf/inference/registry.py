@@ -62,7 +62,7 @@ class Engine(NamedTuple):
     seed_count : str, optional
         The option that counts consecutive seeds a fit uses (``seed, ..., seed + n -
         1``): ``"num_chains"`` for the samplers, whose chain c is the one-chain fit
-        of seed ``seed + c``; :func:`bernmf.api.check_arguments` bounds the last one
+        of seed ``seed + c``; :func:`bernmf.plan.check_arguments` bounds the last one
         (and that of ``restarts``, which every engine takes through :func:`bernmf.fit`).
         With :attr:`run_members`, an ensemble's members are those fits (the chains):
         ``num_chains`` of them, unless ``restarts`` (> 1) says how many.
@@ -76,6 +76,11 @@ class Engine(NamedTuple):
     scores : {"trace", "draws"}, default "trace"
         What :meth:`score` reads: ``"trace"``, the final trace value; ``"draws"``,
         the log joint of the kept draws (``sample_stats["lp"]``), averaged.
+    run_settings : callable, optional
+        ``run_settings(data, rank, priors, seeds, **options) -> list[Fit]``: one fit
+        per (prior, seed) pair in one call, for an engine that takes its prior as
+        data (mm's grids: :func:`bernmf.runner.members`); ``options`` may add those
+        of the batched call (``batch_size``, ``workers``, ``progress``, ...).
     """
 
     name: str
@@ -92,6 +97,7 @@ class Engine(NamedTuple):
     trace: str = "objective"
     converges: bool = True
     scores: str = "trace"
+    run_settings: Callable | None = None
 
     def score(self, fit: Fit) -> float:
         """The value by which an ensemble ranks ``fit`` among its members: lower is better.

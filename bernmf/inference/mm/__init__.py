@@ -29,6 +29,7 @@ from bernmf.inference.mm.running import (
     run,
     run_many,
     run_members,
+    run_settings,
 )
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "run",
     "run_many",
     "run_members",
+    "run_settings",
     "solve",
     "step",
     "sweeps",

@@ -254,21 +254,29 @@ def run(
     return batch.fit(0, prior, seed)
 
 
+def run_settings(
+    data: Observed, rank: int, priors: Sequence[Prior], seeds: Sequence[int], **options
+) -> list[Fit]:
+    """The fits of the (prior, seed) pairs in one compiled call (:func:`run_many`), as
+    :func:`run` gives them.
+
+    Each fit's timings are its share of the call's run time (:attr:`Batch.seconds`),
+    the compile time counted on the first. ``options`` are those of :func:`run_many`.
+    """
+    batch = run_many(data, rank, priors, seeds, **options)
+    fits = []
+    for i, (prior, seed) in enumerate(zip(priors, seeds, strict=True)):
+        compile_seconds = batch.compile_seconds if i == 0 else 0.0
+        timings = {"compile": compile_seconds, "run": float(batch.seconds[i])}
+        fits.append(batch.fit(i, prior.broadcast(rank), int(seed), timings=timings))
+    return fits
+
+
 def run_members(
     data: Observed, rank: int, prior: Prior, seeds: Sequence[int], **options
 ) -> list[Fit]:
-    """The fits of ``seeds`` in one compiled call (:func:`run_many`), as :func:`run` gives them.
-
-    Each member's timings are its share of the call's run time (:attr:`Batch.seconds`),
-    the compile time counted on the first. ``options`` are those of :func:`run_many`.
-    """
-    batch = run_many(data, rank, [prior] * len(seeds), seeds, **options)
-    members = []
-    for i, seed in enumerate(seeds):
-        compile_seconds = batch.compile_seconds if i == 0 else 0.0
-        timings = {"compile": compile_seconds, "run": float(batch.seconds[i])}
-        members.append(batch.fit(i, prior, int(seed), timings=timings))
-    return members
+    """The fits of ``seeds`` at ``prior`` in one compiled call (:func:`run_settings`)."""
+    return run_settings(data, rank, [prior] * len(seeds), seeds, **options)
 
 
 ENGINE = register(
@@ -279,6 +287,7 @@ ENGINE = register(
         default_prior=Prior(),
         check_prior=check_prior,
         run_members=run_members,
+        run_settings=run_settings,
         check_options=check_options,
         trace="the negative log posterior of the observed entries (-log_joint)",
     )
