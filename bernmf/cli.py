@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     ]:
         fit_parser.add_argument(flag, help=text)
     output_options(fit_parser)
-    fit_parser.set_defaults(run=fit_command)
+    fit_parser.set_defaults(run=fit_in_one_or_several_processes)
 
     compare_parser = add_command(
         commands, "compare", "held-out perplexity of engines x ranks x seeds", common
@@ -309,6 +309,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo_parser.set_defaults(run=demo)
     return parser
+
+
+def fit_in_one_or_several_processes(args) -> int:
+    """``bernmf fit``: in this process, or as one process of several (``--distributed``)."""
+    if args.distributed:  # each process with its rows (bernmf.launch, loaded only then)
+        from bernmf import launch
+
+        return launch.fit_command(args)
+    return fit_command(args)
 
 
 def main(argv: list[str] | None = None) -> int:

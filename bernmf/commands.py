@@ -125,16 +125,12 @@ def show(args, table: pd.DataFrame, summary: dict) -> None:
 
 
 def prior_of(args, engine: str) -> Prior | None:
-    """The --alpha/--beta/--gamma prior for an engine that takes one, else None."""
+    """The --alpha/--beta/--gamma prior for an engine that takes one (those not given at the
+    engine's defaults: :meth:`~bernmf.inference.registry.Engine.prior_from`), else None."""
     chosen = get_engine(engine)
     if not chosen.takes_prior:
         return None
-    default = chosen.default_prior
-    return Prior(
-        default.alpha if args.alpha is None else args.alpha,
-        default.beta if args.beta is None else args.beta,
-        default.gamma if args.gamma is None else args.gamma,
-    )
+    return chosen.prior_from(args.alpha, args.beta, args.gamma)
 
 
 def members_table(result) -> pd.DataFrame | None:
@@ -160,12 +156,6 @@ def scored(Y, result, mask) -> float:
 
 def fit_command(args) -> int:
     """Fit one engine to DATA and write factors, trace, summary, saved fit and figures."""
-    if args.distributed:  # one process of several, each with its rows (bernmf.launch)
-        from bernmf.launch import fit_part
-
-        summary = fit_part(args)
-        say(args, f"rows {summary['rows']} done; results in {args.out}")
-        return 0
     out = Path(args.out)
     target = check_output(out, args.force, keep=(args.data, args.mask, args.validation))
     Y = read_matrix(args.data)

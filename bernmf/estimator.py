@@ -150,23 +150,12 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             options["max_iter"] = self.max_iter
         if self.tol is not None:
             options["tol"] = self.tol
-        given = {
-            name: value
-            for name, value in (("alpha", self.alpha), ("beta", self.beta), ("gamma", self.gamma))
-            if value is not None
-        }
-        if not engine.takes_prior:
-            if given:
-                raise ValueError(
-                    f"engine {self.engine!r} takes no prior: leave alpha, beta, gamma at None"
-                )
-            return None, options
-        if not given:
-            return None, options  # the engine's default prior
-        default = engine.default_prior
-        if "gamma" in given:  # a gamma given is the gamma used, not rescaled by the rank
-            default = Prior(default.alpha, default.beta)
-        return default._replace(**given), options
+        prior = engine.prior_from(self.alpha, self.beta, self.gamma)
+        if not engine.takes_prior and prior is not None:
+            raise ValueError(
+                f"engine {self.engine!r} takes no prior: leave alpha, beta, gamma at None"
+            )
+        return prior, options
 
     def _seed(self) -> int:
         if isinstance(self.random_state, numbers.Integral) and self.random_state >= 0:

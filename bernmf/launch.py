@@ -20,9 +20,8 @@ import pandas as pd
 
 from bernmf._output import Target, atomic_output, write_json
 from bernmf.api import fit
-from bernmf.commands import members_table, parse_options
+from bernmf.commands import members_table, parse_options, prior_of, say
 from bernmf.distributed import perplexity
-from bernmf.models import Prior
 from bernmf.readers import count_rows, read_rows, rows_of
 
 ENVIRONMENT = {
@@ -56,16 +55,20 @@ def coordinates(coordinator, num_processes, process_id, environ=os.environ) -> t
     return str(given["coordinator"]), count, index
 
 
+def fit_command(args) -> int:
+    """``bernmf fit --distributed``: this process's part (:func:`fit_part`), and a line."""
+    summary = fit_part(args)
+    say(args, f"rows {summary['rows']} done; results in {args.out}")
+    return 0
+
+
 def fit_part(args) -> dict:
     """Join the other processes, fit this process's rows, write its files; return a summary."""
     import jax
 
     options = parse_options(args.option, scoped=False)
     options |= {k: v for k, v in (("max_iter", args.max_iter), ("tol", args.tol)) if v is not None}
-    given = (args.alpha, args.beta, args.gamma)
-    prior = None
-    if any(v is not None for v in given):
-        prior = Prior(*(1.0 if v is None else v for v in given))
+    prior = prior_of(args, args.engine)
 
     coordinator, count, index = coordinates(args.coordinator, args.num_processes, args.process_id)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes only

@@ -202,8 +202,8 @@ class Fit:
         return save(self, path, overwrite=overwrite, metadata=metadata)
 
     def to_arviz(self, *, wh: bool = False, log_likelihood: bool = True):
-        """The posterior draws as an ArviZ DataTree; see :func:`bernmf.posterior.to_arviz`."""
-        from bernmf.posterior import to_arviz
+        """The posterior draws as an ArviZ DataTree; see :func:`bernmf.export.to_arviz`."""
+        from bernmf.export import to_arviz
 
         return to_arviz(self, wh=wh, log_likelihood=log_likelihood)
 

@@ -1,7 +1,8 @@
 """The package's modules import one way: models -> data -> results -> inference -> api -> cli.
 
-Walks every module's imports with ``ast`` (those inside functions too) and fails on an
-import of a higher layer, or on a cycle among the imports run when a module loads.
+Walks every module's imports with ``ast`` (those inside functions too, not those under
+``if TYPE_CHECKING:``, which never run) and fails on an import of a higher layer, or on
+any cycle, the imports inside functions included.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ LAYERS = [
     | {"bernmf._output", "bernmf._labels", "bernmf._archive", "bernmf._progress"},  # writers,
     # label codec, zip reader, progress lines
     {"bernmf.results", "bernmf.io", "bernmf.posterior", "bernmf.plot"}
-    | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking"},  # what a fit is, its summaries
+    | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking"}
+    | {"bernmf.export"},  # what a fit is, its summaries and ArviZ export
     {"bernmf.inference"},  # the engines
     {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"}
+    | {"bernmf.plan", "bernmf.runner"}  # the request and its runner
     | {"bernmf.report", "bernmf.experiments", "bernmf.distributed"},  # running engines
     {"bernmf.cli", "bernmf.commands", "bernmf.launch"}
     | {"bernmf.estimator", "bernmf.__main__"},  # front ends
@@ -50,12 +53,27 @@ def layer(name: str) -> int:
     return max(matches)[1]
 
 
+KNOWN_CYCLES = {("bernmf.results", "bernmf.io")}
+"""Function-level imports that close a cycle and are left for now: ``Fit.save`` calls
+:func:`bernmf.io.save`, whose :func:`bernmf.io.load` builds a ``Fit``."""
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """The ids of the nodes under ``if TYPE_CHECKING:`` blocks."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            skipped |= {id(inner) for statement in node.body for inner in ast.walk(statement)}
+    return skipped
+
+
 def imports(name: str, *, top_level_only: bool = False) -> set[str]:
-    """The package modules that module ``name`` imports."""
+    """The package modules that module ``name`` imports (at load time only, or anywhere)."""
     tree = ast.parse(MODULES[name].read_text())
+    skipped = _type_checking_only(tree)
     nodes = tree.body if top_level_only else ast.walk(tree)
     found = set()
-    for node in nodes:
+    for node in (n for n in nodes if id(n) not in skipped):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -70,6 +88,57 @@ def imports(name: str, *, top_level_only: bool = False) -> set[str]:
 def test_no_module_imports_a_higher_layer(name):
     upward = sorted(m for m in imports(name) if layer(m) > layer(name))
     assert not upward, f"{name} (layer {layer(name)}) imports {upward} from higher layers"
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` (its modules in order, the first repeated last), or None."""
+    done, path = set(), []
+
+    def visit(name):
+        if name in path:
+            return [*path[path.index(name) :], name]
+        if name in done:
+            return None
+        path.append(name)
+        for other in sorted(graph[name]):
+            cycle = visit(other)
+            if cycle:
+                return cycle
+        path.pop()
+        done.add(name)
+        return None
+
+    for name in sorted(graph):
+        cycle = visit(name)
+        if cycle:
+            return cycle
+    return None
+
+
+def test_no_cycle_among_all_imports_those_in_functions_included():
+    graph = {name: imports(name) for name in MODULES}
+    for start, end in KNOWN_CYCLES:
+        graph[start] = graph[start] - {end}
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+def test_the_cycle_finder_finds_a_function_level_cycle():
+    # the test above cannot pass by finding nothing
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    assert "bernmf.io" in imports("bernmf.results")  # inside Fit.save
+    assert "bernmf.io" not in imports("bernmf.results", top_level_only=True)
+
+
+LONG_FOR_NOW = {"bernmf.io"}
+"""Modules over 450 lines left for now: io's load validation is being reworked (issue 25)."""
+
+
+def test_no_module_is_over_450_lines():
+    lines = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()}
+    long = {name: n for name, n in lines.items() if n > 450 and name not in LONG_FOR_NOW}
+    assert not long, f"modules over 450 lines: {long}"
 
 
 def test_no_cycle_among_the_imports_run_at_load_time():
@@ -93,6 +162,6 @@ def test_no_cycle_among_the_imports_run_at_load_time():
 
 def test_the_checker_sees_an_upward_import():
     # the test above cannot pass by reading nothing
-    assert "bernmf.inference.mm" in imports("bernmf.tune")
+    assert "bernmf.inference.mm" in imports("bernmf.inference.nuts")
     assert layer("bernmf.inference.mm") > layer("bernmf.data")
     assert layer("bernmf.cli") > layer("bernmf.api") > layer("bernmf.inference.registry")

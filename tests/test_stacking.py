@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import scipy.optimize
 
+from bernmf.export import pointwise_log_likelihood
 from bernmf.models import simulate
-from bernmf.posterior import pointwise_log_likelihood
 from bernmf.stacking import (
     bernoulli_lpd,
     chain_stacking,

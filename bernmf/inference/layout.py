@@ -10,17 +10,16 @@ with ``Y1 = O * Y`` and ``Y0 = O * (1 - Y)``:
 They can be computed four ways, and :class:`Data` records which (its static fields):
 
 * **dense**: on whole (M, N) arrays;
-* **sparse ones**: ``Y1 / WH`` only at the observed ones (a gather and a segment
-  sum), which are few in most binary tables; only ``W(1-H)`` is dense;
-* **row blocks** (``block_rows``): over blocks of B rows with ``lax.scan`` /
-  ``lax.map``, so the temporaries are (B, N);
+* **sparse ones**: ``Y1 / WH`` only at the observed ones (a gather and a segment sum),
+  few in most binary tables; only ``W(1-H)`` is dense;
+* **row blocks** (``block_rows``): over blocks of B rows (``lax.scan``, ``lax.map``), so
+  the temporaries are (B, N);
 * **device shards** (``axis_name``): the rows split over devices under
   ``shard_map``, the sums over rows ``psum``-ed (with dense or blocked rows).
 
-:func:`choose` picks the layout from the data's size, density and platform, and
-:func:`make_data` builds it. The MM updates of :mod:`bernmf.inference.mm` use only
-:func:`state_at`, :func:`h_sums`, :func:`w_statistic`, :func:`log_likelihood` and
-:func:`row_total`, so they are written once for every layout.
+:func:`choose` picks the layout from the data's size, density and platform, :func:`make_data`
+builds it. The MM updates (:mod:`bernmf.inference.mm`) use only :func:`state_at`, :func:`h_sums`,
+:func:`w_statistic`, :func:`log_likelihood` and :func:`row_total`: one code for every layout.
 """
 
 from __future__ import annotations
@@ -240,10 +239,9 @@ CPU_BLOCK_BYTES_PER_CORE = 2**23
 LIVE_TEMPORARIES = 8
 """Float (rows, N) arrays alive at once in an unblocked sweep (predictions, ratios, products)."""
 SPARSE_DENSITY = 0.045
-"""``layout="auto"`` handles the ones sparsely when at most this fraction of the
-observed entries are ones (and the rows are neither blocked nor sharded): below it
-sparse ones are the faster sweep on a CPU core, above it dense (``benchmarks/layout.py``;
-the figures are in the README)."""
+"""``layout="auto"`` handles the ones sparsely when at most this fraction of the observed
+entries are ones (rows neither blocked nor sharded): below it sparse ones are the faster
+sweep on a CPU core, above it dense (``benchmarks/layout.py``; figures in the README)."""
 
 
 def check_block_rows(block_rows) -> None:

@@ -137,6 +137,23 @@ class Engine(NamedTuple):
             self.check_options(options)
         return options
 
+    def prior_from(self, alpha=None, beta=None, gamma=None) -> Prior | None:
+        """The prior of hyperparameters given one by one, the others the engine's defaults.
+
+        None when none is given: the engine's default prior, resolved at the rank by
+        :meth:`prior_for` (``gibbs`` and ``vb``: gamma = 1/K). A ``gamma`` given is
+        used as given, not divided by the rank. The estimator and the CLI build their
+        priors here.
+        """
+        given = {"alpha": alpha, "beta": beta, "gamma": gamma}
+        given = {name: value for name, value in given.items() if value is not None}
+        if not given:
+            return None
+        default = self.default_prior if self.default_prior is not None else Prior()
+        if "gamma" in given:  # not rescaled by the rank
+            default = Prior(default.alpha, default.beta)
+        return default._replace(**given)
+
     def prior_for(self, prior: Prior | None, rank: int) -> Prior | None:
         """The prior a fit uses, broadcast to shape (rank,); checked against the engine's range.
 
