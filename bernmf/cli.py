@@ -23,6 +23,7 @@ from bernmf.commands import (
     tune_command,
 )
 from bernmf.ensemble import COMBINES
+from bernmf.inference import get_engine
 
 # ---------------------------------------------------------------------------------------
 # argument types
@@ -234,8 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="score each setting's ensemble of --restarts fits (uniform mixture or best)",
     )
     tune_parser.add_argument("--seed", type=int, default=0, help="first seed (0)")
-    tune_parser.add_argument("--max-iter", type=int, default=2000, help="(2000)")
-    tune_parser.add_argument("--tol", type=float, default=1e-5, help="(1e-5)")
+    mm_options = get_engine("mm").options  # the engine's declared defaults
+    for flag, kind, name in (("--max-iter", int, "max_iter"), ("--tol", float, "tol")):
+        default = mm_options[name]
+        tune_parser.add_argument(flag, type=kind, default=default, help=f"({default:g})")
     output_options(tune_parser)
     tune_parser.set_defaults(run=tune_command)
 
