@@ -1,0 +1,110 @@
+"""Same-process A/B of this checkout against an older one: a plain sweep, an accelerated
+fit, a 3 x 3 grid, and the first fit's compile time.
+
+The old package is copied from a git revision into a temporary folder as ``bernmf_old``
+(its absolute imports renamed), so both run in one process on one pinned core, their
+runs interleaved, and only ratios are compared (this machine is shared and noisy).
+Each case reports the median over ``--repeats`` of new / old run seconds (compilation
+excluded; the first call of each compiles), and the first fit's compile seconds.
+
+Run: ``.venv/bin/python benchmarks/ab.py [--old 76436b8] [--repeats 7]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from single_core import describe, pin
+
+ROOT = Path(__file__).parents[1]
+
+
+def old_package(revision: str, folder: Path) -> str:
+    """``bernmf`` of ``revision`` extracted into ``folder`` as the package ``bernmf_old``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", revision, "bernmf"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    (folder / "bernmf").rename(folder / "bernmf_old")
+    for path in (folder / "bernmf_old").rglob("*.py"):
+        text = path.read_text()
+        text = text.replace("from bernmf.", "from bernmf_old.").replace(
+            "from bernmf import", "from bernmf_old import"
+        )
+        text = text.replace("import bernmf.", "import bernmf_old.")
+        path.write_text(text)
+    sys.path.insert(0, str(folder))
+    return "bernmf_old"
+
+
+def cases(package):
+    """The timed calls of one package: name -> function returning run seconds."""
+    bernmf = importlib.import_module(package)
+    tune = importlib.import_module(f"{package}.tune")
+    split = importlib.import_module(f"{package}.split")
+    Y, _, _ = bernmf.simulate(0, 300, 150, 4)
+    parts = split.random_split(Y.shape, seed=0)
+    common = {"mask": parts.train, "tol": 0.0}
+
+    def sweep():
+        return bernmf.fit(Y, "mm", 4, accelerate=False, max_iter=300, **common).timings["run"]
+
+    def accelerated():
+        return bernmf.fit(Y, "mm", 4, max_iter=100, **common).timings["run"]
+
+    def grid():
+        begin = time.perf_counter()
+        tune.grid(
+            Y, [4], [1.0, 1.5, 2.0], [1.0, 1.5, 2.0], validation=parts.validation,
+            progress=False, max_iter=100, **common,
+        )  # fmt: skip
+        return time.perf_counter() - begin
+
+    def first_compile():
+        return bernmf.fit(Y[:, :149], "mm", 3, max_iter=5, mask=parts.train[:, :149]).timings[
+            "compile"
+        ]
+
+    return {"plain sweep": sweep, "accelerated fit": accelerated, "3x3 grid": grid}, first_compile
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", default="76436b8", help="git revision to compare against")
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    pin()
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT))
+    with tempfile.TemporaryDirectory() as folder:
+        old = old_package(args.old, Path(folder))
+        both = {"old": cases(old), "new": cases("bernmf")}
+        print(describe())
+        compiles = {name: pair[1]() for name, pair in both.items()}
+        seconds = {name: {case: [] for case in both[name][0]} for name in both}
+        for name in both:  # the first call of each compiles
+            for call in both[name][0].values():
+                call()
+        for repeat in range(args.repeats):  # each case old and new back to back, in turns
+            for case in seconds["old"]:
+                for name in ("old", "new") if repeat % 2 == 0 else ("new", "old"):
+                    seconds[name][case].append(both[name][0][case]())
+        for case in seconds["old"]:
+            old_s, new_s = (np.median(seconds[n][case]) for n in ("old", "new"))
+            print(f"{case:16s} old {old_s:.4f} s  new {new_s:.4f} s  new/old {new_s / old_s:.3f}")
+        ratio = compiles["new"] / compiles["old"]
+        print(
+            f"first-fit compile old {compiles['old']:.2f} s  new {compiles['new']:.2f} s  "
+            f"new/old {ratio:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
