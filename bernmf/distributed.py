@@ -19,10 +19,10 @@ import dataclasses
 import numpy as np
 
 from bernmf.data import NO_ENTRY, Observed, as_observed, warn_empty_lines
-from bernmf.ensemble import check_combine, combine_members
-from bernmf.inference import distributed, get_engine
+from bernmf.ensemble import combine_members
+from bernmf.inference import distributed
 from bernmf.models.spec import Prior, scored_total
-from bernmf.plan import check_arguments, data_record, held_out_entries, run_record
+from bernmf.plan import plan
 from bernmf.results import Fit
 
 ENGINES = ("mm", "em")
@@ -70,39 +70,34 @@ def fit(
     TypeError, ValueError
         In every process, when any process's arguments are invalid or differ.
     """
-    failure, data, chosen, prior_array, checked, held_out = None, None, None, None, {}, None
-    seeds = []
+    failure, request = None, None
     try:
         if engine not in ENGINES:
             raise ValueError(f"distributed=True fits engines {ENGINES}, got {engine!r}")
-        given = validation is not None
-        restarts = check_combine(get_engine(engine), restarts, combine, given, init is not None)
-        data = as_observed(Y, mask, warn_empty=False, require_entries=False)
-        chosen, rank, prior_array, checked = check_arguments(
-            engine, rank, prior, seed, options, None, restarts=restarts
-        )
-        chosen.check_options(checked)
-        if validation is not None:
-            held_out = held_out_entries(Y, data, validation, require_entries=False)
-        seeds = list(range(int(seed), int(seed) + restarts))
+        request = plan(
+            Y, engine, rank, mask=mask, prior=prior, seed=seed, init=init, restarts=restarts,
+            combine=combine, validation=validation, options=options, part=True,
+        )  # fmt: skip
     except (TypeError, ValueError) as error:
         failure = error
+    data, held_out = (None, None) if request is None else (request.data, request.held_out)
     check_entries(failure, data, held_out)
-    flat = chosen is not None and chosen.name == "em"  # em is mm at the flat prior
-    run_prior = Prior().broadcast(rank) if flat else prior_array
+    if request is None:  # every process raises in distributed.run, after comparing
+        distributed.run(None, 0, None, [], None, {}, failure=failure)
+    rank, checked = request.rank, request.options
+    flat = request.prior is None  # em is mm at the flat prior
+    run_prior = Prior().broadcast(rank) if flat else request.prior
     key = (engine, sorted(checked.items()), combine, validation is not None)
-    members = distributed.run(data, rank, run_prior, seeds, init, checked, failure=failure, key=key)
+    members = distributed.run(data, rank, run_prior, request.seeds, init, checked, key=key)
     if flat:
         members = [dataclasses.replace(m, engine="em", prior=None) for m in members]
-    if len(members) == 1 and combine == "best" and held_out is None:
+    if not request.ensemble:
         result = members[0]
     else:
         result = combine_members(
             members, combine, data, held_out, gather=distributed.gather_rows, stacklevel=4
         )
-    record = run_record(chosen, rank, prior_array, int(seed), init, restarts, combine, checked)
-    record["data"] = data_record(data, held_out)
-    extras = {**result.extras, "run": record}
+    extras = {**result.extras, "run": request.record()}
     return dataclasses.replace(
         result,
         extras=extras,

@@ -79,8 +79,13 @@ def plan(
     combine: str = "best",
     validation=None,
     options: dict | None = None,
+    part: bool = False,
 ) -> Plan:
     """The :class:`Plan` of ``bernmf.fit(Y, engine, rank, ...)``: every argument checked.
+
+    ``part=True``: Y is this process's block of rows of a fit across processes
+    (:mod:`bernmf.distributed`), which may have no observed or validation entry and
+    whose empty rows and columns, and the rank, the caller checks over all processes.
 
     Raises
     ------
@@ -90,11 +95,13 @@ def plan(
     given = dict(options or {})
     chosen = get_engine(engine)
     restarts = check_combine(chosen, restarts, combine, validation is not None, init is not None)
-    data = as_observed(Y, mask)
+    data = as_observed(Y, mask, warn_empty=not part, require_entries=not part)
     chosen, rank, prior, options = check_arguments(
-        engine, rank, prior, seed, given, data.shape, restarts=restarts
+        engine, rank, prior, seed, given, None if part else data.shape, restarts=restarts
     )
-    held_out = None if validation is None else held_out_entries(Y, data, validation)
+    held_out = None
+    if validation is not None:
+        held_out = held_out_entries(Y, data, validation, require_entries=not part)
     ensemble = restarts > 1 or held_out is not None or combine != "best"
     if ensemble:
         if "num_chains" in given and given["num_chains"] != restarts and restarts > 1:
