@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bernmf.data import Observed, as_observed, check_rank, check_rank_fits, check_seed
+from bernmf.data import (
+    Observed,
+    as_observed,
+    check_rank,
+    check_rank_fits,
+    check_seed,
+    warn_empty_lines,
+)
 from bernmf.ensemble import check_combine
 from bernmf.inference import Engine, get_engine
 from bernmf.io import versions
@@ -95,7 +102,9 @@ def plan(
     given = dict(options or {})
     chosen = get_engine(engine)
     restarts = check_combine(chosen, restarts, combine, validation is not None, init is not None)
-    data = as_observed(Y, mask, warn_empty=not part, require_entries=not part)
+    data = as_observed(Y, mask, warn_empty=False, require_entries=not part)
+    if not part:  # at the caller of bernmf.fit, two frames up
+        warn_empty_lines(data.mask.any(axis=1), data.mask.any(axis=0), stacklevel=4)
     chosen, rank, prior, options = check_arguments(
         engine, rank, prior, seed, given, None if part else data.shape, restarts=restarts
     )

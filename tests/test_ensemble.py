@@ -195,3 +195,14 @@ def test_chain_stacking_without_validation_keeps_the_arviz_export():
     np.testing.assert_allclose(result.probs, mixture, rtol=0, atol=1e-12)
     tree = result.to_arviz()
     assert tree.posterior.sizes["chain"] == 2 and tree.posterior.sizes["draw"] == 30
+
+
+def test_a_column_without_observed_entries_warns_at_the_caller():
+    """The warning of the request (bernmf.plan) points at the code that called fit."""
+    small, _, _ = bernmf.simulate(1, 20, 10, 2)
+    mask = np.ones(small.shape, bool)
+    mask[:, 0] = False
+    for ensemble in ({}, {"restarts": 2, "combine": "mean"}):
+        with pytest.warns(UserWarning, match="no observed entry") as caught:
+            bernmf.fit(small, "mm", 2, mask=mask, max_iter=5, **ensemble)
+        assert caught[0].filename == __file__
