@@ -89,10 +89,18 @@ def fit_bytes(options: dict, restarts: int, shape: tuple[int, int] | None, rank:
     return fits * 8 * (trace + (draws + 1) * factors)
 
 
-def check_fit_bytes(options: dict, restarts: int, shape: tuple[int, int] | None, rank: int):
-    """Raise ValueError if the fit's preallocated buffers (:func:`fit_bytes`) exceed the budget."""
-    fits = max(int(restarts), int(options.get("num_chains", 1)))
+def check_fit_bytes(
+    options: dict, restarts: int, shape: tuple[int, int] | None, rank: int, fits: str = ""
+):
+    """Raise ValueError if a fit's preallocated buffers (:func:`fit_bytes`) exceed the budget.
+
+    The message names the counts that set their size: ``fits`` (default
+    ``"restarts=R"``) and the options ``max_iter``, ``steps``, ``num_warmup``,
+    ``num_samples``, ``num_draws``, ``num_chains`` that the engine has.
+    """
+    counts = ("max_iter", "steps", "num_warmup", "num_samples", "num_draws", "num_chains")
+    given = [fits or f"restarts={restarts}"] + [f"{k}={options[k]}" for k in counts if k in options]
     check_bytes(
         fit_bytes(options, restarts, shape, rank),
-        f"the traces and draws of {fits} fit(s) (restarts, chains, max_iter, draws)",
+        f"the traces and draws of this fit ({', '.join(given)})",
     )

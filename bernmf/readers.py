@@ -110,7 +110,7 @@ def read_codes(path, Y) -> Split:
         raise ValueError(
             f"the split {path} has shape {np.shape(codes)} but DATA has shape {np.shape(Y)}"
         )
-    codes = aligned(codes, Y)
+    codes = aligned(codes, Y, f"split {path}")
     try:
         return Split.from_codes(codes.to_numpy() if isinstance(codes, pd.DataFrame) else codes)
     except ValueError as error:

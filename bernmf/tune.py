@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bernmf._budget import check_fit_bytes
 from bernmf._progress import say
-from bernmf.data import as_observed, check_rank
+from bernmf.data import NO_SELECTED, as_observed, check_count, check_rank
+from bernmf.ensemble import MAX_RESTARTS
 from bernmf.inference import mm
 from bernmf.models.spec import Prior, perplexity
 from bernmf.results import Fit
@@ -151,19 +153,23 @@ def grid(
     """
     ranks = [check_rank(k) for k in np.atleast_1d(ranks).tolist()]
     alphas, betas = _values("alphas", alphas), _values("betas", betas)
-    if restarts < 1:
-        raise ValueError(f"restarts must be >= 1, got {restarts}")
+    check_count("restarts", restarts, most=MAX_RESTARTS)
     if combine not in (None, "mean", "best"):
         raise ValueError(f"combine must be None, 'mean' or 'best', got {combine!r}")
     data = as_observed(Y, mask)
-    values = as_observed(Y).Y
+    every = as_observed(Y, warn_empty=False)
+    values = every.Y
     validation = np.asarray(validation, bool)
     if validation.shape != data.shape:
         raise ValueError(f"validation has shape {validation.shape} but Y has {data.shape}")
     if (validation & data.mask).any():
         raise ValueError("validation entries must not be training entries (mask)")
+    if not (validation & every.mask).any():  # before any fit
+        raise ValueError(f"validation {NO_SELECTED}")
     stream = stream or sys.stderr
     settings = [(a, b, seed + r) for a in alphas for b in betas for r in range(restarts)]
+    fits = f"{len(settings)} fits of alphas x betas x restarts={restarts}"
+    check_fit_bytes(mm.ENGINE.with_defaults(options), len(settings), data.shape, max(ranks), fits)
     rows, ensembles, timings = [], [], {}
     best_score, best_factors = np.inf, None
     for rank in ranks:
