@@ -161,11 +161,9 @@ def scored(Y, result, mask) -> float:
 def fit_command(args) -> int:
     """Fit one engine to DATA and write factors, trace, summary, saved fit and figures."""
     if args.distributed:  # one process of several, each with its rows (bernmf.launch)
-        from bernmf.launch import fit_part
+        from bernmf.launch import supervise
 
-        summary = fit_part(args)
-        say(args, f"rows {summary['rows']} done; results in {args.out}")
-        return 0
+        return supervise(args)
     out = Path(args.out)
     target = check_output(out, args.force, keep=(args.data, args.mask, args.validation))
     Y = read_matrix(args.data)
