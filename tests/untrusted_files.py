@@ -218,18 +218,34 @@ FITS: list[bytes] = []
 
 
 def saved_fits(folder: Path) -> list[bytes]:
-    """Small saved fits to damage: a plain mm fit with labels, an ensemble, a nuts-like one."""
-    import bernmf
+    """Small saved fits to damage: one with labels and data, an ensemble of two members.
 
-    Y = (np.random.default_rng(0).random((6, 5)) < 0.4).astype(float)
-    frame = pd.DataFrame(Y, index=list("abcdef"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fits = [
-            bernmf.fit(frame, "mm", 2, max_iter=5),
-            bernmf.fit(Y, "mm", 2, restarts=2, combine="mean", max_iter=5),
-        ]
-    return [fit.save(folder / f"seed-{i}.npz").read_bytes() for i, fit in enumerate(fits)]
+    Built from factors drawn here (no engine runs: the worker starts in about a second).
+    """
+    import dataclasses
+
+    from bernmf.data import as_observed
+    from bernmf.results import Fit
+
+    rng = np.random.default_rng(0)
+    Y = pd.DataFrame((rng.random((6, 5)) < 0.4).astype(float), index=list("abcdef"))
+
+    def fit(seed: int) -> Fit:
+        W = rng.dirichlet(np.ones(2), 6)
+        return Fit(
+            engine="mm", rank=2, prior=None, W=W, H=rng.random((2, 5)), trace=-rng.random(4),
+            n_iter=3, converged=True, timings={"run": 0.1}, seed=seed,
+        )  # fmt: skip
+
+    plain = dataclasses.replace(
+        fit(0), row_labels=Y.index, col_labels=Y.columns, observed=as_observed(Y),
+        extras={"note": ("x", np.arange(2))},
+    )  # fmt: skip
+    members = (fit(1), fit(2))
+    ensemble = dataclasses.replace(
+        members[0], members=members, extras={"restarts": {"weights": [0.25, 0.75]}}
+    )
+    return [f.save(folder / f"seed-{i}.npz").read_bytes() for i, f in enumerate([plain, ensemble])]
 
 
 def main(seed: int, count: int, folder: Path) -> None:
