@@ -358,6 +358,8 @@ def _array(arrays: Mapping, name: str, shape: tuple, kinds: str = "f") -> np.nda
 
 FACTOR_TOLERANCE = 1e-4
 """How far from 1 a row of W may sum (float32 fits round), and the weights of an ensemble."""
+ROUNDING = 1e-6
+"""How far above 1 a probability or an entry of H may be (an unclipped W @ H rounds)."""
 
 
 def _check_values(fit: Fit, what: str = "") -> None:
@@ -373,13 +375,13 @@ def _check_values(fit: Fit, what: str = "") -> None:
         if not np.isfinite(getattr(fit, name)).all():
             raise ValueError(f"{what}{name} has values that are not finite")
     probs = fit.stored_probs
-    if probs is not None and not ((probs >= 0) & (probs <= 1)).all():
+    if probs is not None and not ((probs >= 0) & (probs <= 1 + ROUNDING)).all():
         raise ValueError(f"{what}probs has values outside [0, 1]")
     if probs is None and not fit.members:
         sums = fit.W.sum(axis=1)
         if (fit.W < 0).any() or (np.abs(sums - 1) > FACTOR_TOLERANCE).any():
             raise ValueError(f"{what}W has rows that are not on the simplex (>= 0, sum 1)")
-        if not ((fit.H >= 0) & (fit.H <= 1)).all():
+        if not ((fit.H >= 0) & (fit.H <= 1 + ROUNDING)).all():
             raise ValueError(f"{what}H has values outside [0, 1]")
 
 

@@ -142,6 +142,8 @@ def count_rows(path) -> int:
         A missing file; a malformed one (the message names the file and the field).
     """
     path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no data file {path}")
     suffix = path.suffix.lower()
     with _untrusted(path):
         if suffix == ".npy":
