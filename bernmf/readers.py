@@ -321,13 +321,19 @@ def _csv_header(path: Path) -> list[str]:
 
 
 def _csv_rows(path: Path, start: int, stop: int) -> pd.DataFrame:
-    """Rows of a CSV (after its header line, if any), read line by line."""
+    """Rows of a CSV (after its header line, if any), read line by line.
+
+    Without row names, the rows are numbered from ``start``, as in the whole file.
+    """
     header = _csv_header(path)
     with open(path, encoding="utf-8") as lines:
         kept = list(itertools.islice(lines, len(header) + start, len(header) + stop))
     if not kept:
         raise ValueError(f"{path}: no rows in [{start}, {stop})")
-    return datasets.read_csv(io.StringIO("".join(header + kept)))
+    frame = datasets.read_csv(io.StringIO("".join(header + kept)))
+    if isinstance(frame.index, pd.RangeIndex):  # no row names: pandas' 0, 1, ...
+        frame.index = pd.RangeIndex(start, start + len(frame))
+    return frame
 
 
 def _parquet_file(path: Path):

@@ -144,3 +144,13 @@ def test_split_codes_outside_0_1_2_name_the_split_file(tmp_path):
     ):
         readers.read_codes(tmp_path / "codes.npz", np.zeros((2, 2)))
     assert readers.read_codes(tmp_path / "split.csv", np.zeros((2, 2))).train.sum() == 2
+
+
+def test_rows_of_a_csv_without_row_names_keep_their_numbers(tmp_path):
+    """A block of a header-less CSV is numbered as in the whole file (10..19, not 0..9)."""
+    Y = (np.random.default_rng(0).random((20, 4)) < 0.5).astype(int)
+    np.savetxt(tmp_path / "y.csv", Y, fmt="%d", delimiter=",")
+    whole = readers.read_matrix(tmp_path / "y.csv")
+    block = readers.read_rows(tmp_path / "y.csv", 10, 20)
+    assert list(block.index) == list(whole.index[10:20]) == list(range(10, 20))
+    np.testing.assert_array_equal(block.to_numpy(), Y[10:])
