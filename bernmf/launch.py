@@ -22,6 +22,7 @@ with a C++ trace) when it loses its coordinator: the work runs in a child proces
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import signal
@@ -252,7 +253,9 @@ def _check_port(coordinator: str, count: int) -> None:
         with probe:
             try:
                 probe.bind((host, port))
-            except OSError:
+            except OSError as error:
+                if error.errno != errno.EADDRINUSE:  # e.g. IPv6 switched off: try IPv4
+                    continue
                 leave(
                     f"process 0 of {count}: the coordinator's port {port} is taken: is "
                     "--process-id 0 given to two processes, or does another program use it?"
