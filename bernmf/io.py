@@ -493,8 +493,6 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
             converged=_get(record, "converged", bool, "member "),
             timings=_timings(record),
             seed=_get(record, "seed", int, "member "),
-            row_labels=fit.row_labels,
-            col_labels=fit.col_labels,
         )
         for r, record in enumerate(records)
     )

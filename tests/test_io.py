@@ -163,7 +163,12 @@ def test_labels_of_every_kind_survive_save_and_load(labelled_fit, tmp_path):
     )
     columns = pd.date_range("2024-03-20", periods=20, freq="D", tz="Europe/Paris", name=7)
     fit = dataclasses.replace(labelled_fit, row_labels=rows, col_labels=columns)
-    assert_same(fit, bernmf.load(fit.save(tmp_path / "fit.npz")))
+    loaded = bernmf.load(fit.save(tmp_path / "fit.npz"))
+    assert_same(fit.row_labels, loaded.row_labels)
+    for saved, member in zip(fit.members, loaded.members, strict=True):
+        assert member.row_labels is saved.row_labels is None
+        assert member.col_labels is saved.col_labels is None
+        np.testing.assert_array_equal(member.probs, saved.probs)
     odd = dataclasses.replace(fit, col_labels=pd.Index([object()] * 20))
     with pytest.raises(ValueError, match="cannot save the label"):
         odd.save(tmp_path / "odd.npz")
@@ -426,3 +431,18 @@ def test_arrays_beyond_the_memory_budget_are_refused(saved, monkeypatch):
     monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "1000")
     with pytest.raises(ValueError, match=r"its arrays, decompressed, would need .* KB, more than"):
         bernmf.load(saved)
+
+
+def test_the_members_of_a_labelled_ensemble_come_back_as_they_were(tmp_path):
+    """They carry no labels in memory, nor after loading (they did after loading)."""
+    Y, _, _ = bernmf.simulate(0, 12, 8, 2)
+    frame = pd.DataFrame(Y, index=[f"r{i}" for i in range(12)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the members' modes
+        fit = bernmf.fit(frame, "mm", 2, restarts=2, combine="mean", max_iter=5)
+    loaded = bernmf.load(fit.save(tmp_path / "fit.npz"))
+    assert_same(fit.row_labels, loaded.row_labels)
+    for saved, member in zip(fit.members, loaded.members, strict=True):
+        assert member.row_labels is saved.row_labels is None
+        assert member.col_labels is saved.col_labels is None
+        np.testing.assert_array_equal(member.probs, saved.probs)
