@@ -183,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("--coordinator", "host:port of process 0 (or BERNMF_COORDINATOR)"),
         ("--num-processes", "processes (or BERNMF_NUM_PROCESSES, SLURM_NTASKS)"),
         ("--process-id", "this process's index (or BERNMF_PROCESS_ID, SLURM_PROCID)"),
+        ("--peer-timeout", "seconds to wait for the other processes, or a silent one (60)"),
     ]:
         fit_parser.add_argument(flag, help=text)
     output_options(fit_parser)

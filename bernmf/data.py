@@ -167,7 +167,9 @@ def _labels(Y):
     return None, None
 
 
-def as_observed(Y, mask=None, *, warn_empty: bool = True, require_entries: bool = True) -> Observed:
+def as_observed(
+    Y, mask=None, *, warn_empty: bool = True, require_entries: bool = True, mask_name: str = "mask"
+) -> Observed:
     """Validate a binary matrix and its mask.
 
     Parameters
@@ -207,6 +209,8 @@ def as_observed(Y, mask=None, *, warn_empty: bool = True, require_entries: bool 
 
     With ``require_entries=False`` (one process's block of rows, checked with the
     others' by :mod:`bernmf.distributed`) no observed entry is not an error.
+    ``mask_name`` is the argument the errors about the mask name (``"validation"``
+    for held-out entries).
     """
     if sparse.issparse(Y):
         ones, is_nan = _sparse_ones_and_missing(Y, "Y")
@@ -215,9 +219,9 @@ def as_observed(Y, mask=None, *, warn_empty: bool = True, require_entries: bool 
     observed = ~is_nan
     del is_nan
     if mask is not None:
-        observed &= _boolean_mask(aligned(mask, Y), ones.shape)
+        observed &= _boolean_mask(aligned(mask, Y, mask_name), ones.shape, mask_name)
     if require_entries and not observed.any():
-        raise ValueError(NO_ENTRY)
+        raise ValueError(NO_ENTRY if mask_name == "mask" else f"{mask_name} {NO_SELECTED}")
     if warn_empty:
         warn_empty_lines(observed.any(axis=1), observed.any(axis=0), stacklevel=4)
     ones &= observed
@@ -226,6 +230,8 @@ def as_observed(Y, mask=None, *, warn_empty: bool = True, require_entries: bool 
 
 
 NO_ENTRY = "no entry of Y is observed (the mask and the NaNs of Y leave nothing)"
+NO_SELECTED = "selects no observed entry of Y (none of its True entries is 0 or 1 in Y)"
+"""What is said of a mask other than the training mask (``validation``) that selects none."""
 
 
 def warn_empty_lines(rows_seen, columns_seen, stacklevel: int) -> None:
@@ -248,7 +254,7 @@ def _is_default(labels: pd.Index) -> bool:
     return isinstance(labels, pd.RangeIndex) and labels.start == 0 and labels.step == 1
 
 
-def aligned(mask, Y):
+def aligned(mask, Y, name: str = "mask"):
     """``mask`` with its rows and columns in the order of Y's labels, or as it was.
 
     A DataFrame mask is aligned to a DataFrame Y axis by axis: an axis where the
@@ -264,7 +270,7 @@ def aligned(mask, Y):
     """
     if not (isinstance(mask, pd.DataFrame) and isinstance(Y, pd.DataFrame)):
         return mask
-    for axis, name in ((0, "row"), (1, "column")):
+    for axis, axis_name in ((0, "row"), (1, "column")):
         ours, theirs = mask.axes[axis], Y.axes[axis]
         if _is_default(ours) or ours.equals(theirs):
             continue
@@ -272,15 +278,15 @@ def aligned(mask, Y):
             missing = [str(x) for x in theirs.difference(ours)[:5]]
             extra = [str(x) for x in ours.difference(theirs)[:5]]
             raise ValueError(
-                f"the mask's {name} labels differ from Y's (they must be the same set, in "
-                f"any order, and unique): Y's not in the mask {missing}, the mask's not in "
-                f"Y {extra}; pass mask.to_numpy() to apply it by position"
+                f"the {name}'s {axis_name} labels differ from Y's (they must be the same set, "
+                f"in any order, and unique): Y's not in the {name} {missing}, the {name}'s not "
+                f"in Y {extra}; pass {name}.to_numpy() to apply it by position"
             )
         mask = mask.reindex(theirs, axis=axis)
     return mask
 
 
-def _boolean_mask(mask, shape) -> np.ndarray:
+def _boolean_mask(mask, shape, name: str = "mask") -> np.ndarray:
     """Return a bool copy of ``mask`` after checking its shape and values."""
     if isinstance(mask, pd.DataFrame):
         mask = mask.to_numpy()
@@ -288,13 +294,13 @@ def _boolean_mask(mask, shape) -> np.ndarray:
         mask = mask.toarray()
     mask = np.asarray(mask)
     if mask.shape != shape:
-        raise ValueError(f"mask has shape {mask.shape} but Y has shape {shape}")
+        raise ValueError(f"{name} has shape {mask.shape} but Y has shape {shape}")
     if mask.dtype == bool:
         return mask.copy()
     if mask.dtype.kind in "iuf" and np.isin(mask, (0, 1)).all():
         return mask.astype(bool)
     raise TypeError(
-        f"mask must be boolean (True = observed), got dtype {mask.dtype} with values other "
+        f"{name} must be boolean (True = observed), got dtype {mask.dtype} with values other "
         "than 0 and 1"
     )
 

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from bernmf._archive import Archive
+from bernmf._budget import check_bytes
 from bernmf._labels import decode_index, encode_index
 from bernmf._output import Target, atomic_output
 from bernmf.data import Observed
@@ -273,29 +274,65 @@ def _metadata(content: bytes) -> dict:
     return info
 
 
-def _read(path) -> tuple[dict, dict[str, np.ndarray]]:
-    """The metadata and the arrays of a saved fit; ValueError naming ``path`` if malformed."""
+class _Arrays(Mapping):
+    """The ``.npy`` members of an open :class:`Archive` by name (without ``.npy``).
+
+    An array is read when first asked for, so that its header (:meth:`header`) can be
+    checked against what the metadata says before its data are decompressed.
+    """
+
+    def __init__(self, archive: Archive):
+        self._archive, self._cache = archive, {}
+        self._names = [n.removesuffix(".npy") for n in archive.names if n.endswith(".npy")]
+
+    def header(self, name: str):
+        """The array's ``.npy`` header (shape, fortran order, dtype); its data unread."""
+        return self._archive.header(name + ".npy")
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._cache:
+            self._cache[name] = self._archive.read_array(name + ".npy")
+        return self._cache[name]
+
+    def __contains__(self, name) -> bool:  # without reading the array, as Mapping's would
+        return name in self._names
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _open(path) -> Archive:
+    """The checked zip of a saved fit (its arrays' declared sizes within the memory budget)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no saved fit at {path}")
     try:
-        with Archive(path) as archive:
-            if METADATA not in archive.names:
-                raise ValueError(f"not a saved bernmf fit (no {METADATA})")
-            info = _metadata(archive.read_bytes(METADATA))
-            arrays = {
-                name.removesuffix(".npy"): archive.read_array(name)
-                for name in archive.names
-                if name.endswith(".npy")
-            }
+        archive = Archive(path)
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
-    return info, arrays
+    return archive
+
+
+def _info(archive: Archive) -> dict:
+    """The metadata of a saved fit; its arrays' total size checked against the budget."""
+    if METADATA not in archive.names:
+        raise ValueError(f"not a saved bernmf fit (no {METADATA})")
+    check_bytes(archive.total_size(), "its arrays, decompressed,")
+    return _metadata(archive.read_bytes(METADATA))
 
 
 def load_metadata(path) -> dict:
     """The JSON metadata of a saved fit (engine, rank, versions, user metadata ...)."""
-    return _read(path)[0]
+    with _open(path) as archive:
+        try:
+            return _info(archive)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
 
 
 def _get(info: Mapping, key: str, kind: type, where: str = ""):
@@ -317,13 +354,61 @@ def _array(arrays: Mapping, name: str, shape: tuple, kinds: str = "f") -> np.nda
     """``arrays[name]``, which must have ``shape`` (None: any size there) and a dtype kind."""
     if name not in arrays:
         raise ValueError(f"the array {name!r} is missing")
-    array = arrays[name]
-    expected = tuple(m if n is None else n for n, m in zip(shape, array.shape, strict=False))
-    if array.shape != expected or array.ndim != len(shape):
-        raise ValueError(f"{name} has shape {array.shape}, expected {shape}")
-    if array.dtype.kind not in kinds:
-        raise ValueError(f"{name} has dtype {array.dtype}")
-    return array
+    header = arrays.header(name)  # checked before the data are decompressed
+    expected = tuple(m if n is None else n for n, m in zip(shape, header.shape, strict=False))
+    if header.shape != expected or len(header.shape) != len(shape):
+        raise ValueError(f"{name} has shape {header.shape}, expected {shape}")
+    if header.dtype.kind not in kinds:
+        raise ValueError(f"{name} has dtype {header.dtype}")
+    return arrays[name]
+
+
+FACTOR_TOLERANCE = 1e-4
+"""How far from 1 a row of W may sum (float32 fits round), and the weights of an ensemble."""
+ROUNDING = 1e-6
+"""How far above 1 a probability or an entry of H may be (an unclipped W @ H rounds)."""
+
+
+def _check_values(fit: Fit, what: str = "") -> None:
+    """A fit's (or member's) values: finite factors, probabilities in [0, 1], a trace.
+
+    When its probabilities follow from W and H (none stored), W's rows must be on the
+    simplex and H in [0, 1], as every engine gives them; the logistic engines' factors
+    are natural parameters, whose probabilities are stored.
+    """
+    if not fit.trace.size:
+        raise ValueError(f"{what}trace is empty: a fit has at least its final objective")
+    for name in ("W", "H"):
+        if not np.isfinite(getattr(fit, name)).all():
+            raise ValueError(f"{what}{name} has values that are not finite")
+    probs = fit.stored_probs
+    if probs is not None and not ((probs >= 0) & (probs <= 1 + ROUNDING)).all():
+        raise ValueError(f"{what}probs has values outside [0, 1]")
+    if probs is None and not fit.members:
+        sums = fit.W.sum(axis=1)
+        if (fit.W < 0).any() or (np.abs(sums - 1) > FACTOR_TOLERANCE).any():
+            raise ValueError(f"{what}W has rows that are not on the simplex (>= 0, sum 1)")
+        if not ((fit.H >= 0) & (fit.H <= 1 + ROUNDING)).all():
+            raise ValueError(f"{what}H has values outside [0, 1]")
+
+
+def _check_weights(weights, count: int, required: bool) -> None:
+    """An ensemble's weights: ``count`` finite numbers >= 0 that sum to 1 (if given or required)."""
+    if weights is None and not required:
+        return
+    plain = isinstance(weights, list) and all(
+        isinstance(w, int | float) and not isinstance(w, bool) for w in weights
+    )
+    if not plain or len(weights) != count:
+        raise ValueError(
+            f"the ensemble's extras restarts weights should be {count} numbers, one per "
+            f"member, got {weights!r:.60}"
+        )
+    array = np.asarray(weights, float)
+    if not np.isfinite(array).all() or (array < 0).any() or abs(array.sum() - 1) > FACTOR_TOLERANCE:
+        raise ValueError(
+            f"the ensemble's weights should be on the simplex (>= 0, sum 1), got {weights!r:.60}"
+        )
 
 
 def _labels(value, length: int, what: str) -> pd.Index | None:
@@ -354,7 +439,7 @@ def _observed(value, arrays, shape: tuple[int, int]) -> Observed | None:
 def _prior(arrays, K: int) -> Prior:
     """The prior: each hyperparameter a scalar or of shape (K,)."""
     names = [f"prior/{name}" for name in Prior._fields]
-    shapes = [(K,)[: arrays[n].ndim if n in arrays else 0] for n in names]
+    shapes = [(K,)[: len(arrays.header(n).shape) if n in arrays else 0] for n in names]
     return Prior(
         *(_array(arrays, n, shape, "biuf") for n, shape in zip(names, shapes, strict=True))
     )
@@ -367,7 +452,7 @@ def _draws(info, arrays, shape: tuple[int, int, int]) -> tuple[dict, dict]:
     draws, stats = {}, {}
     for key in _get(info, "draws", list):
         name = f"draws/{key}"
-        ndim = arrays[name].ndim if name in arrays else 2
+        ndim = len(arrays.header(name).shape) if name in arrays else 2
         draws[key] = _array(
             arrays, name, (None, None, *known.get(key, (None,) * (ndim - 2))), "biuf"
         )
@@ -399,13 +484,10 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
         for name, shape in (("W", (M, K)), ("H", (K, N)), ("probs", (M, N)))
         if name != "probs" or "members/probs" in arrays
     }
-    if "probs" not in stacked and fit.stored_probs is None:
-        weights = fit.extras.get("restarts", {}).get("weights")
-        if not isinstance(weights, list) or len(weights) != R:
-            raise ValueError("an ensemble without stored probs needs extras restarts weights")
-        if not all(isinstance(w, float | int) and 0 <= w <= 1 for w in weights):
-            raise ValueError("the ensemble's weights should be numbers in [0, 1]")
-    return tuple(
+    ensemble = fit.extras.get("restarts", {})
+    weights = ensemble.get("weights") if isinstance(ensemble, Mapping) else None
+    _check_weights(weights, R, required=fit.stored_probs is None)
+    members = tuple(
         Fit(
             engine=fit.engine,
             rank=K,
@@ -418,11 +500,12 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
             converged=_get_optional(record, "converged", bool, "member "),
             timings=_timings(record),
             seed=_get(record, "seed", int, "member "),
-            row_labels=fit.row_labels,
-            col_labels=fit.col_labels,
         )
         for r, record in enumerate(records)
     )
+    for r, member in enumerate(members):
+        _check_values(member, f"member {r}: ")
+    return members
 
 
 def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
@@ -454,7 +537,12 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         sample_stats=sample_stats,
         observed=_observed(info.get("observed"), arrays, (M, N)),
     )
-    return dataclasses.replace(fit, members=_members(info, arrays, fit))
+    fit = dataclasses.replace(fit, members=_members(info, arrays, fit))
+    _check_values(fit)
+    for name in set(draws) & {"W", "H"}:
+        if not np.isfinite(draws[name]).all():
+            raise ValueError(f"draws/{name} has values that are not finite")
+    return fit
 
 
 def load(path) -> Fit:
@@ -480,10 +568,11 @@ def load(path) -> Fit:
         If the file is not a saved fit, is damaged, or is inconsistent (for example
         arrays whose shapes do not match each other); the message names the file.
     """
-    info, arrays = _read(path)
-    try:
-        return _fit(info, arrays)
-    except ValueError as error:
-        raise ValueError(f"{path}: {error}") from None
-    except (KeyError, TypeError, IndexError, AttributeError, OverflowError) as error:
-        raise ValueError(f"{path}: malformed saved fit ({type(error).__name__}: {error})") from None
+    with _open(path) as archive:
+        try:
+            return _fit(_info(archive), _Arrays(archive))
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+        except (KeyError, TypeError, IndexError, AttributeError, OverflowError) as error:
+            message = f"malformed saved fit ({type(error).__name__}: {error})"
+            raise ValueError(f"{path}: {message}") from None

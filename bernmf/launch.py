@@ -9,11 +9,27 @@ rows of W to ``OUT/W.part-<index>.csv`` and its fit (its rows, the shared H) to
 ``summary.json`` and, for an ensemble, ``members.csv``. Each file is written
 atomically, and none that exists is replaced without ``--force``: every process checks
 its own files, with its block's input, before the fit, and all stop if one fails.
+
+No process waits for ever (:func:`join`): the processes must all join within
+``--peer-timeout`` seconds (:data:`PEER_TIMEOUT`), else each exits 1 with one line
+naming the processes it waited for; a second process 0 finds the coordinator's port
+taken and exits 1 at once; a peer lost during the fit (killed, its connection
+broken) makes the others exit 1 with one line at their next exchange, or when it
+misses its heartbeats for that long. JAX's runtime ends a process itself (abort,
+with a C++ trace) when it loses its coordinator: the work runs in a child process
+(:func:`fit_command`), whose end by a signal is reported in one line.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -56,10 +72,58 @@ def coordinates(coordinator, num_processes, process_id, environ=os.environ) -> t
 
 
 def fit_command(args) -> int:
-    """``bernmf fit --distributed``: this process's part (:func:`fit_part`), and a line."""
-    summary = fit_part(args)
+    """``bernmf fit --distributed``: :func:`fit_part` in a child process; its exit code.
+
+    The child's stdout is this process's; its stderr is passed on when it exits, or,
+    when a signal ended it (JAX's runtime aborts a process that lost its coordinator),
+    replaced by one line with the runtime's reason.
+    """
+    _, count, index = coordinates(args.coordinator, args.num_processes, args.process_id)
+    check_timeout(args.peer_timeout)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from bernmf.launch import part; part()"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _, stderr = child.communicate(pickle.dumps((args, os.getpid())))
+    except KeyboardInterrupt:  # the child got it too: its results are removed
+        child.wait()
+        raise
+    if child.returncode >= 0:
+        sys.stderr.write(stderr.decode(errors="replace"))
+        return child.returncode
+    reason = [line for line in stderr.decode(errors="replace").splitlines() if "Status:" in line]
+    why = reason[0].split("Status:", 1)[1].strip()[:300] if reason else "no reason given"
+    name = signal.Signals(-child.returncode).name
+    print(
+        f"bernmf: error: process {index} of {count} was ended by {name} (JAX's distributed "
+        f"runtime: {why}): a peer or the coordinator is gone",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def part() -> None:
+    """The child of :func:`fit_command`: :func:`fit_part` of the arguments pickled on stdin."""
+    args, parent = pickle.load(sys.stdin.buffer)
+    threading.Thread(target=_orphaned, args=(parent,), daemon=True).start()
+    try:
+        summary = fit_part(args)
+    except Exception as error:
+        if args.debug:
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"bernmf: error: {message}", file=sys.stderr)
+        sys.exit(1)
     say(args, f"rows {summary['rows']} done; results in {args.out}")
-    return 0
+
+
+def _orphaned(parent: int) -> None:
+    """Exit as soon as the process ``parent`` is no longer this one's parent (it was killed)."""
+    while os.getppid() == parent:
+        threading.Event().wait(0.5)
+    os._exit(1)
 
 
 def fit_part(args) -> dict:
@@ -71,8 +135,20 @@ def fit_part(args) -> dict:
     prior = prior_of(args, args.engine)
 
     coordinator, count, index = coordinates(args.coordinator, args.num_processes, args.process_id)
+    timeout = check_timeout(args.peer_timeout)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes only
-    jax.distributed.initialize(coordinator, num_processes=count, process_id=index)
+    join(coordinator, count, index, timeout)
+    say(args, f"process {index} of {count} joined the others at {coordinator}")
+    try:
+        return _fit_and_write(args, options, prior, count, index)
+    except Exception as error:
+        if _peer_lost(error):
+            leave(f"process {index} of {count} lost a peer during the fit ({_line(error)})")
+        raise
+
+
+def _fit_and_write(args, options: dict, prior, count: int, index: int) -> dict:
+    """:func:`fit_part` once the processes have joined."""
     from bernmf.inference.distributed import agree
 
     out, failure = Path(args.out), None
@@ -118,6 +194,103 @@ def fit_part(args) -> dict:
         write("trace.csv", lambda path: trace.to_csv(path, index=False))
         write("summary.json", lambda path: write_json(path, summary))
     return summary
+
+
+PEER_TIMEOUT = 60.0
+"""Seconds a process waits for the others to join, or for a silent peer (``--peer-timeout``)."""
+
+
+def check_timeout(timeout) -> float:
+    """``timeout`` (None: :data:`PEER_TIMEOUT`) as seconds in [1, 86400]; ValueError otherwise."""
+    if timeout is None:
+        return PEER_TIMEOUT
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if not 1 <= seconds <= 86400:
+        raise ValueError(f"--peer-timeout must be seconds in [1, 86400], got {timeout!r}")
+    return seconds
+
+
+def leave(message: str) -> None:
+    """Print ``bernmf: error: message`` and exit 1 now, without JAX's shutdown barrier.
+
+    For a process whose peers are gone: the barrier would wait for them.
+    """
+    print(f"bernmf: error: {message}", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
+def _line(error: BaseException) -> str:
+    """The first line of an error's message."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+
+
+_LOST = ("Gloo", "Connection reset", "UNAVAILABLE", "heartbeat", "DEADLINE_EXCEEDED")
+"""What the messages of a collective with a lost peer hold (gloo's raise ValueError)."""
+
+
+def _peer_lost(error: BaseException) -> bool:
+    """Whether ``error`` is a collective that failed because a peer is gone."""
+    import jax
+
+    return isinstance(error, jax.errors.JaxRuntimeError) or any(m in str(error) for m in _LOST)
+
+
+def _check_port(coordinator: str, count: int) -> None:
+    """Exit 1 if the coordinator's port is taken: another process 0 (or program) serves it."""
+    port = int(coordinator.rsplit(":", 1)[1])
+    for family, host in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        try:
+            probe = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:  # no IPv6 here
+            continue
+        with probe:
+            try:
+                probe.bind((host, port))
+            except OSError as error:
+                if error.errno != errno.EADDRINUSE:  # e.g. IPv6 switched off: try IPv4
+                    continue
+                leave(
+                    f"process 0 of {count}: the coordinator's port {port} is taken: is "
+                    "--process-id 0 given to two processes, or does another program use it?"
+                )
+        return
+
+
+def join(coordinator: str, count: int, index: int, timeout: float) -> None:
+    """``jax.distributed.initialize`` within ``timeout`` seconds, or exit 1 with one line.
+
+    The line names the processes waited for (with 2 processes, the other one). The
+    same timeout bounds the heartbeats (a peer silent that long is lost) and the
+    shutdown barrier.
+    """
+    import jax
+
+    if index == 0:
+        _check_port(coordinator, count)
+    others = [i for i in range(count) if i != index]
+    missing = f"process {others[0]}" if count == 2 else f"one or more of processes {others}"
+    watchdog = threading.Timer(
+        timeout,
+        leave,
+        [
+            f"process {index} of {count} waited {timeout:g} s at {coordinator} for the other "
+            f"processes to join; missing: {missing} (is each started, with its own "
+            "--process-id, and the same --coordinator and --num-processes?)"
+        ],
+    )
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        jax.distributed.initialize(
+            coordinator, num_processes=count, process_id=index,
+            initialization_timeout=int(timeout) + 60,  # the watchdog ends the wait first
+            heartbeat_timeout_seconds=int(timeout), shutdown_timeout_seconds=int(timeout),
+        )  # fmt: skip
+    finally:
+        watchdog.cancel()
 
 
 def outputs(index: int) -> list[str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bernmf._budget import check_fit_bytes
 from bernmf.data import (
     Observed,
     as_observed,
@@ -201,7 +202,9 @@ def held_out_entries(Y, data: Observed, validation, require_entries: bool = True
         A mask of the wrong shape, one that overlaps the training entries, or one
         without an observed entry (:func:`bernmf.data.as_observed`).
     """
-    held_out = as_observed(Y, validation, warn_empty=False, require_entries=require_entries)
+    held_out = as_observed(
+        Y, validation, warn_empty=False, require_entries=require_entries, mask_name="validation"
+    )
     if (held_out.mask & data.mask).any():
         raise ValueError(
             "validation entries must not be training entries: validation and mask overlap "
@@ -237,7 +240,8 @@ def check_arguments(
     Raises
     ------
     TypeError, ValueError
-        As :func:`fit` does: unknown engine or option, bad rank, seed or prior.
+        As :func:`fit` does: unknown engine or option, bad rank, seed or prior, or
+        traces and draws beyond the memory budget (:mod:`bernmf._budget`).
     """
     chosen = get_engine(engine)
     options = chosen.with_defaults(options)
@@ -245,4 +249,5 @@ def check_arguments(
     if shape is not None:
         check_rank_fits(rank, shape)
     check_seed(seed, max(restarts, options[chosen.seed_count] if chosen.seed_count else 1))
+    check_fit_bytes(options, restarts, shape, rank)  # traces and draws, before compiling
     return chosen, rank, chosen.prior_for(prior, rank), options

@@ -6,9 +6,11 @@ are read by :mod:`bernmf.io`; the paper's datasets by :mod:`bernmf.datasets`.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,8 @@ import pandas as pd
 from scipy import sparse
 
 from bernmf import datasets
+from bernmf._archive import Archive, read_data, read_header
+from bernmf._budget import check_bytes
 from bernmf.data import aligned
 from bernmf.split import SPLIT_CODES, Split
 
@@ -31,18 +35,23 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
         CSV (with or without a header line and a column of row names, empty cells
         missing; see :func:`bernmf.datasets.read_csv` for how the layout is told),
         Parquet (``.parquet``, ``.pq``; read with pyarrow, the index pandas wrote kept)
-        or ``.npz`` (the array ``Y``, or its only array).
+        or ``.npz`` (the array ``Y``, or its only array; or a scipy.sparse CSR, CSC or
+        COO matrix of ``scipy.sparse.save_npz``, read as a ``csr_array``). The file
+        is untrusted: its structure (headers, sparse indices against the shape,
+        declared sizes against its size and the memory budget) is checked before
+        anything is converted or allocated.
     values : tuple of int, default (0, 1)
         The values a CSV cell may hold (other formats are checked by their user).
 
     Returns
     -------
-    DataFrame or ndarray of shape (M, N)
+    DataFrame, ndarray or scipy.sparse.csr_array of shape (M, N)
 
     Raises
     ------
     FileNotFoundError, ValueError
-        For a missing file, another suffix, or an ``.npz`` without a single or ``Y`` array.
+        For a missing file, another suffix, an ``.npz`` without a single or ``Y``
+        array, or a malformed file (the message names the file and the field).
     ImportError
         For a Parquet file without pyarrow installed.
     """
@@ -50,19 +59,19 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
     if not path.is_file():
         raise FileNotFoundError(f"no data file {path}")
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return datasets.read_csv(path, values)
-    if suffix in (".parquet", ".pq"):
-        return _parquet_rows(path, 0, None)
-    if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as arrays:
-            names = list(arrays.keys())
-            if "Y" in names:
-                return arrays["Y"]
-            if len(names) == 1:
-                return arrays[names[0]]
-        raise ValueError(f"{path}: an .npz file must hold an array named 'Y', found {names}")
+    with _untrusted(path):
+        if suffix == ".csv":
+            return datasets.read_csv(path, values)
+        if suffix in (".parquet", ".pq"):
+            return _parquet_rows(path, 0, None)
+        if suffix == ".npz":
+            return _npz_rows(path, 0, None)
     raise ValueError(f"{path}: DATA must be .csv, .parquet or .npz, got {suffix or 'no suffix'!r}")
+
+
+def _dense(values):
+    """A sparse matrix as an ndarray (its size was bounded when read); anything else as is."""
+    return values.toarray() if sparse.issparse(values) else values
 
 
 def read_mask(path, shape) -> pd.DataFrame | np.ndarray:
@@ -72,7 +81,7 @@ def read_mask(path, shape) -> pd.DataFrame | np.ndarray:
     to a labelled DATA's, see :func:`bernmf.data.as_observed`) or a bool array, of
     ``shape``; ValueError for another shape or values other than 0/1.
     """
-    values = read_matrix(path)
+    values = _dense(read_matrix(path))
     array = values.to_numpy() if isinstance(values, pd.DataFrame) else np.asarray(values)
     if array.shape != tuple(shape):
         raise ValueError(f"mask {path} has shape {array.shape} but DATA has shape {shape}")
@@ -96,13 +105,16 @@ def read_codes(path, Y) -> Split:
         Codes other than 0, 1, 2 (missing included), another shape than Y's, or
         labels that differ from Y's.
     """
-    codes = read_matrix(path, values=SPLIT_CODES)
+    codes = _dense(read_matrix(path, values=SPLIT_CODES))
     if np.shape(codes) != np.shape(Y):
         raise ValueError(
             f"the split {path} has shape {np.shape(codes)} but DATA has shape {np.shape(Y)}"
         )
-    codes = aligned(codes, Y)
-    return Split.from_codes(codes.to_numpy() if isinstance(codes, pd.DataFrame) else codes)
+    codes = aligned(codes, Y, f"split {path}")
+    try:
+        return Split.from_codes(codes.to_numpy() if isinstance(codes, pd.DataFrame) else codes)
+    except ValueError as error:
+        raise ValueError(f"the split {path}: {error}") from None
 
 
 def rows_of(process_index: int, process_count: int, M: int) -> tuple[int, int]:
@@ -118,78 +130,186 @@ def rows_of(process_index: int, process_count: int, M: int) -> tuple[int, int]:
     return start, start + base + (process_index < extra)
 
 
-def _npy_header(file) -> tuple[tuple, bool, np.dtype]:
-    """``(shape, fortran_order, dtype)`` of an open ``.npy`` file, left after its header."""
-    version = np.lib.format.read_magic(file)
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(file)
-    return np.lib.format.read_array_header_2_0(file)
-
-
 def count_rows(path) -> int:
     """The rows M of a :func:`read_rows` file, read from its header where it has one.
 
     ``.npy`` and ``.npz`` (dense or scipy.sparse) from their headers; CSV by counting
     its lines; Parquet from its metadata.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        A missing file; a malformed one (the message names the file and the field).
     """
     path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no data file {path}")
     suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return int(np.load(path, mmap_mode="r").shape[0])
-    if suffix == ".npz":
-        with zipfile.ZipFile(path) as archive:
-            names = [n.removesuffix(".npy") for n in archive.namelist()]
-            if {"format", "shape", "indptr"} <= set(names):
-                return int(np.load(path)["shape"][0])
-            name = "Y" if "Y" in names else names[0]
-            with archive.open(name + ".npy") as member:
-                return int(_npy_header(member)[0][0])
-    if suffix == ".csv":
-        with open(path, encoding="utf-8") as lines:
-            return sum(1 for _ in lines) - len(_csv_header(path))
-    if suffix in (".parquet", ".pq"):
-        with _parquet_file(path) as file:
-            return file.metadata.num_rows
+    with _untrusted(path):
+        if suffix == ".npy":
+            with open(path, "rb") as file:
+                return _leading(read_header(file, path.stat().st_size).shape, "the array")
+        if suffix == ".npz":
+            with Archive(path) as archive:
+                layout = _sparse_layout(archive)
+                if layout is not None:
+                    return layout[1][0]
+                return _leading(archive.header(_dense_member(archive)).shape, "the array")
+        if suffix == ".csv":
+            with open(path, encoding="utf-8") as lines:
+                return sum(1 for _ in lines) - len(_csv_header(path))
+        if suffix in (".parquet", ".pq"):
+            with _parquet_file(path) as file:
+                return file.metadata.num_rows
     return len(read_rows(path, 0, np.iinfo(np.int64).max))
 
 
-def _npz_member_rows(archive: zipfile.ZipFile, name: str, start: int, stop: int) -> np.ndarray:
-    """Rows ``start:stop`` of array ``name`` of an ``.npz``, reading only their bytes.
+_MALFORMED = (
+    ValueError, TypeError, KeyError, IndexError, OverflowError, EOFError, NotImplementedError,
+    zipfile.BadZipFile, zlib.error,
+)  # fmt: skip
+"""What parsing a malformed file raises (pyarrow's errors are recognized by their module)."""
 
-    The member is seeked into (cheap when stored, as ``np.savez`` writes; a compressed
-    member is decompressed up to the rows, without holding what comes before).
+
+@contextlib.contextmanager
+def _untrusted(path: Path):
+    """Turn an error of parsing ``path`` into a ValueError that names it.
+
+    A missing file stays a FileNotFoundError, a missing pyarrow an ImportError, an
+    error of the system (an OSError with an errno) itself.
     """
-    with archive.open(name + ".npy") as member:
-        shape, fortran, dtype = _npy_header(member)
-        if fortran or dtype.hasobject:
-            raise ValueError(f"{name} must be a C-ordered array of numbers to read rows of it")
-        stop = min(stop, shape[0])
-        row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
-        member.seek(member.tell() + start * row_bytes)
-        count = max(stop - start, 0)
-        buffer = member.read(count * row_bytes)
-    return np.frombuffer(buffer, dtype).reshape(count, *shape[1:])
+    try:
+        yield
+    except Exception as error:
+        parsing = isinstance(error, _MALFORMED) or type(error).__module__.startswith("pyarrow")
+        if isinstance(error, OSError) and error.errno is None:  # pyarrow's damaged files
+            parsing = True
+        if not parsing:
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        if not message.startswith(str(path)):
+            message = f"{path}: {message}"
+        raise ValueError(message) from None
 
 
-def _npz_rows(path: Path, start: int, stop: int):
+def _leading(shape: tuple, what: str) -> int:
+    """The first dimension of ``shape``; ValueError for a 0-d array."""
+    if not shape:
+        raise ValueError(f"{what} is 0-dimensional: it has no rows")
+    return shape[0]
+
+
+def _dense_member(archive: Archive) -> str:
+    """The member of an ``.npz`` that holds the matrix: ``Y.npy`` or its only ``.npy``."""
+    arrays = [name for name in archive.names if name.endswith(".npy")]
+    if "Y.npy" in arrays:
+        return "Y.npy"
+    if len(arrays) == 1 and len(archive.names) == 1:
+        return arrays[0]
+    found = [name.removesuffix(".npy") for name in archive.names]
+    raise ValueError(f"an .npz file must hold an array named 'Y', found {found}")
+
+
+SPARSE_FIELDS = {"csr": ("indptr", "indices"), "csc": ("indptr", "indices"), "coo": ("row", "col")}
+"""The index fields of each layout that ``scipy.sparse.save_npz`` writes, read here."""
+
+
+def _sparse_layout(archive: Archive) -> tuple[str, tuple[int, int]] | None:
+    """``(layout, (M, N))`` of a ``scipy.sparse.save_npz`` file, its fields checked; None if dense.
+
+    Every field's header is checked against the others (lengths, integer index
+    dtypes, numeric data) and M x N against the memory budget (a fit holds the
+    entries densely), before any index is read.
+    """
+    if not {"format.npy", "shape.npy", "data.npy"} <= set(archive.names):
+        return None
+    layout = archive.read_array("format.npy")
+    if layout.shape != () or layout.dtype.kind not in "SU":
+        raise ValueError(f"field 'format' must be a string, got {layout.dtype} {layout.shape}")
+    layout = layout.item()
+    layout = layout.decode("ascii", "replace") if isinstance(layout, bytes) else layout
+    if layout not in SPARSE_FIELDS:
+        raise ValueError(
+            f"field 'format' must be one of {sorted(SPARSE_FIELDS)}, got {layout!r:.20}"
+        )
+    shape = archive.header("shape.npy")
+    if shape.shape != (2,) or shape.dtype.kind not in "iu":
+        raise ValueError("field 'shape' must be 2 integers (rows, columns)")
+    M, N = (int(n) for n in archive.read_array("shape.npy"))
+    if M < 0 or N < 0:
+        raise ValueError(f"field 'shape' must be 2 integers >= 0, got {(M, N)}")
+    check_bytes(M * N, f"its field 'shape' ({M}, {N}), held densely by a fit (1 byte an entry)")
+    data = archive.header("data.npy")
+    if len(data.shape) != 1 or data.dtype.kind not in "biuf":
+        raise ValueError(f"field 'data' must be 1-D numbers, got {data.dtype} {data.shape}")
+    pointers = {"csr": M + 1, "csc": N + 1}.get(layout)
+    for field in SPARSE_FIELDS[layout]:
+        if f"{field}.npy" not in archive.names:
+            raise ValueError(f"a {layout} matrix needs the field {field!r}")
+        header = archive.header(f"{field}.npy")
+        length = pointers if field == "indptr" else data.shape[0]
+        if header.shape != (length,) or header.dtype.kind not in "iu":
+            raise ValueError(
+                f"field {field!r} must be {length} integers, got {header.dtype} {header.shape}"
+            )
+    return layout, (M, N)
+
+
+def _checked_indices(array: np.ndarray, bound: int, field: str) -> np.ndarray:
+    """``array`` as int64 after checking it is in [0, bound)."""
+    array = array.astype(np.int64)  # an unsigned index past int64 becomes negative: refused
+    if array.size and (array.min() < 0 or array.max() >= bound):
+        bad = array[(array < 0) | (array >= bound)][0]
+        raise ValueError(f"field {field!r} holds {bad}, outside [0, {bound})")
+    return array
+
+
+def _checked_pointers(indptr: np.ndarray, count: int, first: bool, last: bool) -> np.ndarray:
+    """Pointers as int64, nondecreasing in [0, count]; 0 at the ``first``, count at the ``last``."""
+    indptr = indptr.astype(np.int64)
+    bad = indptr.size and (indptr.min() < 0 or indptr.max() > count or (np.diff(indptr) < 0).any())
+    if bad or (first and indptr[0] != 0) or (last and indptr[-1] != count):
+        raise ValueError(
+            f"field 'indptr' must be nondecreasing from 0 to {count} (the entries of 'data')"
+        )
+    return indptr
+
+
+def _sparse_rows(archive: Archive, layout: str, shape, start: int, stop: int):
+    """Rows ``start:stop`` of a checked sparse layout (:func:`_sparse_layout`): a csr_array.
+
+    CSR reads only the rows' pointers, indices and data; CSC and COO read the whole
+    matrix. Every index is checked against the shape before scipy sees it.
+    """
+    (M, N), count = shape, archive.header("data.npy").shape[0]
+    stop = min(stop, M)
+    start = min(start, stop)
+    if layout == "csr":
+        indptr = archive.read_array("indptr.npy", start, stop + 1)
+        indptr = _checked_pointers(indptr, count, start == 0, stop == M)
+        first, last = int(indptr[0]), int(indptr[-1])
+        data = archive.read_array("data.npy", first, last)
+        indices = _checked_indices(archive.read_array("indices.npy", first, last), N, "indices")
+        return sparse.csr_array((data, indices, indptr - first), shape=(stop - start, N))
+    data = archive.read_array("data.npy")
+    if layout == "csc":
+        indptr = _checked_pointers(archive.read_array("indptr.npy"), count, True, True)
+        indices = _checked_indices(archive.read_array("indices.npy"), M, "indices")
+        matrix = sparse.csc_array((data, indices, indptr), shape=(M, N))
+    else:
+        row = _checked_indices(archive.read_array("row.npy"), M, "row")
+        col = _checked_indices(archive.read_array("col.npy"), N, "col")
+        matrix = sparse.coo_array((data, (row, col)), shape=(M, N))
+    return sparse.csr_array(matrix)[start:stop]
+
+
+def _npz_rows(path: Path, start: int, stop: int | None):
     """Rows of an ``.npz``: of ``Y`` or its only array, or of a scipy.sparse matrix."""
-    with zipfile.ZipFile(path) as archive:
-        names = [n.removesuffix(".npy") for n in archive.namelist()]
-        if {"format", "shape", "indptr"} <= set(names):  # scipy.sparse.save_npz
-            layout = np.load(path)["format"].item()
-            layout = layout.decode() if isinstance(layout, bytes) else layout
-            if layout != "csr":  # other layouts: the whole matrix, then its rows
-                return sparse.csr_array(sparse.load_npz(path))[start:stop]
-            M, N = np.load(path)["shape"]
-            indptr = _npz_member_rows(archive, "indptr", start, min(stop, M) + 1)
-            first, last = int(indptr[0]), int(indptr[-1])
-            data = _npz_member_rows(archive, "data", first, last)
-            indices = _npz_member_rows(archive, "indices", first, last)
-            return sparse.csr_array((data, indices, indptr - first), shape=(len(indptr) - 1, N))
-        name = "Y" if "Y" in names else names[0] if len(names) == 1 else None
-        if name is None:
-            raise ValueError(f"{path}: an .npz file must hold an array named 'Y', found {names}")
-        return _npz_member_rows(archive, name, start, stop)
+    with Archive(path) as archive:
+        layout = _sparse_layout(archive)
+        if layout is not None:
+            return _sparse_rows(archive, *layout, start, np.inf if stop is None else stop)
+        return archive.read_array(_dense_member(archive), start, stop)
 
 
 def _csv_header(path: Path) -> list[str]:
@@ -201,13 +321,19 @@ def _csv_header(path: Path) -> list[str]:
 
 
 def _csv_rows(path: Path, start: int, stop: int) -> pd.DataFrame:
-    """Rows of a CSV (after its header line, if any), read line by line."""
+    """Rows of a CSV (after its header line, if any), read line by line.
+
+    Without row names, the rows are numbered from ``start``, as in the whole file.
+    """
     header = _csv_header(path)
     with open(path, encoding="utf-8") as lines:
         kept = list(itertools.islice(lines, len(header) + start, len(header) + stop))
     if not kept:
         raise ValueError(f"{path}: no rows in [{start}, {stop})")
-    return datasets.read_csv(io.StringIO("".join(header + kept)))
+    frame = datasets.read_csv(io.StringIO("".join(header + kept)))
+    if isinstance(frame.index, pd.RangeIndex):  # no row names: pandas' 0, 1, ...
+        frame.index = pd.RangeIndex(start, start + len(frame))
+    return frame
 
 
 def _parquet_file(path: Path):
@@ -236,10 +362,14 @@ def _parquet_rows(path: Path, start: int, stop: int | None) -> pd.DataFrame:
     with _parquet_file(path) as file:
         metadata = file.metadata
         sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+        if any(size < 0 for size in sizes):
+            raise ValueError("a row group of its metadata declares a negative number of rows")
         bounds = np.cumsum([0, *sizes])
         M = int(bounds[-1])
         stop = M if stop is None else min(stop, M)
         start = min(start, stop)
+        columns = metadata.num_columns
+        check_bytes((stop - start) * columns * 8, f"rows {start}:{stop} of its {columns} columns")
         groups = [i for i in range(len(sizes)) if max(bounds[i], start) < min(bounds[i + 1], stop)]
         table = file.read_row_groups(groups)
         table = table.slice(start - (bounds[groups[0]] if groups else 0), stop - start)
@@ -289,11 +419,12 @@ def read_rows(path, start: int, stop: int):
     Parameters
     ----------
     path : str or Path
-        ``.npy`` (memory-mapped), ``.npz`` (``Y`` or its only array: only the rows'
-        bytes are read; or a ``scipy.sparse.save_npz`` matrix: a CSR one by its row
-        pointers, the other layouts by loading the whole matrix), CSV (the lines
-        are skipped, the header kept) or Parquet (only the row groups holding the
-        rows are read; labels, index and dtypes as ``read_matrix(path).iloc[start:stop]``).
+        ``.npy`` or ``.npz`` (``Y`` or its only array: only the rows' bytes are
+        read; or a ``scipy.sparse.save_npz`` matrix: a CSR one by its row pointers,
+        CSC and COO by loading the whole matrix; checked as :func:`read_matrix`
+        checks them), CSV (the lines are skipped, the header kept) or Parquet (only
+        the row groups holding the rows are read; labels, index and dtypes as
+        ``read_matrix(path).iloc[start:stop]``).
     start, stop : int
         ``0 <= start <= stop``; ``stop`` past the end stops at the end.
 
@@ -307,12 +438,15 @@ def read_rows(path, start: int, stop: int):
     if not 0 <= start <= stop:
         raise ValueError(f"rows must satisfy 0 <= start <= stop, got {start}, {stop}")
     suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return np.array(np.load(path, mmap_mode="r")[start:stop])
-    if suffix == ".npz":
-        return _npz_rows(path, start, stop)
-    if suffix == ".csv":
-        return _csv_rows(path, start, stop)
-    if suffix in (".parquet", ".pq"):
-        return _parquet_rows(path, start, stop)
+    with _untrusted(path):
+        if suffix == ".npy":
+            with open(path, "rb") as file:
+                header = read_header(file, path.stat().st_size)
+                return read_data(file, header, start, stop, "the array")
+        if suffix == ".npz":
+            return _npz_rows(path, start, stop)
+        if suffix == ".csv":
+            return _csv_rows(path, start, stop)
+        if suffix in (".parquet", ".pq"):
+            return _parquet_rows(path, start, stop)
     raise ValueError(f"{path}: DATA must be .csv, .parquet, .npz or .npy, got {suffix!r}")

@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bernmf._budget import check_fit_bytes
 from bernmf._progress import say
-from bernmf.data import as_observed, check_rank
+from bernmf.data import as_observed, check_count, check_rank
+from bernmf.ensemble import MAX_RESTARTS
 from bernmf.inference import get_engine
 from bernmf.models.spec import Prior
 from bernmf.plan import held_out_entries
@@ -158,8 +160,7 @@ def grid(
     """
     ranks = [check_rank(k) for k in np.atleast_1d(ranks).tolist()]
     alphas, betas = _values("alphas", alphas), _values("betas", betas)
-    if restarts < 1:
-        raise ValueError(f"restarts must be >= 1, got {restarts}")
+    check_count("restarts", restarts, most=MAX_RESTARTS)
     if combine not in (None, "mean", "best"):
         raise ValueError(f"combine must be None, 'mean' or 'best', got {combine!r}")
     engine = get_engine("mm")
@@ -171,6 +172,8 @@ def grid(
     priors = [Prior(a, b, gamma) for a in alphas for b in betas]
     seeds = [seed + r for r in range(restarts)]
     batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
+    fits = f"{len(priors) * restarts} fits of alphas x betas x restarts={restarts}"
+    check_fit_bytes(options, len(priors) * restarts, data.shape, max(ranks), fits)
     rows, ensembles, timings, everyone = [], [], {}, []
     best_score, best_factors = np.inf, None
     for rank in ranks:

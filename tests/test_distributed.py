@@ -432,3 +432,105 @@ def test_a_process_reads_its_block_and_refuses_to_replace_its_files(tmp_path):
     args.force = True
     launch_module.read_block(args, out, 0, 2)
     assert (out / "H.csv").read_text() == "someone's\n"  # nothing is written before the fit
+
+
+def cli_process(folder: Path, port: int, index: int, name: str, *options: str):
+    """``bernmf fit Y.npz --distributed`` as process ``index`` of 2; output in ``folder/name.*``."""
+    command = [sys.executable, "-m", "bernmf", "fit", str(folder / "Y.npz"), "--rank", "2"]
+    command += ["--distributed", "--coordinator", f"localhost:{port}", "--num-processes", "2"]
+    command += ["--process-id", str(index), "--out", str(folder / name), *options]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    with open(folder / f"{name}.out", "w") as out, open(folder / f"{name}.err", "w") as err:
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err)
+
+
+def ended(process: subprocess.Popen, path: Path, within: float) -> str:
+    """Wait ``within`` s for ``process`` to end (else kill and fail); its stderr, at ``path``."""
+    try:
+        process.wait(timeout=within)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        pytest.fail(f"{path.name} still ran after {within} s: {path.read_text()[-2000:]}")
+    return path.read_text()
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def wait_for(path: Path, text: str, process: subprocess.Popen, within: float = 60) -> None:
+    """Wait until ``text`` is in the file at ``path`` (``process`` still running)."""
+    deadline = time.monotonic() + within
+    while text not in path.read_text():
+        assert process.poll() is None, path.with_suffix(".err").read_text()[-2000:]
+        assert time.monotonic() < deadline, f"no {text!r} in {path} after {within} s"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """A folder with Y.npz, 400 x 30."""
+    Y = (np.random.default_rng(0).random((400, 30)) < 0.3).astype(float)
+    np.savez(tmp_path / "Y.npz", Y=Y)
+    return tmp_path
+
+
+def test_a_missing_peer_ends_each_waiting_process_with_one_line(folder):
+    """Process 0 and process 1 of 2, each started without the other (on its own port)."""
+    begin = time.monotonic()
+    processes = [
+        cli_process(folder, free_port(), i, f"p{i}", "--peer-timeout", "3") for i in (0, 1)
+    ]
+    for index, process in enumerate(processes):
+        stderr = ended(process, folder / f"p{index}.err", within=90)
+        assert process.returncode == 1, stderr
+        line = last_line(stderr)
+        assert line.startswith(f"bernmf: error: process {index} of 2 waited 3 s at localhost:")
+        assert f"missing: process {1 - index} (is each started" in line
+        assert "Check failure" not in stderr
+    assert time.monotonic() - begin < 90
+
+
+def test_a_second_process_0_is_refused_and_the_first_ends_waiting(folder):
+    port = free_port()
+    first = cli_process(folder, port, 0, "first", "--peer-timeout", "5")
+    deadline = time.monotonic() + 60
+    while True:  # until the first serves the coordinator's port
+        with socket.socket() as probe:
+            if probe.connect_ex(("localhost", port)) == 0:
+                break
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    second = cli_process(folder, port, 0, "second", "--peer-timeout", "5")
+    stderr = ended(second, folder / "second.err", within=90)
+    assert second.returncode == 1 and "Check failure" not in stderr, stderr
+    assert last_line(stderr) == (
+        f"bernmf: error: process 0 of 2: the coordinator's port {port} is taken: is "
+        "--process-id 0 given to two processes, or does another program use it?"
+    )
+    stderr = ended(first, folder / "first.err", within=90)  # it waited for process 1
+    assert first.returncode == 1 and "missing: process 1" in last_line(stderr), stderr
+
+
+@pytest.mark.parametrize("killed", [0, 1])
+def test_a_process_killed_during_the_fit_ends_the_other_with_one_line(folder, killed):
+    port = free_port()
+    options = ("--max-iter", "1000000", "--tol", "0", "--peer-timeout", "20")
+    processes = [cli_process(folder, port, i, f"p{i}", *options) for i in (0, 1)]
+    for index, process in enumerate(processes):
+        wait_for(folder / f"p{index}.out", "joined the others", process)
+    time.sleep(2)  # the fit runs (10**6 iterations: minutes)
+    processes[killed].kill()
+    survivor = 1 - killed
+    begin = time.monotonic()
+    stderr = ended(processes[survivor], folder / f"p{survivor}.err", within=60)
+    assert processes[survivor].returncode == 1, stderr
+    line = last_line(stderr)
+    if killed == 1:  # its peer's connection broken: at the next exchange
+        assert line.startswith(f"bernmf: error: process {survivor} of 2 lost a peer"), stderr
+    else:  # its coordinator gone: JAX's runtime ends the process, in one line
+        assert line.startswith("bernmf: error: process 1 of 2 was ended by SIGABRT"), stderr
+        assert line.endswith("a peer or the coordinator is gone") and len(stderr.splitlines()) == 1
+    assert time.monotonic() - begin < 60

@@ -145,7 +145,7 @@ def never_run(monkeypatch):
         ({"restarts": 2, "combine": "median"}, "combine must be one of"),
         ({"restarts": 2, "combine": "stack"}, "give validation="),
         ({"restarts": 2, "validation": TRAIN}, "must not be training entries"),
-        ({"restarts": 2, "validation": np.zeros((M, N), bool)}, "no entry of Y is observed"),
+        ({"restarts": 2, "validation": np.zeros((M, N), bool)}, "validation selects no"),
         ({"restarts": 2, "validation": VALIDATION[:, :5]}, "shape"),
         ({"restarts": 2, "init": (np.full((M, K), 1 / K), np.full((K, N), 0.5))}, "init"),
     ],

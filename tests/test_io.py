@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import warnings
 import zipfile
 
 import numpy as np
@@ -162,7 +163,12 @@ def test_labels_of_every_kind_survive_save_and_load(labelled_fit, tmp_path):
     )
     columns = pd.date_range("2024-03-20", periods=20, freq="D", tz="Europe/Paris", name=7)
     fit = dataclasses.replace(labelled_fit, row_labels=rows, col_labels=columns)
-    assert_same(fit, bernmf.load(fit.save(tmp_path / "fit.npz")))
+    loaded = bernmf.load(fit.save(tmp_path / "fit.npz"))
+    assert_same(fit.row_labels, loaded.row_labels)
+    for saved, member in zip(fit.members, loaded.members, strict=True):
+        assert member.row_labels is saved.row_labels is None
+        assert member.col_labels is saved.col_labels is None
+        np.testing.assert_array_equal(member.probs, saved.probs)
     odd = dataclasses.replace(fit, col_labels=pd.Index([object()] * 20))
     with pytest.raises(ValueError, match="cannot save the label"):
         odd.save(tmp_path / "odd.npz")
@@ -301,3 +307,142 @@ def test_damaged_files_load_equal_or_raise_value_error(small_file, tmp_path_fact
         assert str(path) in str(error)
     else:
         assert_same(fit, loaded)
+
+
+def edit_array(path, name, change):
+    """Rewrite the array ``name`` of the saved fit at ``path`` as ``change(array)``."""
+    with zipfile.ZipFile(path) as zf:
+        array = np.load(io.BytesIO(zf.read(f"{name}.npy")))
+    rewrite(path, **{f"{name}.npy": npy(change(array.copy()))})
+
+
+def with_value(index, value):
+    def change(array):
+        array[index] = value
+        return array
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        ("H", with_value((0, 0), np.nan), "H has values that are not finite"),
+        ("H", with_value((0, 0), 5.0), r"H has values outside \[0, 1\]"),
+        ("W", with_value((0, 0), -0.5), "W has rows that are not on the simplex"),
+        ("W", lambda W: W * 2, "W has rows that are not on the simplex"),
+        ("trace", lambda trace: trace[:0], "trace is empty"),
+    ],
+    ids=["H-nan", "H-5", "W-negative", "W-sum", "trace-empty"],
+)
+def test_values_outside_their_range_are_refused(saved, name, change, message):
+    edit_array(saved, name, change)
+    with pytest.raises(ValueError, match=message) as error:
+        bernmf.load(saved)
+    assert str(error.value).startswith(str(saved))
+
+
+@pytest.fixture(scope="module")
+def ensembles(tmp_path_factory):
+    """Saved ensembles: mm members (probabilities from W, H), logsvd's (stored probs)."""
+    Y, _, _ = bernmf.simulate(0, 12, 8, 2)
+    folder = tmp_path_factory.mktemp("ensembles")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the members' modes
+        mm = bernmf.fit(Y, "mm", 2, restarts=3, combine="mean", max_iter=5)
+    logsvd = bernmf.fit(Y, "logsvd", 2, restarts=2, combine="mean", max_iter=5)
+    return {
+        "mm": mm.save(folder / "mm.npz").read_bytes(),
+        "logsvd": logsvd.save(folder / "logsvd.npz").read_bytes(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("engine", "weights", "message"),
+    [
+        ("mm", [0.9, 0.9, 0.9], "on the simplex"),
+        ("mm", [0.0, 0.0, 0.0], "on the simplex"),
+        ("mm", [0.5, 0.5], "3 numbers, one per member"),
+        ("mm", None, "3 numbers, one per member"),
+        ("logsvd", [5.0, -3.0], "on the simplex"),
+        ("logsvd", [float("nan")] * 2, "on the simplex"),
+        ("logsvd", [1.0], "2 numbers, one per member"),
+    ],
+)
+def test_an_ensembles_weights_must_be_on_the_simplex(ensembles, tmp_path, engine, weights, message):
+    path = tmp_path / "fit.npz"
+    path.write_bytes(ensembles[engine])
+    bernmf.load(path)  # as saved: loads
+    info = metadata_of(path)
+    (restarts,) = [item for item in info["extras"]["__mapping__"] if item[0] == "restarts"]
+    record = dict(restarts[1]["__mapping__"])
+    record["weights"] = weights if weights is None else {"__list__": weights}
+    restarts[1]["__mapping__"] = [[k, v] for k, v in record.items()]
+    rewrite(path, **{"metadata.json": json.dumps(info).encode()})
+    with pytest.raises(ValueError, match=message) as error:
+        bernmf.load(path)
+    assert str(error.value).startswith(str(path))
+
+
+def test_members_probabilities_and_traces_are_checked(ensembles, tmp_path):
+    path = tmp_path / "fit.npz"
+    for name, change, message in [
+        ("members/probs", with_value((1, 0, 0), 7.0), r"member 1: probs has values outside"),
+        ("members/H", with_value((0, 0, 0), np.inf), "member 0: H has values that are not"),
+        ("members/trace/1", lambda trace: trace[:0], "member 1: trace is empty"),
+    ]:
+        path.write_bytes(ensembles["logsvd"])
+        edit_array(path, name, change)
+        with pytest.raises(ValueError, match=message):
+            bernmf.load(path)
+
+
+def deflated_zeros(path, name, shape):
+    """Replace member ``name`` of the zip at ``path`` by deflated float64 zeros of ``shape``."""
+    with zipfile.ZipFile(path) as zf:
+        content = {n: zf.read(n) for n in zf.namelist() if n != name}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for n, data in content.items():
+            zf.writestr(n, data)
+        with zf.open(name, "w", force_zip64=True) as member:
+            member.write(npy_header(shape))
+            chunk = bytes(2**22)
+            for _ in range(int(np.prod(shape)) * 8 // len(chunk)):
+                member.write(chunk)
+
+
+def test_a_large_deflated_array_is_refused_before_it_is_inflated(saved, monkeypatch):
+    """64 MB of zeros deflate to 64 KB: the header's shape is refused, nothing inflated."""
+    deflated_zeros(saved, "H.npy", (2**20, 8))
+    assert saved.stat().st_size < 2**20
+    inflated = []
+    original = bernmf.io.Archive.read_array
+    monkeypatch.setattr(
+        bernmf.io.Archive,
+        "read_array",
+        lambda self, name, *a: inflated.append(name) or original(self, name, *a),
+    )
+    with pytest.raises(ValueError, match=r"H has shape \(1048576, 8\), expected \(2, 20\)"):
+        bernmf.load(saved)
+    assert "H.npy" not in inflated
+
+
+def test_arrays_beyond_the_memory_budget_are_refused(saved, monkeypatch):
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "1000")
+    with pytest.raises(ValueError, match=r"its arrays, decompressed, would need .* KB, more than"):
+        bernmf.load(saved)
+
+
+def test_the_members_of_a_labelled_ensemble_come_back_as_they_were(tmp_path):
+    """They carry no labels in memory, nor after loading (they did after loading)."""
+    Y, _, _ = bernmf.simulate(0, 12, 8, 2)
+    frame = pd.DataFrame(Y, index=[f"r{i}" for i in range(12)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the members' modes
+        fit = bernmf.fit(frame, "mm", 2, restarts=2, combine="mean", max_iter=5)
+    loaded = bernmf.load(fit.save(tmp_path / "fit.npz"))
+    assert_same(fit.row_labels, loaded.row_labels)
+    for saved, member in zip(fit.members, loaded.members, strict=True):
+        assert member.row_labels is saved.row_labels is None
+        assert member.col_labels is saved.col_labels is None
+        np.testing.assert_array_equal(member.probs, saved.probs)

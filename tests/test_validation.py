@@ -10,9 +10,11 @@ import pytest
 from scipy import sparse
 
 import bernmf
+import bernmf.split
 from bernmf.inference._compile import cache_size
 
 Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
+MEMORY = r"fit \(restarts=600, max_iter=1000000\) would need 4.8 GB, more than the memory budget"
 
 
 @pytest.mark.parametrize(
@@ -53,6 +55,11 @@ Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
         (Y, {"init": (np.ones((6, 3)) / 3, np.ones((3, 5)))}, ValueError, "init must have W"),
         (Y, {"init": (np.ones((6, 2)), np.full((2, 5), 0.5))}, ValueError, "rows summing to 1"),
         (Y, {"init": (np.ones((6, 2)) / 2, np.full((2, 5), 1.5))}, ValueError, r"\[0, 1\]"),
+        (Y, {"validation": np.zeros(Y.shape, bool)}, ValueError, "validation selects no obs"),
+        (Y, {"validation": np.ones((5, 6), bool)}, ValueError, r"validation has shape \(5, 6"),
+        (Y, {"validation": np.full(Y.shape, 2)}, TypeError, "validation must be boolean"),
+        (Y, {"restarts": 2.5}, ValueError, "restarts must be an integer"),
+        (Y, {"restarts": 600, "combine": "mean", "max_iter": 10**6}, ValueError, MEMORY),
     ],
 )
 def test_bad_input_is_a_clear_error_before_compilation(data, kwargs, error, message):
@@ -152,3 +159,59 @@ def test_perplexity_of_the_fit_checks_its_input():
         result.perplexity(Y[:, :3])
     with pytest.raises(ValueError, match="only 0, 1 or NaN"):
         result.perplexity(Y * 3)
+
+
+@pytest.mark.parametrize(
+    ("engine", "options", "counts"),
+    [
+        ("nuts", {"num_chains": 4, "num_samples": 10**5}, "num_chains=4"),
+        ("gibbs", {"num_samples": 10**5, "restarts": 4}, "restarts=4, num_warmup=250"),
+        ("svi", {"num_draws": 10**5, "restarts": 4}, "steps=5000, num_draws=100000"),
+        ("mm", {"max_iter": 10**5, "restarts": 100}, "restarts=100, max_iter=100000"),
+    ],
+)
+def test_traces_and_draws_beyond_the_memory_budget_are_refused_before_compiling(
+    monkeypatch, engine, options, counts
+):
+    """Every preallocation (restarts x iterations, chains x draws x factors) is bounded."""
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "5e7")  # 50 MB; each needs 64 to 80 MB
+    before = cache_size()
+    with pytest.raises(ValueError, match=rf"{counts}.*\) would need [678]\d.\d MB, more than"):
+        bernmf.fit(Y, engine, 2, **options)
+    assert cache_size() == before
+
+
+def test_tune_grid_checks_restarts_and_validation_before_any_fit(monkeypatch):
+    from bernmf import tune
+    from bernmf.inference import mm
+
+    monkeypatch.setattr(mm, "run_many", lambda *a, **k: pytest.fail("a fit ran"))
+    validation = np.eye(*Y.shape, dtype=bool)
+    train = ~validation
+    for restarts in (2.5, "2", True, 0):
+        with pytest.raises(ValueError, match=f"restarts must be an integer .*got {restarts!r}"):
+            tune.grid(Y, [2], mask=train, validation=validation, restarts=restarts)
+    missing = np.where(validation, np.nan, Y)
+    for data, given in ((Y, np.zeros(Y.shape, bool)), (missing, validation)):
+        with pytest.raises(ValueError, match="validation selects no observed entry of Y"):
+            tune.grid(data, [2], mask=train, validation=given, progress=False)
+    with pytest.raises(ValueError, match=r"600 fits of alphas x betas x restarts=2, max_iter="):
+        tune.grid(Y, [2], mask=train, validation=validation, restarts=2, max_iter=10**6,
+                  alphas=np.linspace(1, 2, 300))  # fmt: skip
+
+
+@pytest.mark.parametrize(("missing", "part"), [(1, "validation"), (0, "test")])
+def test_a_split_file_without_validation_or_test_entries_is_refused_first(
+    tmp_path, capsys, missing, part
+):
+    from bernmf.cli import main
+
+    np.savetxt(tmp_path / "y.csv", Y, fmt="%d", delimiter=",")
+    codes = bernmf.split.random_split(Y.shape, seed=0).codes()
+    codes[codes == missing] = 2
+    np.savetxt(tmp_path / "split.csv", codes, fmt="%d", delimiter=",")
+    argv = ["tune", str(tmp_path / "y.csv"), "--split", str(tmp_path / "split.csv")]
+    assert main([*argv, "--ranks", "2", "--out", str(tmp_path / "out")]) == 1
+    error = capsys.readouterr().err
+    assert f"the split {tmp_path / 'split.csv'} has no {part} entry (code {missing})" in error
+    assert "rank 2" not in error  # no fit ran

@@ -1,0 +1,156 @@
+"""Untrusted files: every reader and ``load`` check a file's structure before using it.
+
+The fuzz runs in worker processes (:mod:`tests.untrusted_files`), so that a crash
+(a signal) fails the test instead of ending pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from bernmf import readers
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKERS, FILES = 2, 1100
+"""Worker processes of the fuzz, and files each generates and reads (2200 in all)."""
+
+
+def test_fuzzed_files_are_read_or_refused_with_a_value_error_naming_them(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1"}
+    workers = []
+    for seed in range(WORKERS):
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        command = [sys.executable, "-m", "tests.untrusted_files", str(seed), str(FILES), folder]
+        workers.append(
+            subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+        )
+    failures, read = [], 0
+    for worker in workers:
+        stdout, _ = worker.communicate(timeout=300)
+        lines = stdout.splitlines()
+        files = [line for line in lines if line.startswith("file ")]
+        read += len(files)
+        if worker.returncode != 0:
+            failures.append(f"worker ended with {worker.returncode} reading {files[-1:]}")
+        failures += [line for line in lines if line.startswith("{")]
+    assert not failures, "\n".join(failures[:20])
+    assert read == WORKERS * FILES
+
+
+def save_npz(path, **fields):
+    np.savez(path, **fields)
+    return path
+
+
+def csr_fields(shape, indices, indptr, layout=b"csr"):
+    data = np.ones(len(indices))
+    return {"format": np.array(layout), "shape": np.array(shape), "data": data,
+            "indices": np.array(indices), "indptr": np.array(indptr)}  # fmt: skip
+
+
+def every_read(path):
+    return [
+        lambda: readers.read_rows(path, 0, 3),
+        lambda: readers.read_matrix(path),
+        lambda: readers.read_mask(path, (4, 3)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (csr_fields((4, 3), [0, 1, 2**30], [0, 1, 2, 3], b"csc"), "'indices' holds 1073741824"),
+        (csr_fields((4, 3), [0, 99, 1], [0, 1, 2, 3, 3]), r"'indices' holds 99, outside \[0, 3\)"),
+        (csr_fields((4, 3), [0, -1, 1], [0, 1, 2, 3, 3]), r"'indices' holds -1, outside \[0, 3\)"),
+        (csr_fields((4, 3), [0, 1, 2], [0, 2, 1, 3, 3]), "'indptr' must be nondecreasing"),
+        (csr_fields((4, 3), [0, 1, 2], [0, 1, 2]), "'indptr' must be 5 integers"),
+        (csr_fields((4, 3), [0, 1, 2], [0, 1, 2, 9, 9]), "'indptr' must be nondecreasing"),
+        (csr_fields((3, 10**12), [0], [0, 1, 1, 1]), r"'shape' \(3, 1000000000000\).* 3.0 TB"),
+        (csr_fields((4, -3), [0], [0, 1, 1, 1, 1]), "'shape' must be 2 integers >= 0"),
+        (csr_fields((4, 3), [0], [0, 1, 1, 1, 1], b"dia"), "'format' must be one of"),
+        ({**csr_fields((4, 3), [0], [0, 1, 1, 1, 1]), "indices": np.array([0.5])}, "integers"),
+    ],
+    ids=[
+        "csc-2**30",
+        "csr-99",
+        "csr-minus-1",
+        "indptr-order",
+        "indptr-length",
+        "indptr-end",
+        "shape-1e12",
+        "shape-negative",
+        "format",
+        "float-indices",
+    ],
+)
+def test_crafted_sparse_files_are_refused_naming_the_file_and_the_field(tmp_path, fields, message):
+    path = save_npz(tmp_path / "b.npz", **fields)
+    assert path.stat().st_size < 2000
+    for read in every_read(path):
+        with pytest.raises(ValueError, match=message) as error:
+            read()
+        assert str(error.value).startswith(str(path))
+
+
+@pytest.mark.parametrize("layout", [sparse.csr_array, sparse.csc_array, sparse.coo_array])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_sparse_files_of_every_layout_are_read(tmp_path, layout, compressed):
+    Y = (np.random.default_rng(0).random((9, 4)) < 0.4).astype(np.int8)
+    sparse.save_npz(tmp_path / "y.npz", layout(Y), compressed=compressed)
+    whole = readers.read_matrix(tmp_path / "y.npz")
+    assert isinstance(whole, sparse.csr_array)
+    np.testing.assert_array_equal(whole.toarray(), Y)
+    np.testing.assert_array_equal(readers.read_rows(tmp_path / "y.npz", 2, 7).toarray(), Y[2:7])
+    assert readers.count_rows(tmp_path / "y.npz") == 9
+    np.testing.assert_array_equal(readers.read_mask(tmp_path / "y.npz", Y.shape), Y == 1)
+
+
+def test_npy_headers_are_checked_against_the_file_size(tmp_path):
+    np.save(tmp_path / "y.npy", np.ones((4, 3)))
+    content = (tmp_path / "y.npy").read_bytes()
+    (tmp_path / "short.npy").write_bytes(content[:-8])
+    (tmp_path / "long.npy").write_bytes(content.replace(b"(4, 3)", b"(9, 3)"))
+    for name in ("short.npy", "long.npy"):
+        for read in (readers.read_rows, lambda path, *_: readers.count_rows(path)):
+            with pytest.raises(
+                ValueError, match=r"declares shape \(\d, 3\) of float64 but it holds"
+            ):
+                read(tmp_path / name, 0, 2)
+
+
+def test_rows_beyond_the_memory_budget_are_refused(tmp_path, monkeypatch):
+    np.save(tmp_path / "y.npy", np.ones((100, 10)))
+    np.savez(tmp_path / "y.npz", Y=np.ones((100, 10)))
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4000")
+    for name in ("y.npy", "y.npz"):
+        assert readers.read_rows(tmp_path / name, 0, 5).shape == (5, 10)  # 400 bytes
+        with pytest.raises(ValueError, match=r"would need 8.0 KB, more than .* 4.0 KB"):
+            readers.read_rows(tmp_path / name, 0, 100)
+
+
+def test_split_codes_outside_0_1_2_name_the_split_file(tmp_path):
+    np.savetxt(tmp_path / "split.csv", np.array([[2, 1], [0, 2]]), fmt="%d", delimiter=",")
+    np.savez(tmp_path / "codes.npz", Y=np.array([[2, 1], [0, 3]]))
+    with pytest.raises(
+        ValueError, match=r"the split .*codes.npz: codes must be 0, 1 or 2, .*\[3\]"
+    ):
+        readers.read_codes(tmp_path / "codes.npz", np.zeros((2, 2)))
+    assert readers.read_codes(tmp_path / "split.csv", np.zeros((2, 2))).train.sum() == 2
+
+
+def test_rows_of_a_csv_without_row_names_keep_their_numbers(tmp_path):
+    """A block of a header-less CSV is numbered as in the whole file (10..19, not 0..9)."""
+    Y = (np.random.default_rng(0).random((20, 4)) < 0.5).astype(int)
+    np.savetxt(tmp_path / "y.csv", Y, fmt="%d", delimiter=",")
+    whole = readers.read_matrix(tmp_path / "y.csv")
+    block = readers.read_rows(tmp_path / "y.csv", 10, 20)
+    assert list(block.index) == list(whole.index[10:20]) == list(range(10, 20))
+    np.testing.assert_array_equal(block.to_numpy(), Y[10:])
