@@ -16,13 +16,10 @@ and :func:`chain_stacking` does all of it for the chains of a posterior.
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bernmf.data import as_observed
@@ -30,6 +27,9 @@ from bernmf.models.spec import masked_log_likelihood_terms
 
 PARETO_K_THRESHOLD = 0.7
 """Pareto k above which a PSIS-LOO estimate is unreliable (Vehtari et al. 2024)."""
+
+PSIS_CHUNK = 1000
+"""Entries whose PSIS-LOO :func:`chain_stacking` computes at once."""
 
 PSIS_MIN_DRAWS = 25
 """Fewest draws per chain for PSIS: with few draws arviz_stats fits the Pareto tail to the
@@ -269,7 +269,11 @@ def psis_tail_length(draws: int, r_eff: float) -> int:
     return math.floor(draws / 5)
 
 
-def _gpd_fit(x):
+GPD_CHUNK_VALUES = 2**20
+"""Numbers of the (entries, scales, tail) array of :func:`_gpd_fit` computed at once."""
+
+
+def _gpd_fit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Empirical-Bayes fit of a generalized Pareto distribution to each row of ``x`` (E, n).
 
     ``arviz_stats``' ``_gpdfit`` (Zhang & Stephens 2009, with the weakly informative
@@ -280,24 +284,29 @@ def _gpd_fit(x):
     n = x.shape[1]
     m = 30 + math.isqrt(n)
     quartile = x[:, int(n / 4 + 0.5) - 1]
-    grid = 1 - jnp.sqrt(m / (jnp.arange(1, m + 1, dtype=x.dtype) - 0.5))
-    b = grid / (3 * quartile[:, None]) + 1 / x[:, -1:]  # (E, m)
-    k = jnp.mean(jnp.log1p(-b[:, :, None] * x[:, None, :]), axis=2)
-    length_scale = n * (jnp.log(-b / k) - k - 1)
-    weights = jnp.exp(length_scale - jax.nn.logsumexp(length_scale, axis=1, keepdims=True))
-    weights = jnp.where(weights >= 10 * jnp.finfo(x.dtype).eps, weights, 0.0)
-    weights = weights / weights.sum(axis=1, keepdims=True)
-    b_post = jnp.sum(b * weights, axis=1)
-    kappa = jnp.mean(jnp.log1p(-b_post[:, None] * x), axis=1)
-    sigma = -kappa / b_post
-    kappa = (n * kappa + 10 * 0.5) / (n + 10)
-    kappa = jnp.where(jnp.isnan(kappa), jnp.inf, kappa)
     unfit = quartile <= x[:, 0]
-    return jnp.where(unfit, jnp.nan, kappa), jnp.where(unfit, jnp.nan, sigma)
+    grid = 1 - np.sqrt(m / (np.arange(1, m + 1) - 0.5))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = grid / (3 * quartile[:, None]) + 1 / x[:, -1:]  # (E, m)
+        k = np.empty(b.shape)
+        chunk = max(1, GPD_CHUNK_VALUES // (m * n))
+        for i in range(0, len(x), chunk):  # (chunk, m, n) at once
+            k[i : i + chunk] = np.log1p(-b[i : i + chunk, :, None] * x[i : i + chunk, None]).mean(2)
+        length_scale = n * (np.log(-b / k) - k - 1)
+        weights = np.exp(length_scale - length_scale.max(axis=1, keepdims=True))
+        weights /= weights.sum(axis=1, keepdims=True)  # as arviz's exp(l - logsumexp(l))
+        weights[~(weights >= 10 * np.finfo(float).eps)] = 0.0  # negligible, as arviz
+        weights /= weights.sum(axis=1, keepdims=True)
+        b_post = np.sum(b * weights, axis=1)
+        kappa = np.log1p(-b_post[:, None] * x).mean(axis=1)
+        sigma = -kappa / b_post
+    kappa = (n * kappa + 10 * 0.5) / (n + 10)
+    kappa[np.isnan(kappa)] = np.inf
+    kappa[unfit], sigma[unfit] = np.nan, np.nan
+    return kappa, sigma
 
 
-@functools.partial(jax.jit, static_argnames="tail")
-def _psis_loo(log_lik, tail: int):
+def _psis_loo(log_lik: np.ndarray, tail: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """PSIS-LOO of each row of ``log_lik`` (E, S): ``(elpd, pareto_k, tail_all_equal)``.
 
     ``arviz_stats``' ``loo`` of one chain (its ``_psislw`` and ``_ps_tail``) on every
@@ -305,46 +314,37 @@ def _psis_loo(log_lik, tail: int):
     by the quantiles of the generalized Pareto distribution fitted to them (beyond
     the next largest), capped at the largest, and the elpd is the log of the
     self-normalized weighted mean of the likelihood. ``tail_all_equal`` marks the
-    rows whose tail values coincide, where arviz raises.
+    rows whose tail values coincide, where arviz raises. Only the ``tail + 1``
+    largest ratios are sorted.
     """
+    S = log_lik.shape[1]
     ratios = -log_lik
-    ratios = ratios - ratios.max(axis=1, keepdims=True)
-    top, where = jax.lax.top_k(ratios, tail + 1)  # descending
-    cutoff, values, index = top[:, -1], top[:, -2::-1], where[:, -2::-1]  # tail ascending
+    shift = -ratios.max(axis=1, keepdims=True)
+    ratios += shift
+    index = np.argpartition(ratios, S - tail - 1, axis=1)[:, S - tail - 1 :]
+    values = np.take_along_axis(ratios, index, axis=1)
+    order = np.argsort(values, axis=1)
+    index, values = np.take_along_axis(index, order, 1), np.take_along_axis(values, order, 1)
+    cutoff, index, values = values[:, 0], index[:, 1:], values[:, 1:]  # tail ascending
     largest = values[:, -1]
-    all_equal = jnp.abs(largest - values[:, 0]) < jnp.finfo(ratios.dtype).tiny
-    kappa, sigma = _gpd_fit(jnp.exp(values) - jnp.exp(cutoff)[:, None])
-    p = (jnp.arange(tail, dtype=ratios.dtype) + 0.5) / tail
+    all_equal = np.abs(largest - values[:, 0]) < np.finfo(float).tiny
+    kappa, sigma = _gpd_fit(np.exp(values) - np.exp(cutoff)[:, None])
+    p = (np.arange(tail) + 0.5) / tail
     k, s = kappa[:, None], sigma[:, None]
-    tail_quantile = jnp.where(
-        k == 0, -s * jnp.log1p(-p), s * jnp.expm1(-k * jnp.log1p(-p)) / jnp.where(k == 0, 1, k)
-    )
-    smoothed = jnp.log(jnp.where(s > 0, jnp.exp(cutoff)[:, None] + tail_quantile, jnp.nan))
-    smoothed = jnp.where(smoothed > largest[:, None], largest[:, None], smoothed)
-    smoothed = jnp.where(jnp.isfinite(k), smoothed, values)
-    rows = jnp.arange(ratios.shape[0])[:, None]
-    ratios = ratios.at[rows, index].set(smoothed)
-    log_weights = ratios - jax.nn.logsumexp(ratios, axis=1, keepdims=True)
-    return jax.nn.logsumexp(log_weights + log_lik, axis=1), kappa, all_equal
-
-
-@functools.partial(jax.jit, static_argnames="tail")
-def _chain_block(W, H, y, rows, columns, *, tail: int | None):
-    """Scores of a block of entries under one chain's draws W (S, M, K), H (S, K, N).
-
-    ``y``, ``rows``, ``columns`` (b,) give the entries. Returns ``(lpd, pareto_k,
-    tail_all_equal)``, each (b,): PSIS-LOO with ``tail`` smoothed draws, or with
-    ``tail=None`` the log of the mean likelihood over draws (k and the flags zero).
-    """
-    W_rows = W[:, rows]  # (S, b, K)
-    H_columns = jnp.swapaxes(H[:, :, columns], 1, 2)  # (S, b, K)
-    p_one = jnp.einsum("sbk,sbk->sb", W_rows, H_columns)
-    p_zero = jnp.einsum("sbk,sbk->sb", W_rows, 1 - H_columns)
-    log_lik = masked_log_likelihood_terms(y, jnp.ones(y.shape, bool), p_one, p_zero).T
-    if tail is None:
-        lpd = jax.nn.logsumexp(log_lik, axis=1) - jnp.log(log_lik.shape[1])
-        return lpd, jnp.zeros_like(lpd), jnp.zeros(lpd.shape, bool)
-    return _psis_loo(log_lik, tail=tail)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        quantile = np.where(
+            k == 0, -s * np.log1p(-p), s * np.expm1(-k * np.log1p(-p)) / np.where(k == 0, 1, k)
+        )
+        smoothed = np.log(np.where(s > 0, np.exp(cutoff)[:, None] + quantile, np.nan))
+    smoothed = np.where(smoothed > largest[:, None], largest[:, None], smoothed)
+    smoothed = np.where(np.isfinite(k), smoothed, values)
+    np.put_along_axis(ratios, index, smoothed, axis=1)
+    top = ratios.max(axis=1, keepdims=True)
+    total = np.log(np.exp(ratios - top).sum(axis=1)) + top[:, 0]  # logsumexp of the ratios
+    # ratio + log_lik is the same (minus the largest -log_lik) at every draw outside the tail
+    outside = (S - tail) * np.exp(shift[:, 0] - top[:, 0])
+    inside = np.exp(smoothed + np.take_along_axis(log_lik, index, axis=1) - top).sum(axis=1)
+    return np.log(outside + inside) + top[:, 0] - total, kappa, all_equal
 
 
 def psis_loo(log_lik, r_eff: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -380,12 +380,10 @@ def psis_loo(log_lik, r_eff: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
         )
     if not np.isfinite(log_lik).all():
         raise ValueError("log_lik must be finite")
-    tail = psis_tail_length(log_lik.shape[1], r_eff)
-    with jax.enable_x64(True):
-        elpd, kappa, all_equal = _psis_loo(log_lik, tail=tail)
+    elpd, kappa, all_equal = _psis_loo(log_lik, psis_tail_length(log_lik.shape[1], r_eff))
     if np.any(all_equal):
         raise ValueError("All tail values are the same")
-    return np.asarray(elpd), np.asarray(kappa)
+    return elpd, kappa
 
 
 class ChainStacking(NamedTuple):
@@ -452,11 +450,11 @@ def chain_stacking(
     entries instead, by the plain log-mean-exp over draws. The weights come from
     :func:`stacking_weights` on the (entries, chains) matrix.
 
-    The log-likelihood is computed one chain and one block of entries at a time (at
-    most ``max_block_values`` numbers of shape (draws, entries, K) at once), so the
-    (C, S, n) array is never held: about 2.8e5 entries x 1000 draws on lastfm. Each
-    block is one compiled program: the likelihood, the Pareto fits of all its entries
-    and their scores (``arviz_stats`` fits one entry at a time in Python, about half a
+    The log-likelihood is computed one chain and one block of rows at a time (the
+    products ``W @ H`` of those rows under every draw: at most ``max_block_values``
+    numbers, or one row), so the (C, S, n) array is never held: about 2.8e5 entries x
+    1000 draws on lastfm. The Pareto fits are vectorized over entries, sorting only
+    their tails (``arviz_stats`` fits one entry at a time in Python, about half a
     millisecond per entry and chain with 1000 draws).
 
     Parameters
@@ -506,33 +504,44 @@ def chain_stacking(
         train[train_rows, train_columns] = True
         if train[rows, columns].any():
             raise ValueError("validation entries must be held out: they overlap mask")
-    C, S, _, K = W_draws.shape
+    C, S, M, _ = W_draws.shape
     if validation is None and S < PSIS_MIN_DRAWS:
         raise ValueError(
             f"PSIS-LOO needs at least {PSIS_MIN_DRAWS} draws per chain, got {S}; "
             "score the chains on held-out entries instead (validation=...)"
         )
-    block = min(max(1, max_block_values // (S * K)), y.size)
+    N = np.shape(Y)[1]
+    block = max(1, max_block_values // (S * N))  # rows of W @ H per draw at once
+    starts = np.searchsorted(rows, [*range(0, M, block), M])
     tail = None if validation is not None else psis_tail_length(S, r_eff)
-    n = y.size
-    padded = -(-n // block) * block  # the last block is padded: one compiled program
-    y, rows, columns = (np.resize(a, padded) for a in (y, rows, columns))
-    scores = np.empty((3, C, padded))  # lpd, Pareto k, tail all equal
-    with jax.enable_x64(True):
-        for c in range(C):
-            W, H = jnp.asarray(W_draws[c]), jnp.asarray(H_draws[c])
-            for start in range(0, padded, block):
-                entries = slice(start, start + block)
-                block_scores = _chain_block(
-                    W, H, y[entries], rows[entries], columns[entries], tail=tail
+    lpd = np.empty((y.size, C))
+    pareto_k = None if validation is not None else np.empty((y.size, C))
+    from scipy.special import logsumexp  # scipy.special loads on first use (0.2 s)
+
+    for c in range(C):
+        H, H_zero = H_draws[c], 1 - H_draws[c]
+        for first, lo, hi in zip(range(0, M, block), starts[:-1], starts[1:], strict=True):
+            if lo == hi:
+                continue
+            entries = slice(lo, hi)  # the scored entries of rows first .. first + block - 1
+            at = (rows[entries] - first) * N + columns[entries]
+            W = W_draws[c, :, first : first + block]  # (S, rows, K)
+            p_one, p_zero = (
+                np.ascontiguousarray((W @ h).reshape(S, -1)[:, at].T) for h in (H, H_zero)
+            )
+            terms = masked_log_likelihood_terms(
+                y[entries, None], np.ones((hi - lo, 1), bool), p_one, p_zero
+            )  # (entries, S)
+            if pareto_k is None:
+                lpd[entries, c] = logsumexp(terms, axis=1) - np.log(S)
+                continue
+            for i in range(lo, hi, PSIS_CHUNK):  # each (PSIS_CHUNK, S) at once
+                part = slice(i, min(i + PSIS_CHUNK, hi))
+                lpd[part, c], pareto_k[part, c], all_equal = _psis_loo(
+                    terms[i - lo : part.stop - lo], tail
                 )
-                scores[:, c, entries] = np.asarray(jnp.stack(block_scores))
-    lpd, pareto_k = scores[0, :, :n].T, scores[1, :, :n].T
-    failed = np.flatnonzero(scores[2, :, :n].any(axis=1))  # e.g. draws that are all the same
-    if failed.size:
-        raise ValueError(f"PSIS-LOO of chain {failed[0]} failed: All tail values are the same")
-    if validation is not None:
-        pareto_k = None
+                if all_equal.any():  # e.g. a chain whose draws are all the same
+                    raise ValueError(f"PSIS-LOO of chain {c} failed: All tail values are the same")
     share = (
         np.full(C, np.nan) if pareto_k is None else np.mean(pareto_k > PARETO_K_THRESHOLD, axis=0)
     )
