@@ -111,10 +111,43 @@ def has_converged(losses: np.ndarray, tol: float = CONVERGENCE_TOL) -> bool:
     return bool(abs(before - last) <= tol * abs(last))
 
 
+def _elbo(num_particles: int):
+    """The ELBO loss of NumPyro's ``Trace_ELBO``, traced in a fixed order.
+
+    ``Trace_ELBO`` combines its sites in the order of a Python ``set`` of their names,
+    which changes with each process's string hashing: processes traced different
+    programs (equal up to rounding), and the persistent compilation cache missed.
+    Here the model's and the guide's log densities are summed in trace order
+    (:func:`numpyro.infer.util.log_density`), from the same random keys.
+    """
+    from numpyro.handlers import replay, seed
+    from numpyro.infer.elbo import ELBO
+    from numpyro.infer.util import log_density
+
+    class OrderedELBO(ELBO):
+        def loss_with_mutable_state(self, rng_key, param_map, model, guide, *args, **kwargs):
+            def particle(key):
+                model_seed, guide_seed = jax.random.split(key)
+                guide_density, guide_trace = log_density(
+                    seed(guide, guide_seed), args, kwargs, param_map
+                )
+                model_density, _ = log_density(
+                    replay(seed(model, model_seed), guide_trace), args, kwargs, param_map
+                )
+                return model_density - guide_density
+
+            if self.num_particles == 1:
+                return {"loss": -particle(rng_key), "mutable_state": None}
+            keys = jax.random.split(rng_key, self.num_particles)
+            return {"loss": -jnp.mean(jax.vmap(particle)(keys)), "mutable_state": None}
+
+    return OrderedELBO(num_particles=num_particles)
+
+
 def _build(given, *, guide, guide_rank, optimizer, learning_rate, lr_decay, steps, clip_norm,
            num_particles):  # fmt: skip
     """A fresh guide and SVI object (inside a trace: their set-up never runs eagerly)."""
-    from numpyro.infer import SVI, Trace_ELBO
+    from numpyro.infer import SVI
 
     from bernmf.models import numpyro_model
 
@@ -123,7 +156,7 @@ def _build(given, *, guide, guide_rank, optimizer, learning_rate, lr_decay, step
         numpyro_model.model,
         approximation,
         make_optimizer(optimizer, learning_rate, lr_decay, steps, clip_norm),
-        Trace_ELBO(num_particles=num_particles),
+        _elbo(num_particles),
     )
     return approximation, engine
 
