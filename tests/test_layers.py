@@ -16,8 +16,8 @@ PACKAGE = Path(__file__).parents[1] / "bernmf"
 LAYERS = [
     {"bernmf.models"},  # the model: priors, likelihood, simulation
     {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.readers"}
-    | {"bernmf._output", "bernmf._labels", "bernmf._archive", "bernmf._progress"},  # writers,
-    # label codec, zip reader, progress lines
+    | {"bernmf._output", "bernmf._labels", "bernmf._archive", "bernmf._progress"}
+    | {"bernmf._cache"},  # writers, label codec, zip reader, progress lines, cache folders
     {"bernmf.results", "bernmf.io", "bernmf.posterior", "bernmf.plot"}
     | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking"},  # what a fit is, its summaries
     {"bernmf.inference"},  # the engines
