@@ -3,8 +3,12 @@
 ``Y ~ Bernoulli(W @ H)`` with Dirichlet rows of W and Beta entries of H, fitted by
 several engines behind one entry point, :func:`fit`; :func:`compare` tables held-out
 perplexity over engines x ranks x seeds. NaN in Y means "missing".
+
+Importing bernmf turns on JAX's persistent compilation cache in bernmf's cache folder
+(:mod:`bernmf._cache`; ``BERNMF_COMPILE_CACHE=off`` turns it off).
 """
 
+from bernmf._cache import enable_compile_cache
 from bernmf.api import fit
 from bernmf.comparison import compare
 from bernmf.inference import available as engines
@@ -13,6 +17,8 @@ from bernmf.models import Prior, log_joint, log_likelihood, log_prior, perplexit
 from bernmf.modes import count_modes
 from bernmf.posterior import align_components, diagnostics
 from bernmf.results import Fit
+
+enable_compile_cache()
 
 
 def __getattr__(name: str):

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bernmf._cache import user_cache_dir
+
 __all__ = ["DATASETS", "SHAPES", "cache_dir", "fetch", "load", "read_csv", "read_rda"]
 
 COMMIT = "03730124856a04b6328b5e6e15ba5457bcabe806"
@@ -50,10 +52,7 @@ def _check_name(name: str) -> str:
 
 def cache_dir() -> Path:
     """The folder downloads go to: ``BERNMF_CACHE_DIR`` or the platform's user cache."""
-    import pooch
-
-    configured = os.environ.get("BERNMF_CACHE_DIR")
-    return Path(configured) if configured else Path(pooch.os_cache("bernmf"))
+    return user_cache_dir()
 
 
 def _binary_frame(

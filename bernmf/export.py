@@ -17,6 +17,13 @@ if TYPE_CHECKING:  # Fit only names a type here; results imports this module (to
     from bernmf.results import Fit
 
 
+def _entry_terms(factors, y, rows, columns):
+    W, H = factors
+    p_one = jnp.sum(W[rows] * H[:, columns].T, axis=1)
+    p_zero = jnp.sum(W[rows] * (1 - H[:, columns]).T, axis=1)
+    return masked_log_likelihood_terms(y, jnp.ones(y.shape, bool), p_one, p_zero)
+
+
 def pointwise_log_likelihood(Y, mask, W_draws, H_draws) -> np.ndarray:
     """Log-likelihood of each observed entry under each draw, one draw at a time.
 
@@ -36,15 +43,9 @@ def pointwise_log_likelihood(Y, mask, W_draws, H_draws) -> np.ndarray:
     row_index, column_index = np.nonzero(np.asarray(mask))
     with jax.enable_x64(True):
         y = jnp.asarray(np.asarray(Y)[row_index, column_index])
-        observed = jnp.ones(y.shape, bool)
-
-        def one(factors):
-            W, H = factors
-            p_one = jnp.sum(W[row_index] * H[:, column_index].T, axis=1)
-            p_zero = jnp.sum(W[row_index] * (1 - H[:, column_index]).T, axis=1)
-            return masked_log_likelihood_terms(y, observed, p_one, p_zero)
-
-        return map_draws(one, W_draws, H_draws).reshape(C, S, row_index.size)
+        rows, columns = jnp.asarray(row_index), jnp.asarray(column_index)
+        terms = map_draws(_entry_terms, W_draws, H_draws, y, rows, columns)
+        return terms.reshape(C, S, row_index.size)
 
 
 def to_arviz(fit: Fit, *, wh: bool = False, log_likelihood: bool = True):

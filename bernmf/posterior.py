@@ -14,6 +14,7 @@ identifiable; W and H are compared across chains only after
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -66,18 +67,29 @@ def mean_probability(W_draws, H_draws) -> np.ndarray:
     return probability(W_wide, np.asarray(H_draws).reshape(C * S * K, N))
 
 
-def map_draws(function, W_draws, H_draws) -> np.ndarray:
-    """``function((W, H))`` of every draw, one draw at a time in one compiled loop.
+@functools.partial(jax.jit, static_argnums=0)
+def _mapped(function, flat, *args):
+    return jax.lax.map(lambda factors: function(factors, *args), flat)
+
+
+def map_draws(function, W_draws, H_draws, *args) -> np.ndarray:
+    """``function((W, H), *args)`` of every draw, one draw at a time in one compiled loop.
 
     W_draws (C, S, M, K) and H_draws (C, S, K, N) are flattened to C * S draws; the
-    result has shape (C * S, ...). Call it inside ``jax.enable_x64(True)`` for float64.
+    result has shape (C * S, ...). ``function`` is a module-level function, so that
+    the compiled loop is kept (per shapes) for the next call. Call it inside
+    ``jax.enable_x64(True)`` for float64.
     """
     C, S = W_draws.shape[:2]
     flat = (
         jnp.asarray(W_draws).reshape(C * S, *W_draws.shape[2:]),
         jnp.asarray(H_draws).reshape(C * S, *H_draws.shape[2:]),
     )
-    return np.asarray(jax.jit(lambda f: jax.lax.map(function, f))(flat), float)
+    return np.asarray(_mapped(function, flat, *args), float)
+
+
+def _log_joint_of(factors, Y, mask, prior):
+    return log_joint(Y, mask, factors[0], factors[1], prior)
 
 
 def log_joint_draws(Y, mask, W_draws, H_draws, prior: Prior) -> np.ndarray:
@@ -99,11 +111,7 @@ def log_joint_draws(Y, mask, W_draws, H_draws, prior: Prior) -> np.ndarray:
     with jax.enable_x64(True):
         prior_arrays = Prior(*(jnp.asarray(v) for v in prior))
         Y, mask = jnp.asarray(Y), jnp.asarray(mask)
-
-        def one(factors):
-            return log_joint(Y, mask, factors[0], factors[1], prior_arrays)
-
-        return map_draws(one, W_draws, H_draws).reshape(C, S)
+        return map_draws(_log_joint_of, W_draws, H_draws, Y, mask, prior_arrays).reshape(C, S)
 
 
 def component_permutations(H_draws, reference=None) -> np.ndarray:

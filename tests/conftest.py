@@ -1,13 +1,25 @@
-"""Shared fixtures: the paper's data and split from ../shared (never copied into the repo)."""
+"""Shared fixtures: the paper's data and split from ../shared (never copied into the repo).
+
+Compiled programs are cached in a temporary folder removed at the end of the run, not in
+the user's cache (unless ``BERNMF_COMPILE_CACHE`` is set).
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+
+if "BERNMF_COMPILE_CACHE" not in os.environ:  # hermetic: compiled programs of this run only
+    _COMPILE_CACHE = tempfile.mkdtemp(prefix="bernmf-test-compile-cache-")
+    os.environ["BERNMF_COMPILE_CACHE"] = _COMPILE_CACHE  # subprocesses and xdist workers share it
+    atexit.register(shutil.rmtree, _COMPILE_CACHE, ignore_errors=True)
 
 SHARED = Path(os.environ.get("BERNMF_SHARED_DIR", Path(__file__).parents[1].parent / "shared"))
 

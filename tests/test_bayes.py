@@ -266,9 +266,9 @@ def test_svi_autonormal_elbo_decreases_and_draws_summarize(simulated):
     assert fit.perplexity(frame, ~train) < truth + 0.08
     assert fit.to_arviz(log_likelihood=False)["posterior"]["W"].shape == (1, 200, M, K)
 
-    # another prior and seed reuse the compiled program, and give what a fresh one gives
+    # another prior and seed reuse the compiled programs, and give what fresh ones give
     size = _compile.cache_size()
-    other = {"prior": bernmf.Prior(2.0, 1.5, 0.7), "seed": 1, "num_draws": 5}
+    other = {"prior": bernmf.Prior(2.0, 1.5, 0.7), "seed": 1, "num_draws": 200}
     reused = bernmf.fit(frame, "svi", **other, **options)
     assert reused.timings["compile"] == 0.0 and _compile.cache_size() == size
     _compile._CACHE.clear()

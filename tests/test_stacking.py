@@ -17,6 +17,7 @@ from bernmf.stacking import (
     bernoulli_lpd,
     chain_stacking,
     mixture_lpd,
+    psis_loo,
     stacking_weights,
 )
 
@@ -300,3 +301,45 @@ def test_weights_are_polished_when_l_bfgs_b_stops_early(monkeypatch):
         weights = stacking_weights(lpd)
     assert len(calls) == 2
     np.testing.assert_allclose(weights, expected, atol=1e-4)
+
+
+def arviz_psis_loo(log_lik, r_eff):
+    """arviz_stats' PSIS-LOO of each row of (E, S), one entry at a time."""
+    from arviz_stats.base import array_stats
+
+    elpd, k, _ = array_stats.loo(log_lik[:, None, :], chain_axis=-2, draw_axis=-1, r_eff=r_eff)
+    return elpd, k
+
+
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto")
+@pytest.mark.parametrize(("draws", "r_eff"), [(1000, 1.0), (400, 0.3), (100, 1.0), (25, 1.0)])
+def test_psis_loo_equals_arviz_on_light_heavy_and_degenerate_tails(draws, r_eff):
+    """Entries with light and heavy tails (k from below 0 to above 1), ties, and tails too
+    flat to fit (k NaN), against arviz_stats entry by entry, to 1e-8."""
+    rng = np.random.default_rng(draws)
+    scale = np.repeat([0.01, 0.3, 1.0, 3.0, 10.0], 8)[:, None]
+    log_lik = np.concatenate(
+        [
+            -scale * rng.standard_normal((40, draws)) ** 2,  # light to very heavy tails
+            np.log(rng.beta(0.2, 1.0, (8, draws))),  # likelihood near 0 for some draws
+            np.round(rng.normal(-1, 0.5, (8, draws)), 1),  # many ties
+            np.where(np.arange(draws) < [[1], [2]], -2.0, -1.0),  # tails mostly flat: k NaN
+        ]
+    )
+    elpd, k = psis_loo(log_lik, r_eff)
+    expected_elpd, expected_k = arviz_psis_loo(log_lik, r_eff)
+    if draws >= 100:  # with 25 draws the tail has 5 values and arviz never fits it: k NaN
+        assert np.isnan(k).any() and (k[np.isfinite(k)] > 1).any() and (k < 0.3).any()
+    np.testing.assert_allclose(elpd, expected_elpd, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(k, expected_k, rtol=0, atol=1e-8)
+
+
+def test_psis_loo_rejects_what_arviz_rejects():
+    flat = np.zeros((3, 100))
+    flat[1] = np.linspace(-1, 0, 100)
+    with pytest.raises(ValueError, match="All tail values are the same"):
+        psis_loo(flat)
+    with pytest.raises(ValueError, match="draws >= 25"):
+        psis_loo(np.zeros((3, 24)))
+    with pytest.raises(ValueError, match="finite"):
+        psis_loo(np.full((3, 30), -np.inf))

@@ -111,6 +111,87 @@ def has_converged(losses: np.ndarray, tol: float = CONVERGENCE_TOL) -> bool:
     return bool(abs(before - last) <= tol * abs(last))
 
 
+def _elbo(num_particles: int):
+    """The ELBO loss of NumPyro's ``Trace_ELBO``, traced in a fixed order.
+
+    ``Trace_ELBO`` combines its sites in the order of a Python ``set`` of their names,
+    which changes with each process's string hashing: processes traced different
+    programs (equal up to rounding), and the persistent compilation cache missed.
+    Here the model's and the guide's log densities are summed in trace order
+    (:func:`numpyro.infer.util.log_density`), from the same random keys.
+    """
+    from numpyro.handlers import replay, seed
+    from numpyro.infer.elbo import ELBO
+    from numpyro.infer.util import log_density
+
+    class OrderedELBO(ELBO):
+        def loss_with_mutable_state(self, rng_key, param_map, model, guide, *args, **kwargs):
+            def particle(key):
+                model_seed, guide_seed = jax.random.split(key)
+                guide_density, guide_trace = log_density(
+                    seed(guide, guide_seed), args, kwargs, param_map
+                )
+                model_density, _ = log_density(
+                    replay(seed(model, model_seed), guide_trace), args, kwargs, param_map
+                )
+                return model_density - guide_density
+
+            if self.num_particles == 1:
+                return {"loss": -particle(rng_key), "mutable_state": None}
+            keys = jax.random.split(rng_key, self.num_particles)
+            return {"loss": -jnp.mean(jax.vmap(particle)(keys)), "mutable_state": None}
+
+    return OrderedELBO(num_particles=num_particles)
+
+
+def _build(given, *, guide, guide_rank, optimizer, learning_rate, lr_decay, steps, clip_norm,
+           num_particles):  # fmt: skip
+    """A fresh guide and SVI object (inside a trace: their set-up never runs eagerly)."""
+    from numpyro.infer import SVI
+
+    from bernmf.models import numpyro_model
+
+    approximation = make_guide(guide, given, guide_rank)
+    engine = SVI(
+        numpyro_model.model,
+        approximation,
+        make_optimizer(optimizer, learning_rate, lr_decay, steps, clip_norm),
+        _elbo(num_particles),
+    )
+    return approximation, engine
+
+
+def _init(key, args, given, **setting):
+    """SVI's first state: the guide's parameters at the start (and the optimizer's)."""
+    return _build(given, **setting)[1].init(key, *args)
+
+
+def _set_up(key, args, given, **setting):
+    """The guide and SVI object after ``init`` (which sets both up; its state is unused)."""
+    approximation, engine = _build(given, **setting)
+    engine.init(key, *args)
+    return approximation, engine
+
+
+def _steps(state, args, given, *, length: int, **setting):
+    """``length`` SVI steps from ``state``: (state, losses of shape (length,))."""
+    engine = _set_up(state.rng_key, args, given, **setting)[1]
+    return jax.lax.scan(lambda s, _: engine.update(s, *args), state, None, length=length)
+
+
+def _loss(state, args, given, **setting):
+    """The ELBO loss at ``state``: an update's loss is that of the state it starts from."""
+    engine = _set_up(state.rng_key, args, given, **setting)[1]
+    return engine.evaluate(state, *args)
+
+
+def _draws(key, state, args, given, *, num_draws: int, **setting):
+    """(the guide's parameters, ``num_draws`` draws of W and H from the fitted guide)."""
+    approximation, engine = _set_up(state.rng_key, args, given, **setting)
+    params = engine.get_params(state)
+    return params, approximation.sample_posterior(key, params, sample_shape=(num_draws,))
+
+
 OPTIONS = {
     "guide": "AutoNormal",
     "steps": 5000,
@@ -184,10 +265,7 @@ def run(
             "guide 'AutoNormal' needs rank >= 2: at rank 1, W is all ones and NumPyro cannot "
             "draw its empty site; use guide='AutoDelta' or 'AutoLowRankMultivariateNormal'"
         )
-    # NumPyro loads on the first fit, so that `import bernmf` does not wait for it
-    from numpyro.infer import SVI, Trace_ELBO
-
-    from bernmf.models import numpyro_model
+    from bernmf.models import numpyro_model  # NumPyro loads on the first fit, not on import
 
     M, N = data.shape
     given = None
@@ -199,56 +277,48 @@ def run(
         args = numpyro_model.model_args(data.Y, data.mask, prior, float_type)
         if given is not None:
             given = {name: jnp.asarray(value, float_type) for name, value in given.items()}
-        approximation = make_guide(guide, given, guide_rank)
-        engine = SVI(
-            numpyro_model.model,
-            approximation,
-            make_optimizer(optimizer, learning_rate, lr_decay, steps, clip_norm),
-            Trace_ELBO(num_particles=num_particles),
-        )
         key_init, key_draws = jax.random.split(jax.random.PRNGKey(seed))
-        with numpyro_model.TRACING:  # init runs the model and the guide
-            state = engine.init(key_init, *args)
-
-        def scan(state, args, length):
-            return jax.lax.scan(lambda s, _: engine.update(s, *args), state, None, length=length)
-
-        def loss(state, args):  # an update's loss is that of the state it starts from
-            return engine.evaluate(state, *args)
-
         chunk = max(1, steps // PROGRESS_CHUNKS) if progress else steps
         lengths = [chunk] * (steps // chunk) + ([steps % chunk] if steps % chunk else [])
-        # The update depends on these options and on the shapes of (state, args), not on
-        # the data, the prior or the starting point: fits that differ only in those
-        # (a prior grid, seeds) share one compiled program.
-        program_key = (
-            "svi", guide, guide_rank, given is None, optimizer, learning_rate, lr_decay, steps,
-            clip_norm, num_particles,
-        )  # fmt: skip
-        programs, compile_seconds = {}, 0.0
-        for n in set(lengths):
-            with numpyro_model.TRACING:  # compiling traces the ELBO
-                programs[n], seconds = compiled(program_key, scan, state, args, length=n)
-            compile_seconds += seconds
-        with numpyro_model.TRACING:
-            loss_program, seconds = compiled((*program_key, "loss"), loss, state, args)
-        compile_seconds += seconds
-        begin = time.perf_counter()
+        # The programs depend on these options and on the shapes of their arguments, not
+        # on the data, the prior or the starting point: fits that differ only in those (a
+        # prior grid, seeds) share them.
+        setting = {
+            "guide": guide, "guide_rank": guide_rank, "optimizer": optimizer,
+            "learning_rate": learning_rate, "lr_decay": lr_decay, "steps": steps,
+            "clip_norm": clip_norm, "num_particles": num_particles,
+        }  # fmt: skip
+        key = ("svi", given is None)
+        seconds = {"compile": 0.0, "run": 0.0}
+
+        def call(name: str, function, *arguments, **static):
+            """Compile (timed apart; tracing holds the lock) and run one program."""
+            with numpyro_model.TRACING:  # compiling traces the model, the guide and the ELBO
+                program, compile_seconds = compiled(
+                    (*key, name), function, *arguments, **static, **setting
+                )
+            seconds["compile"] += compile_seconds
+            begin = time.perf_counter()
+            result = jax.block_until_ready(program(*arguments))
+            seconds["run"] += time.perf_counter() - begin
+            return result
+
+        state = call("init", _init, key_init, args, given)
         losses = []
         with Progress("svi", steps, unit="steps", enabled=progress) as shown:
             for n in lengths:
-                state, chunk_losses = programs[n](state, args)
+                state, chunk_losses = call("steps", _steps, state, args, given, length=n)
                 losses.append(np.asarray(chunk_losses, float))
                 shown.update(n)
-            losses.append(np.asarray(loss_program(state, args), float)[None])
-            run_seconds = time.perf_counter() - begin
+            losses.append(np.asarray(call("loss", _loss, state, args, given), float)[None])
             shown.close(f"loss {losses[-1][-1]:.6g}")
-        params = engine.get_params(state)
-        with numpyro_model.TRACING:  # the guide runs under handlers
-            draws = approximation.sample_posterior(key_draws, params, sample_shape=(num_draws,))
+        params, draws = call("draws", _draws, key_draws, state, args, given, num_draws=num_draws)
         W_draws = np.asarray(draws["W"], float)[None]
         H_draws = np.asarray(draws["H"], float)[None]
         params = {name: np.asarray(value) for name, value in params.items()}
+        begin = time.perf_counter()
+        lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)
+        seconds["run"] += time.perf_counter() - begin
     losses = np.concatenate(losses)
     return Fit(
         engine="svi",
@@ -260,7 +330,7 @@ def run(
         trace=losses,
         n_iter=steps,
         converged=has_converged(losses[:-1]),  # the losses of the steps
-        timings={"compile": compile_seconds, "run": run_seconds},
+        timings=seconds,
         seed=seed,
         extras={
             "guide": guide,
@@ -269,7 +339,7 @@ def run(
             "params": params,
         },
         draws={"W": W_draws, "H": H_draws},
-        sample_stats={"lp": log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)},
+        sample_stats={"lp": lp},
     )
 
 

@@ -1,0 +1,109 @@
+"""Seconds of a process's first fit: without a compilation cache, with an empty one, and
+with the cache the previous process filled (the persistent compilation cache).
+
+Each figure comes from a fresh Python process, run one after another in this one and
+pinned like it (``single_core.pin``: one core, one BLAS / XLA thread), so that the
+processes compare in one run. Cases:
+
+* ``mm``: ``bernmf.fit(Y, "mm", 8)`` on a simulated 1226 x 285 matrix (lastfm's shape);
+* ``svi``: ``bernmf.fit(Y, "svi", 4, steps=500)`` on a simulated 100 x 60 matrix.
+
+For each: the first call's wall and CPU seconds (``import bernmf`` excluded; on a
+loaded machine CPU seconds compare better) and its ``timings`` (compile, run), in
+three processes: cache off, an empty cache folder, and the folder the previous process
+filled. ``--baseline DIR`` adds a process running the checkout in DIR (e.g. the commit
+before the cache: ``git worktree add``) with the cache off, so that a change is
+measured against its base in the same run. Each figure is printed beside its anchor:
+the targets of issue 26 (MM compile with a warm cache <= 0.3 s and <= 1/5 of a cold
+one; svi first call <= 5 s).
+
+Run: ``.venv/bin/python benchmarks/first_call.py [--baseline ../main] [--cases mm svi]``
+"""
+
+from __future__ import annotations
+
+import single_core
+
+single_core.pin()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CASES = {
+    "mm": ((1226, 285, 8), "mm", 8, {}),
+    "svi": ((100, 60, 4), "svi", 4, {"steps": 500, "progress": False}),
+}
+
+SCRIPT = """
+import json, time
+begin = time.perf_counter()
+import bernmf, numpy as np
+imported = time.perf_counter() - begin
+Y = np.asarray(bernmf.simulate(0, *{shape!r})[0])
+begin, cpu = time.perf_counter(), time.process_time()
+fit = bernmf.fit(Y, {engine!r}, {rank!r}, **{options!r})
+print(json.dumps({{"import": imported, "first_call": time.perf_counter() - begin,
+                  "cpu": time.process_time() - cpu, **fit.timings}}))
+"""
+
+
+def run(case: str, tree: Path, cache: str) -> dict:
+    """The figures of one fresh process running ``case`` from the checkout ``tree``."""
+    shape, engine, rank, options = CASES[case]
+    script = SCRIPT.format(shape=shape, engine=engine, rank=rank, options=options)
+    env = dict(os.environ, PYTHONPATH=str(tree), BERNMF_COMPILE_CACHE=cache)
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def line(label: str, figures: dict) -> str:
+    return (
+        f"  {label:<28} first call {figures['first_call']:6.2f} s, CPU {figures['cpu']:6.2f} s "
+        f"(compile {figures['compile']:5.2f} s, run {figures['run']:5.2f} s)"
+    )
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", type=Path, help="another checkout, run with cache off")
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    args = parser.parse_args(argv)
+    print(single_core.describe())
+    print(f"load average {os.getloadavg()}")
+    for case in args.cases:
+        print(f"{case}:")
+        if args.baseline is not None:
+            base = run(case, args.baseline, "off")
+            print(line(f"baseline {args.baseline.name}", base))
+        off = run(case, ROOT, "off")
+        print(line("cache off", off))
+        with tempfile.TemporaryDirectory() as folder:
+            cold = run(case, ROOT, folder)
+            warm = run(case, ROOT, folder)
+        print(line("empty cache (1st process)", cold))
+        print(line("warm cache (2nd process)", warm))
+        ratio = warm["compile"] / cold["compile"]
+        if case == "mm":
+            print(
+                f"  compile warm {warm['compile']:.2f} s [target <= 0.3 s], warm / cold "
+                f"{ratio:.2f} [target <= 0.2]"
+            )
+        if case == "svi":
+            print(
+                f"  first call: cache off {off['first_call']:.1f} s, warm cache "
+                f"{warm['first_call']:.1f} s [target <= 5 s]"
+                + (f"; baseline {base['first_call']:.1f} s" if args.baseline else "")
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The persistent compilation cache: where it goes, how it is turned off, and that a
+second process fitting the same shapes loads the programs instead of compiling them.
+
+Each process runs in a fresh interpreter with its own temporary cache folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bernmf import _cache
+
+FIT = """
+import json, jax
+events = {{}}
+jax.monitoring.register_event_listener(
+    lambda name, **kw: events.__setitem__(name, events.get(name, 0) + 1)
+)
+import numpy as np, bernmf
+print(jax.config.jax_compilation_cache_dir)
+Y = (np.random.default_rng(0).random((40, 30)) < 0.3).astype(float)
+fit = bernmf.fit(Y, {engine!r}, 3, seed=1, **{options!r})
+print(json.dumps({{"compile": fit.timings["compile"],
+                  "hits": events.get("/jax/compilation_cache/cache_hits", 0),
+                  "misses": events.get("/jax/compilation_cache/cache_misses", 0)}}))
+"""
+
+
+def run_fit(environment: dict, engine: str = "mm", **options) -> tuple[str, dict]:
+    """(JAX's cache folder, {compile, hits, misses}) of a fit in a fresh interpreter."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BERNMF_", "JAX_"))}
+    env |= environment
+    script = FIT.format(engine=engine, options=options)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env
+    ).stdout.splitlines()
+    return out[-2], json.loads(out[-1])
+
+
+def cached_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize(
+    ("engine", "options"),
+    [("mm", {}), ("svi", {"steps": 20, "num_draws": 5, "progress": False})],
+)
+def test_a_second_process_loads_every_program_from_the_cache(tmp_path, engine, options):
+    """Every program, svi's ELBO included (NumPyro's Trace_ELBO traced its sites in the
+    order of a set of names, which changes with each process's string hashing)."""
+    environment = {"BERNMF_COMPILE_CACHE": str(tmp_path / "programs")}
+    folder, first = run_fit(environment, engine, **options)
+    assert Path(folder) == tmp_path / "programs"
+    assert first["misses"] > 0 and first["hits"] == 0
+    assert cached_files(tmp_path / "programs")
+    _, second = run_fit(environment, engine, **options)
+    assert second["misses"] == 0 and second["hits"] == first["misses"]
+    assert second["compile"] < first["compile"]
+
+
+def test_the_cache_goes_under_bernmf_cache_dir_by_default(tmp_path):
+    folder, first = run_fit({"BERNMF_CACHE_DIR": str(tmp_path)})
+    assert Path(folder) == tmp_path / "jax"
+    assert first["misses"] > 0 and cached_files(tmp_path / "jax")
+
+
+@pytest.mark.parametrize("value", ["off", "OFF", "0", ""])
+def test_off_writes_nothing(tmp_path, value):
+    environment = {"BERNMF_CACHE_DIR": str(tmp_path), "BERNMF_COMPILE_CACHE": value}
+    folder, first = run_fit(environment)
+    assert folder == "None"
+    assert first["misses"] == first["hits"] == 0
+    assert not cached_files(tmp_path)
+
+
+def test_a_folder_given_to_jax_is_kept(tmp_path):
+    environment = {
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "mine"),
+        "BERNMF_COMPILE_CACHE": str(tmp_path / "bernmf"),
+    }
+    folder, _ = run_fit(environment)
+    assert Path(folder) == tmp_path / "mine"
+    assert not (tmp_path / "bernmf").exists()
+
+
+def test_compile_cache_dir_reads_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERNMF_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("BERNMF_COMPILE_CACHE")
+    assert _cache.compile_cache_dir() == tmp_path / "jax"
+    monkeypatch.setenv("BERNMF_COMPILE_CACHE", str(tmp_path / "elsewhere"))
+    assert _cache.compile_cache_dir() == tmp_path / "elsewhere"
+    for value in ("off", "False", " no ", "none", ""):
+        monkeypatch.setenv("BERNMF_COMPILE_CACHE", value)
+        assert _cache.compile_cache_dir() is None
+    monkeypatch.delenv("BERNMF_CACHE_DIR")
+    monkeypatch.delenv("BERNMF_COMPILE_CACHE")
+    assert _cache.compile_cache_dir().parts[-2:] == ("bernmf", "jax")
