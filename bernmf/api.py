@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from bernmf._progress import working_on
 from bernmf.data import (
     Observed,
     as_observed,
@@ -155,6 +156,7 @@ def fit(
         engine, rank, prior, seed, options, data.shape, restarts=restarts
     )
     held_out = None if validation is None else held_out_entries(Y, data, validation)
+    working_on(f"{engine} K={rank}" + (f", {restarts} restarts" if restarts > 1 else ""))
     if restarts == 1 and held_out is None and combine == "best":
         result = chosen.run(data, rank, prior, int(seed), init, **options)
     else:

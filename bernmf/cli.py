@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from bernmf import datasets
+from bernmf._progress import Heartbeat
 from bernmf.commands import (
     compare_command,
     demo,
@@ -311,8 +313,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line, ``bernmf: warning: ...``, without the source file and line."""
+    text = " ".join(str(message).split()) or category.__name__
+    print(f"bernmf: warning: {text}", file=file or sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``bernmf`` command; returns the exit code."""
+    """Entry point of the ``bernmf`` command; returns the exit code.
+
+    While the command runs, warnings are written as one line each
+    (:func:`show_warning`) and, unless ``--quiet`` or ``--json``, a
+    :class:`bernmf._progress.Heartbeat` writes a line to stderr whenever nothing else
+    was written for 10 s (what runs, its iteration and objective, the time so far).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo" and not 0 < args.holdout < 1:
@@ -320,7 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compare" and not 0 < args.test < 1:
         parser.error(f"--test must be between 0 and 1, got {args.test}")
     try:
-        return args.run(args)
+        with (
+            warnings.catch_warnings(),
+            Heartbeat(f"bernmf {args.command}", enabled=not (args.quiet or args.json)),
+        ):
+            warnings.showwarning = show_warning
+            return args.run(args)
     except KeyboardInterrupt:  # temporary results are already removed
         print("bernmf: interrupted", file=sys.stderr)
         return 130

@@ -11,11 +11,13 @@ import contextlib
 import io
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bernmf import _progress as progress
 from bernmf import datasets, report, tune
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
@@ -110,9 +112,14 @@ def parse_options(items: list[str], scoped: bool) -> dict:
 
 
 def say(args, message: str) -> None:
-    """An informational line, unless --quiet or --json."""
+    """An informational line on stdout, unless --quiet or --json."""
     if not (args.quiet or args.json):
         print(message, flush=True)
+
+
+def tell(args, message: str) -> None:
+    """A progress line on stderr (what starts now), unless --quiet or --json."""
+    progress.say(not (args.quiet or args.json), message)
 
 
 def show(args, table: pd.DataFrame, summary: dict) -> None:
@@ -149,6 +156,19 @@ def members_table(result) -> pd.DataFrame | None:
     return table.rename(columns=singular)
 
 
+def stopped_early(result) -> str:
+    """The warning for a fit that stopped at its ``max_iter`` before converging, else ""."""
+    options = result.extras["run"]["options"]
+    limit = options.get("max_iter")
+    if result.converged or limit is None or result.n_iter < limit:
+        return ""
+    return (
+        f"{result.engine} stopped at max_iter={limit} iterations without converging "
+        f"(tol {options.get('tol')}); the factors may still change: raise --max-iter, "
+        "or see the objective in trace.png"
+    )
+
+
 def scored(Y, result, mask) -> float:
     """Perplexity of ``result`` on the entries of Y selected by ``mask`` (NaN never scored)."""
     return result.perplexity(Y, mask)
@@ -183,11 +203,13 @@ def fit_command(args) -> int:
     chosen = get_engine(args.engine)  # an unknown name fails before anything is read or said
     if "progress" in chosen.options and (args.quiet or args.json):
         options.setdefault("progress", False)
-    say(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
+    tell(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
     result = fit(
         Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed,
         restarts=args.restarts, combine=args.combine, validation=validation, **options,
     )  # fmt: skip
+    if stopped_early(result):
+        warnings.warn(stopped_early(result), UserWarning, stacklevel=1)
     members = members_table(result)
     summary = {
         "engine": result.engine,

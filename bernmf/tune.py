@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bernmf._progress import say
+from bernmf._progress import say, working_on
 from bernmf.data import as_observed, check_rank
 from bernmf.inference import mm
 from bernmf.models.spec import Prior, perplexity
@@ -168,6 +168,7 @@ def grid(
     best_score, best_factors = np.inf, None
     for rank in ranks:
         label = f"rank {rank}"
+        working_on(f"mm K={rank}, {len(settings)} fits")
         result = mm.run_many(
             data,
             rank,
