@@ -22,7 +22,19 @@ from bernmf.split import SPLIT_CODES, Split
 __all__ = ["count_rows", "read_codes", "read_mask", "read_matrix", "read_rows", "rows_of"]
 
 
-def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
+def _format(path: Path) -> str:
+    """The format suffix of ``path``, lower case: ``".csv"`` also for ``data.csv.gz``."""
+    suffixes = [s.lower() for s in path.suffixes[-2:]]
+    if len(suffixes) == 2 and suffixes[0] == ".csv" and suffixes[1] in datasets.COMPRESSIONS:
+        return ".csv"
+    return path.suffix.lower()
+
+
+def _compressed(path: Path) -> bool:
+    return path.suffix.lower() in datasets.COMPRESSIONS
+
+
+def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray | sparse.csr_array:
     """Read a matrix from a file.
 
     Parameters
@@ -30,14 +42,16 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
     path : str or Path
         CSV (with or without a header line and a column of row names, empty cells
         missing; see :func:`bernmf.datasets.read_csv` for how the layout is told),
-        Parquet (``.parquet``, ``.pq``; read with pyarrow, the index pandas wrote kept)
-        or ``.npz`` (the array ``Y``, or its only array).
+        also compressed (``.csv.gz``, ``.csv.bz2``, ``.csv.xz``, ``.csv.zip``,
+        ``.csv.zst``); Parquet (``.parquet``, ``.pq``; read with pyarrow, the index
+        pandas wrote kept) or ``.npz`` (the array ``Y``, or its only array, or a
+        ``scipy.sparse.save_npz`` matrix: the ones of a mostly-zero matrix).
     values : tuple of int, default (0, 1)
         The values a CSV cell may hold (other formats are checked by their user).
 
     Returns
     -------
-    DataFrame or ndarray of shape (M, N)
+    DataFrame, ndarray or scipy.sparse.csr_array of shape (M, N)
 
     Raises
     ------
@@ -49,7 +63,7 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no data file {path}")
-    suffix = path.suffix.lower()
+    suffix = _format(path)
     if suffix == ".csv":
         return datasets.read_csv(path, values)
     if suffix in (".parquet", ".pq"):
@@ -57,12 +71,17 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
     if suffix == ".npz":
         with np.load(path, allow_pickle=False) as arrays:
             names = list(arrays.keys())
+            if {"format", "shape", "indptr"} <= set(names):  # scipy.sparse.save_npz
+                return sparse.csr_array(sparse.load_npz(path))
             if "Y" in names:
                 return arrays["Y"]
             if len(names) == 1:
                 return arrays[names[0]]
         raise ValueError(f"{path}: an .npz file must hold an array named 'Y', found {names}")
-    raise ValueError(f"{path}: DATA must be .csv, .parquet or .npz, got {suffix or 'no suffix'!r}")
+    raise ValueError(
+        f"{path}: DATA must be .csv (or .csv.gz, .csv.bz2, .csv.xz, .csv.zip, .csv.zst), "
+        f".parquet or .npz, got {''.join(path.suffixes) or 'no suffix'!r}"
+    )
 
 
 def read_mask(path, shape) -> pd.DataFrame | np.ndarray:
@@ -73,6 +92,7 @@ def read_mask(path, shape) -> pd.DataFrame | np.ndarray:
     ``shape``; ValueError for another shape or values other than 0/1.
     """
     values = read_matrix(path)
+    values = values.toarray() if sparse.issparse(values) else values
     array = values.to_numpy() if isinstance(values, pd.DataFrame) else np.asarray(values)
     if array.shape != tuple(shape):
         raise ValueError(f"mask {path} has shape {array.shape} but DATA has shape {shape}")
@@ -130,9 +150,11 @@ def count_rows(path) -> int:
     """The rows M of a :func:`read_rows` file, read from its header where it has one.
 
     ``.npy`` and ``.npz`` (dense or scipy.sparse) from their headers; CSV by counting
-    its lines; Parquet from its metadata.
+    its lines (a compressed CSV by reading it); Parquet from its metadata.
     """
     path = Path(path)
+    if _compressed(path) and _format(path) == ".csv":
+        return len(read_matrix(path))
     suffix = path.suffix.lower()
     if suffix == ".npy":
         return int(np.load(path, mmap_mode="r").shape[0])
@@ -201,13 +223,22 @@ def _csv_header(path: Path) -> list[str]:
 
 
 def _csv_rows(path: Path, start: int, stop: int) -> pd.DataFrame:
-    """Rows of a CSV (after its header line, if any), read line by line."""
+    """Rows of a CSV (after its header line, if any), read line by line; a compressed
+    CSV is read whole. Rows without names are labelled ``start, start + 1, ...``."""
+    if _compressed(path):
+        rows = read_matrix(path).iloc[start:stop]
+        if rows.empty:
+            raise ValueError(f"{path}: no rows in [{start}, {stop})")
+        return rows
     header = _csv_header(path)
     with open(path, encoding="utf-8") as lines:
         kept = list(itertools.islice(lines, len(header) + start, len(header) + stop))
     if not kept:
         raise ValueError(f"{path}: no rows in [{start}, {stop})")
-    return datasets.read_csv(io.StringIO("".join(header + kept)))
+    rows = datasets.read_csv(io.StringIO("".join(header + kept)))
+    if isinstance(rows.index, pd.RangeIndex):  # no row names: the global row numbers
+        rows.index = pd.RangeIndex(start, start + len(rows))
+    return rows
 
 
 def _parquet_file(path: Path):
@@ -292,7 +323,8 @@ def read_rows(path, start: int, stop: int):
         ``.npy`` (memory-mapped), ``.npz`` (``Y`` or its only array: only the rows'
         bytes are read; or a ``scipy.sparse.save_npz`` matrix: a CSR one by its row
         pointers, the other layouts by loading the whole matrix), CSV (the lines
-        are skipped, the header kept) or Parquet (only the row groups holding the
+        are skipped, the header kept; rows without names labelled by their global
+        index; a compressed CSV is read whole) or Parquet (only the row groups holding the
         rows are read; labels, index and dtypes as ``read_matrix(path).iloc[start:stop]``).
     start, stop : int
         ``0 <= start <= stop``; ``stop`` past the end stops at the end.
@@ -306,7 +338,7 @@ def read_rows(path, start: int, stop: int):
         raise FileNotFoundError(f"no data file {path}")
     if not 0 <= start <= stop:
         raise ValueError(f"rows must satisfy 0 <= start <= stop, got {start}, {stop}")
-    suffix = path.suffix.lower()
+    suffix = _format(path)
     if suffix == ".npy":
         return np.array(np.load(path, mmap_mode="r")[start:stop])
     if suffix == ".npz":
@@ -315,4 +347,7 @@ def read_rows(path, start: int, stop: int):
         return _csv_rows(path, start, stop)
     if suffix in (".parquet", ".pq"):
         return _parquet_rows(path, start, stop)
-    raise ValueError(f"{path}: DATA must be .csv, .parquet, .npz or .npy, got {suffix!r}")
+    raise ValueError(
+        f"{path}: DATA must be .csv (or compressed, .csv.gz), .parquet, .npz or .npy, "
+        f"got {''.join(path.suffixes) or 'no suffix'!r}"
+    )

@@ -432,3 +432,11 @@ def test_a_process_reads_its_block_and_refuses_to_replace_its_files(tmp_path):
     args.force = True
     launch_module.read_block(args, out, 0, 2)
     assert (out / "H.csv").read_text() == "someone's\n"  # nothing is written before the fit
+
+
+def test_read_rows_of_a_csv_without_names_labels_rows_by_their_global_index(tmp_path):
+    Y = (np.random.default_rng(0).random((9, 4)) < 0.5).astype(np.int64)
+    pd.DataFrame(Y).to_csv(tmp_path / "n.csv", header=False, index=False)
+    rows = bernmf.readers.read_rows(tmp_path / "n.csv", 5, 9)
+    assert list(rows.index) == [5, 6, 7, 8]
+    pd.testing.assert_frame_equal(rows, bernmf.readers.read_matrix(tmp_path / "n.csv")[5:9])
