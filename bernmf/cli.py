@@ -67,8 +67,9 @@ EXAMPLES = {
   bernmf fit data.npz --engine em --rank 8 --mask train.csv --seed 3 --out results/em
   bernmf fit data.csv --rank 4 --option dtype=float32 --json --out results/f32
 
-DATA: .csv (first column row names, header column names, empty cell = missing),
-.parquet (needs pyarrow), or .npz (array 'Y'). --mask: same formats, 1 = use the entry.
+DATA: .csv or .csv.gz (first column row names, header column names, empty cell or NA =
+missing), .parquet (needs pyarrow), or .npz (array 'Y', or scipy.sparse.save_npz: the
+ones of a mostly-zero matrix). --mask: same formats, 1 = use the entry.
 Writes W.csv, H.csv, top_columns.csv (the 10 columns of largest H per component),
 trace.csv, summary.json, fit.npz (bernmf.load), factors.png, trace.png.""",
     "compare": """examples:
@@ -130,7 +131,9 @@ def prior_options(parser, default: float | None = None) -> None:
 
 
 def data_options(parser) -> None:
-    parser.add_argument("data", nargs="?", default=None, help="DATA file (.csv, .parquet, .npz)")
+    parser.add_argument(
+        "data", nargs="?", default=None, help="DATA file (.csv, .csv.gz, .parquet, .npz)"
+    )
     parser.add_argument("--dataset", choices=tuple(datasets.DATASETS), help="a paper dataset")
     parser.add_argument("--data-dir", default=None, help="folder with <dataset>.csv or .rda")
 
@@ -157,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_options()
 
     fit_parser = add_command(commands, "fit", "fit one engine to a data file", common)
-    fit_parser.add_argument("data", help="DATA file (.csv, .parquet, .npz)")
+    fit_parser.add_argument("data", help="DATA file (.csv, .csv.gz, .parquet, .npz)")
     fit_parser.add_argument("--engine", default="mm", help="an engine (default mm)")
     fit_parser.add_argument("--rank", type=int, required=True, help="number of components K")
     prior_options(fit_parser)

@@ -76,12 +76,34 @@ def demo(args: argparse.Namespace) -> int:
 # arguments and messages
 
 
+SPARSE_HINT = 0.01
+"""A CSV of at least a million cells with fewer ones than this fraction gets a hint to
+store it sparse (:func:`read_data`)."""
+
+
+def read_data(args, path):
+    """``read_matrix(path)``; for a large, mostly-zero table, a line on stderr saying that
+    a sparse ``.npz`` file reads faster (see docs/data.md)."""
+    Y = read_matrix(path)
+    if isinstance(Y, pd.DataFrame) and Y.size >= 1_000_000:
+        values = Y.to_numpy()
+        density = np.nansum(values) / max(np.count_nonzero(~np.isnan(values)), 1)
+        if density < SPARSE_HINT:
+            tell(
+                args,
+                f"{path} is {density:.2%} ones: stored sparse (scipy.sparse.save_npz of the "
+                "ones, a .npz file) it reads in a fraction of the time and memory; see "
+                "docs/data.md",
+            )
+    return Y
+
+
 def load_data(args) -> tuple[object, str]:
     """The data of ``compare`` and ``tune``: DATA, ``--dataset`` or a simulation."""
     if args.data is not None and args.dataset is not None:
         raise ValueError("give either DATA or --dataset, not both")
     if args.data is not None:
-        return read_matrix(args.data), str(args.data)
+        return read_data(args, args.data), str(args.data)
     if args.dataset is not None:
         return datasets.load(args.dataset, data_dir=args.data_dir), args.dataset
     return None, "simulated"
@@ -188,7 +210,7 @@ def fit_command(args) -> int:
         return 0
     out = Path(args.out)
     target = check_output(out, args.force, keep=(args.data, args.mask, args.validation))
-    Y = read_matrix(args.data)
+    Y = read_data(args, args.data)
     mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
     validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
     options = parse_options(args.option, scoped=False)
@@ -410,7 +432,7 @@ def report_command(args) -> int:
     if args.data is not None and args.datasets is not None:
         raise ValueError("give either DATA or --datasets, not both")
     if args.data is not None:
-        data = {Path(args.data).stem: read_matrix(args.data)}
+        data = {Path(args.data).name.split(".")[0]: read_data(args, args.data)}
     else:
         names = args.datasets or (["animals"] if args.quick else list(datasets.DATASETS))
         data = {name: datasets.load(name, data_dir=args.data_dir) for name in names}
