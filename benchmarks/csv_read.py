@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="reads per reader and file (3)")
     parser.add_argument("--wide", type=int, default=60000, help="columns of the MNIST-like file")
     parser.add_argument("--folder", default=None, help="where the CSVs go (a temporary folder)")
+    parser.add_argument("--only", type=int, nargs="*", help="the files to read, by number (all)")
     args = parser.parse_args(argv)
     shapes = {
         "votes 374 x 1799, 16% missing": (374, 1799, 0.3, 0.16),
@@ -92,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'file':<34} {'pandas s':>9} {'bernmf s':>9} {'ratio':>6} "
               f"{'pandas MB':>10} {'bernmf MB':>10} {'ratio':>6}")  # fmt: skip
         for i, (name, (M, N, density, missing)) in enumerate(shapes.items()):
+            if args.only and i not in args.only:
+                continue
             path = Path(folder) / f"data{i}.csv"
             write_csv(path, M, N, density, missing, seed=i)
             runs: dict[str, list[tuple[float, int]]] = {r: [] for r in READERS}

@@ -265,23 +265,26 @@ def _read_numbers(path, values) -> pd.DataFrame:
     )  # fmt: skip  (dtypes inferred as pandas.read_csv does: the fastest; names apart)
     if frame.size == 0 or frame.shape[1] != len(first_line) - int(names):
         raise ValueError(f"{path}: no data cell, or lines of different lengths")
-    if any(dtype.kind not in "biuf" for dtype in frame.dtypes.unique()):
+    kinds = {dtype.kind for dtype in frame.dtypes.unique()}
+    if not kinds <= set("biuf"):
         raise ValueError(f"{path}: a cell is not a number")
-    array = frame.to_numpy(np.float64)
-    missing = np.isnan(array)
-    allowed = missing.copy()
+    length = len(frame)
+    array = frame.to_numpy(np.int64 if kinds <= set("iu") else np.float64)  # no NaN: integers
+    del frame  # one (M, N) array from here on
+    allowed = np.isnan(array) if array.dtype.kind == "f" else np.zeros(array.shape, bool)
+    missing = bool(allowed.any())
     for value in values:
         allowed |= array == value
     if not allowed.all():
         raise ValueError(f"{path}: a cell is not among {values}")
-    index = pd.RangeIndex(len(frame))
+    del allowed
+    index = pd.RangeIndex(length)
     if names:  # as written: "007" and "NA" are names, not numbers or missing
         index = np.asarray(_first_column(path)[0][int(header) :], object)
-        if len(index) != len(frame):
+        if len(index) != length:
             raise ValueError(f"{path}: a line break inside a name")
-    del frame  # one (M, N) block from here on
     columns = np.asarray(first_line[int(names) :], object) if header else None
-    data = array if missing.any() else array.astype(np.int64)
+    data = array if array.dtype.kind == "i" or missing else array.astype(np.int64)
     return pd.DataFrame(data, index=index, columns=columns, copy=False)
 
 

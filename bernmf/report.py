@@ -14,9 +14,10 @@ import base64
 import html
 import os
 import platform
+import time
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,10 @@ from bernmf.models import Prior
 from bernmf.posterior import diagnostics
 from bernmf.split import paper_split
 
-__all__ = ["QUICK_OPTIONS", "Report", "environment", "leaderboard", "run", "write"]
+__all__ = [
+    "QUICK_OPTIONS", "Report", "describe_data", "environment", "findings", "leaderboard", "run",
+    "write",
+]  # fmt: skip
 
 COLUMNS = (
     "dataset", "engine", "setting", "rank", "prior", "seed", "perplexity", "seconds",
@@ -70,10 +74,38 @@ class Report:
         ``ess_per_second`` the median bulk ESS of WH per second (samplers; NaN else).
     environment : dict
         :func:`environment` at the time of the run.
+    data : DataFrame
+        One row per dataset (:func:`describe_data`): ``dataset``, ``rows``, ``columns``,
+        ``missing`` (fraction of entries), ``density`` (fraction of ones among the
+        observed entries).
+    chosen : DataFrame
+        One row per dataset and engine: the ``rank`` and ``prior`` chosen on the
+        validation entries, the ``grid`` of ranks chosen from, and ``edge``: "top" or
+        "bottom" when the chosen rank is the largest or smallest of a grid of several
+        (a larger or smaller one may do better), else "".
+    seconds : float
+        The run's wall-clock time.
     """
 
     fits: pd.DataFrame
     environment: dict
+    data: pd.DataFrame = field(default_factory=pd.DataFrame)
+    chosen: pd.DataFrame = field(default_factory=pd.DataFrame)
+    seconds: float = float("nan")
+
+
+def describe_data(name: str, Y) -> dict:
+    """``dataset``, ``rows``, ``columns``, ``missing`` fraction and ``density`` of ones."""
+    values = Y.toarray() if hasattr(Y, "toarray") else np.asarray(Y, dtype=float)
+    observed = ~np.isnan(values)
+    M, N = values.shape
+    return {
+        "dataset": name,
+        "rows": M,
+        "columns": N,
+        "missing": float(1 - observed.mean()),
+        "density": float(np.nansum(values) / max(observed.sum(), 1)),
+    }
 
 
 def run(
@@ -145,12 +177,15 @@ def run(
             for seed in seeds:
                 for shape in {np.shape(Y) for Y in data.values()}:
                     check_arguments(engine, rank, None, seed, options[engine], shape)
-    tables = []
+    tables, chosen, begin = [], [], time.perf_counter()
     for name, Y in data.items():
         split = paper_split(np.shape(Y))
         common = {"train": split.train, "test": split.test, "progress": progress}
         for engine in engines:
             rank, prior = _tuned(Y, split, engine, ranks, priors, options[engine], progress)
+            edge = "" if len(ranks) < 2 else {max(ranks): "top", min(ranks): "bottom"}.get(rank, "")
+            grid = ",".join(str(r) for r in ranks)
+            chosen.append((name, engine, rank, describe_prior(prior), grid, edge))
             measured = compare(
                 Y, [engine], [rank], seeds, priors={engine: prior},
                 options={engine: options[engine]}, measure=_ess_per_second, **common,
@@ -172,7 +207,13 @@ def run(
     fits = pd.concat(tables, ignore_index=True)
     if "ess_per_second" not in fits:
         fits["ess_per_second"] = np.nan
-    return Report(fits=fits[list(COLUMNS)], environment=environment())
+    return Report(
+        fits=fits[list(COLUMNS)],
+        environment=environment(),
+        data=pd.DataFrame([describe_data(name, Y) for name, Y in data.items()]),
+        chosen=pd.DataFrame(chosen, columns=["dataset", "engine", "rank", "prior", "grid", "edge"]),
+        seconds=time.perf_counter() - begin,
+    )
 
 
 def _tuned(Y, split, engine, ranks, priors, options, progress) -> tuple[int, Prior | None]:
@@ -235,9 +276,34 @@ def leaderboard(fits: pd.DataFrame) -> pd.DataFrame:
         (mean over seeds), ``perplexity_sd``, ``seconds`` (mean), ``compile_seconds``
         (max), ``iterations`` (mean), ``ess_per_second`` (mean), ``fits``.
     """
+    fits = _merged(fits)
     table = summarize(fits, ["dataset", "engine", "setting", "rank", "prior"])
     order = pd.Categorical(table["dataset"], categories=list(dict.fromkeys(fits["dataset"])))
     return table.assign(_order=order).sort_values(["_order", "perplexity"]).drop(columns="_order")
+
+
+def _merged(fits: pd.DataFrame) -> pd.DataFrame:
+    """``fits`` with the groups (engine, setting) that are the same fits made once: the
+    same dataset, rank and test perplexities seed by seed (em tuned at the shared rank is
+    em shared; mm at its flat default prior is em). One group is kept, its ``engine`` and
+    ``setting`` naming all of them (``"em = mm"``, ``"tuned = shared K=4"``)."""
+    keys = ["dataset", "engine", "setting"]
+    groups = list(fits.groupby(keys, sort=False))
+    signature = {
+        key: (key[0], tuple(group["rank"]), tuple(np.round(group["perplexity"].to_numpy(), 10)))
+        for key, group in groups
+    }
+    kept, names = {}, {}
+    for key, _ in groups:
+        first = kept.setdefault(signature[key], key)
+        names.setdefault(first, []).append(key)
+    rows = []
+    for first, same in names.items():
+        group = fits[(fits[keys] == pd.Series(first, index=keys)).all(axis=1)]
+        engines = " = ".join(dict.fromkeys(k[1] for k in same))
+        settings = " = ".join(dict.fromkeys(k[2] for k in same))
+        rows.append(group.assign(engine=engines, setting=settings))
+    return pd.concat(rows, ignore_index=True)
 
 
 def environment() -> dict:
@@ -278,23 +344,79 @@ def write(report: Report, folder) -> dict[str, Path]:
     board.to_csv(paths["leaderboard.csv"], index=False)
     plot.pareto(board, path=paths["pareto.png"])
     paths["report.html"] = folder / "report.html"
-    paths["report.html"].write_text(_html(board, report.environment, paths["pareto.png"]))
+    paths["report.html"].write_text(_html(board, report, paths["pareto.png"]))
     return paths
 
 
-def _html(board: pd.DataFrame, env: dict, png: Path) -> str:
+def findings(report: Report, board: pd.DataFrame | None = None) -> dict[str, list[str]]:
+    """What the report found, as sentences per dataset: the data, the winner and its margin
+    over the best other engine, the settings chosen on validation (flagged at a grid's
+    edge), and engines whose seeds all gave the same fit."""
+    board = leaderboard(report.fits) if board is None else board
+    said: dict[str, list[str]] = {}
+    for dataset, table in board.groupby("dataset", sort=False):
+        lines = said.setdefault(str(dataset), [])
+        data = report.data[report.data["dataset"] == dataset] if len(report.data) else []
+        for row in getattr(data, "itertuples", lambda: [])():
+            lines.append(
+                f"Data: {row.rows} x {row.columns}, {row.missing:.1%} of entries missing, "
+                f"{row.density:.2%} of the observed entries are ones."
+            )
+        table = table.dropna(subset=["perplexity"]).sort_values("perplexity")
+        if len(table):
+            best = table.iloc[0]
+            others = table[table["engine"].map(lambda e: e.split()[0]) != best["engine"].split()[0]]
+            margin = ""
+            if len(others):
+                runner = others.iloc[0]
+                gap = runner["perplexity"] - best["perplexity"]
+                sd = np.nanmax([best["perplexity_sd"], runner["perplexity_sd"], 0.0])
+                margin = (
+                    f", ahead of {runner['engine']} ({runner['setting']}, "
+                    f"{runner['perplexity']:.4g}) by {gap:.3g} nats"
+                    + (f" ({gap / sd:.1f} sd of the seeds)" if sd > 0 else "")
+                )
+            lines.append(
+                f"Winner: {best['engine']} ({best['setting']}, K = {best['rank']}) with test "
+                f"perplexity {best['perplexity']:.4g}{margin}."
+            )
+        chosen = report.chosen[report.chosen["dataset"] == dataset] if len(report.chosen) else []
+        for row in getattr(chosen, "itertuples", lambda: [])():
+            flag = {
+                "top": " — at the top of the grid: a larger rank may do better",
+                "bottom": " — at the bottom of the grid: a smaller rank may do better",
+            }.get(row.edge, "")
+            prior = "" if row.prior == "none" else f", prior {row.prior}"
+            lines.append(
+                f"{row.engine} chose K = {row.rank} of {row.grid}{prior} on validation{flag}."
+            )
+        same = table[(table["fits"] > 1) & (table["perplexity_sd"] == 0)]
+        for engine in dict.fromkeys(same["engine"]):
+            lines.append(
+                f"{engine}: every seed gave the same fit (sd 0): its seeds change nothing."
+            )
+    return said
+
+
+def _html(board: pd.DataFrame, report: Report, png: Path) -> str:
     from bernmf import plot
 
+    env = report.environment
     image = base64.b64encode(png.read_bytes()).decode("ascii")
     shown = board.drop(columns="dataset").rename(columns={"perplexity": "test perplexity"})
+    said = findings(report, board)
     sections = []
     for dataset, table in shown.groupby(board["dataset"], sort=False):
         front = plot.pareto_front(table["seconds"].to_numpy(), table["test perplexity"].to_numpy())
         table = table.assign(pareto=np.where(front, "yes", ""))
+        found = "".join(f"<li>{html.escape(line)}</li>" for line in said.get(str(dataset), []))
         sections.append(
-            f"<h2>{html.escape(str(dataset))}</h2>\n"
+            f"<h2>{html.escape(str(dataset))}</h2>\n<ul>{found}</ul>\n"
             + table.to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="", border=0)
         )
+    runtime = (
+        f"<p>Total run time: {report.seconds:.0f} s.</p>" if np.isfinite(report.seconds) else ""
+    )
     rows = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in env.items()
     )
@@ -304,12 +426,16 @@ def _html(board: pd.DataFrame, env: dict, png: Path) -> str:
 table{{border-collapse:collapse}}td,th{{padding:2px 8px;text-align:right}}
 tr:nth-child(even){{background:#f3f3f3}}</style></head><body>
 <h1>bernmf report</h1>
+{runtime}
 <p>Test perplexity (mean negative log-likelihood per test entry, nats; lower is better) on
 the paper's split, mean and sd over seeds. Settings: <em>tuned</em> (rank, and mm's prior,
 chosen on the validation entries), <em>shared K</em> (every engine at one rank, default
 prior), <em>ensemble</em> (restarts combined on validation). Seconds: run time per fit
 without compilation; iterations: iterations or draws; ESS/s: median bulk ESS of WH per
-second (samplers). <em>pareto</em>: no other row is both faster and better.</p>
+second (samplers). <em>pareto</em>: no other row is both faster and better. Rows that are
+the same fits are one row: <em>em = mm</em> (mm at its flat default prior is em),
+<em>tuned = shared K=4</em> (the rank chosen was the shared one). A compile time of 0 means
+the program compiled for an earlier fit of the same shape was reused.</p>
 <h2>Test perplexity against seconds</h2>
 <img alt="Pareto plot" src="data:image/png;base64,{image}">
 {"".join(sections)}
