@@ -89,6 +89,7 @@ the paper's split files (no header, no row names; or labelled as DATA, any order
 Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
     "report": """examples:
   bernmf report --quick --out results/report-quick          # animals, about a minute
+  bernmf report --quick data.csv.gz --out results/mine-quick   # estimates time first
   bernmf report --engines mm,em,vb,logsvd,logpca --data-dir ../shared/data --out results/report
   bernmf report data.csv --engines mm,em --out results/mine
 
@@ -265,7 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report_parser.add_argument("--restarts", type=int, default=4, help="ensemble members (4)")
     report_parser.add_argument(
-        "--quick", action="store_true", help="few iterations, one rank, 2 seeds (about a minute)"
+        "--quick",
+        action="store_true",
+        help="few iterations, one rank, 2 seeds; engines estimated over its time budget are left "
+        "out, and said so (about a minute on animals)",
     )
     output_options(report_parser)
     report_parser.set_defaults(run=report_command)

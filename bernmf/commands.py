@@ -436,7 +436,7 @@ def report_command(args) -> int:
     else:
         names = args.datasets or (["animals"] if args.quick else list(datasets.DATASETS))
         data = {name: datasets.load(name, data_dir=args.data_dir) for name in names}
-    say(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
+    tell(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
     result = report.run(
         data, engines_, ranks=args.ranks, shared_rank=args.shared_rank, seeds=range(args.seeds),
         ensembles=args.ensembles, restarts=args.restarts, quick=args.quick,

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from bernmf import tune
+from bernmf._progress import say
 from bernmf.api import check_arguments, fit
 from bernmf.comparison import _nonempty_list, compare, describe_prior, summarize
 from bernmf.ensemble import MODES_WARNING
@@ -58,6 +59,19 @@ QUICK_OPTIONS = {
 
 QUIET = {"gibbs": {"progress": False}, "nuts": {"progress": False}, "svi": {"progress": False}}
 
+QUICK_BUDGET = 120.0
+"""Seconds ``quick=True`` aims at per dataset: an engine whose estimate (:func:`estimate`)
+is over half of it is left out, and said so."""
+
+PROBES = {
+    "gibbs": ({"num_warmup": 2, "num_samples": 2}, 4, ("num_warmup", "num_samples")),
+    "nuts": ({"num_warmup": 2, "num_samples": 2}, 4, ("num_warmup", "num_samples")),
+    "svi": ({"steps": 2, "num_draws": 2}, 2, ("steps",)),
+}
+"""Per engine: the options of a probe fit, its iterations (or draws), and the options whose
+sum is a full fit's; the other engines probe with ``max_iter=2, tol=0`` and count
+``max_iter``."""
+
 
 @dataclass(frozen=True)
 class Report:
@@ -85,6 +99,9 @@ class Report:
         (a larger or smaller one may do better), else "".
     seconds : float
         The run's wall-clock time.
+    left_out : DataFrame
+        ``dataset``, ``engine``, ``estimate`` (seconds) of the engines that ``quick``
+        left out for being over its budget (:data:`QUICK_BUDGET`).
     """
 
     fits: pd.DataFrame
@@ -92,6 +109,7 @@ class Report:
     data: pd.DataFrame = field(default_factory=pd.DataFrame)
     chosen: pd.DataFrame = field(default_factory=pd.DataFrame)
     seconds: float = float("nan")
+    left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def describe_data(name: str, Y) -> dict:
@@ -145,6 +163,8 @@ def run(
         validation entries.
     quick : bool, default False
         :data:`QUICK_OPTIONS`, one rank, two seeds, two restarts: about a minute on animals.
+        Each engine is first timed by a probe (:func:`estimate`); those estimated over
+        half of :data:`QUICK_BUDGET` are left out (``left_out``), and said so.
     progress : bool, default True
         Progress bars of the tuning and test fits.
 
@@ -178,10 +198,17 @@ def run(
                 for shape in {np.shape(Y) for Y in data.values()}:
                     check_arguments(engine, rank, None, seed, options[engine], shape)
     tables, chosen, begin = [], [], time.perf_counter()
+    left_out = []
     for name, Y in data.items():
         split = paper_split(np.shape(Y))
         common = {"train": split.train, "test": split.test, "progress": progress}
-        for engine in engines:
+        kept = engines
+        if quick:
+            kept, dropped = _within_budget(
+                name, Y, split, engines, shared_rank, seeds, ensembles, restarts, options, progress
+            )  # fmt: skip
+            left_out += dropped
+        for engine in kept:
             rank, prior = _tuned(Y, split, engine, ranks, priors, options[engine], progress)
             edge = "" if len(ranks) < 2 else {max(ranks): "top", min(ranks): "bottom"}.get(rank, "")
             grid = ",".join(str(r) for r in ranks)
@@ -213,7 +240,52 @@ def run(
         data=pd.DataFrame([describe_data(name, Y) for name, Y in data.items()]),
         chosen=pd.DataFrame(chosen, columns=["dataset", "engine", "rank", "prior", "grid", "edge"]),
         seconds=time.perf_counter() - begin,
+        left_out=pd.DataFrame(left_out, columns=["dataset", "engine", "estimate"]),
     )
+
+
+def estimate(Y, split, engine: str, rank: int, options: dict, fits: int) -> float:
+    """Seconds that ``fits`` fits of ``engine`` with ``options`` would take on Y, from a probe.
+
+    The probe is one fit of two iterations (or a few draws, :data:`PROBES`) on the
+    training entries: its compile time, plus ``fits`` times its run time per iteration
+    times a full fit's iterations (``max_iter``: an upper bound for the engines that
+    stop when converged).
+    """
+    probe, units, full = PROBES.get(engine, ({"max_iter": 2, "tol": 0.0}, 2, ("max_iter",)))
+    chosen = get_engine(engine)
+    quiet = {"progress": False} if "progress" in chosen.options else {}
+    result = fit(Y, engine, rank, mask=split.train, **{**options, **quiet, **probe})
+    defaults = {**chosen.options, **options}
+    iterations = sum(float(defaults.get(key, 0) or 0) for key in full)
+    per_unit = result.timings.get("run", 0.0) / units
+    return float(result.timings.get("compile", 0.0) + fits * iterations * per_unit)
+
+
+def _within_budget(name, Y, split, engines, rank, seeds, ensembles, restarts, options, progress):
+    """The engines whose estimate is within half of :data:`QUICK_BUDGET`, and the others as
+    ``(dataset, engine, estimate)``; lines saying both when ``progress``."""
+    kept, dropped, seconds = [], [], {}
+    for engine in engines:
+        fits = len(seeds) + (engine == "mm") + restarts * len(seeds) * (engine in ensembles)
+        seconds[engine] = estimate(Y, split, engine, rank, options[engine], fits)
+        if seconds[engine] > QUICK_BUDGET / 2:
+            dropped.append((name, engine, seconds[engine]))
+        else:
+            kept.append(engine)
+    total = sum(seconds[e] for e in kept)
+    estimates = ", ".join(f"{e} {seconds[e]:.0f} s" for e in kept)
+    say(progress, f"report --quick on {name}: estimated {total:.0f} s ({estimates})")
+    for _, engine, guess in dropped:
+        say(
+            progress,
+            f"report --quick on {name}: leaving out {engine}, estimated {guess:.0f} s, over "
+            f"the quick budget of {QUICK_BUDGET / 2:.0f} s per engine; run it without --quick, "
+            "or name the engines with --engines",
+        )
+    if not kept:
+        raise ValueError(f"report --quick: no engine fits the quick budget on {name}")
+    return kept, dropped
 
 
 def _tuned(Y, split, engine, ranks, priors, options, progress) -> tuple[int, Prior | None]:
@@ -389,6 +461,12 @@ def findings(report: Report, board: pd.DataFrame | None = None) -> dict[str, lis
             prior = "" if row.prior == "none" else f", prior {row.prior}"
             lines.append(
                 f"{row.engine} chose K = {row.rank} of {row.grid}{prior} on validation{flag}."
+            )
+        out = report.left_out
+        for row in (out[out["dataset"] == dataset] if len(out) else out).itertuples():
+            lines.append(
+                f"{row.engine} was left out: estimated {row.estimate:.0f} s, over the --quick "
+                "budget."
             )
         same = table[(table["fits"] > 1) & (table["perplexity_sd"] == 0)]
         for engine in dict.fromkeys(same["engine"]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import time
 
 import numpy as np
 import pandas as pd
@@ -158,3 +159,27 @@ def test_identical_fits_are_one_row():
     assert board.iloc[0]["setting"] == "tuned = shared K=4" and board.iloc[0]["fits"] == 2
     other = fits.assign(perplexity=fits["perplexity"] + np.repeat([0, 0, 0.1], 2))
     assert len(report.leaderboard(other)) == 2  # differing fits stay apart
+
+
+def test_quick_leaves_out_the_engines_over_its_budget_and_says_so(small, monkeypatch, capsys):
+    seconds = {"mm": 1.0, "em": 500.0}
+    monkeypatch.setattr(report, "estimate", lambda Y, split, engine, *a: seconds[engine])
+    result = report.run({"small": small}, ["mm", "em"], quick=True, progress=True)
+    assert set(result.fits["engine"]) == {"mm", "mm ensemble"}
+    assert result.left_out.to_dict("records") == [
+        {"dataset": "small", "engine": "em", "estimate": 500.0}
+    ]
+    err = capsys.readouterr().err
+    assert "report --quick on small: estimated 1 s (mm 1 s)" in err
+    assert "leaving out em, estimated 500 s" in err
+    assert any("em was left out" in line for line in report.findings(result)["small"])
+
+
+def test_the_estimate_of_a_fit_is_near_its_time(small):
+    split = bernmf.split.paper_split(small.shape)
+    options = {"max_iter": 300, "tol": 0.0}
+    guess = report.estimate(small, split, "em", 3, options, 1)
+    begin = time.perf_counter()
+    bernmf.fit(small, "em", 3, mask=split.train, **options)
+    spent = time.perf_counter() - begin
+    assert spent / 5 < guess < spent * 5 + 1.0
