@@ -259,6 +259,7 @@ def fit_command(args) -> int:
     if validation is not None:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
     top = result.top_columns(10)
+    progress.working_on(f"writing {out}")
     from bernmf import plot  # matplotlib loads only for a command that draws
 
     with atomic_output(target, folder=True) as folder:

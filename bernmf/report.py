@@ -35,8 +35,8 @@ from bernmf.posterior import diagnostics
 from bernmf.split import paper_split
 
 __all__ = [
-    "QUICK_OPTIONS", "Report", "describe_data", "environment", "findings", "leaderboard", "run",
-    "write",
+    "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings", "floor",
+    "leaderboard", "run", "write",
 ]  # fmt: skip
 
 COLUMNS = (
@@ -71,6 +71,28 @@ PROBES = {
 """Per engine: the options of a probe fit, its iterations (or draws), and the options whose
 sum is a full fit's; the other engines probe with ``max_iter=2, tol=0`` and count
 ``max_iter``."""
+
+FLOPS = 1e10
+"""Floating-point operations per second that no machine here beats, for :func:`floor`."""
+
+
+def floor(engine: str, shape: tuple[int, int], rank: int, options: dict, fits: int) -> float:
+    """Seconds that ``fits`` fits of ``engine`` cannot take less than, from their operations.
+
+    Per iteration (or draw): ``logpca`` an N x N symmetric eigensolve (N^3), for each
+    ``m_grid`` candidate and the refit; ``logsvd`` an SVD (M N min(M, N)); the others a
+    pass over the entries per component (M N K). At :data:`FLOPS`, so that an engine
+    whose floor is over budget is left out without probing it.
+    """
+    M, N = shape
+    defaults = {**get_engine(engine).options, **options}
+    _, _, full = PROBES.get(engine, (None, None, ("max_iter",)))
+    iterations = sum(float(defaults.get(key, 0) or 0) for key in full)
+    per_iteration = {
+        "logpca": float(N) ** 3 * (len(defaults.get("m_grid") or ()) + 1),
+        "logsvd": float(M) * N * min(M, N),
+    }.get(engine, float(M) * N * rank)
+    return fits * iterations * per_iteration / FLOPS
 
 
 @dataclass(frozen=True)
@@ -268,7 +290,9 @@ def _within_budget(name, Y, split, engines, rank, seeds, ensembles, restarts, op
     kept, dropped, seconds = [], [], {}
     for engine in engines:
         fits = len(seeds) + (engine == "mm") + restarts * len(seeds) * (engine in ensembles)
-        seconds[engine] = estimate(Y, split, engine, rank, options[engine], fits)
+        seconds[engine] = floor(engine, np.shape(Y), rank, options[engine], fits)
+        if seconds[engine] <= QUICK_BUDGET / 2:  # else left out without a probe
+            seconds[engine] = estimate(Y, split, engine, rank, options[engine], fits)
         if seconds[engine] > QUICK_BUDGET / 2:
             dropped.append((name, engine, seconds[engine]))
         else:
