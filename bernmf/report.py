@@ -80,9 +80,12 @@ def floor(engine: str, shape: tuple[int, int], rank: int, options: dict, fits: i
     """Seconds that ``fits`` fits of ``engine`` cannot take less than, from their operations.
 
     Per iteration (or draw): ``logpca`` an N x N symmetric eigensolve (N^3), for each
-    ``m_grid`` candidate and the refit; ``logsvd`` an SVD (M N min(M, N)); the others a
-    pass over the entries per component (M N K). At :data:`FLOPS`, so that an engine
-    whose floor is over budget is left out without probing it.
+    ``m_grid`` candidate and the refit; ``logsvd`` an SVD (M N min(M, N)); ``nuts``
+    gradients of 10 operations per entry and component, a quarter of
+    ``2**max_tree_depth`` of them per draw (an assumption, not a bound: short warmups
+    leave the step size small and the trees deep); the others a pass over the entries
+    per component (M N K). At :data:`FLOPS`, so that an engine whose floor is over
+    budget is left out without probing it.
     """
     M, N = shape
     defaults = {**get_engine(engine).options, **options}
@@ -91,6 +94,7 @@ def floor(engine: str, shape: tuple[int, int], rank: int, options: dict, fits: i
     per_iteration = {
         "logpca": float(N) ** 3 * (len(defaults.get("m_grid") or ()) + 1),
         "logsvd": float(M) * N * min(M, N),
+        "nuts": 10.0 * M * N * rank * 2 ** int(defaults.get("max_tree_depth", 10)) / 4,
     }.get(engine, float(M) * N * rank)
     return fits * iterations * per_iteration / FLOPS
 
