@@ -69,8 +69,10 @@ PROBES = {
     "svi": ({"steps": 2, "num_draws": 2}, 2, ("steps",)),
 }
 """Per engine: the options of a probe fit, its iterations (or draws), and the options whose
-sum is a full fit's; the other engines probe with ``max_iter=2, tol=0`` and count
-``max_iter``."""
+sum is a full fit's. The other engines probe with a tolerance that stops them after one
+iteration (``tol`` is no part of their compiled program, so the fits that follow reuse the
+probe's) and count ``max_iter``."""
+STOP_AT_ONCE = ({"tol": 1e300}, None, ("max_iter",))
 
 FLOPS = 1e10
 """Floating-point operations per second that no machine here beats, for :func:`floor`."""
@@ -89,7 +91,7 @@ def floor(engine: str, shape: tuple[int, int], rank: int, options: dict, fits: i
     """
     M, N = shape
     defaults = {**get_engine(engine).options, **options}
-    _, _, full = PROBES.get(engine, (None, None, ("max_iter",)))
+    _, _, full = PROBES.get(engine, STOP_AT_ONCE)
     iterations = sum(float(defaults.get(key, 0) or 0) for key in full)
     per_iteration = {
         "logpca": float(N) ** 3 * (len(defaults.get("m_grid") or ()) + 1),
@@ -271,21 +273,35 @@ def run(
 
 
 def estimate(Y, split, engine: str, rank: int, options: dict, fits: int) -> float:
-    """Seconds that ``fits`` fits of ``engine`` with ``options`` would take on Y, from a probe.
+    """Seconds that ``fits`` fits of ``engine`` with ``options`` would take on Y, from probes.
 
-    The probe is one fit of two iterations (or a few draws, :data:`PROBES`) on the
-    training entries: its compile time, plus ``fits`` times its run time per iteration
-    times a full fit's iterations (``max_iter``: an upper bound for the engines that
-    stop when converged).
+    A probe fit on the training entries gives the compile time. The engines of
+    :data:`PROBES` (samplers) probe with a few draws, their run time per draw counted.
+    The others are fitted twice more by the same compiled program, stopped after one
+    iteration and after a few (a loose tolerance), so that the difference of the two
+    run times is the time of the iterations between them, without the fixed cost of a
+    call. The estimate is the compile time plus ``fits`` times that per iteration times
+    a full fit's iterations (``max_iter``: an upper bound for the engines that stop when
+    converged).
     """
-    probe, units, full = PROBES.get(engine, ({"max_iter": 2, "tol": 0.0}, 2, ("max_iter",)))
+    probe, units, full = PROBES.get(engine, STOP_AT_ONCE)
     chosen = get_engine(engine)
     quiet = {"progress": False} if "progress" in chosen.options else {}
-    result = fit(Y, engine, rank, mask=split.train, **{**options, **quiet, **probe})
+
+    def probed(extra):
+        return fit(Y, engine, rank, mask=split.train, **{**options, **quiet, **probe, **extra})
+
+    first = probed({})
+    compile_seconds = first.timings.get("compile", 0.0)
+    per_unit = first.timings.get("run", 0.0) / max(units or first.n_iter, 1)
+    if units is None:  # one iteration, then a few: the difference is the iterations' time
+        once, more = probed({}), probed({"tol": 1e-3})
+        if more.n_iter > once.n_iter:
+            run = more.timings.get("run", 0.0) - once.timings.get("run", 0.0)
+            per_unit = max(run, 0.0) / (more.n_iter - once.n_iter)
     defaults = {**chosen.options, **options}
     iterations = sum(float(defaults.get(key, 0) or 0) for key in full)
-    per_unit = result.timings.get("run", 0.0) / units
-    return float(result.timings.get("compile", 0.0) + fits * iterations * per_unit)
+    return float(compile_seconds + fits * iterations * per_unit)
 
 
 def _within_budget(name, Y, split, engines, rank, seeds, ensembles, restarts, options, progress):
