@@ -295,10 +295,12 @@ def estimate(Y, split, engine: str, rank: int, options: dict, fits: int) -> floa
     compile_seconds = first.timings.get("compile", 0.0)
     per_unit = first.timings.get("run", 0.0) / max(units or first.n_iter, 1)
     if units is None:  # one iteration, then a few: the difference is the iterations' time
-        once, more = probed({}), probed({"tol": 1e-3})
-        if more.n_iter > once.n_iter:
-            run = more.timings.get("run", 0.0) - once.timings.get("run", 0.0)
-            per_unit = max(run, 0.0) / (more.n_iter - once.n_iter)
+        once, more = probed({}), probed({"tol": 1e-2})
+        run = more.timings.get("run", 0.0) - once.timings.get("run", 0.0)
+        if more.n_iter > once.n_iter and run > 0:
+            per_unit = run / (more.n_iter - once.n_iter)
+        else:  # too fast to tell the iterations from the call: the call's time, per iteration
+            per_unit = more.timings.get("run", 0.0) / max(more.n_iter, 1)
     defaults = {**chosen.options, **options}
     iterations = sum(float(defaults.get(key, 0) or 0) for key in full)
     return float(compile_seconds + fits * iterations * per_unit)
