@@ -161,16 +161,20 @@ def test_identical_fits_are_one_row():
 
 
 def test_quick_leaves_out_the_engines_over_its_budget_and_says_so(small, monkeypatch, capsys):
-    seconds = {"mm": 1.0, "em": 500.0}
+    seconds = {"mm": 200.0, "em": 500.0, "vb": 60.0, "logsvd": 30.0}  # mm is always kept
     monkeypatch.setattr(report, "estimate", lambda Y, split, engine, *a: seconds[engine])
-    result = report.run({"small": small}, ["mm", "em"], quick=True, progress=True)
+    engines = ["mm", "em", "vb", "logsvd"]
+    result = report.run({"small": small}, engines, quick=True, progress=True)
     assert set(result.fits["engine"]) == {"mm", "mm ensemble"}
     assert result.left_out.to_dict("records") == [
-        {"dataset": "small", "engine": "em", "estimate": 500.0}
+        {"dataset": "small", "engine": e, "estimate": seconds[e]} for e in ("em", "vb", "logsvd")
     ]
     err = capsys.readouterr().err
-    assert "report --quick on small: estimated 1 s (mm 1 s)" in err
+    assert "report --quick on small: estimated 200 s (mm 200 s)" in err
     assert "leaving out em, estimated 500 s" in err
+    seconds["mm"] = 40.0  # now logsvd (30 s) fits, and then vb (60 s) would not
+    result = report.run({"small": small}, engines, quick=True, progress=False)
+    assert set(result.fits["engine"]) == {"mm", "mm ensemble", "logsvd"}
     assert any("em was left out" in line for line in report.findings(result)["small"])
 
 
