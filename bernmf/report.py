@@ -294,7 +294,7 @@ def estimate(Y, split, engine: str, rank: int, options: dict, fits: int) -> floa
         return fit(Y, engine, rank, mask=split.train, **{**options, **quiet, **probe, **extra})
 
     first = probed({})
-    compile_seconds = first.timings.get("compile", 0.0)
+    compile_seconds = float(np.nan_to_num(first.timings.get("compile", 0.0)))  # nuts: NaN
     per_unit = first.timings.get("run", 0.0) / max(units or first.n_iter, 1)
     if units is None:  # one iteration, then a few: the difference is the iterations' time
         once, more = probed({}), probed({"tol": 1e-2})
@@ -512,9 +512,12 @@ def findings(report: Report, board: pd.DataFrame | None = None) -> dict[str, lis
                 "bottom": " — at the bottom of the grid: a smaller rank may do better",
             }.get(row.edge, "")
             prior = "" if row.prior == "none" else f", prior {row.prior}"
-            lines.append(
-                f"{row.engine} chose K = {row.rank} of {row.grid}{prior} on validation{flag}."
-            )
+            if "," not in row.grid:  # one rank: nothing chosen
+                lines.append(f"{row.engine} ran at K = {row.rank} (one rank tried){prior}.")
+            else:
+                lines.append(
+                    f"{row.engine} chose K = {row.rank} of {row.grid}{prior} on validation{flag}."
+                )
         out = report.left_out
         for row in (out[out["dataset"] == dataset] if len(out) else out).itertuples():
             lines.append(
