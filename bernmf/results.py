@@ -239,7 +239,8 @@ class Fit:
             raise ValueError(f"n must be an integer >= 1, got {n!r}")
         frames = self.frames
         H = np.asarray(self.H)
-        lift = H / self._column_frequency()[None, :]
+        with np.errstate(invalid="ignore", divide="ignore"):  # a column without ones
+            lift = H / self._column_frequency()[None, :]
         key = np.where(np.isfinite(lift), lift, -np.inf)
         top = np.stack(
             [np.lexsort((-key[k], -np.round(H[k], 2)))[: int(n)] for k in range(self.rank)]
