@@ -284,3 +284,24 @@ def test_compare_refuses_zero_seeds(capsys):
         main(["compare", "--seeds", "0", "--out", "unused"])
     assert usage.value.code == 2
     assert "--seeds: expected an integer >= 1, got '0'" in capsys.readouterr().err
+
+
+def test_a_large_mostly_zero_csv_gets_the_hint_to_store_it_sparse(tmp_path, capsys):
+    import argparse
+    import gzip
+
+    Y = np.zeros((1000, 1000), dtype=int)
+    Y[np.arange(1000), np.arange(1000)] = 1  # 0.1% ones
+    path = tmp_path / "graph.csv.gz"
+    with gzip.open(path, "wt") as file:
+        file.write("\n".join(",".join(map(str, row)) for row in Y) + "\n")
+    args = argparse.Namespace(quiet=False, json=False)
+    assert np.array_equal(commands.read_data(args, path).to_numpy(), Y)
+    captured = capsys.readouterr()
+    assert "is 0.10% ones: stored sparse (scipy.sparse.save_npz" in captured.err
+    assert captured.out == ""
+    Y[:, :50] = 1
+    pd.DataFrame(Y).to_csv(tmp_path / "dense.csv", index=False, header=False)
+    capsys.readouterr()
+    commands.read_data(args, tmp_path / "dense.csv")
+    assert capsys.readouterr().err == ""
