@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from bernmf import datasets
+from bernmf._progress import Heartbeat
 from bernmf.commands import (
     compare_command,
     demo,
@@ -66,8 +68,9 @@ EXAMPLES = {
   bernmf fit data.npz --engine em --rank 8 --mask train.csv --seed 3 --out results/em
   bernmf fit data.csv --rank 4 --option dtype=float32 --json --out results/f32
 
-DATA: .csv (first column row names, header column names, empty cell = missing),
-.parquet (needs pyarrow), or .npz (array 'Y'). --mask: same formats, 1 = use the entry.
+DATA: .csv or .csv.gz (first column row names, header column names, empty cell or NA =
+missing), .parquet (needs pyarrow), or .npz (array 'Y', or scipy.sparse.save_npz: the
+ones of a mostly-zero matrix). --mask: same formats, 1 = use the entry.
 Writes W.csv, H.csv, top_columns.csv (the 10 columns of largest H per component),
 trace.csv, summary.json, fit.npz (bernmf.load), factors.png, trace.png.""",
     "compare": """examples:
@@ -87,6 +90,7 @@ the paper's split files (no header, no row names; or labelled as DATA, any order
 Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
     "report": """examples:
   bernmf report --quick --out results/report-quick          # animals, about a minute
+  bernmf report --quick data.csv.gz --out results/mine-quick   # estimates time first
   bernmf report --engines mm,em,vb,logsvd,logpca --data-dir ../shared/data --out results/report
   bernmf report data.csv --engines mm,em --out results/mine
 
@@ -129,7 +133,9 @@ def prior_options(parser, default: float | None = None) -> None:
 
 
 def data_options(parser) -> None:
-    parser.add_argument("data", nargs="?", default=None, help="DATA file (.csv, .parquet, .npz)")
+    parser.add_argument(
+        "data", nargs="?", default=None, help="DATA file (.csv, .csv.gz, .parquet, .npz)"
+    )
     parser.add_argument("--dataset", choices=tuple(datasets.DATASETS), help="a paper dataset")
     parser.add_argument("--data-dir", default=None, help="folder with <dataset>.csv or .rda")
 
@@ -156,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_options()
 
     fit_parser = add_command(commands, "fit", "fit one engine to a data file", common)
-    fit_parser.add_argument("data", help="DATA file (.csv, .parquet, .npz)")
+    fit_parser.add_argument("data", help="DATA file (.csv, .csv.gz, .parquet, .npz)")
     fit_parser.add_argument("--engine", default="mm", help="an engine (default mm)")
     fit_parser.add_argument("--rank", type=int, required=True, help="number of components K")
     prior_options(fit_parser)
@@ -264,7 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report_parser.add_argument("--restarts", type=int, default=4, help="ensemble members (4)")
     report_parser.add_argument(
-        "--quick", action="store_true", help="few iterations, one rank, 2 seeds (about a minute)"
+        "--quick",
+        action="store_true",
+        help="few iterations, one rank, 2 seeds; engines estimated over its time budget are left "
+        "out, and said so (about a minute on animals)",
     )
     output_options(report_parser)
     report_parser.set_defaults(run=report_command)
@@ -315,6 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line, ``bernmf: warning: ...``, without the source file and line."""
+    text = " ".join(str(message).split()) or category.__name__
+    print(f"bernmf: warning: {text}", file=file or sys.stderr, flush=True)
+
+
 def fit_in_one_or_several_processes(args) -> int:
     """``bernmf fit``: in this process, or as one process of several (``--distributed``)."""
     if args.distributed:  # each process with its rows (bernmf.launch, loaded only then)
@@ -325,7 +340,13 @@ def fit_in_one_or_several_processes(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``bernmf`` command; returns the exit code."""
+    """Entry point of the ``bernmf`` command; returns the exit code.
+
+    While the command runs, warnings are written as one line each
+    (:func:`show_warning`) and, unless ``--quiet`` or ``--json``, a
+    :class:`bernmf._progress.Heartbeat` writes a line to stderr whenever nothing else
+    was written for 10 s (what runs, its iteration and objective, the time so far).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo" and not 0 < args.holdout < 1:
@@ -333,7 +354,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compare" and not 0 < args.test < 1:
         parser.error(f"--test must be between 0 and 1, got {args.test}")
     try:
-        return args.run(args)
+        with (
+            warnings.catch_warnings(),
+            Heartbeat(f"bernmf {args.command}", enabled=not (args.quiet or args.json)),
+        ):
+            warnings.showwarning = show_warning
+            return args.run(args)
     except KeyboardInterrupt:  # temporary results are already removed
         print("bernmf: interrupted", file=sys.stderr)
         return 130

@@ -11,11 +11,13 @@ import contextlib
 import io
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bernmf import _progress as progress
 from bernmf import datasets, report, tune
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
@@ -74,12 +76,34 @@ def demo(args: argparse.Namespace) -> int:
 # arguments and messages
 
 
+SPARSE_HINT = 0.01
+"""A CSV of at least a million cells with fewer ones than this fraction gets a hint to
+store it sparse (:func:`read_data`)."""
+
+
+def read_data(args, path):
+    """``read_matrix(path)``; for a large, mostly-zero table, a line on stderr saying that
+    a sparse ``.npz`` file reads faster (see docs/data.md)."""
+    Y = read_matrix(path)
+    if isinstance(Y, pd.DataFrame) and Y.size >= 1_000_000:
+        values = Y.to_numpy()
+        density = np.nansum(values) / max(np.count_nonzero(~np.isnan(values)), 1)
+        if density < SPARSE_HINT:
+            tell(
+                args,
+                f"{path} is {density:.2%} ones: stored sparse (scipy.sparse.save_npz of the "
+                "ones, a .npz file) it reads in a fraction of the time and memory; see "
+                "docs/data.md",
+            )
+    return Y
+
+
 def load_data(args) -> tuple[object, str]:
     """The data of ``compare`` and ``tune``: DATA, ``--dataset`` or a simulation."""
     if args.data is not None and args.dataset is not None:
         raise ValueError("give either DATA or --dataset, not both")
     if args.data is not None:
-        return read_matrix(args.data), str(args.data)
+        return read_data(args, args.data), str(args.data)
     if args.dataset is not None:
         return datasets.load(args.dataset, data_dir=args.data_dir), args.dataset
     return None, "simulated"
@@ -110,9 +134,14 @@ def parse_options(items: list[str], scoped: bool) -> dict:
 
 
 def say(args, message: str) -> None:
-    """An informational line, unless --quiet or --json."""
+    """An informational line on stdout, unless --quiet or --json."""
     if not (args.quiet or args.json):
         print(message, flush=True)
+
+
+def tell(args, message: str) -> None:
+    """A progress line on stderr (what starts now), unless --quiet or --json."""
+    progress.say(not (args.quiet or args.json), message)
 
 
 def show(args, table: pd.DataFrame, summary: dict) -> None:
@@ -145,6 +174,19 @@ def members_table(result) -> pd.DataFrame | None:
     return table.rename(columns=singular)
 
 
+def stopped_early(result) -> str:
+    """The warning for a fit that stopped at its ``max_iter`` before converging, else ""."""
+    options = result.extras["run"]["options"]
+    limit = options.get("max_iter")
+    if result.converged or limit is None or result.n_iter < limit:
+        return ""
+    return (
+        f"{result.engine} stopped at max_iter={limit} iterations without converging "
+        f"(tol {options.get('tol')}); the factors may still change: raise --max-iter, "
+        "or see the objective in trace.png"
+    )
+
+
 def scored(Y, result, mask) -> float:
     """Perplexity of ``result`` on the entries of Y selected by ``mask`` (NaN never scored)."""
     return result.perplexity(Y, mask)
@@ -158,7 +200,7 @@ def fit_command(args) -> int:
     """Fit one engine to DATA and write factors, trace, summary, saved fit and figures."""
     out = Path(args.out)
     target = check_output(out, args.force, keep=(args.data, args.mask, args.validation))
-    Y = read_matrix(args.data)
+    Y = read_data(args, args.data)
     mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
     validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
     options = parse_options(args.option, scoped=False)
@@ -173,11 +215,13 @@ def fit_command(args) -> int:
     chosen = get_engine(args.engine)  # an unknown name fails before anything is read or said
     if "progress" in chosen.options and (args.quiet or args.json):
         options.setdefault("progress", False)
-    say(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
+    tell(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
     result = fit(
         Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed,
         restarts=args.restarts, combine=args.combine, validation=validation, **options,
     )  # fmt: skip
+    if stopped_early(result):
+        warnings.warn(stopped_early(result), UserWarning, stacklevel=1)
     members = members_table(result)
     summary = {
         "engine": result.engine,
@@ -205,6 +249,7 @@ def fit_command(args) -> int:
     if validation is not None:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
     top = result.top_columns(10)
+    progress.working_on(f"writing {out}")
     from bernmf import plot  # matplotlib loads only for a command that draws
 
     with atomic_output(target, folder=True) as folder:
@@ -378,11 +423,11 @@ def report_command(args) -> int:
     if args.data is not None and args.datasets is not None:
         raise ValueError("give either DATA or --datasets, not both")
     if args.data is not None:
-        data = {Path(args.data).stem: read_matrix(args.data)}
+        data = {Path(args.data).name.split(".")[0]: read_data(args, args.data)}
     else:
         names = args.datasets or (["animals"] if args.quick else list(datasets.DATASETS))
         data = {name: datasets.load(name, data_dir=args.data_dir) for name in names}
-    say(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
+    tell(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
     result = report.run(
         data, engines_, ranks=args.ranks, shared_rank=args.shared_rank, seeds=range(args.seeds),
         ensembles=args.ensembles, restarts=args.restarts, quick=args.quick,

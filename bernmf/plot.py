@@ -24,6 +24,42 @@ def _finish(fig: Figure, path) -> Figure:
     return fig
 
 
+ENGINE_COLORS = {
+    "mm": "#1f77b4", "em": "#ff7f0e", "vb": "#2ca02c", "gibbs": "#9467bd", "nuts": "#8c564b",
+    "svi": "#e377c2", "logsvd": "#17becf", "logpca": "#bcbd22",
+}  # fmt: skip
+"""One colour per engine in every figure (tab10 without red and grey, which mark off-scale
+values and the Pareto front); an ensemble takes its engine's colour."""
+OTHER_COLOR = "#7f7f7f"
+OFF_SCALE_COLOR = "black"
+"""Off-scale markers and their labels: no engine's colour."""
+
+
+def engine_color(engine: str) -> str:
+    """The colour of ``engine`` (``"mm ensemble"``: mm's) in every figure."""
+    return ENGINE_COLORS.get(str(engine).split()[0], OTHER_COLOR)
+
+
+def log_ticks(ax, axis: str = "x") -> None:
+    """Readable ticks on a log axis over any range: 1-2-5 steps (every digit under a
+    decade), plain numbers, no minor labels, so that no two labels overlap."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    low, high = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+    low, high = max(low, 1e-300), max(high, 1e-300)
+    decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+    ticks = []
+    for mantissas in ((1,), (1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
+        ticks = [m * 10.0**d for d in decades for m in mantissas if low <= m * 10.0**d <= high]
+        if len(ticks) >= 3:
+            break
+    step = -(-len(ticks) // 8)  # at most 8 labels
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_locator(FixedLocator(ticks[::step]))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+    target.set_minor_formatter(NullFormatter())
+
+
 def reading_order(W: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Orders of rows and columns that group them by their dominant component.
 
@@ -60,7 +96,7 @@ def _ticks(ax, axis: str, labels, limit: int) -> None:
     positions = range(0, len(labels), step)
     names = [str(labels[i]) for i in positions]
     names = [v if len(v) <= LABEL_CHARACTERS else v[: LABEL_CHARACTERS - 1] + "…" for v in names]
-    size = 7 if step == 1 else 6
+    size = 7
     if axis == "x":
         ax.set_xticks(positions, names, rotation=90, fontsize=size)
     else:
@@ -95,20 +131,33 @@ def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
     fig = Figure(figsize=(min(4 + 0.15 * N, 16), min(3 + 0.12 * max(M, 10), 14)))
     # W at least an eighth of H's width, so that its title and row names fit beside it
     grid = fig.add_gridspec(1, 2, width_ratios=(max(fit.rank, 2, N / 8), max(N, 4)))
-    probabilities = bool(np.all((fit.H >= 0) & (fit.H <= 1)))
-    limits = {"vmin": 0, "vmax": 1} if probabilities else {}
+    width = fig.get_figwidth() * 72 * max(N, 4) / (max(fit.rank, 2, N / 8) + max(N, 4))
     for position, (name, frame) in enumerate((("W", W), ("H", H))):
         ax = fig.add_subplot(grid[0, position])
-        image = ax.imshow(frame.to_numpy(), aspect="auto", cmap="viridis", **limits)
+        values = frame.to_numpy(dtype=float)
+        image = ax.imshow(
+            values, aspect="auto", cmap="viridis", interpolation="nearest", **_scale(values)
+        )  # one cell per entry, the colours spread over the values' own range
         columns = range(fit.rank) if name == "W" else frame.columns  # W: "k", not "component_k"
-        _ticks(ax, "x", columns, limit=120)
+        _ticks(ax, "x", columns, limit=120 if name == "W" else max(4, int(width / 11)))
         _ticks(ax, "y", frame.index, limit=80)
         if name == "W":
             ax.set_xlabel("component")
         ax.set_title(f"{name} ({fit.engine}, K = {fit.rank})")
-        if name == "H" or not probabilities:  # one shared 0-1 scale needs one colorbar
-            fig.colorbar(image, ax=ax, shrink=0.7)
+        fig.colorbar(image, ax=ax, shrink=0.7)
     return _finish(fig, path)
+
+
+def _scale(values: np.ndarray) -> dict:
+    """``vmin`` and ``vmax`` of a heatmap: 0 (when no value is below) to the largest value
+    (its 99.5th percentile when a few outliers would flatten the rest)."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return {}
+    low = min(0.0, float(finite.min()))
+    high = float(np.percentile(finite, 99.5))
+    high = high if high > low else float(finite.max())
+    return {"vmin": low, "vmax": high if high > low else low + 1.0}
 
 
 def validation_heatmap(table: pd.DataFrame, rank: int | None = None, *, path=None) -> Figure:
@@ -184,10 +233,10 @@ def _mark_off_scale(ax, x, y, labels, top: float) -> None:
     """Draw values above ``top`` at the top as arrows, annotated with their values."""
     off = sorted((xi, yi, label) for xi, yi, label in zip(x, y, labels, strict=True) if yi > top)
     for j, (xi, yi, label) in enumerate(off):  # neighbours' labels on staggered lines
-        ax.plot(xi, top, marker="^", color="red", clip_on=False)
+        ax.plot(xi, top, marker="^", color=OFF_SCALE_COLOR, clip_on=False, markersize=7)
         ax.annotate(
             f"{label} {yi:.3g}".strip(), (xi, top), xytext=(0, -12 - 9 * (j % 3)),
-            textcoords="offset points", ha="center", fontsize=7, color="red",
+            textcoords="offset points", ha="center", fontsize=7, color=OFF_SCALE_COLOR,
         )  # fmt: skip
 
 
@@ -250,7 +299,10 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
         shown = y if top is None else np.minimum(y, top)
         for engine in dict.fromkeys(table["engine"]):
             chosen = (table["engine"] == engine).to_numpy() & (shown == y)
-            ax.scatter(x[chosen], y[chosen], label=engine, s=25)
+            marker = "D" if engine.endswith("ensemble") else "o"
+            ax.scatter(
+                x[chosen], y[chosen], label=engine, s=25, color=engine_color(engine), marker=marker
+            )
         for xi, yi, label in zip(x, y, labels, strict=True):
             if top is None or yi <= top:
                 ax.annotate(label, (xi, yi), xytext=(3, 3), textcoords="offset points", fontsize=6)
@@ -258,6 +310,10 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
         order = np.argsort(x[front])
         ax.step(x[front][order], y[front][order], where="post", color="grey", linestyle="--")
         ax.set_xscale("log")
+        finite = x[np.isfinite(x) & (x > 0)]
+        if finite.size:  # room for the labels right of the points, inside the axes
+            ax.set_xlim(finite.min() / 1.3, finite.max() * 2.5)
+        log_ticks(ax, "x")
         if top is not None:
             ax.set_ylim(top=top)
             _mark_off_scale(ax, x, y, labels, top)
@@ -288,7 +344,9 @@ def perplexity_boxplot(
     fig = Figure(figsize=(1.2 * len(groups) + 2.5, 4))
     ax = fig.add_subplot()
     values = [table.loc[table[by] == g, value].to_numpy() for g in groups]
-    ax.boxplot(values)
+    boxes = ax.boxplot(values, patch_artist=True)
+    for box, group in zip(boxes["boxes"], groups, strict=True):
+        box.set(facecolor=engine_color(group), alpha=0.6)
     ax.set_xticks(range(1, len(groups) + 1), [str(g) for g in groups])
     top = outlier_limit(table[value])
     if top is not None:  # keep the close groups readable; the far ones are annotated
@@ -301,7 +359,11 @@ def perplexity_boxplot(
 
 
 def traces(fits: Mapping[str, Fit] | Fit, *, path=None) -> Figure:
-    """Objective (or ELBO, or mean NLL: each engine's ``trace``) against iteration.
+    """Each engine's ``trace`` (objective, ELBO or mean NLL) against iteration, two ways.
+
+    Left: the trace itself. Right: its distance to the final value, relative to that
+    value, on a log scale, where the hundreds of iterations that a linear axis draws as
+    one flat line show how the fit converged (down to the stopping tolerance).
 
     Parameters
     ----------
@@ -313,13 +375,27 @@ def traces(fits: Mapping[str, Fit] | Fit, *, path=None) -> Figure:
     """
     if isinstance(fits, Fit):
         fits = {fits.engine: fits}
-    fig = Figure(figsize=(6, 4))
-    ax = fig.add_subplot()
+    fig = Figure(figsize=(10, 4))
+    raw, relative = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     for label, fit in fits.items():
-        ax.plot(np.arange(len(fit.trace)), fit.trace, label=label)
-    ax.set(xlabel="iteration", ylabel="objective (engine's trace)")
+        trace = np.asarray(fit.trace, dtype=float)
+        color = engine_color(fit.engine) if len(fits) == 1 else None
+        raw.plot(np.arange(len(trace)), trace, label=label, color=color)
+        finite = trace[np.isfinite(trace)]
+        if finite.size > 1:
+            final = finite[-1]
+            gap = np.abs(trace[:-1] - final) / max(abs(final), np.finfo(float).tiny)
+            keep = np.isfinite(gap) & (gap > 0)
+            relative.plot(np.arange(len(gap))[keep], gap[keep], label=label, color=color)
+    raw.set(xlabel="iteration", ylabel="objective (engine's trace)")
+    relative.set_yscale("log")
+    if relative.lines:
+        log_ticks(relative, "y")
+    relative.set(xlabel="iteration", ylabel="|trace - final| / |final| (log)")
+    for ax in (raw, relative):
+        ax.grid(alpha=0.3)
     if len(fits) > 1:
-        ax.legend()
+        raw.legend()
     return _finish(fig, path)
 
 

@@ -26,7 +26,19 @@ from bernmf.split import SPLIT_CODES, Split
 __all__ = ["count_rows", "read_codes", "read_mask", "read_matrix", "read_rows", "rows_of"]
 
 
-def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
+def _format(path: Path) -> str:
+    """The format suffix of ``path``, lower case: ``".csv"`` also for ``data.csv.gz``."""
+    suffixes = [s.lower() for s in path.suffixes[-2:]]
+    if len(suffixes) == 2 and suffixes[0] == ".csv" and suffixes[1] in datasets.COMPRESSIONS:
+        return ".csv"
+    return path.suffix.lower()
+
+
+def _compressed(path: Path) -> bool:
+    return path.suffix.lower() in datasets.COMPRESSIONS
+
+
+def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray | sparse.csr_array:
     """Read a matrix from a file.
 
     Parameters
@@ -34,12 +46,14 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
     path : str or Path
         CSV (with or without a header line and a column of row names, empty cells
         missing; see :func:`bernmf.datasets.read_csv` for how the layout is told),
-        Parquet (``.parquet``, ``.pq``; read with pyarrow, the index pandas wrote kept)
-        or ``.npz`` (the array ``Y``, or its only array; or a scipy.sparse CSR, CSC or
-        COO matrix of ``scipy.sparse.save_npz``, read as a ``csr_array``). The file
-        is untrusted: its structure (headers, sparse indices against the shape,
-        declared sizes against its size and the memory budget) is checked before
-        anything is converted or allocated.
+        also compressed (``.csv.gz``, ``.csv.bz2``, ``.csv.xz``, ``.csv.zip``,
+        ``.csv.zst``); Parquet (``.parquet``, ``.pq``; read with pyarrow, the index
+        pandas wrote kept) or ``.npz`` (the array ``Y``, or its only array; or a
+        scipy.sparse CSR, CSC or COO matrix of ``scipy.sparse.save_npz``, the ones of a
+        mostly-zero matrix, read as a ``csr_array``). The file is untrusted: its
+        structure (headers, sparse indices against the shape, declared sizes against
+        its size and the memory budget) is checked before anything is converted or
+        allocated.
     values : tuple of int, default (0, 1)
         The values a CSV cell may hold (other formats are checked by their user).
 
@@ -58,7 +72,7 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no data file {path}")
-    suffix = path.suffix.lower()
+    suffix = _format(path)
     with _untrusted(path):
         if suffix == ".csv":
             return datasets.read_csv(path, values)
@@ -66,7 +80,10 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray:
             return _parquet_rows(path, 0, None)
         if suffix == ".npz":
             return _npz_rows(path, 0, None)
-    raise ValueError(f"{path}: DATA must be .csv, .parquet or .npz, got {suffix or 'no suffix'!r}")
+    raise ValueError(
+        f"{path}: DATA must be .csv (or .csv.gz, .csv.bz2, .csv.xz, .csv.zip, .csv.zst), "
+        f".parquet or .npz, got {''.join(path.suffixes) or 'no suffix'!r}"
+    )
 
 
 def _dense(values):
@@ -134,7 +151,7 @@ def count_rows(path) -> int:
     """The rows M of a :func:`read_rows` file, read from its header where it has one.
 
     ``.npy`` and ``.npz`` (dense or scipy.sparse) from their headers; CSV by counting
-    its lines; Parquet from its metadata.
+    its lines (a compressed CSV by reading it); Parquet from its metadata.
 
     Raises
     ------
@@ -144,6 +161,8 @@ def count_rows(path) -> int:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no data file {path}")
+    if _compressed(path) and _format(path) == ".csv":
+        return len(read_matrix(path))
     suffix = path.suffix.lower()
     with _untrusted(path):
         if suffix == ".npy":
@@ -321,19 +340,22 @@ def _csv_header(path: Path) -> list[str]:
 
 
 def _csv_rows(path: Path, start: int, stop: int) -> pd.DataFrame:
-    """Rows of a CSV (after its header line, if any), read line by line.
-
-    Without row names, the rows are numbered from ``start``, as in the whole file.
-    """
+    """Rows of a CSV (after its header line, if any), read line by line; a compressed
+    CSV is read whole. Rows without names are labelled ``start, start + 1, ...``."""
+    if _compressed(path):
+        rows = read_matrix(path).iloc[start:stop]
+        if rows.empty:
+            raise ValueError(f"{path}: no rows in [{start}, {stop})")
+        return rows
     header = _csv_header(path)
     with open(path, encoding="utf-8") as lines:
         kept = list(itertools.islice(lines, len(header) + start, len(header) + stop))
     if not kept:
         raise ValueError(f"{path}: no rows in [{start}, {stop})")
-    frame = datasets.read_csv(io.StringIO("".join(header + kept)))
-    if isinstance(frame.index, pd.RangeIndex):  # no row names: pandas' 0, 1, ...
-        frame.index = pd.RangeIndex(start, start + len(frame))
-    return frame
+    rows = datasets.read_csv(io.StringIO("".join(header + kept)))
+    if isinstance(rows.index, pd.RangeIndex):  # no row names: the global row numbers
+        rows.index = pd.RangeIndex(start, start + len(rows))
+    return rows
 
 
 def _parquet_file(path: Path):
@@ -422,9 +444,10 @@ def read_rows(path, start: int, stop: int):
         ``.npy`` or ``.npz`` (``Y`` or its only array: only the rows' bytes are
         read; or a ``scipy.sparse.save_npz`` matrix: a CSR one by its row pointers,
         CSC and COO by loading the whole matrix; checked as :func:`read_matrix`
-        checks them), CSV (the lines are skipped, the header kept) or Parquet (only
-        the row groups holding the rows are read; labels, index and dtypes as
-        ``read_matrix(path).iloc[start:stop]``).
+        checks them), CSV (the lines are skipped, the header kept; rows without
+        names labelled by their global index; a compressed CSV is read whole) or
+        Parquet (only the row groups holding the rows are read; labels, index and
+        dtypes as ``read_matrix(path).iloc[start:stop]``).
     start, stop : int
         ``0 <= start <= stop``; ``stop`` past the end stops at the end.
 
@@ -437,7 +460,7 @@ def read_rows(path, start: int, stop: int):
         raise FileNotFoundError(f"no data file {path}")
     if not 0 <= start <= stop:
         raise ValueError(f"rows must satisfy 0 <= start <= stop, got {start}, {stop}")
-    suffix = path.suffix.lower()
+    suffix = _format(path)
     with _untrusted(path):
         if suffix == ".npy":
             with open(path, "rb") as file:
@@ -449,4 +472,7 @@ def read_rows(path, start: int, stop: int):
             return _csv_rows(path, start, stop)
         if suffix in (".parquet", ".pq"):
             return _parquet_rows(path, start, stop)
-    raise ValueError(f"{path}: DATA must be .csv, .parquet, .npz or .npy, got {suffix!r}")
+    raise ValueError(
+        f"{path}: DATA must be .csv (or compressed, .csv.gz), .parquet, .npz or .npy, "
+        f"got {''.join(path.suffixes) or 'no suffix'!r}"
+    )

@@ -229,7 +229,11 @@ class Fit:
         DataFrame of min(n, N) * K rows
             ``component`` (``"component_k"``, as in :attr:`frames`), ``rank`` (1 for
             the largest H of the component), ``column`` (the input's column label,
-            else its position) and ``H``; ties keep the columns' order.
+            else its position), ``H`` and ``lift``: H over the column's frequency of
+            ones in the data fitted (NaN without it). Columns whose H agree to two
+            decimals (a vote matrix's H = 1.00) are ordered by lift, so that the
+            columns peculiar to the component come before the ones every row has;
+            then by the columns' order.
 
         Raises
         ------
@@ -240,7 +244,12 @@ class Fit:
             raise ValueError(f"n must be an integer >= 1, got {n!r}")
         frames = self.frames
         H = np.asarray(self.H)
-        top = np.argsort(-H, axis=1, kind="stable")[:, : int(n)]  # (K, n)
+        with np.errstate(invalid="ignore", divide="ignore"):  # a column without ones
+            lift = H / self._column_frequency()[None, :]
+        key = np.where(np.isfinite(lift), lift, -np.inf)
+        top = np.stack(
+            [np.lexsort((-key[k], -np.round(H[k], 2)))[: int(n)] for k in range(self.rank)]
+        )  # (K, n): by H to two decimals, then by lift
         count = top.shape[1]
         return pd.DataFrame(
             {
@@ -248,8 +257,18 @@ class Fit:
                 "rank": np.tile(np.arange(1, count + 1), self.rank),
                 "column": frames.columns.to_numpy()[top.ravel()],
                 "H": np.take_along_axis(H, top, axis=1).ravel(),
+                "lift": np.take_along_axis(lift, top, axis=1).ravel(),
             }
         )
+
+    def _column_frequency(self) -> np.ndarray:
+        """Each column's frequency of ones among its observed entries; NaN without data."""
+        N = np.shape(self.H)[1]
+        if self.observed is None or self.observed.shape[1] != N:
+            return np.full(N, np.nan)
+        ones = np.asarray(self.observed.ones.sum(axis=0), dtype=float).ravel()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return ones / np.asarray(self.observed.mask.sum(axis=0), dtype=float).ravel()
 
 
 class FitFrames:

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from bernmf._progress import working_on
 from bernmf.data import Observed
 from bernmf.ensemble import combine_members, run_members, validation_lpd
 from bernmf.inference import Engine
@@ -105,6 +106,8 @@ def run(request: Plan) -> Fit:
         As :func:`bernmf.fit` documents, ``extras["run"]`` from :meth:`Plan.record`.
     """
     engine, data = request.engine, request.data
+    count = len(request.seeds)
+    working_on(f"{engine.name} K={request.rank}" + (f", {count} restarts" if count > 1 else ""))
     if not request.ensemble:
         seed = request.seeds[0]
         result = engine.run(

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from bernmf._budget import check_fit_bytes
-from bernmf._progress import say
+from bernmf._progress import say, working_on
 from bernmf.data import as_observed, check_count, check_rank
 from bernmf.ensemble import MAX_RESTARTS
 from bernmf.inference import get_engine
@@ -178,6 +178,7 @@ def grid(
     best_score, best_factors = np.inf, None
     for rank in ranks:
         label = f"rank {rank}"
+        working_on(f"mm K={rank}, {len(priors) * restarts} fits")
         fitted = members(
             engine, data, rank, priors, seeds, options, held_out,
             label=label, stream=stream, **batching,

@@ -86,7 +86,7 @@ def test_fit_writes_labelled_results_that_load_back(data_csv, tmp_path, capsys):
     assert run["options"]["max_iter"] == 40 and run["options"]["tol"] == 1e-5  # a default
     assert run["seeds"] == [0] and run["data"]["mask_sha256"] == bits_sha256(saved.observed.mask)
     top = pd.read_csv(out / "top_columns.csv")
-    assert list(top.columns) == ["component", "rank", "column", "H"] and len(top) == 3 * 10
+    assert list(top.columns) == ["component", "rank", "column", "H", "lift"] and len(top) == 3 * 10
     assert set(top["column"]) <= set(frame.columns)
 
     assert main([*argv, "--out", str(out)]) == 1  # never overwritten without --force
@@ -225,7 +225,8 @@ def test_ctrl_c_exits_130_in_one_line_and_leaves_nothing(data_csv, tmp_path, mon
     monkeypatch.setattr(plot, "traces", interrupted)
     out = tmp_path / "fit"
     assert main(["fit", str(path), "--rank", "2", "--max-iter", "5", "--out", str(out)]) == 130
-    assert capsys.readouterr().err == "bernmf: interrupted\n"
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == "bernmf: interrupted" and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -283,3 +284,24 @@ def test_compare_refuses_zero_seeds(capsys):
         main(["compare", "--seeds", "0", "--out", "unused"])
     assert usage.value.code == 2
     assert "--seeds: expected an integer >= 1, got '0'" in capsys.readouterr().err
+
+
+def test_a_large_mostly_zero_csv_gets_the_hint_to_store_it_sparse(tmp_path, capsys):
+    import argparse
+    import gzip
+
+    Y = np.zeros((1000, 1000), dtype=int)
+    Y[np.arange(1000), np.arange(1000)] = 1  # 0.1% ones
+    path = tmp_path / "graph.csv.gz"
+    with gzip.open(path, "wt") as file:
+        file.write("\n".join(",".join(map(str, row)) for row in Y) + "\n")
+    args = argparse.Namespace(quiet=False, json=False)
+    assert np.array_equal(commands.read_data(args, path).to_numpy(), Y)
+    captured = capsys.readouterr()
+    assert "is 0.10% ones: stored sparse (scipy.sparse.save_npz" in captured.err
+    assert captured.out == ""
+    Y[:, :50] = 1
+    pd.DataFrame(Y).to_csv(tmp_path / "dense.csv", index=False, header=False)
+    capsys.readouterr()
+    commands.read_data(args, tmp_path / "dense.csv")
+    assert capsys.readouterr().err == ""

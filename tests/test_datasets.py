@@ -146,3 +146,59 @@ def test_read_csv_refuses_numbers_as_names_saying_how_it_read(tmp_path, text, re
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ValueError, match=f"0, 1 or empty; found .*read with {read_as}"):
         datasets.read_csv(path)
+
+
+@pytest.mark.parametrize("suffix", [".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip"])
+def test_a_compressed_csv_reads_as_the_plain_one_everywhere(tmp_path, suffix):
+    from bernmf import readers
+
+    Y = (np.random.default_rng(1).random((23, 7)) < 0.3).astype(float)
+    Y[2, 3] = np.nan
+    frame = pd.DataFrame(Y, index=[f"r{i}" for i in range(23)], columns=list("abcdefg"))
+    frame.to_csv(tmp_path / "plain.csv", na_rep="")
+    frame.to_csv(tmp_path / f"packed{suffix}", na_rep="")  # compression told by the suffix
+    plain = datasets.read_csv(tmp_path / "plain.csv")
+    pd.testing.assert_frame_equal(datasets.read_csv(tmp_path / f"packed{suffix}"), plain)
+    pd.testing.assert_frame_equal(readers.read_matrix(tmp_path / f"packed{suffix}"), plain)
+    assert readers.count_rows(tmp_path / f"packed{suffix}") == 23
+    pd.testing.assert_frame_equal(readers.read_rows(tmp_path / f"packed{suffix}", 5, 9), plain[5:9])
+    with pytest.raises(ValueError, match=r"\.csv\.gz"):
+        readers.read_matrix(tmp_path / "plain.csv").to_csv(tmp_path / "x.txt.gz")
+        readers.read_matrix(tmp_path / "x.txt.gz")
+
+
+def test_only_empty_and_na_cells_are_missing_and_names_are_never_missing(tmp_path):
+    path = tmp_path / "names.csv"
+    path.write_text(",NA,null,b\nNA,1,,NA\nnull,0,1,0\nN/A,1,0,1\n", encoding="utf-8")
+    frame = datasets.read_csv(path)
+    assert frame.index.tolist() == ["NA", "null", "N/A"]
+    assert frame.columns.tolist() == ["NA", "null", "b"]
+    np.testing.assert_array_equal(frame.isna().to_numpy(), [[0, 1, 1], [0, 0, 0], [0, 0, 0]])
+    for spelling in ("null", "NaN", "N/A", "None"):
+        path.write_text(f",a,b\nx,1,{spelling}\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=f"0, 1 or empty; found \\['{spelling}'\\]"):
+            datasets.read_csv(path)
+
+
+def test_the_fast_read_agrees_with_the_cell_by_cell_read(tmp_path):
+    rng = np.random.default_rng(2)
+    Y = (rng.random((150, 40)) < 0.2).astype(float)
+    Y[rng.random(Y.shape) < 0.16] = np.nan
+    layouts = {
+        "both": {}, "header": {"index": False}, "names": {"header": False},
+        "neither": {"index": False, "header": False},
+    }  # fmt: skip
+    frame = pd.DataFrame(
+        Y, index=[f"r{i}" for i in range(150)], columns=[f"c{j}" for j in range(40)]
+    )
+    for name, options in layouts.items():
+        path = tmp_path / f"{name}.csv"
+        frame.to_csv(path, na_rep="", **options)
+        fast, exact = datasets.read_csv(path), datasets._read_cells(path, (0, 1))
+        pd.testing.assert_frame_equal(fast, exact, check_index_type=False)
+    # a name far below the first lines: the fast read gives way to the exact one
+    text = (tmp_path / "neither.csv").read_text().splitlines()
+    text[100] = "stray," + text[100].split(",", 1)[1]
+    (tmp_path / "late.csv").write_text("\n".join(text) + "\n")
+    with pytest.raises(ValueError, match="first column mixes names and numbers"):
+        datasets.read_csv(tmp_path / "late.csv")

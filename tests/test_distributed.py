@@ -534,3 +534,11 @@ def test_a_process_killed_during_the_fit_ends_the_other_with_one_line(folder, ki
         assert line.startswith("bernmf: error: process 1 of 2 was ended by SIGABRT"), stderr
         assert line.endswith("a peer or the coordinator is gone") and len(stderr.splitlines()) == 1
     assert time.monotonic() - begin < 60
+
+
+def test_read_rows_of_a_csv_without_names_labels_rows_by_their_global_index(tmp_path):
+    Y = (np.random.default_rng(0).random((9, 4)) < 0.5).astype(np.int64)
+    pd.DataFrame(Y).to_csv(tmp_path / "n.csv", header=False, index=False)
+    rows = bernmf.readers.read_rows(tmp_path / "n.csv", 5, 9)
+    assert list(rows.index) == [5, 6, 7, 8]
+    pd.testing.assert_frame_equal(rows, bernmf.readers.read_matrix(tmp_path / "n.csv")[5:9])

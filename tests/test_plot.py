@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import matplotlib.colors
 import numpy as np
 import pandas as pd
 import pytest
@@ -29,7 +32,10 @@ def test_factor_heatmaps_carry_the_labels(labelled, tmp_path):
     fig = plot.factors(fit, path=tmp_path / "factors.png")
     titled = {ax.get_title().split()[0]: ax for ax in fig.axes if ax.get_title()}
     ax_W, ax_H = titled["W"], titled["H"]
-    assert len(fig.axes) == 3  # one colorbar for the shared probability scale
+    assert len(fig.axes) == 4  # a colorbar each: the scales are fitted to W's and H's values
+    image = ax_H.get_images()[0]
+    assert image.get_interpolation() == "nearest"  # one cell per entry, not a blur
+    assert image.get_clim()[1] == pytest.approx(np.percentile(fit.H, 99.5))
     assert {t.get_text() for t in ax_W.get_yticklabels()} == set(frame.index)
     assert {t.get_text() for t in ax_H.get_xticklabels()} == set(frame.columns)
     assert (tmp_path / "factors.png").stat().st_size > 1000
@@ -61,26 +67,85 @@ def test_many_columns_are_thinned_to_readable_names():
     fig = plot.factors(fit, order=False)
     ax_H = next(ax for ax in fig.axes if ax.get_title().startswith("H"))
     shown = [t.get_text() for t in ax_H.get_xticklabels()]
-    assert 60 <= len(shown) <= 120  # every third name: 95
-    assert ax_H.get_xticks().tolist() == list(range(0, 285, 3))
+    step = ax_H.get_xticks()[1] - ax_H.get_xticks()[0]
+    assert 2 <= step <= 6 and ax_H.get_xticks().tolist() == list(range(0, 285, int(step)))
     cut = plot.LABEL_CHARACTERS - 1
-    assert shown[:2] == [names[0][:cut] + "…", names[3][:cut] + "…"]
+    assert shown[:2] == [names[0][:cut] + "…", names[int(step)][:cut] + "…"]
+    assert all(t.get_fontsize() >= 7 for t in ax_H.get_xticklabels())
+    assert not overlapping(fig, ax_H.get_xticklabels())
 
 
 def test_top_columns_against_a_sort_of_each_row(labelled):
     frame, fit = labelled
     top = fit.top_columns(3)
-    assert list(top.columns) == ["component", "rank", "column", "H"]
+    assert list(top.columns) == ["component", "rank", "column", "H", "lift"]
     assert len(top) == fit.rank * 3
+    frequency = frame.mean(axis=0).to_numpy()
     for k in range(fit.rank):
         rows = top[top["component"] == f"component_{k}"]
-        expected = sorted(zip(fit.H[k], frame.columns, strict=True), key=lambda p: -p[0])[:3]
+        lift = fit.H[k] / frequency
+        order = sorted(range(frame.shape[1]), key=lambda j: (-round(fit.H[k, j], 2), -lift[j], j))
         assert rows["rank"].tolist() == [1, 2, 3]
-        assert rows["H"].tolist() == [h for h, _ in expected]
-        assert rows["column"].tolist() == [c for _, c in expected]
+        assert rows["column"].tolist() == [frame.columns[j] for j in order[:3]]
+        np.testing.assert_allclose(rows["lift"], lift[order[:3]])
     assert len(fit.top_columns(100)) == fit.rank * frame.shape[1]  # all when fewer
     with pytest.raises(ValueError, match="n must be an integer >= 1"):
         fit.top_columns(0)
+
+
+def test_ties_of_h_are_broken_by_lift_over_the_column_frequency():
+    # columns 0-2 every row has, column 3 only the first half: with H = 1 for all four
+    # in component 0, column 3 (lift 2 over its frequency 0.5) comes first
+    Y = np.ones((20, 4))
+    Y[10:, 3] = 0
+    fit = bernmf.fit(Y, "mm", 2, max_iter=5)
+    fit = dataclasses.replace(fit, H=np.array([[1.0, 1.0, 0.999, 1.0], [1.0, 1.0, 1.0, 0.0]]))
+    top = fit.top_columns(4)
+    first = top[top["component"] == "component_0"]
+    assert first["column"].tolist() == [3, 0, 1, 2]
+    np.testing.assert_allclose(first["lift"], [2.0, 1.0, 1.0, 0.999])
+
+
+def overlapping(fig, labels) -> bool:
+    """Whether any two of the visible, non-empty ``labels`` overlap once drawn."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in labels if t.get_visible() and t.get_text()]
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+@pytest.mark.parametrize("seconds", [[0.21, 0.35, 0.5], [0.002, 0.04, 3.0, 900.0], [5.0, 5.5]])
+def test_pareto_ticks_never_overlap_and_engines_keep_their_colours(seconds):
+    engines = ["em", "mm", "logsvd", "vb"][: len(seconds)]
+    board = pd.DataFrame(
+        {"dataset": "d", "engine": engines, "setting": "tuned", "seconds": seconds,
+         "perplexity": np.linspace(0.4, 0.5, len(seconds))}
+    )  # fmt: skip
+    fig = plot.pareto(board)
+    ax = fig.axes[0]
+    labels = [t for t in ax.get_xticklabels() if t.get_text()]
+    assert len(labels) >= 2 and not overlapping(fig, ax.get_xticklabels())
+    assert not overlapping(fig, ax.get_yticklabels())
+    colours = {c.get_label(): tuple(c.get_facecolor()[0]) for c in ax.collections}
+    for engine in engines:  # the same colour in every figure, whatever the order
+        assert colours[engine] == pytest.approx(
+            matplotlib.colors.to_rgba(plot.ENGINE_COLORS[engine])
+        )
+    assert len(set(plot.ENGINE_COLORS.values())) == len(plot.ENGINE_COLORS)
+    off = matplotlib.colors.to_rgba(plot.OFF_SCALE_COLOR)
+    assert off not in [matplotlib.colors.to_rgba(c) for c in plot.ENGINE_COLORS.values()]
+
+
+def test_trace_is_also_drawn_relative_to_its_final_value_on_a_log_axis(labelled):
+    _, fit = labelled
+    fig = plot.traces(fit)
+    _, relative = fig.axes
+    assert relative.get_yscale() == "log"
+    gap = np.abs(fit.trace[:-1] - fit.trace[-1]) / abs(fit.trace[-1])
+    np.testing.assert_allclose(relative.get_lines()[0].get_ydata(), gap[gap > 0])
+    assert not overlapping(fig, relative.get_yticklabels())
 
 
 def test_outlier_limit_clips_only_values_far_above_the_rest():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import threading
 import time
@@ -9,9 +10,11 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
+import bernmf
+from bernmf import _progress as progress
 from bernmf import cli
-from bernmf._progress import Progress, is_terminal
-from bernmf.inference import _batch
+from bernmf._progress import Heartbeat, Progress, is_terminal, note, working_on
+from bernmf.inference import _batch, _loop
 
 
 class Terminal(io.StringIO):
@@ -95,3 +98,96 @@ def test_threads_running_many_fits_at_once_each_count_their_own(monkeypatch):
     for thread in threads:
         thread.join(120)
     assert counted == {"call 3": 3, "call 5": 5}
+
+
+class Clock:
+    """A fake clock that a test moves by hand."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+
+def test_heartbeat_writes_what_runs_after_every_silent_interval_off_a_terminal():
+    stream, clock = io.StringIO(), Clock()
+    with Heartbeat("bernmf fit", stream=stream, every=10, clock=clock) as beat:
+        beat.thread.join(0)  # the thread runs; the test drives beat() with the fake clock
+        working_on("mm K=8")
+        clock.seconds = 9.0
+        assert not beat.beat()
+        clock.seconds = 10.5
+        note(np.array([120, 130]), np.array([1523.4, 1500.0]))  # a vmapped batch: furthest
+        assert beat.beat()
+        progress.say(True, "a line of its own", stream)  # another line: the wait starts again
+        clock.seconds = 15.0
+        assert not beat.beat()
+        clock.seconds = 24.0
+        assert not beat.beat()
+        clock.seconds = 25.5
+        assert beat.beat()
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "bernmf fit: 10 s; mm K=8: iteration 130, objective 1500"
+    assert lines[1] == "a line of its own"
+    assert lines[2].startswith("bernmf fit: 26 s; mm K=8: iteration 130")
+    assert "\r" not in stream.getvalue() and "\x1b" not in stream.getvalue()
+
+
+def test_heartbeat_thread_writes_lines_with_a_short_interval():
+    stream = io.StringIO()
+    working_on(None)
+    with Heartbeat("bernmf fit", stream=stream, every=0.05):
+        time.sleep(0.5)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 2 and all(line.startswith("bernmf fit: ") for line in lines)
+    with Heartbeat("bernmf fit", stream=stream, every=0.05, enabled=False) as quiet:
+        assert quiet.thread is None
+
+
+def test_a_compiled_fit_notes_its_iterations(monkeypatch):
+    monkeypatch.setattr(_loop, "NOTE_SECONDS", 0.0)  # a note every iteration (a new shape)
+    Y, _, _ = bernmf.simulate(0, 31, 19, 2)
+    for engine in ("mm", "vb"):
+        working_on(None)
+        result = bernmf.fit(Y, engine, 2, max_iter=40, tol=0)
+        assert progress.now() == f"{engine} K=2: iteration 40, objective {result.objective:.6g}"
+
+
+def test_cli_fit_writes_progress_lines_to_stderr_off_a_terminal(tmp_path, capsys, monkeypatch):
+    """A long fit (made long by a slow sweep) writes heartbeat lines; stdout has none."""
+    Y, _, _ = bernmf.simulate(0, 33, 21, 2)  # a shape of its own: compiled with the patch
+    np.savez(tmp_path / "y.npz", Y=Y)
+    original = progress.note
+
+    def slow(i, value):  # every note takes a while: the fit runs about a second
+        time.sleep(0.03)
+        original(i, value)
+
+    monkeypatch.setattr(progress, "note", slow)
+    monkeypatch.setattr(_loop, "note", slow)
+    monkeypatch.setattr(_loop, "NOTE_SECONDS", 0.0)  # a note every iteration
+    monkeypatch.setattr(cli, "Heartbeat", functools.partial(progress.Heartbeat, every=0.2))
+    argv = ["fit", str(tmp_path / "y.npz"), "--rank", "2", "--engine", "vb", "--tol", "0"]
+    assert cli.main([*argv, "--max-iter", "40", "--out", str(tmp_path / "f")]) == 0
+    captured = capsys.readouterr()
+    beats = [line for line in captured.err.splitlines() if line.startswith("bernmf fit: ")]
+    assert len(beats) >= 2 and "vb K=2: iteration" in beats[-1]
+    assert captured.err.splitlines()[0].startswith("fitting vb with rank 2 to ")
+    assert "fitting" not in captured.out and "bernmf fit: " not in captured.out
+    assert "\r" not in captured.err
+
+
+def test_cli_warns_in_one_line_without_a_source_path(tmp_path, capsys):
+    Y, _, _ = bernmf.simulate(0, 30, 20, 2)
+    np.savez(tmp_path / "y.npz", Y=Y)
+    argv = ["fit", str(tmp_path / "y.npz"), "--rank", "2", "--tol", "0", "--max-iter", "5"]
+    assert cli.main([*argv, "--out", str(tmp_path / "f")]) == 0
+    captured = capsys.readouterr()
+    warned = [line for line in captured.err.splitlines() if "warning" in line]
+    assert warned == [
+        "bernmf: warning: mm stopped at max_iter=5 iterations without converging (tol 0.0); "
+        "the factors may still change: raise --max-iter, or see the objective in trace.png"
+    ]
+    for text in (captured.out, captured.err):
+        assert ".py" not in text and "Warning:" not in text

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax._src.interpreters.batching import BatchTracer
+
+from bernmf._progress import note
+
+NOTE_SECONDS = 0.1
+"""Estimated work between two progress notes of a loop (:func:`noting`), in seconds."""
+ELEMENT_SECONDS = 1e-9
+"""Estimated seconds per element an iteration computes (optimistic: notes come no rarer)."""
 
 
 class Solution(NamedTuple):
@@ -35,6 +44,48 @@ def relative_change(previous, current):
     """``|previous - current| / |previous|``, the scale at least the smallest normal float."""
     scale = jnp.maximum(jnp.abs(previous), jnp.finfo(current.dtype).tiny)
     return jnp.abs(previous - current) / scale
+
+
+def _inner(param) -> list:
+    """The jaxprs in one parameter of an equation (a loop's body, a cond's branches)."""
+    params = param if isinstance(param, tuple) else (param,)
+    found = [getattr(p, "jaxpr", p) for p in params]
+    return [j for j in found if hasattr(j, "eqns")]
+
+
+def _elements(jaxpr) -> float:
+    """Elements the equations of ``jaxpr`` produce, those of loops and branches included."""
+    total = 0.0
+    for eqn in jaxpr.eqns:
+        total += sum(math.prod(getattr(v.aval, "shape", ())) for v in eqn.outvars)
+        inner = [_elements(j) for p in eqn.params.values() for j in _inner(p)]
+        total += max(inner, default=0.0) * eqn.params.get("length", 1)
+    return total
+
+
+def noting(update: Callable, *args) -> Callable | None:
+    """``noted(i, value, when=True)`` for a loop of ``update(*args)``, or None.
+
+    ``noted`` calls :func:`bernmf._progress.note` when ``when`` and ``i`` is a multiple
+    of ``k``.
+
+    The progress lines of the command line (:class:`bernmf._progress.Heartbeat`)
+    say which iteration a compiled fit has reached; a host callback per iteration
+    would cost more than a small iteration, so ``k`` is a power of two that spaces
+    the notes by about :data:`NOTE_SECONDS` of estimated work (the elements one
+    ``update`` computes, at :data:`ELEMENT_SECONDS` each). None (no notes) for a
+    loop under ``vmap``, where every fit of a batch would call back at each iteration.
+    """
+    if any(isinstance(x, BatchTracer) for x in jax.tree.leaves(args)):
+        return None
+    seconds = max(_elements(jax.make_jaxpr(update)(*args).jaxpr) * ELEMENT_SECONDS, 1e-12)
+    every = 1 << max(0, min(30, math.ceil(math.log2(max(NOTE_SECONDS / seconds, 1)))))
+
+    def noted(i, value, when=True) -> None:
+        due = when & (i % every == 0)
+        jax.lax.cond(due, lambda: jax.debug.callback(note, i, value), lambda: None)
+
+    return noted
 
 
 def iterate_until(
@@ -74,8 +125,14 @@ def iterate_until(
     Returns
     -------
     Solution
+
+    Notes
+    -----
+    Every few iterations (:func:`noting`) the loop hands its count and value to
+    :func:`bernmf._progress.note`, which the progress lines of long fits report.
     """
     first_value = value(start) if first_value is None else first_value
+    noted = noting(update, start)
     trace = jnp.full(max_iter + 1, jnp.nan, first_value.dtype).at[0].set(first_value)
     inf = jnp.asarray(jnp.inf, first_value.dtype)
 
@@ -90,6 +147,8 @@ def iterate_until(
         measured = change(previous, current)
         if min_iter > 1:  # static: callers without a minimum trace the same program
             measured = jnp.where(i + 1 >= min_iter, measured, inf)
+        if noted is not None:  # static
+            noted(i + 1, current)
         return i + 1, state, current, trace.at[i + 1].set(current), measured
 
     carry = (jnp.asarray(0), start, first_value, trace, inf)

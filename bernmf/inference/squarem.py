@@ -37,7 +37,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bernmf.inference._loop import Solution
+from bernmf.inference._loop import Solution, noting
 from bernmf.models.spec import Factors
 
 STEP_FACTOR = 4.0
@@ -164,6 +164,8 @@ def solve(
         trace=jnp.full(max_iter + 1, jnp.nan, dtype),
     )
 
+    noted = noting(sweep, init)
+
     def keep_going(state: State):
         return (state.t < max_iter) & (state.change >= tol)
 
@@ -186,6 +188,8 @@ def solve(
         scale = jnp.maximum(jnp.abs(state.value), jnp.finfo(dtype).tiny)
         change = jnp.where(state.t < 0, jnp.inf, jnp.abs(state.value - value) / scale)
         t = jnp.where(third, state.t + 1, state.t)
+        if noted is not None:  # static: notes for progress lines, every few iterations
+            noted(t, value, third)
         inp = _select(first, point, _select(second, following, out))
         return State(
             t=t,
