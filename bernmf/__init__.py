@@ -2,17 +2,27 @@
 
 ``Y ~ Bernoulli(W @ H)`` with Dirichlet rows of W and Beta entries of H, fitted by
 several engines behind one entry point, :func:`fit`; :func:`compare` tables held-out
-perplexity over engines x ranks x seeds. NaN in Y means "missing".
+perplexity over engines x ranks x seeds; :func:`stack` mixes fits of any engines
+on validation entries. NaN in Y means "missing".
 """
 
 from bernmf.api import fit
 from bernmf.comparison import compare
 from bernmf.inference import available as engines
 from bernmf.io import load
-from bernmf.models import Prior, log_joint, log_likelihood, log_prior, perplexity, simulate
+from bernmf.models import (
+    Prior,
+    ZeroProbabilityWarning,
+    log_joint,
+    log_likelihood,
+    log_prior,
+    perplexity,
+    simulate,
+)
 from bernmf.modes import count_modes
 from bernmf.posterior import align_components, diagnostics
 from bernmf.results import Fit
+from bernmf.stacked import stack
 
 
 def __getattr__(name: str):
@@ -37,6 +47,7 @@ def __getattr__(name: str):
 __all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "Fit",
     "Prior",
+    "ZeroProbabilityWarning",
     "align_components",
     "compare",
     "count_modes",
@@ -50,4 +61,5 @@ __all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "perplexity",
     "plot",
     "simulate",
+    "stack",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 
@@ -17,8 +18,8 @@ from bernmf.data import (
 from bernmf.ensemble import check_combine, combine_members, run_members
 from bernmf.inference import Engine, get_engine
 from bernmf.io import versions
-from bernmf.models.spec import Prior
-from bernmf.results import Fit
+from bernmf.models.spec import Prior, ZeroProbabilityWarning
+from bernmf.results import BLOCK_ENTRIES, Fit
 
 
 def fit(
@@ -121,6 +122,12 @@ def fit(
     TypeError, ValueError
         For invalid input, before anything is compiled.
 
+    Warns
+    -----
+    ZeroProbabilityWarning
+        When ``probs`` is exactly 0 or 1 at entries outside ``mask`` (H at 0 or 1, as
+        a flat prior allows): a held-out entry there of the other outcome scores inf.
+
     Examples
     --------
     >>> import bernmf
@@ -166,6 +173,7 @@ def fit(
         seeds = range(int(seed), int(seed) + restarts)
         members = run_members(chosen, data, rank, prior, seeds, options)
         result = combine_members(members, combine, data, held_out, maximizes=chosen.maximizes)
+    warn_certain(result, data)
     record = run_record(chosen, rank, prior, int(seed), init, restarts, combine, options)
     record["data"] = data_record(data, held_out)
     return dataclasses.replace(
@@ -175,6 +183,27 @@ def fit(
         col_labels=data.col_labels,
         observed=data,
     )
+
+
+def warn_certain(result: Fit, data: Observed) -> None:
+    """A :class:`~bernmf.models.spec.ZeroProbabilityWarning` when ``probs`` is exactly 0 or 1
+    at entries outside the training mask: a held-out entry there of the other outcome
+    would score inf. ``probs`` is read a block of rows at a time."""
+    M, N = result.shape
+    step = M if result.stored_probs is not None else max(1, BLOCK_ENTRIES // N)
+    certain = 0
+    for a in range(0, M, step):
+        p = result.probs_rows(a, a + step)
+        certain += int(((p == 0) | (p == 1))[~data.mask[a : a + step]].sum())
+    if certain:
+        warnings.warn(
+            f"P(Y=1) is exactly 0 or 1 at {certain} of {int((~data.mask).sum())} entries outside "
+            "the training mask: a held-out entry there of the other outcome scores inf "
+            "(bernmf.perplexity). A prior with alpha, beta > 1 (e.g. Prior(1.2, 1.2)) keeps H "
+            "inside (0, 1); bernmf.stack adds a baseline member that never gives 0 or 1",
+            ZeroProbabilityWarning,
+            stacklevel=3,
+        )
 
 
 def run_record(
