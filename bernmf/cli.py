@@ -230,8 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune_parser.add_argument("--restarts", type=int, default=1, help="seeds per setting (1)")
     tune_parser.add_argument(
         "--combine",
-        choices=("mean", "best"),
-        help="score each setting's ensemble of --restarts fits (uniform mixture or best)",
+        choices=("mean", "best", "stack"),
+        help="score each setting's ensemble of --restarts fits (uniform mixture or best), "
+        "or stack every fit of the grid on validation (stack)",
     )
     tune_parser.add_argument("--seed", type=int, default=0, help="first seed (0)")
     tune_parser.add_argument("--max-iter", type=int, default=2000, help="(2000)")

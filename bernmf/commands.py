@@ -26,6 +26,7 @@ from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
 from bernmf.readers import read_codes, read_mask, read_matrix
 from bernmf.split import paper_split, random_split
+from bernmf.stacked import members_table as stack_members
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -356,11 +357,16 @@ def tune_command(args) -> int:
     )
     best = tuning.best
     prior = Prior(best["alpha"], best["beta"], args.gamma)
-    if args.combine is None:
+    if args.combine == "stack":  # every fit of the grid, stacked on validation: no refit
+        result = tuning.stacked
+        stacked = result.extras["stack"]["validation_perplexity"]
+        best = {**best, "stack_validation_perplexity": stacked}
+    elif args.combine is None:
         chosen = {"seed": best["seed"]}
     else:  # the ensemble the grid scored, refitted with its members
         chosen = {"seed": args.seed, "restarts": args.restarts, "combine": args.combine}
-    result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, **chosen, **options)
+    if args.combine != "stack":
+        result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, **chosen, **options)
     best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
     summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
     from bernmf import plot  # matplotlib loads only for a command that draws
@@ -369,6 +375,8 @@ def tune_command(args) -> int:
         tuning.table.to_csv(folder / "grid.csv", index=False)
         if tuning.ensembles is not None:
             tuning.ensembles.to_csv(folder / "ensembles.csv", index=False)
+        if tuning.stacked is not None:
+            stack_members(tuning.stacked).to_csv(folder / "members.csv", index=False)
         write_json(folder / "summary.json", summary)
         plot.validation_heatmap(tuning.table, best["rank"], path=folder / "validation.png")
         result.save(folder / "best_fit.npz", metadata={"options": options, "data": source})

@@ -33,6 +33,7 @@ from bernmf.data import as_observed, check_rank
 from bernmf.inference import mm
 from bernmf.models.spec import Prior, perplexity
 from bernmf.results import Fit
+from bernmf.stacked import stack
 
 __all__ = ["Tuning", "grid", "restarts"]
 
@@ -70,8 +71,12 @@ class Tuning:
     timings : dict
         Per rank: ``{"compile": s, "run": s}``.
     ensembles : DataFrame or None
-        With ``combine``: one row per (rank, alpha, beta): gamma, members and the
-        validation perplexity of the ensemble of its ``restarts`` fits.
+        With ``combine`` "mean" or "best": one row per (rank, alpha, beta): gamma,
+        members and the validation perplexity of the ensemble of its ``restarts`` fits.
+    stacked : Fit or None
+        With ``combine="stack"``: :func:`bernmf.stack` of every fit of the grid (the
+        members of every setting and rank) and the baseline, weighted on the
+        validation entries.
     """
 
     table: pd.DataFrame
@@ -79,6 +84,7 @@ class Tuning:
     best_factors: tuple[np.ndarray, np.ndarray]
     timings: dict = field(default_factory=dict)
     ensembles: pd.DataFrame | None = None
+    stacked: Fit | None = None
 
     def mean_over_seeds(self) -> pd.DataFrame:
         """Validation perplexity averaged over restarts, per (rank, alpha, beta)."""
@@ -132,11 +138,14 @@ def grid(
     restarts : int, default 1
         Random initializations per setting, with seeds ``seed, seed + 1, ...``; the
         same seeds for every (alpha, beta), so settings are compared on equal footing.
-    combine : {"mean", "best"}, optional
-        Also score, and choose the setting by, the ensemble of each setting's
-        ``restarts`` fits (:mod:`bernmf.ensemble`): the uniform mixture of their
-        probabilities, or the fit of lowest objective. ``"stack"`` is not offered:
-        its weights are fitted on the validation entries it would be scored on.
+    combine : {"mean", "best", "stack"}, optional
+        ``"mean"``, ``"best"``: also score, and choose the setting by, the ensemble of
+        each setting's ``restarts`` fits (:mod:`bernmf.ensemble`): the uniform mixture
+        of their probabilities, or the fit of lowest objective. ``"stack"``: stack
+        every fit of the grid on the validation entries (:func:`bernmf.stack`,
+        :attr:`Tuning.stacked`; its validation perplexity is that of the entries its
+        weights were fitted on, so score it on test entries); ``best`` stays the
+        single fit of lowest validation perplexity.
     batch_size, workers
         See :func:`bernmf.inference.mm.run_many`.
     progress : bool, default True
@@ -153,8 +162,8 @@ def grid(
     alphas, betas = _values("alphas", alphas), _values("betas", betas)
     if restarts < 1:
         raise ValueError(f"restarts must be >= 1, got {restarts}")
-    if combine not in (None, "mean", "best"):
-        raise ValueError(f"combine must be None, 'mean' or 'best', got {combine!r}")
+    if combine not in (None, "mean", "best", "stack"):
+        raise ValueError(f"combine must be None, 'mean', 'best' or 'stack', got {combine!r}")
     data = as_observed(Y, mask)
     values = as_observed(Y).Y
     validation = np.asarray(validation, bool)
@@ -164,7 +173,8 @@ def grid(
         raise ValueError("validation entries must not be training entries (mask)")
     stream = stream or sys.stderr
     settings = [(a, b, seed + r) for a in alphas for b in betas for r in range(restarts)]
-    rows, ensembles, timings = [], [], {}
+    rows, ensembles, timings, members = [], [], {}, []
+    single = combine in (None, "stack")  # best: the single fit of lowest validation perplexity
     best_score, best_factors = np.inf, None
     for rank in ranks:
         label = f"rank {rank}"
@@ -197,9 +207,12 @@ def grid(
                     score,
                 )
             )
-            if combine is None and score < best_score:
+            if single and score < best_score:
                 best_score, best_factors = score, (result.W[i], result.H[i])
-        for start in range(0, len(settings), restarts) if combine else ():
+            if combine == "stack":
+                run = {"compile": 0.0, "run": float(result.seconds[i])}
+                members.append(result.fit(i, Prior(a, b, gamma), s, timings=run))
+        for start in range(0, len(settings), restarts) if not single else ():
             members = range(start, start + restarts)
             chosen = min(members, key=lambda i: np.nan_to_num(result.objective[i], nan=np.inf))
             probs = (
@@ -226,11 +239,11 @@ def grid(
     table = pd.DataFrame(rows, columns=COLUMNS)
     ensemble_columns = ["rank", "alpha", "beta", "gamma", "members", "seed"]
     ensemble_table = (
-        pd.DataFrame(ensembles, columns=[*ensemble_columns, "validation_perplexity"])
-        if combine
-        else None
+        None
+        if single
+        else pd.DataFrame(ensembles, columns=[*ensemble_columns, "validation_perplexity"])
     )
-    scored = table if combine is None else ensemble_table
+    scored = table if single else ensemble_table
     top = scored.loc[scored["validation_perplexity"].idxmin()]
     best = {
         "rank": int(top["rank"]),
@@ -239,7 +252,8 @@ def grid(
         "seed": int(top["seed"]),
         "validation_perplexity": float(top["validation_perplexity"]),
     }
-    return Tuning(table, best, best_factors, timings, ensemble_table)
+    stacked = stack(members, Y, validation=validation, mask=mask) if members else None
+    return Tuning(table, best, best_factors, timings, ensemble_table, stacked)
 
 
 def restarts(

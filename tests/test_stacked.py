@@ -173,3 +173,41 @@ def test_fit_warns_when_held_out_entries_are_certain_and_a_stack_never_gives_zer
         assert np.isfinite(stacked.perplexity(Y, test))
         assert np.isfinite(smooth.perplexity(Y, test))
     assert (stacked.probs > 0).all() and (stacked.probs < 1).all()
+
+
+def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    from bernmf import tune
+    from bernmf.cli import main
+
+    Y, split, _ = problem
+    result = tune.grid(
+        Y, [2, 3], [1.2, 2.0], [1.5], mask=split.train, validation=split.validation,
+        restarts=2, combine="stack", progress=False, max_iter=50,
+    )  # fmt: skip
+    table = members_table(result.stacked)
+    assert len(table) == len(result.table) + 1 == 9  # 2 ranks x 2 priors x 2 seeds, baseline
+    assert list(table["rank"][:-1]) == list(result.table["rank"])
+    single = result.table["validation_perplexity"].min()
+    assert result.best["validation_perplexity"] == single
+    assert result.stacked.extras["stack"]["validation_perplexity"] <= single + 1e-12
+    # the members are the grid's fits: each scores as its row of the table
+    for member, (_, row) in zip(result.stacked.members, result.table.iterrows(), strict=False):
+        expected = row["validation_perplexity"]
+        assert member.perplexity(Y, split.validation) == pytest.approx(expected, rel=1e-12)
+    path = tmp_path / "Y.csv"
+    np.savetxt(path, Y, fmt="%d", delimiter=",")
+    np.savez(tmp_path / "split.npz", Y=split.codes())
+    out = tmp_path / "tune"
+    argv = ["tune", str(path), "--split", str(tmp_path / "split.npz"), "--ranks", "2", "--quiet"]
+    argv += ["--alphas", "1.2,2", "--betas", "1.5", "--restarts", "2", "--combine", "stack"]
+    assert main([*argv, "--max-iter", "50", "--out", str(out)]) == 0
+    members = pd.read_csv(out / "members.csv")
+    assert list(members["engine"]) == ["mm"] * 4 + ["baseline"]
+    saved = bernmf.load(out / "best_fit.npz")
+    best = json.loads((out / "summary.json").read_text())["best"]
+    assert saved.engine == "stack"
+    assert best["test_perplexity"] == pytest.approx(saved.perplexity(Y, split.test), rel=1e-12)
