@@ -277,9 +277,10 @@ def compare_command(args) -> int:
             f"H ~ Beta(0.3, 0.6), W ~ Dirichlet(0.5), seed {args.seed}"
         )
     shape = np.shape(Y)
-    if args.dataset is not None:
-        split = paper_split(shape)
-        split_name = "the paper's split (train 70%, test 15%)"
+    validation = None
+    if args.dataset is not None:  # its validation entries weigh the stacked rows
+        split, validation = paper_split(shape), paper_split(shape).validation
+        split_name = "the paper's split (train 70%, validation 15%: stacking, test 15%)"
     else:
         split = random_split(shape, (1 - args.test, 0.0, args.test), seed=args.seed)
         split_name = f"random entries, {args.test:.0%} test (seed {args.seed})"
@@ -294,6 +295,7 @@ def compare_command(args) -> int:
         priors={engine: prior_of(args, engine) for engine in engines_},
         options=options,
         progress=not (args.quiet or args.json),
+        validation=validation,
     )
     fits, table = comparison.fits, comparison.summary
     summary = {
@@ -310,7 +312,8 @@ def compare_command(args) -> int:
         fits.to_csv(folder / "fits.csv", index=False)
         table.to_csv(folder / "summary.csv", index=False)
         write_json(folder / "summary.json", summary)
-        labelled = fits.assign(engine=fits["engine"] + " K=" + fits["rank"].astype(str))
+        ranks = np.where(fits["rank"] > 0, " K=" + fits["rank"].astype(str), "")  # 0: stacked
+        labelled = fits.assign(engine=fits["engine"] + ranks)
         plot.perplexity_boxplot(labelled, path=folder / "perplexity.png")
     summary["out"] = str(out)
     show(args, table, summary)

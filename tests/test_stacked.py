@@ -211,3 +211,32 @@ def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
     best = json.loads((out / "summary.json").read_text())["best"]
     assert saved.engine == "stack"
     assert best["test_perplexity"] == pytest.approx(saved.perplexity(Y, split.test), rel=1e-12)
+
+
+def test_compare_adds_stacked_rows_from_the_fits_it_made(problem):
+    Y, split, _ = problem
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bernmf.ZeroProbabilityWarning)  # em's H at 0 or 1
+        result = bernmf.compare(
+            Y, ["mm", "em"], [2, 3], seeds=[0, 1], train=split.train, test=split.test,
+            validation=split.validation, progress=False, options={"mm": {"max_iter": 50}},
+        )  # fmt: skip
+    fits = result.fits
+    assert len(result.results) == 8
+    for seed in (0, 1):
+        made = fits[(fits["seed"] == seed) & (fits["rank"] > 0)]
+        rows = fits[(fits["seed"] == seed) & (fits["rank"] == 0)].set_index("engine")
+        assert list(rows.index) == ["stacked: all engines", "stacked: mm grid"]
+        total = made["seconds"].sum()
+        assert rows.loc["stacked: all engines", "seconds"] == pytest.approx(total, abs=1e-2)
+        seeds = fits["seed"][: len(result.results)]  # the fits' rows come first
+        members = [f for f, s in zip(result.results, seeds, strict=True) if s == seed]
+        stacked = bernmf.stack(members, Y, validation=split.validation)
+        expected = stacked.perplexity(Y, split.test)
+        assert rows.loc["stacked: all engines", "perplexity"] == pytest.approx(expected)
+        assert np.isfinite(rows["perplexity"]).all()
+    with pytest.raises(ValueError, match="validation and test entries overlap"):
+        bernmf.compare(
+            Y, ["mm"], [2], train=split.train, test=split.test,
+            validation=split.validation | split.test, progress=False,
+        )  # fmt: skip
