@@ -199,8 +199,9 @@ def warn_certain(result: Fit, data: Observed) -> None:
         warnings.warn(
             f"P(Y=1) is exactly 0 or 1 at {certain} of {int((~data.mask).sum())} entries outside "
             "the training mask: a held-out entry there of the other outcome scores inf "
-            "(bernmf.perplexity). A prior with alpha, beta > 1 (e.g. Prior(1.2, 1.2)) keeps H "
-            "inside (0, 1); bernmf.stack adds a baseline member that never gives 0 or 1",
+            f"(bernmf.perplexity). For {result.engine!r}: H at 0 or 1 (a flat prior) or a "
+            "saturated logistic; a prior with alpha, beta > 1 (e.g. Prior(1.2, 1.2)) keeps H "
+            "inside (0, 1), and bernmf.stack adds a baseline member that never gives 0 or 1",
             ZeroProbabilityWarning,
             stacklevel=3,
         )

@@ -149,7 +149,9 @@ def run_dataset(name: str, grid: dict, args, out: Path, results: list, weights: 
         found.append({**row, "method": f"best single ({chosen.engine} K={chosen.rank})"})
         for row in found:
             results.append({"dataset": name, "set": j, **row})
-        log("  " + ", ".join(f"{r['method']} {r['test']:.4f} ({r['seconds']:.0f} s)" for r in found))
+        log(
+            "  " + ", ".join(f"{r['method']} {r['test']:.4f} ({r['seconds']:.0f} s)" for r in found)
+        )
         write(results, weights, out)
     log(f"  {name}: {time.perf_counter() - begin:.0f} s")
 

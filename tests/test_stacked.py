@@ -103,7 +103,7 @@ def test_mismatched_fits_are_refused_before_any_work(problem, monkeypatch):
     bare = dataclasses.replace(fits[0], observed=None)
     with pytest.raises(ValueError, match="give mask="):
         bernmf.stack([bare], Y, validation=split.validation)
-    with pytest.raises(TypeError, match="not a bernmf.Fit"):
+    with pytest.raises(TypeError, match=r"not a bernmf\.Fit"):
         bernmf.stack([fits[0], fits[0].probs], Y, validation=split.validation)
     with pytest.raises(ValueError, match="empty"):
         bernmf.stack([], Y, validation=split.validation)
