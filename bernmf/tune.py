@@ -173,7 +173,7 @@ def grid(
         raise ValueError("validation entries must not be training entries (mask)")
     stream = stream or sys.stderr
     settings = [(a, b, seed + r) for a in alphas for b in betas for r in range(restarts)]
-    rows, ensembles, timings, members = [], [], {}, []
+    rows, ensembles, timings, grid_fits = [], [], {}, []
     single = combine in (None, "stack")  # best: the single fit of lowest validation perplexity
     best_score, best_factors = np.inf, None
     for rank in ranks:
@@ -211,7 +211,7 @@ def grid(
                 best_score, best_factors = score, (result.W[i], result.H[i])
             if combine == "stack":
                 run = {"compile": 0.0, "run": float(result.seconds[i])}
-                members.append(result.fit(i, Prior(a, b, gamma), s, timings=run))
+                grid_fits.append(result.fit(i, Prior(a, b, gamma), s, timings=run))
         for start in range(0, len(settings), restarts) if not single else ():
             members = range(start, start + restarts)
             chosen = min(members, key=lambda i: np.nan_to_num(result.objective[i], nan=np.inf))
@@ -252,7 +252,7 @@ def grid(
         "seed": int(top["seed"]),
         "validation_perplexity": float(top["validation_perplexity"]),
     }
-    stacked = stack(members, Y, validation=validation, mask=mask) if members else None
+    stacked = stack(grid_fits, Y, validation=validation, mask=mask) if grid_fits else None
     return Tuning(table, best, best_factors, timings, ensemble_table, stacked)
 
 
