@@ -26,7 +26,10 @@ probability of the method's predictive), ``weights.csv`` (weight per engine and 
 ``stacking.png`` (test perplexity against seconds). The CSVs are written after every
 seed set, so an interrupted run keeps what it measured.
 
-Run: ``.venv/bin/python experiments/stacking.py --data-dir ../shared/data [--quick]``
+Run: ``.venv/bin/python experiments/stacking.py --data-dir ../shared/data [--quick]``;
+``--ranks``, ``--seeds-per-set``, ``--logsvd-ranks`` and ``--vb-ranks`` make it lighter
+(the lastfm run of docs/ensembles.md: ``--datasets lastfm --ranks 4,8,16 --seeds-per-set 2
+--logsvd-ranks 2,4,8 --vb-ranks 4,8``).
 """
 
 from __future__ import annotations
@@ -117,13 +120,13 @@ def run_dataset(name: str, grid: dict, args, out: Path, results: list, weights: 
         f"{R} seeds per set, {sets} sets")  # fmt: skip
     begin = time.perf_counter()
     pool = mm_pool(Y, split, grid, R * sets)
-    logsvd = [engine_fits(Y, split, "logsvd", k, 0) for k in LOGSVD_RANKS]
+    logsvd = [engine_fits(Y, split, "logsvd", k, 0) for k in args.logsvd_ranks]
     log(f"  logsvd: {sum(f.timings['run'] for f in logsvd):.1f} s run")
     for j in range(sets):
         mm_fits = [f for (k, a, b, s), f in pool.items() if j * R <= s < (j + 1) * R]
         vb = [
             engine_fits(Y, split, "vb", k, j, bernmf.Prior(1.0, 1.0, gamma))
-            for k in VB_RANKS
+            for k in args.vb_ranks
             for gamma in (1.0, 1.0 / k)
         ]
         log(f"  set {j}: vb {sum(f.timings['run'] for f in vb):.1f} s run")
@@ -210,12 +213,23 @@ def main(argv=None) -> int:
     parser.add_argument("--datasets", default="animals,paleo,lastfm")
     parser.add_argument("--data-dir", default=None, help="folder of <name>.csv or .rda")
     parser.add_argument("--sets", type=int, default=5, help="seed sets")
+    parser.add_argument("--ranks", help="mm ranks, e.g. 4,8,16 (default: the grid's)")
+    parser.add_argument("--seeds-per-set", type=int, help="mm seeds per setting and set (R)")
+    parser.add_argument("--logsvd-ranks", default=",".join(map(str, LOGSVD_RANKS)))
+    parser.add_argument("--vb-ranks", default=",".join(map(str, VB_RANKS)))
     parser.add_argument("--out", default="results/stacking")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", message=".*distinct modes", category=UserWarning)
     grids = GRIDS
     if args.quick:
         grids, args.sets, args.datasets = QUICK, 2, "animals"
+    for grid in grids.values():
+        if args.ranks:
+            grid["ranks"] = tuple(int(k) for k in args.ranks.split(","))
+        if args.seeds_per_set:
+            grid["R"] = args.seeds_per_set
+    args.logsvd_ranks = [int(k) for k in args.logsvd_ranks.split(",") if k]
+    args.vb_ranks = [int(k) for k in args.vb_ranks.split(",") if k]
     begin = time.perf_counter()
     results, weights, out = [], [], Path(args.out)
     for name in args.datasets.split(","):
