@@ -394,18 +394,18 @@ def perplexity_of_blocks(blocks) -> float:
     ValueError
         If a block's shapes differ or no entry is selected.
     """
-    total, count = scored_total(blocks, warn=True)
+    total, count = scored_total(blocks)
     if count == 0:
         raise ValueError("perplexity: no entry is selected (mask is empty or all NaN)")
     return float(-total / count)
 
 
-def scored_total(blocks, *, warn: bool = True) -> tuple[float, int]:
+def scored_total(blocks) -> tuple[float, int]:
     """The log-likelihood summed over the selected entries of ``blocks``, and their count.
 
     ``blocks`` as :func:`perplexity_of_blocks`'s; (0.0, 0) when nothing is selected.
     The sum is ``-inf`` when an entry's outcome has probability 0 (not clipped), with a
-    :class:`ZeroProbabilityWarning` counting those entries unless ``warn`` is False.
+    :class:`ZeroProbabilityWarning` counting those entries.
 
     Raises
     ------
@@ -428,6 +428,5 @@ def scored_total(blocks, *, warn: bool = True) -> tuple[float, int]:
         terms = outcome_log_probability(Y, selected, probs)
         zeros += int(np.isneginf(terms).sum())
         total += terms.sum()
-    if warn:
-        warn_zero_probability(zeros, count)
+    warn_zero_probability(zeros, count)
     return float(total), count
