@@ -2,7 +2,8 @@
 
 ``Y ~ Bernoulli(W @ H)`` with Dirichlet rows of W and Beta entries of H, fitted by
 several engines behind one entry point, :func:`fit`; :func:`compare` tables held-out
-perplexity over engines x ranks x seeds. NaN in Y means "missing".
+perplexity over engines x ranks x seeds; :func:`stack` mixes fits of any engines
+on validation entries. NaN in Y means "missing".
 
 Importing bernmf turns on JAX's persistent compilation cache in bernmf's cache folder
 (:mod:`bernmf._cache`; ``BERNMF_COMPILE_CACHE=off`` turns it off).
@@ -13,10 +14,19 @@ from bernmf.api import fit
 from bernmf.comparison import compare
 from bernmf.inference import available as engines
 from bernmf.io import load
-from bernmf.models import Prior, log_joint, log_likelihood, log_prior, perplexity, simulate
+from bernmf.models import (
+    Prior,
+    ZeroProbabilityWarning,
+    log_joint,
+    log_likelihood,
+    log_prior,
+    perplexity,
+    simulate,
+)
 from bernmf.modes import count_modes
 from bernmf.posterior import align_components, diagnostics
 from bernmf.results import Fit
+from bernmf.stacked import stack
 
 enable_compile_cache()
 
@@ -43,6 +53,7 @@ def __getattr__(name: str):
 __all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "Fit",
     "Prior",
+    "ZeroProbabilityWarning",
     "align_components",
     "compare",
     "count_modes",
@@ -56,4 +67,5 @@ __all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "perplexity",
     "plot",
     "simulate",
+    "stack",
 ]

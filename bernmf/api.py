@@ -112,6 +112,12 @@ def fit(
     TypeError, ValueError
         For invalid input, before anything is compiled.
 
+    Warns
+    -----
+    ZeroProbabilityWarning
+        When ``probs`` is exactly 0 or 1 at entries outside ``mask`` (H at 0 or 1, as
+        a flat prior allows): a held-out entry there of the other outcome scores inf.
+
     Examples
     --------
     >>> import bernmf

@@ -78,7 +78,9 @@ trace.csv, summary.json, fit.npz (bernmf.load), factors.png, trace.png.""",
   bernmf compare --dataset animals --engines mm,em --ranks 2,4,8 --seeds 5 --out results/cmp
   bernmf compare data.csv --engines all --option mm.max_iter=500 --out results/cmp
 
-Prior-taking engines get --alpha/--beta/--gamma; the others none.
+Prior-taking engines get --alpha/--beta/--gamma; the others none. With --dataset (the
+paper's split), each seed also gets the rows "stacked: all engines" and "stacked: mm grid":
+its fits stacked on the validation entries (bernmf.stack), rank 0.
 Writes fits.csv (every fit), summary.csv, summary.json, perplexity.png.""",
     "tune": """examples:
   bernmf tune --dataset animals --ranks 2,4,8 --alphas 1,1.5,2,3 --betas 1,1.5,2,3 --out t
@@ -87,6 +89,8 @@ Writes fits.csv (every fit), summary.csv, summary.json, perplexity.png.""",
 --split: codes 2 = train, 1 = validation, 0 = test, one per entry of DATA: a CSV like
 the paper's split files (no header, no row names; or labelled as DATA, any order),
 .npz or .parquet.
+--combine stack: best_fit.npz is the stack of every fit of the grid (bernmf.stack on the
+validation entries), and members.csv its members and weights; no refit.
 Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
     "report": """examples:
   bernmf report --quick --out results/report-quick          # animals, about a minute
@@ -238,8 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune_parser.add_argument("--restarts", type=int, default=1, help="seeds per setting (1)")
     tune_parser.add_argument(
         "--combine",
-        choices=("mean", "best"),
-        help="score each setting's ensemble of --restarts fits (uniform mixture or best)",
+        choices=("mean", "best", "stack"),
+        help="score each setting's ensemble of --restarts fits (uniform mixture or best), "
+        "or stack every fit of the grid on validation (stack)",
     )
     tune_parser.add_argument("--seed", type=int, default=0, help="first seed (0)")
     mm_options = get_engine("mm").options  # the engine's declared defaults

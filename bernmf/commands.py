@@ -28,6 +28,7 @@ from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
 from bernmf.readers import read_codes, read_mask, read_matrix
 from bernmf.split import paper_split, random_split
+from bernmf.stacked import members_table as stack_members
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -311,9 +312,10 @@ def compare_command(args) -> int:
             f"H ~ Beta(0.3, 0.6), W ~ Dirichlet(0.5), seed {args.seed}"
         )
     shape = np.shape(Y)
-    if args.dataset is not None:
-        split = paper_split(shape)
-        split_name = "the paper's split (train 70%, test 15%)"
+    validation = None
+    if args.dataset is not None:  # its validation entries weigh the stacked rows
+        split, validation = paper_split(shape), paper_split(shape).validation
+        split_name = "the paper's split (train 70%, validation 15%: stacking, test 15%)"
     else:
         split = random_split(shape, (1 - args.test, 0.0, args.test), seed=args.seed)
         split_name = f"random entries, {args.test:.0%} test (seed {args.seed})"
@@ -328,6 +330,7 @@ def compare_command(args) -> int:
         priors={engine: prior_of(args, engine) for engine in engines_},
         options=options,
         progress=not (args.quiet or args.json),
+        validation=validation,
     )
     fits, table = comparison.fits, comparison.summary
     summary = {
@@ -344,7 +347,8 @@ def compare_command(args) -> int:
         fits.to_csv(folder / "fits.csv", index=False)
         table.to_csv(folder / "summary.csv", index=False)
         write_json(folder / "summary.json", summary)
-        labelled = fits.assign(engine=fits["engine"] + " K=" + fits["rank"].astype(str))
+        ranks = np.where(fits["rank"] > 0, " K=" + fits["rank"].astype(str), "")  # 0: stacked
+        labelled = fits.assign(engine=fits["engine"] + ranks)
         plot.perplexity_boxplot(labelled, path=folder / "perplexity.png")
     summary["out"] = str(out)
     show(args, table, summary)
@@ -391,11 +395,16 @@ def tune_command(args) -> int:
     )
     best = tuning.best
     prior = Prior(best["alpha"], best["beta"], args.gamma)
-    if args.combine is None:
+    if args.combine == "stack":  # every fit of the grid, stacked on validation: no refit
+        result = tuning.stacked
+        stacked = result.extras["stack"]["validation_perplexity"]
+        best = {**best, "stack_validation_perplexity": stacked}
+    elif args.combine is None:
         chosen = {"seed": best["seed"]}
     else:  # the ensemble the grid scored, refitted with its members
         chosen = {"seed": args.seed, "restarts": args.restarts, "combine": args.combine}
-    result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, **chosen, **options)
+    if args.combine != "stack":
+        result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, **chosen, **options)
     best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
     summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
     from bernmf import plot  # matplotlib loads only for a command that draws
@@ -404,6 +413,8 @@ def tune_command(args) -> int:
         tuning.table.to_csv(folder / "grid.csv", index=False)
         if tuning.ensembles is not None:
             tuning.ensembles.to_csv(folder / "ensembles.csv", index=False)
+        if tuning.stacked is not None:
+            stack_members(tuning.stacked).to_csv(folder / "members.csv", index=False)
         write_json(folder / "summary.json", summary)
         plot.validation_heatmap(tuning.table, best["rank"], path=folder / "validation.png")
         result.save(folder / "best_fit.npz", metadata={"options": options, "data": source})

@@ -7,6 +7,7 @@ and ``experiments/posterior_vs_map.py`` build their tables with it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -19,8 +20,9 @@ from bernmf.data import as_observed
 from bernmf.ensemble import check_combine
 from bernmf.inference import get_engine
 from bernmf.models import Prior
-from bernmf.plan import check_arguments
+from bernmf.plan import check_arguments, held_out_entries
 from bernmf.results import Fit
+from bernmf.stacked import stack
 
 __all__ = ["Comparison", "compare", "describe_prior", "summarize"]
 
@@ -45,10 +47,14 @@ class Comparison:
         One row per (engine, rank, prior): ``perplexity`` (mean over seeds),
         ``perplexity_sd``, ``seconds`` (mean), ``compile_seconds`` (max: only the
         first fit of a shape compiles), ``iterations`` (mean) and ``fits`` (count).
+    results : tuple of Fit
+        With ``keep=True`` or ``validation``: the fits, in the order of ``fits``'
+        rows (without their posterior draws).
     """
 
     fits: pd.DataFrame
     summary: pd.DataFrame
+    results: tuple[Fit, ...] = ()
 
 
 def compare(
@@ -64,6 +70,8 @@ def compare(
     measure: Callable[[Fit], Mapping] | None = None,
     progress: bool = True,
     stream=None,
+    validation=None,
+    keep: bool = False,
 ) -> Comparison:
     """Fit every engine x rank x seed on ``train`` and score each fit on ``test``.
 
@@ -100,6 +108,14 @@ def compare(
         sweeps, svi steps, nuts) is off unless ``options`` turns it on.
     stream : file-like, optional
         Where progress goes.
+    validation : bool array of shape (M, N), optional
+        Held-out entries outside ``train`` and ``test``: each seed then also gets the
+        rows ``"stacked: all engines"`` (:func:`bernmf.stack` of every fit of that
+        seed, weighted on these entries) and, with mm and another engine,
+        ``"stacked: mm grid"`` (its mm fits), from the fits already made: rank 0 and
+        prior ``"mixed"``, ``seconds`` the sum of the members' (:func:`stacked_rows`).
+    keep : bool, default False
+        Keep the fits (:attr:`Comparison.results`).
 
     Returns
     -------
@@ -148,7 +164,11 @@ def compare(
     train, scored = _split(Y, train, test)
 
     runs = [(e, k, s) for e in engines for k in ranks for s in seeds]
-    rows = []
+    if validation is not None:
+        held_out_entries(Y, as_observed(Y, train), validation)  # disjoint from train, not empty
+        if (np.asarray(validation, bool) & scored.mask).any():
+            raise ValueError("validation and test entries overlap; they must be disjoint")
+    rows, kept = [], []
     with Progress("compare", len(runs), enabled=progress, stream=stream) as shown:
         for engine, rank, seed in runs:
             quiet = {"progress": False} if "progress" in get_engine(engine).options else {}
@@ -176,13 +196,80 @@ def compare(
                     **(measure(result) if measure is not None else {}),
                 }
             )
+            if keep or validation is not None:
+                kept.append(lightened(result))
             seconds = np.nansum([result.timings.get(k, np.nan) for k in ("compile", "run")])
             shown.update(
                 result=f"{engine} K={rank} seed {seed}: perplexity {rows[-1]['perplexity']:.4f}, "
                 f"{result.n_iter} iterations, {seconds:.1f} s"
             )
+    for seed in seeds if validation is not None else ():
+        chosen = [f for f, row in zip(kept, rows, strict=False) if row["seed"] == seed]
+        groups = {STACKED_ALL: chosen, STACKED_MM: [f for f in chosen if f.engine == "mm"]}
+        rows += [row for row, _ in stacked_rows(Y, groups, train, validation, scored, seed)]
     fits = pd.DataFrame(rows)
-    return Comparison(fits=fits, summary=summarize(fits, ["engine", "rank", "prior"]))
+    summary = summarize(fits, ["engine", "rank", "prior"])
+    return Comparison(fits=fits, summary=summary, results=tuple(kept))
+
+
+STACKED_ALL = "stacked: all engines"
+STACKED_MM = "stacked: mm grid"
+"""The ``engine`` of the rows of :func:`stacked_rows`."""
+
+
+def lightened(result: Fit) -> Fit:
+    """``result`` without posterior draws and sampler statistics (its members' too)."""
+    members = tuple(lightened(m) for m in result.members)
+    return dataclasses.replace(result, draws={}, sample_stats={}, members=members)
+
+
+def stacked_rows(
+    Y, groups: Mapping[str, list[Fit]], train, validation, test, seed
+) -> list[tuple[dict, Fit]]:
+    """A row per group of fits, with their :func:`bernmf.stack` on ``validation``, scored on test.
+
+    A group of fewer than two fits, or of the same fits as a group before it, is
+    skipped. ``rank`` is 0 and ``prior`` ``"mixed"``; ``seconds`` and
+    ``compile_seconds`` are the sums of the members'.
+
+    Parameters
+    ----------
+    Y : array-like of shape (M, N)
+    groups : dict of row name to list of Fit
+    train, validation : bool arrays of shape (M, N)
+    test : Observed
+        The scored entries.
+    seed : int
+        The ``seed`` of the rows.
+
+    Returns
+    -------
+    list of (dict, Fit)
+        The row (the columns of :attr:`Comparison.fits`) and the stack.
+    """
+    rows, seen = [], set()
+    for name, members in groups.items():
+        identity = tuple(id(m) for m in members)
+        if len(members) < 2 or identity in seen:
+            continue
+        seen.add(identity)
+        result = stack(members, Y, validation=validation, mask=train)
+        row = (
+            {
+                "engine": name,
+                "rank": 0,
+                "prior": "mixed",
+                "seed": seed,
+                "perplexity": result.perplexity(test.Y, test.mask),
+                "seconds": result.timings.get("run", np.nan),
+                "compile_seconds": result.timings.get("compile", np.nan),
+                "iterations": 0,
+                "converged": result.converged,
+            },
+            result,
+        )
+        rows.append(row)
+    return rows
 
 
 def summarize(fits: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

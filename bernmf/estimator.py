@@ -18,7 +18,7 @@ from bernmf.api import fit as fit_engine
 from bernmf.data import Observed, as_observed
 from bernmf.inference import get_engine
 from bernmf.inference.fold_in import fold_in
-from bernmf.models.spec import Prior, masked_log_likelihood_terms
+from bernmf.models.spec import Prior, observed_probability, warn_zero_probability
 
 #: Checks of :func:`sklearn.utils.estimator_checks.check_estimator` that NBMF does
 #: not pass, each with the documented contract that makes it fail. Pass it as
@@ -290,17 +290,23 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         float
-            Minus the perplexity of the observed entries.
+            Minus the perplexity of the observed entries; ``-inf`` (with a
+            :class:`~bernmf.models.spec.ZeroProbabilityWarning`) when an entry's outcome
+            gets probability exactly 0.
         """
         check_is_fitted(self)
         observed = self._rows(X, mask)
         keys = np.random.default_rng(0).random(observed.shape)
         keys[~observed.mask] = np.inf
         fold = np.argsort(np.argsort(keys, axis=1), axis=1) % SCORE_FOLDS
-        total = 0.0
+        total, zeros = 0.0, 0
         H = self.components_
         for f in range(SCORE_FOLDS):
             held_out = observed.mask & (fold == f)
             W = self._fold_in(Observed(observed.Y, observed.mask & ~held_out, None, None))
-            total += masked_log_likelihood_terms(observed.Y, held_out, W @ H, W @ (1 - H)).sum()
+            with np.errstate(divide="ignore"):  # exact: probability 0 scores -inf, not clipped
+                terms = np.log(observed_probability(observed.Y, held_out, W @ H, W @ (1 - H)))
+            zeros += int(np.isneginf(terms).sum())
+            total += terms.sum()
+        warn_zero_probability(zeros, int(observed.mask.sum()), "NBMF.score")
         return float(total / observed.mask.sum())

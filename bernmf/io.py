@@ -8,7 +8,9 @@ A saved fit is one zip file (``.npz``, readable by :func:`numpy.load`) holding
   the array-valued extras, the training data packed to bits
   (``observed/Y_bits``, ``observed/mask_bits``), and an ensemble's members
   (``members/W`` (R, M, K), ``members/H``, ``members/probs`` when stored,
-  ``members/trace/<r>``);
+  ``members/trace/<r>``; a stack's members, of several engines and ranks, one by one:
+  ``members/<r>/W``, ``members/<r>/H``, ``members/<r>/probs``, ``members/<r>/trace``,
+  ``members/<r>/prior/<name>``);
 * ``metadata.json``: engine, rank, seed, n_iter, converged, timings, data shape, row
   and column labels, scalar extras, user metadata (for example the engine options),
   and the versions of bernmf, Python, numpy and JAX.
@@ -195,7 +197,18 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         arrays.update({f"prior/{k}": np.asarray(v) for k, v in fit.prior._asdict().items()})
     arrays.update({f"draws/{k}": np.asarray(v) for k, v in fit.draws.items()})
     arrays.update({f"sample_stats/{k}": np.asarray(v) for k, v in fit.sample_stats.items()})
-    if fit.members:
+    one_by_one = bool(fit.members) and not _uniform_members(fit)
+    if one_by_one:  # a stack (bernmf.stack): members of several engines, ranks, priors
+        for r, m in enumerate(fit.members):
+            arrays.update({f"members/{r}/W": m.W, f"members/{r}/H": m.H})
+            arrays[f"members/{r}/trace"] = m.trace
+            if m.stored_probs is not None:
+                arrays[f"members/{r}/probs"] = m.stored_probs
+            if m.prior is not None:
+                arrays.update(
+                    {f"members/{r}/prior/{k}": np.asarray(v) for k, v in m.prior._asdict().items()}
+                )
+    elif fit.members:
         for name in ("W", "H", "stored_probs"):
             if getattr(fit.members[0], name) is not None:
                 stacked = np.stack([getattr(m, name) for m in fit.members])
@@ -219,7 +232,8 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         "row_labels": encode_index(fit.row_labels),
         "col_labels": encode_index(fit.col_labels),
         "observed": None,
-        "members": [_member_info(m) for m in fit.members],
+        "members": [_member_info(m, one_by_one) for m in fit.members],
+        "members_layout": "each" if one_by_one else "stacked",
         "metadata": dict(metadata or {}),
         "versions": versions(),
     }
@@ -242,14 +256,32 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
     return target.path
 
 
-def _member_info(member: Fit) -> dict:
-    """What :func:`save` keeps of an ensemble's member besides its W, H, probs and trace."""
-    return {
+def _uniform_members(fit: Fit) -> bool:
+    """Whether the members share the fit's engine, rank and prior, and all or none store probs
+    (an ensemble's do): then their arrays are saved stacked, ``members/W`` (R, M, K) ..."""
+
+    def same_prior(p: Prior | None) -> bool:
+        if p is None or fit.prior is None:
+            return p is None and fit.prior is None
+        return all(np.array_equal(a, b) for a, b in zip(p, fit.prior, strict=True))
+
+    return len({m.stored_probs is None for m in fit.members}) == 1 and all(
+        m.engine == fit.engine and m.rank == fit.rank and same_prior(m.prior) for m in fit.members
+    )
+
+
+def _member_info(member: Fit, one_by_one: bool = False) -> dict:
+    """What :func:`save` keeps of an ensemble's member besides its W, H, probs and trace
+    (and, for members saved one by one, their engine, rank and whether they have a prior)."""
+    info = {
         "seed": int(member.seed),
         "n_iter": int(member.n_iter),
         "converged": None if member.converged is None else bool(member.converged),
         "timings": {k: float(v) for k, v in member.timings.items()},
     }
+    if one_by_one:
+        info.update(engine=member.engine, rank=int(member.rank), has_prior=member.prior is not None)
+    return info
 
 
 def _metadata(content: bytes) -> dict:
@@ -478,6 +510,12 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
         raise ValueError("'members' should be a list")
     if not records:
         return ()
+    if info.get("members_layout", "stacked") == "each":
+        return _members_one_by_one(records, arrays, fit)
+    if info.get("members_layout", "stacked") != "stacked":
+        raise ValueError(
+            f"'members_layout' should be 'stacked' or 'each', got {info['members_layout']!r:.40}"
+        )
     R, (M, N), K = len(records), fit.shape, fit.rank
     stacked = {
         name: _array(arrays, f"members/{name}", (R, *shape))
@@ -506,6 +544,43 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
     for r, member in enumerate(members):
         _check_values(member, f"member {r}: ")
     return members
+
+
+def _members_one_by_one(records: list, arrays, fit: Fit) -> tuple[Fit, ...]:
+    """A stack's members, each with its own engine, rank, prior, W, H, probs and trace."""
+    weights = (fit.extras.get("stack") or fit.extras.get("restarts") or {}).get("weights")
+    if not isinstance(weights, list) or len(weights) != len(records):
+        raise ValueError("members saved one by one need extras stack weights, one per member")
+    if not all(isinstance(w, float | int) and 0 <= w <= 1 for w in weights):
+        raise ValueError("the stack's weights should be numbers in [0, 1]")
+    (M, N), members = fit.shape, []
+    for r, record in enumerate(records):
+        K, where = _get(record, "rank", int, "member "), f"members/{r}/"
+        if K < 1:
+            raise ValueError(f"member {r}: 'rank' should be >= 1, got {K}")
+        prior = None
+        if _get(record, "has_prior", bool, "member "):
+            own = {k.removeprefix(where): v for k, v in arrays.items() if k.startswith(where)}
+            prior = _prior(own, K)
+        probs = f"{where}probs"
+        members.append(
+            Fit(
+                engine=_get(record, "engine", str, "member "),
+                rank=K,
+                prior=prior,
+                W=_array(arrays, f"{where}W", (M, K)),
+                H=_array(arrays, f"{where}H", (K, N)),
+                stored_probs=_array(arrays, probs, (M, N)) if probs in arrays else None,
+                trace=_array(arrays, f"{where}trace", (None,)),
+                n_iter=_get(record, "n_iter", int, "member "),
+                converged=_get(record, "converged", bool, "member "),
+                timings=_timings(record),
+                seed=_get(record, "seed", int, "member "),
+                row_labels=fit.row_labels,
+                col_labels=fit.col_labels,
+            )
+        )
+    return tuple(members)
 
 
 def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:

@@ -4,8 +4,10 @@
 chooses its rank (and, for ``mm``, its Beta prior) on the validation entries only,
 then scores several seeds on the test entries, at that tuned setting and at one rank
 shared by all engines; ensembles (:func:`bernmf.fit` with ``restarts``) are rows of
-their own. :func:`write` turns the result into a tidy CSV, a Pareto plot of test
-perplexity against seconds and a self-contained HTML page (``bernmf report``).
+their own, and so are the stacks of the fits already made (``"stacked: all engines"``,
+``"stacked: mm grid"``: :func:`bernmf.stack` on the validation entries, per seed).
+:func:`write` turns the result into a tidy CSV, a Pareto plot of test perplexity
+against seconds and a self-contained HTML page (``bernmf report``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,17 @@ import pandas as pd
 from bernmf import tune
 from bernmf._progress import say
 from bernmf.api import fit
-from bernmf.comparison import _nonempty_list, compare, describe_prior, summarize
+from bernmf.comparison import (
+    STACKED_ALL,
+    STACKED_MM,
+    _nonempty_list,
+    compare,
+    describe_prior,
+    lightened,
+    stacked_rows,
+    summarize,
+)
+from bernmf.data import as_observed
 from bernmf.ensemble import MODES_WARNING
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
@@ -34,6 +46,7 @@ from bernmf.models import Prior
 from bernmf.plan import check_arguments
 from bernmf.posterior import diagnostics
 from bernmf.split import paper_split
+from bernmf.stacked import members_table
 
 __all__ = [
     "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings", "floor",
@@ -111,8 +124,11 @@ class Report:
     ----------
     fits : DataFrame
         One row per test fit, the columns :data:`COLUMNS`: ``setting`` is
-        ``"tuned"`` (rank, and mm's prior, chosen on validation), ``"shared K=k"``
-        or ``"ensemble"`` (R restarts combined, at the tuned setting);
+        ``"tuned"`` (rank, and mm's prior, chosen on validation), ``"shared K=k"``,
+        ``"ensemble"`` (R restarts combined, at the tuned setting) or ``"stacked"``
+        (engine ``"stacked: all engines"``: every fit of that seed and the tuning fits;
+        ``"stacked: mm grid"``: the mm ones; rank 0, prior ``"mixed"``, seconds the
+        sum of the members');
         ``perplexity`` is on the test entries (nats per entry), ``seconds`` the run
         time without compilation, ``iterations`` the iterations or draws, and
         ``ess_per_second`` the median bulk ESS of WH per second (samplers; NaN else).
@@ -132,6 +148,10 @@ class Report:
     left_out : DataFrame
         ``dataset``, ``engine``, ``estimate`` (seconds) of the engines that ``quick``
         left out for being over its budget (:data:`QUICK_BUDGET`).
+    weights : DataFrame or None
+        The stacking weight per ``dataset``, ``seed``, ``stack`` (the row's engine),
+        member ``engine`` and ``rank`` (summed over the member fits of that engine and
+        rank) of the ``"stacked"`` rows.
     """
 
     fits: pd.DataFrame
@@ -140,6 +160,7 @@ class Report:
     chosen: pd.DataFrame = field(default_factory=pd.DataFrame)
     seconds: float = float("nan")
     left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
+    weights: pd.DataFrame | None = None
 
 
 def describe_data(name: str, Y) -> dict:
@@ -228,11 +249,12 @@ def run(
             for seed in seeds:
                 for shape in {np.shape(Y) for Y in data.values()}:
                     check_arguments(engine, rank, None, seed, options[engine], shape)
-    tables, chosen, begin = [], [], time.perf_counter()
+    tables, chosen, weights, begin = [], [], [], time.perf_counter()
     left_out = []
     for name, Y in data.items():
         split = paper_split(np.shape(Y))
-        common = {"train": split.train, "test": split.test, "progress": progress}
+        common = {"train": split.train, "test": split.test, "progress": progress, "keep": True}
+        made = {}  # every fit of this dataset by id: (seed, or None for all seeds, fit)
         kept = engines
         if quick:
             kept, dropped = _within_budget(
@@ -240,7 +262,8 @@ def run(
             )  # fmt: skip
             left_out += dropped
         for engine in kept:
-            rank, prior = _tuned(Y, split, engine, ranks, priors, options[engine], progress)
+            rank, prior, tuning = _tuned(Y, split, engine, ranks, priors, options[engine], progress)
+            made.update({id(f): (None, f) for f in tuning})
             edge = "" if len(ranks) < 2 else {max(ranks): "top", min(ranks): "bottom"}.get(rank, "")
             grid = ",".join(str(r) for r in ranks)
             chosen.append((name, engine, rank, describe_prior(prior), grid, edge))
@@ -249,19 +272,28 @@ def run(
                 options={engine: options[engine]}, measure=_ess_per_second, **common,
             )  # fmt: skip
             tables.append(measured.fits.assign(dataset=name, setting="tuned"))
-            shared = measured.fits
+            shared = measured
             if rank != shared_rank or prior is not None:
                 shared = compare(
                     Y, [engine], [shared_rank], seeds, options={engine: options[engine]},
                     measure=_ess_per_second, **common,
-                ).fits  # fmt: skip
-            tables.append(shared.assign(dataset=name, setting=f"shared K={shared_rank}"))
+                )  # fmt: skip
+            tables.append(shared.fits.assign(dataset=name, setting=f"shared K={shared_rank}"))
+            for comparison in (measured, shared):
+                pairs = zip(comparison.fits["seed"], comparison.results, strict=True)
+                made.update({id(f): (int(s), f) for s, f in pairs})
             if engine in ensembles:
                 rows = [
                     _ensemble_row(Y, split, engine, rank, prior, seed, restarts, combine, options)
                     for seed in seeds
                 ]
-                tables.append(pd.DataFrame(rows).assign(dataset=name, setting="ensemble"))
+                made.update({id(f): (s, f) for s, (_, f) in zip(seeds, rows, strict=True)})
+                tables.append(
+                    pd.DataFrame([r for r, _ in rows]).assign(dataset=name, setting="ensemble")
+                )
+        stacked, used = _stacked(Y, split, list(made.values()), seeds)
+        tables += [table.assign(dataset=name) for table in stacked]
+        weights += [table.assign(dataset=name) for table in used]
     fits = pd.concat(tables, ignore_index=True)
     if "ess_per_second" not in fits:
         fits["ess_per_second"] = np.nan
@@ -272,6 +304,7 @@ def run(
         chosen=pd.DataFrame(chosen, columns=["dataset", "engine", "rank", "prior", "grid", "edge"]),
         seconds=time.perf_counter() - begin,
         left_out=pd.DataFrame(left_out, columns=["dataset", "engine", "estimate"]),
+        weights=pd.concat(weights, ignore_index=True) if weights else None,
     )
 
 
@@ -342,21 +375,42 @@ def _within_budget(name, Y, split, engines, rank, seeds, ensembles, restarts, op
     return kept, dropped
 
 
-def _tuned(Y, split, engine, ranks, priors, options, progress) -> tuple[int, Prior | None]:
-    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits."""
+def _stacked(Y, split, made, seeds) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
+    """Rows ``"stacked: all engines"`` and ``"stacked: mm grid"`` per seed, and their weights.
+
+    The members of seed s are the fits already made with seed s and the tuning fits
+    (the mm grid, the other engines' ranks, seed 0); weights on validation entries.
+    """
+    test = as_observed(Y, split.test, warn_empty=False)
+    rows, weights = [], []
+    for seed in seeds:
+        chosen = [f for s, f in made if s is None or s == seed]
+        groups = {STACKED_ALL: chosen, STACKED_MM: [f for f in chosen if f.engine == "mm"]}
+        for row, result in stacked_rows(Y, groups, split.train, split.validation, test, seed):
+            rows.append(pd.DataFrame([row]).assign(setting="stacked"))
+            table = members_table(result).groupby(["engine", "rank"], as_index=False)["weight"]
+            weights.append(table.sum().assign(seed=seed, stack=row["engine"]))
+    return rows, weights
+
+
+def _tuned(Y, split, engine, ranks, priors, options, progress) -> tuple:
+    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits,
+    and those fits (without draws)."""
     if engine == "mm":
         grid = tune.grid(
             Y, ranks, priors, priors, mask=split.train, validation=split.validation,
             progress=progress, **options,
-        ).best  # fmt: skip
-        return int(grid["rank"]), Prior(grid["alpha"], grid["beta"])
+        )  # fmt: skip
+        best, fits = grid.best, [m.fit for m in grid.members]
+        return int(best["rank"]), Prior(best["alpha"], best["beta"]), fits
     if len(ranks) == 1:
-        return ranks[0], None
-    table = compare(
+        return ranks[0], None, []
+    comparison = compare(
         Y, [engine], ranks, [0], train=split.train, test=split.validation,
-        options={engine: options}, progress=progress,
-    ).summary  # fmt: skip
-    return int(table.loc[table["perplexity"].idxmin(), "rank"]), None
+        options={engine: options}, progress=progress, keep=True,
+    )  # fmt: skip
+    table = comparison.summary
+    return int(table.loc[table["perplexity"].idxmin(), "rank"]), None, list(comparison.results)
 
 
 def _ess_per_second(result) -> dict:
@@ -367,14 +421,14 @@ def _ess_per_second(result) -> dict:
     return {"ess_per_second": float(table.loc["WH", "ess_bulk_per_second"])}
 
 
-def _ensemble_row(Y, split, engine, rank, prior, seed, restarts, combine, options) -> dict:
+def _ensemble_row(Y, split, engine, rank, prior, seed, restarts, combine, options) -> tuple:
     with warnings.catch_warnings():  # distinct modes are why the report has ensembles
         warnings.filterwarnings("ignore", MODES_WARNING, UserWarning)
         result = fit(
             Y, engine, rank, mask=split.train, prior=prior, seed=seed, restarts=restarts,
             combine=combine, validation=split.validation, **options[engine],
         )  # fmt: skip
-    return {
+    row = {
         "engine": f"{engine} ensemble",
         "rank": rank,
         "prior": describe_prior(result.prior),
@@ -385,6 +439,7 @@ def _ensemble_row(Y, split, engine, rank, prior, seed, restarts, combine, option
         "iterations": result.n_iter,
         "ess_per_second": np.nan,
     }
+    return row, lightened(result)
 
 
 def leaderboard(fits: pd.DataFrame) -> pd.DataFrame:
@@ -452,7 +507,8 @@ def environment() -> dict:
 
 
 def write(report: Report, folder) -> dict[str, Path]:
-    """Write ``fits.csv``, ``leaderboard.csv``, ``pareto.png`` and ``report.html`` to ``folder``.
+    """Write ``fits.csv``, ``leaderboard.csv``, ``pareto.png`` and ``report.html`` to ``folder``
+    (and ``weights.csv``, the stacking weights, when the report has stacked rows).
 
     The HTML page stands alone: the plot is embedded as base64 PNG.
 
@@ -469,6 +525,9 @@ def write(report: Report, folder) -> dict[str, Path]:
     report.fits.to_csv(paths["fits.csv"], index=False)
     board.to_csv(paths["leaderboard.csv"], index=False)
     plot.pareto(board, path=paths["pareto.png"])
+    if report.weights is not None and not report.weights.empty:
+        paths["weights.csv"] = folder / "weights.csv"
+        report.weights.to_csv(paths["weights.csv"], index=False)
     paths["report.html"] = folder / "report.html"
     paths["report.html"].write_text(_html(board, report, paths["pareto.png"]))
     return paths
@@ -533,6 +592,16 @@ def findings(report: Report, board: pd.DataFrame | None = None) -> dict[str, lis
     return said
 
 
+def stacking_weights_table(weights: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Mean stacking weight over seeds per dataset, stacked row, member engine and rank."""
+    if weights is None or weights.empty:
+        return None
+    keys = ["dataset", "stack", "engine", "rank"]
+    seeds = weights.groupby(["dataset", "stack"])["seed"].transform("nunique")
+    table = weights.assign(weight=weights["weight"] / seeds).groupby(keys, sort=False)["weight"]
+    return table.sum().reset_index()
+
+
 def _html(board: pd.DataFrame, report: Report, png: Path) -> str:
     from bernmf import plot
 
@@ -540,6 +609,7 @@ def _html(board: pd.DataFrame, report: Report, png: Path) -> str:
     image = base64.b64encode(png.read_bytes()).decode("ascii")
     shown = board.drop(columns="dataset").rename(columns={"perplexity": "test perplexity"})
     said = findings(report, board)
+    weights = stacking_weights_table(report.weights)
     sections = []
     for dataset, table in shown.groupby(board["dataset"], sort=False):
         front = plot.pareto_front(table["seconds"].to_numpy(), table["test perplexity"].to_numpy())
@@ -549,6 +619,12 @@ def _html(board: pd.DataFrame, report: Report, png: Path) -> str:
             f"<h2>{html.escape(str(dataset))}</h2>\n<ul>{found}</ul>\n"
             + table.to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="", border=0)
         )
+        if weights is not None and (weights["dataset"] == dataset).any():
+            mine = weights[weights["dataset"] == dataset].drop(columns="dataset")
+            sections.append(
+                "<h3>Stacking weight per engine and rank (mean over seeds)</h3>\n"
+                + mine.to_html(index=False, float_format=lambda x: f"{x:.3f}", border=0)
+            )
     runtime = (
         f"<p>Total run time: {report.seconds:.0f} s.</p>" if np.isfinite(report.seconds) else ""
     )
@@ -565,7 +641,10 @@ tr:nth-child(even){{background:#f3f3f3}}</style></head><body>
 <p>Test perplexity (mean negative log-likelihood per test entry, nats; lower is better) on
 the paper's split, mean and sd over seeds. Settings: <em>tuned</em> (rank, and mm's prior,
 chosen on the validation entries), <em>shared K</em> (every engine at one rank, default
-prior), <em>ensemble</em> (restarts combined on validation). Seconds: run time per fit
+prior), <em>ensemble</em> (restarts combined on validation), <em>stacked</em> (every fit of a
+seed already made, of all engines or of mm only, tuning fits included, stacked on the validation
+entries with a smoothed column-frequency member; seconds: the sum of the members'; rank 0 and
+prior "mixed"). Seconds: run time per fit
 without compilation; iterations: iterations or draws; ESS/s: median bulk ESS of WH per
 second (samplers). <em>pareto</em>: no other row is both faster and better. Rows that are
 the same fits are one row: <em>em = mm</em> (mm at its flat default prior is em),

@@ -80,7 +80,8 @@ class Fit:
         P(Y=1) as the engine computed it (the posterior mean of W @ H, the logistic
         engines' sigmoid), or None when it follows from W and H (``clip(W @ H, 0,
         1)``) or, with ``members``, is their mixture weighted by
-        ``extras["restarts"]["weights"]``: no M x N array is kept for those.
+        ``extras["restarts"]["weights"]`` (``extras["stack"]["weights"]`` for a
+        :func:`bernmf.stack`): no M x N array is kept for those.
     """
 
     engine: str
@@ -120,10 +121,10 @@ class Fit:
         """
         if self.stored_probs is not None:
             return self.stored_probs[start:stop]
-        if self.members:
-            weights = np.asarray(self.extras["restarts"]["weights"], float)
-            parts = np.stack([m.probs_rows(start, stop) for m in self.members])
-            return np.tensordot(weights, parts, axes=1)
+        if self.members:  # an ensemble's ("restarts") or a stack's (bernmf.stack) weights
+            weights = (self.extras.get("stack") or self.extras["restarts"])["weights"]
+            used = [(w, m) for w, m in zip(weights, self.members, strict=True) if w > 0]
+            return sum(w * m.probs_rows(start, stop) for w, m in used)
         return probability(self.W[start:stop], self.H)
 
     @property

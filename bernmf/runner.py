@@ -14,6 +14,7 @@ through it.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -21,9 +22,9 @@ from bernmf._progress import working_on
 from bernmf.data import Observed
 from bernmf.ensemble import combine_members, run_members, validation_lpd
 from bernmf.inference import Engine
-from bernmf.models.spec import Prior
+from bernmf.models.spec import Prior, ZeroProbabilityWarning
 from bernmf.plan import Plan
-from bernmf.results import Fit
+from bernmf.results import BLOCK_ENTRIES, Fit
 
 
 class Member(NamedTuple):
@@ -121,6 +122,7 @@ def run(request: Plan) -> Fit:
             [m.fit for m in fitted], request.combine, data, request.held_out,
             score=engine.score, stacklevel=4,
         )  # fmt: skip
+    warn_certain(result, data)
     return dataclasses.replace(
         result,
         extras={**result.extras, "run": request.record()},
@@ -128,3 +130,25 @@ def run(request: Plan) -> Fit:
         col_labels=data.col_labels,
         observed=data,
     )
+
+
+def warn_certain(result: Fit, data: Observed) -> None:
+    """A :class:`~bernmf.models.spec.ZeroProbabilityWarning` when ``probs`` is exactly 0 or 1
+    at entries outside the training mask: a held-out entry there of the other outcome
+    would score inf. ``probs`` is read a block of rows at a time."""
+    M, N = result.shape
+    step = M if result.stored_probs is not None else max(1, BLOCK_ENTRIES // N)
+    certain = 0
+    for a in range(0, M, step):
+        p = result.probs_rows(a, a + step)
+        certain += int(((p == 0) | (p == 1))[~data.mask[a : a + step]].sum())
+    if certain:
+        warnings.warn(
+            f"P(Y=1) is exactly 0 or 1 at {certain} of {int((~data.mask).sum())} entries outside "
+            "the training mask: a held-out entry there of the other outcome scores inf "
+            f"(bernmf.perplexity). For {result.engine!r}: H at 0 or 1 (a flat prior) or a "
+            "saturated logistic; a prior with alpha, beta > 1 (e.g. Prior(1.2, 1.2)) keeps H "
+            "inside (0, 1), and bernmf.stack adds a baseline member that never gives 0 or 1",
+            ZeroProbabilityWarning,
+            stacklevel=4,  # warn_certain, run, bernmf.fit, its caller
+        )

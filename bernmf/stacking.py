@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bernmf.data import as_observed
-from bernmf.models.spec import masked_log_likelihood_terms
+from bernmf.models.spec import masked_log_likelihood_terms, outcome_log_probability
 
 PARETO_K_THRESHOLD = 0.7
 """Pareto k above which a PSIS-LOO estimate is unreliable (Vehtari et al. 2024)."""
@@ -219,9 +219,9 @@ def bernoulli_lpd(Y, mask, probs) -> np.ndarray:
     -------
     ndarray of shape (n, R)
         ``log P(Y=y)`` of each scored entry (row-major order of ``mask & ~isnan(Y)``)
-        under each member, clipped below at ``log(tiny)`` (about -708) like
-        :func:`bernmf.perplexity`. One member is gathered at a time, so no array of
-        shape (R, M, N) is created beyond ``probs`` itself.
+        under each member, ``-inf`` where the member gives the outcome probability 0
+        (not clipped, as :func:`bernmf.perplexity`). One member is gathered at a time,
+        so no array of shape (R, M, N) is created beyond ``probs`` itself.
 
     Raises
     ------
@@ -247,8 +247,9 @@ def bernoulli_lpd(Y, mask, probs) -> np.ndarray:
 def entries_lpd(y, p, what: str = "probs") -> np.ndarray:
     """``log P(Y=y)`` of scored entries with values ``y`` (n,) and P(Y=1) ``p`` (n,).
 
-    Clipped below at ``log(tiny)`` like :func:`bernmf.perplexity`; the kernel of
-    :func:`bernoulli_lpd`, for probabilities computed at the entries only.
+    ``-inf`` where ``p`` gives the outcome probability 0 (not clipped, as
+    :func:`bernmf.perplexity`); the kernel of :func:`bernoulli_lpd`, for probabilities
+    computed at the entries only.
 
     Raises
     ------
@@ -258,7 +259,7 @@ def entries_lpd(y, p, what: str = "probs") -> np.ndarray:
     p = np.asarray(p, dtype=float)
     if not np.all((p >= 0) & (p <= 1)):
         raise ValueError(f"{what} holds values outside [0, 1] (or NaN) at scored entries")
-    return masked_log_likelihood_terms(y, np.ones(p.shape, bool), p, 1 - p)
+    return outcome_log_probability(y, np.ones(p.shape, bool), p)
 
 
 def psis_tail_length(draws: int, r_eff: float) -> int:

@@ -35,7 +35,9 @@ from bernmf.ensemble import MAX_RESTARTS
 from bernmf.inference import get_engine
 from bernmf.models.spec import Prior
 from bernmf.plan import held_out_entries
+from bernmf.results import Fit
 from bernmf.runner import Member, members
+from bernmf.stacked import stack
 from bernmf.stacking import entries_lpd
 
 __all__ = ["Tuning", "grid"]
@@ -74,11 +76,15 @@ class Tuning:
     timings : dict
         Per rank: ``{"compile": s, "run": s}``.
     ensembles : DataFrame or None
-        With ``combine``: one row per (rank, alpha, beta): gamma, members and the
-        validation perplexity of the ensemble of its ``restarts`` fits.
+        With ``combine`` "mean" or "best": one row per (rank, alpha, beta): gamma,
+        members and the validation perplexity of the ensemble of its ``restarts`` fits.
     members : list of bernmf.runner.Member
         Every fit (a row of ``table``, in its order) with its setting and validation
         perplexity (:func:`bernmf.runner.members`), e.g. to stack them.
+    stacked : Fit or None
+        With ``combine="stack"``: :func:`bernmf.stack` of every fit of the grid (the
+        members of every setting and rank) and the baseline, weighted on the
+        validation entries.
     """
 
     table: pd.DataFrame
@@ -87,6 +93,7 @@ class Tuning:
     timings: dict = field(default_factory=dict)
     ensembles: pd.DataFrame | None = None
     members: list[Member] = field(default_factory=list, repr=False)
+    stacked: Fit | None = None
 
     def mean_over_seeds(self) -> pd.DataFrame:
         """Validation perplexity averaged over restarts, per (rank, alpha, beta)."""
@@ -141,11 +148,14 @@ def grid(
     restarts : int, default 1
         Random initializations per setting, with seeds ``seed, seed + 1, ...``; the
         same seeds for every (alpha, beta), so settings are compared on equal footing.
-    combine : {"mean", "best"}, optional
-        Also score, and choose the setting by, the ensemble of each setting's
-        ``restarts`` fits (:mod:`bernmf.ensemble`): the uniform mixture of their
-        probabilities, or the fit of lowest objective. ``"stack"`` is not offered:
-        its weights are fitted on the validation entries it would be scored on.
+    combine : {"mean", "best", "stack"}, optional
+        ``"mean"``, ``"best"``: also score, and choose the setting by, the ensemble of
+        each setting's ``restarts`` fits (:mod:`bernmf.ensemble`): the uniform mixture
+        of their probabilities, or the fit of lowest objective. ``"stack"``: stack
+        every fit of the grid on the validation entries (:func:`bernmf.stack`,
+        :attr:`Tuning.stacked`; its validation perplexity is that of the entries its
+        weights were fitted on, so score it on test entries); ``best`` stays the
+        single fit of lowest validation perplexity.
     batch_size, workers
         See :func:`bernmf.inference.mm.run_many`.
     progress : bool, default True
@@ -161,8 +171,8 @@ def grid(
     ranks = [check_rank(k) for k in np.atleast_1d(ranks).tolist()]
     alphas, betas = _values("alphas", alphas), _values("betas", betas)
     check_count("restarts", restarts, most=MAX_RESTARTS)
-    if combine not in (None, "mean", "best"):
-        raise ValueError(f"combine must be None, 'mean' or 'best', got {combine!r}")
+    if combine not in (None, "mean", "best", "stack"):
+        raise ValueError(f"combine must be None, 'mean', 'best' or 'stack', got {combine!r}")
     engine = get_engine("mm")
     options = engine.with_defaults(options)  # every option checked before compiling
     data = as_observed(Y, mask)
@@ -175,6 +185,7 @@ def grid(
     fits = f"{len(priors) * restarts} fits of alphas x betas x restarts={restarts}"
     check_fit_bytes(options, len(priors) * restarts, data.shape, max(ranks), fits)
     rows, ensembles, timings, everyone = [], [], {}, []
+    single = combine in (None, "stack")  # best: the single fit of lowest validation perplexity
     best_score, best_factors = np.inf, None
     for rank in ranks:
         label = f"rank {rank}"
@@ -196,9 +207,9 @@ def grid(
                     fit.converged, fit.timings["run"], score,
                 )
             )  # fmt: skip
-            if combine is None and score < best_score:
+            if single and score < best_score:
                 best_score, best_factors = score, (fit.W, fit.H)
-        for start in range(0, len(fitted), restarts) if combine else ():
+        for start in range(0, len(fitted), restarts) if not single else ():
             group = [m.fit for m in fitted[start : start + restarts]]
             chosen = min(group, key=lambda f: np.nan_to_num(f.objective, nan=np.inf))
             mixed = np.mean([f.probs_at(rows_at, columns_at) for f in group], axis=0)
@@ -223,11 +234,11 @@ def grid(
     table = pd.DataFrame(rows, columns=COLUMNS)
     ensemble_columns = ["rank", "alpha", "beta", "gamma", "members", "seed"]
     ensemble_table = (
-        pd.DataFrame(ensembles, columns=[*ensemble_columns, "validation_perplexity"])
-        if combine
-        else None
+        None
+        if single
+        else pd.DataFrame(ensembles, columns=[*ensemble_columns, "validation_perplexity"])
     )
-    scored = table if combine is None else ensemble_table
+    scored = table if single else ensemble_table
     top = scored.loc[scored["validation_perplexity"].idxmin()]
     best = {
         "rank": int(top["rank"]),
@@ -236,4 +247,7 @@ def grid(
         "seed": int(top["seed"]),
         "validation_perplexity": float(top["validation_perplexity"]),
     }
-    return Tuning(table, best, best_factors, timings, ensemble_table, everyone)
+    stacked = None
+    if combine == "stack":
+        stacked = stack([m.fit for m in everyone], Y, validation=validation, mask=mask)
+    return Tuning(table, best, best_factors, timings, ensemble_table, everyone, stacked)

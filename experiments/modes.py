@@ -12,9 +12,11 @@ for R members per setting (an R larger than the pool is skipped):
   validation;
 * ``uniform R``: per setting the uniform mixture of the R fits, chosen on validation;
 * ``stacked R``: the R fits of the setting ``uniform R`` chose, weighted by stacking
-  on the validation entries (:func:`bernmf.stacking.stacking_weights`);
-* ``grid-stacked R``: the R fits of *every* setting, weighted by stacking on the
-  validation entries: ranks and priors mixed, the weights choosing among them;
+  on the validation entries (:func:`bernmf.stacking.stacking_weights`), with the
+  smoothed column frequency as one more member (as :func:`bernmf.stack` adds it);
+* ``grid-stacked R``: the R fits of *every* setting (and the column frequency),
+  weighted by stacking on the validation entries: ranks and priors mixed, the weights
+  choosing among them;
 * ``vb R`` and ``gibbs R`` (``--bayes``, on animals): ``bernmf.fit(..., restarts=R,
   combine="stack", validation=...)`` of the variational engine (R seeds) and of the
   Gibbs sampler (R chains) at the rank and (alpha, beta) ``uniform R`` chose, with the
@@ -52,6 +54,7 @@ from bernmf import datasets
 from bernmf.data import as_observed
 from bernmf.inference import mm
 from bernmf.split import paper_split
+from bernmf.stacked import baseline
 from bernmf.stacking import bernoulli_lpd, mixture_lpd, stacking_weights
 
 ANIMALS_PRIORS = tuple((a, b) for a in (1, 1.5, 2, 2.5, 3) for b in (1, 1.5, 2, 2.5, 3))
@@ -101,7 +104,8 @@ class Pool(NamedTuple):
 
     ``validation`` and ``test`` hold each fit's log density of every validation and
     test entry, shape (settings, pool, entries); ``objective`` and ``seconds`` have
-    shape (settings, pool).
+    shape (settings, pool); ``baseline`` the log densities (1, validation entries) and
+    (1, test entries) of the smoothed column frequency (:func:`bernmf.stacked.baseline`).
     """
 
     settings: list[tuple[int, float, float]]
@@ -109,6 +113,7 @@ class Pool(NamedTuple):
     test: np.ndarray
     objective: np.ndarray
     seconds: np.ndarray
+    baseline: tuple[np.ndarray, np.ndarray]
 
 
 def fit_pool(Y, split, grid: dict, pool: int, dtype: str) -> Pool:
@@ -132,12 +137,14 @@ def fit_pool(Y, split, grid: dict, pool: int, dtype: str) -> Pool:
             test.append(bernoulli_lpd(Y, split.test, probs).T)
             objective.append(batch.objective[list(rows)])
             seconds.append(batch.seconds[list(rows)])
+    frequency = baseline(Y, split.train).probs[None]
     return Pool(
         settings,
         np.asarray(val, np.float32),
         np.asarray(test, np.float32),
         np.asarray(objective),
         np.asarray(seconds),
+        tuple(bernoulli_lpd(Y, m, frequency).T for m in (split.validation, split.test)),
     )
 
 
@@ -186,26 +193,31 @@ def map_methods(pool: Pool, R: int, chosen: np.ndarray) -> list[dict]:
     s = pick(
         [perplexity_of(v, uniform) for v in val], "uniform R", lambda s: uniform, lambda x, s: x[s]
     )
+    # the stacks get the baseline member too, as bernmf.stack adds it: never probability 0
+    base_val, base_test = pool.baseline
     begin = time.perf_counter()
-    weights = stacking_weights(val[s].T.astype(float))
+    members = np.concatenate([val[s], base_val])
+    weights = stacking_weights(members.T.astype(float))
     rows.append(
         {
             "method": "stacked R",
             "setting": pool.settings[s],
-            "validation": perplexity_of(val[s], weights),
-            "test": perplexity_of(test[s], weights),
+            "validation": perplexity_of(members, weights),
+            "test": perplexity_of(np.concatenate([test[s], base_test]), weights),
             "seconds": float(seconds.sum() + time.perf_counter() - begin),
         }
     )
     begin = time.perf_counter()
-    everything = val.reshape(-1, val.shape[-1])
+    everything = np.concatenate([val.reshape(-1, val.shape[-1]), base_val])
     weights = stacking_weights(everything.T.astype(float))
     rows.append(
         {
             "method": "grid-stacked R",
             "setting": f"{int((weights > 1e-3).sum())} members of {len(weights)}",
             "validation": perplexity_of(everything, weights),
-            "test": perplexity_of(test.reshape(-1, test.shape[-1]), weights),
+            "test": perplexity_of(
+                np.concatenate([test.reshape(-1, test.shape[-1]), base_test]), weights
+            ),
             "seconds": float(seconds.sum() + time.perf_counter() - begin),
         }
     )

@@ -118,8 +118,11 @@ def test_fit_of_a_stacked_ensemble_lists_its_members(data_csv, tmp_path, capsys)
     np.savez(tmp_path / "mask.npz", Y=keep)
     np.savez(tmp_path / "validation.npz", Y=held_out)
     out = tmp_path / "ensemble"
-    argv = ["fit", str(path), "--rank", "3", "--alpha", "1.2", "--max-iter", "40", "--json"]
+    # beta > 1 too: the held-out columns have no training entry, and a flat beta would put
+    # their H at exactly 1, so that a held-out 0 scores inf (no longer a clipped number)
+    argv = ["fit", str(path), "--rank", "3", "--alpha", "1.2", "--beta", "1.2", "--json"]
     argv += ["--mask", str(tmp_path / "mask.npz"), "--validation", str(tmp_path / "validation.npz")]
+    argv += ["--max-iter", "40"]
     assert main([*argv, "--restarts", "3", "--combine", "stack", "--out", str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)
     members = pd.read_csv(out / "members.csv")

@@ -25,7 +25,7 @@ LAYERS = [
     | {"bernmf.export"},  # what a fit is, its summaries and ArviZ export
     {"bernmf.inference"},  # the engines
     {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"}
-    | {"bernmf.plan", "bernmf.runner"}  # the request and its runner
+    | {"bernmf.plan", "bernmf.runner", "bernmf.stacked"}  # the request, its runner, stacks
     | {"bernmf.report", "bernmf.experiments", "bernmf.distributed"},  # running engines
     {"bernmf.cli", "bernmf.commands", "bernmf.launch"}
     | {"bernmf.estimator", "bernmf.__main__"},  # front ends

@@ -87,7 +87,8 @@ def test_perplexity_is_the_mean_negative_log_likelihood_in_nats():
     )
     expected = -(np.log(0.5) + np.log(0.5) + np.log(0.25)) / 3  # the NaN entry is never scored
     assert perplexity(Y, probs) == pytest.approx(expected)
-    assert np.isfinite(perplexity(np.array([[1.0]]), np.array([[0.0]])))
+    with pytest.warns(bernmf.ZeroProbabilityWarning, match="1 of 1 scored entries"):
+        assert perplexity(np.array([[1.0]]), np.array([[0.0]])) == np.inf  # not clipped
     with pytest.raises(ValueError, match="no entry is selected"):
         perplexity(Y, probs, np.zeros((2, 2), bool))
     with pytest.raises(ValueError, match="shape"):

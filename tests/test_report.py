@@ -35,6 +35,7 @@ def test_one_row_per_test_fit_with_the_documented_columns(result):
     assert counts == {
         ("em", "shared K=3"): 2, ("em", "tuned"): 2, ("mm", "shared K=3"): 2,
         ("mm", "tuned"): 2, ("mm ensemble", "ensemble"): 2,
+        ("stacked: all engines", "stacked"): 2, ("stacked: mm grid", "stacked"): 2,
     }  # fmt: skip
     assert (fits["perplexity"] > 0).all() and (fits["seconds"] > 0).all()
     tuned = fits[(fits["engine"] == "mm") & (fits["setting"] == "tuned")]
@@ -42,6 +43,27 @@ def test_one_row_per_test_fit_with_the_documented_columns(result):
     assert tuned["rank"].iloc[0] in (2, 3) and tuned["prior"].iloc[0] != "none"
     assert fits["ess_per_second"].isna().all()  # no sampler here
     assert result.environment["cpus"] >= 1 and "jax" in result.environment
+
+
+def test_stacked_rows_are_built_from_the_fits_made_and_weighted_on_validation(result, tmp_path):
+    fits, weights = result.fits, result.weights
+    stacked = fits[fits["setting"] == "stacked"]
+    assert np.isfinite(stacked["perplexity"]).all()  # the baseline member: never probability 0
+    assert set(weights["stack"]) == {"stacked: all engines", "stacked: mm grid"}
+    totals = weights.groupby(["seed", "stack"])["weight"].sum()
+    np.testing.assert_allclose(totals, 1.0)
+    mm_only = weights[weights["stack"] == "stacked: mm grid"]
+    assert set(mm_only["engine"]) <= {"mm", "baseline"}
+    # the stacks' seconds add up their members': at least the test fits of their seed
+    for seed in (0, 1):
+        made = fits[(fits["seed"] == seed) & (fits["setting"] != "stacked")]
+        everything = stacked[(stacked["seed"] == seed) & (stacked["engine"].str.contains("all"))]
+        mine = made.drop_duplicates(["engine", "rank", "prior", "perplexity"])["seconds"].sum()
+        assert everything["seconds"].iloc[0] >= mine
+    paths = report.write(result, tmp_path)
+    page = paths["report.html"].read_text()
+    assert "Stacking weight per engine and rank" in page and "stacked: all engines" in page
+    assert pd.read_csv(paths["weights.csv"])["weight"].between(0, 1).all()
 
 
 def test_tuning_uses_the_validation_entries_not_the_test_ones(small, monkeypatch):
@@ -64,6 +86,7 @@ def test_tuning_uses_the_validation_entries_not_the_test_ones(small, monkeypatch
 def test_leaderboard_is_sorted_within_each_dataset(result):
     board = report.leaderboard(result.fits)
     assert (board["fits"] == 2).all()
+    assert {"stacked: all engines", "stacked: mm grid"} <= set(board["engine"])
     assert board["perplexity"].is_monotonic_increasing
     assert {"perplexity_sd", "compile_seconds", "iterations", "ess_per_second"} <= set(board)
 
@@ -75,7 +98,7 @@ def test_written_html_stands_alone_with_table_and_image(result, tmp_path):
     encoded = page.split("data:image/png;base64,")[1].split('"')[0]
     assert base64.b64decode(encoded) == paths["pareto.png"].read_bytes()
     fits = pd.read_csv(paths["fits.csv"])
-    assert tuple(fits.columns) == report.COLUMNS and len(fits) == 10
+    assert tuple(fits.columns) == report.COLUMNS and len(fits) == 14  # 4 of them stacked
 
 
 @pytest.mark.parametrize(
@@ -118,7 +141,7 @@ def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatc
     split = bernmf.split.paper_split(small.shape)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        row = report._ensemble_row(small, split, "mm", 2, None, 0, 2, "mean", {"mm": {}})
+        row, _ = report._ensemble_row(small, split, "mm", 2, None, 0, 2, "mean", {"mm": {}})
     assert np.isfinite(row["perplexity"])
     assert not [w for w in caught if "distinct modes" in str(w.message)]
 

@@ -3,6 +3,7 @@
 from bernmf.models.simulate import simulate
 from bernmf.models.spec import (
     Prior,
+    ZeroProbabilityWarning,
     log_joint,
     log_likelihood,
     log_prior,
@@ -12,6 +13,7 @@ from bernmf.models.spec import (
 
 __all__ = [
     "Prior",
+    "ZeroProbabilityWarning",
     "log_joint",
     "log_likelihood",
     "log_prior",

@@ -13,6 +13,7 @@ users share one implementation of each quantity.
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -152,6 +153,47 @@ def masked_log_likelihood_terms(Y, mask, p_one, p_zero):
     """
     xp, _ = _namespace(Y, mask, p_one, p_zero)
     return _safe_log(xp, observed_probability(Y, mask, p_one, p_zero))
+
+
+class ZeroProbabilityWarning(RuntimeWarning):
+    """Scored entries whose observed outcome has probability exactly 0: the score is inf."""
+
+
+def outcome_log_probability(Y, selected, probs) -> np.ndarray:
+    """``log P(Y=y)`` of each selected entry under ``probs``, exactly (numpy).
+
+    Unlike :func:`masked_log_likelihood_terms`, which the engines' objectives use,
+    nothing is clipped: an outcome of probability 0 gives ``-inf``.
+
+    Parameters
+    ----------
+    Y : array of shape (M, N) or (n,)
+        0/1 values (anything where ``selected`` is False).
+    selected : bool array of Y's shape
+    probs : array of Y's shape
+        P(Y=1).
+
+    Returns
+    -------
+    ndarray of Y's shape
+        0 where the entry is not selected.
+    """
+    probs = np.asarray(probs, dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.log(observed_probability(Y, selected, probs, 1 - probs))
+
+
+def warn_zero_probability(zeros: int, count: int, what: str = "perplexity") -> None:
+    """A :class:`ZeroProbabilityWarning` that ``zeros`` of ``count`` scored entries are at 0."""
+    if zeros:
+        warnings.warn(
+            f"{what}: {zeros} of {count} scored entries have probability 0 under the model "
+            "(it rules their observed outcome out), so the score is inf. H at exactly 0 or 1 "
+            "(a flat prior, or em) does this; a prior with alpha, beta > 1 keeps P(Y=1) inside "
+            "(0, 1), and bernmf.stack adds a baseline member that never gives 0",
+            ZeroProbabilityWarning,
+            stacklevel=3,
+        )
 
 
 def masked_log_likelihood_sum(Y, mask, p_one, p_zero):
@@ -322,6 +364,9 @@ def perplexity(Y, probs, mask=None) -> float:
     Returns
     -------
     float
+        ``inf`` when an entry's observed outcome has probability exactly 0 under
+        ``probs`` (the score of an outcome the model rules out), with a
+        :class:`ZeroProbabilityWarning` that says how many entries; nothing is clipped.
 
     Raises
     ------
@@ -359,13 +404,15 @@ def scored_total(blocks) -> tuple[float, int]:
     """The log-likelihood summed over the selected entries of ``blocks``, and their count.
 
     ``blocks`` as :func:`perplexity_of_blocks`'s; (0.0, 0) when nothing is selected.
+    The sum is ``-inf`` when an entry's outcome has probability 0 (not clipped), with a
+    :class:`ZeroProbabilityWarning` counting those entries.
 
     Raises
     ------
     ValueError
         If a block's shapes differ.
     """
-    total, count = 0.0, 0
+    total, count, zeros = 0.0, 0, 0
     for Y, probs, mask in blocks:
         Y = np.asarray(Y, dtype=float)
         probs = np.asarray(probs, dtype=float)
@@ -378,5 +425,8 @@ def scored_total(blocks) -> tuple[float, int]:
                 raise ValueError(f"mask has shape {mask.shape} but Y has shape {Y.shape}")
             selected &= mask.astype(bool)
         count += int(selected.sum())
-        total += masked_log_likelihood_terms(Y, selected, probs, 1 - probs).sum()
-    return total, count
+        terms = outcome_log_probability(Y, selected, probs)
+        zeros += int(np.isneginf(terms).sum())
+        total += terms.sum()
+    warn_zero_probability(zeros, count)
+    return float(total), count

@@ -1,0 +1,263 @@
+"""One predictive from fits of any engines: :func:`stack` (``bernmf.stack``).
+
+The best predictor of a comparison is rarely one engine at one setting: fits of
+different ranks, priors, seeds and model families settle in different modes and make
+different errors. :func:`stack` takes any fits made on the same training entries (an
+ensemble counts as its members), and mixes their predictive probabilities with the
+stacking weights (Yao, Vehtari, Simpson & Gelman 2018) that predict the validation
+entries best (:func:`bernmf.stacking.stacking_weights`). A smoothed column-frequency
+member (:func:`baseline`), which gives every entry a probability strictly inside
+(0, 1), is added unless asked not to, so the mixture never rules an outcome out.
+
+Examples
+--------
+>>> import bernmf
+>>> from bernmf.split import random_split
+>>> Y, _, _ = bernmf.simulate(0, 60, 40, 3)
+>>> split = random_split(Y.shape, seed=0)
+>>> fits = [bernmf.fit(Y, e, 3, mask=split.train) for e in ("mm", "logsvd")]
+>>> stacked = bernmf.stack(fits, Y, validation=split.validation)
+>>> list(bernmf.stacked.members_table(stacked)["engine"])
+['mm', 'logsvd', 'baseline']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from bernmf.data import Observed, as_observed
+from bernmf.plan import held_out_entries
+from bernmf.results import Fit
+from bernmf.stacking import entries_lpd, mixture_lpd, stacking_weights
+
+__all__ = ["BASELINE", "STACK", "baseline", "members_table", "stack"]
+
+BASELINE = "baseline"
+"""Engine name of the :func:`baseline` member."""
+
+STACK = "stack"
+"""Engine name of a :func:`stack`; its record is ``extras["stack"]``."""
+
+TABLE_COLUMNS = ("engine", "rank", "prior", "seed", "weight", "validation_perplexity", "seconds")
+"""The columns of :func:`members_table`."""
+
+
+def baseline(Y, mask) -> Fit:
+    """The smoothed column frequency: P(Y=1) of column n is ``(ones_n + 1) / (observed_n + 2)``.
+
+    Laplace's rule of succession on each column's training entries: every
+    probability is strictly inside (0, 1), so this member never rules an outcome out.
+
+    Parameters
+    ----------
+    Y : array-like, DataFrame or scipy.sparse matrix of shape (M, N)
+        Binary data; NaN is missing.
+    mask : bool array of shape (M, N)
+        The training entries.
+
+    Returns
+    -------
+    Fit
+        Engine ``"baseline"``, rank 1: ``W`` ones of shape (M, 1), ``H`` the
+        column probabilities (1, N); ``trace`` the negative log-likelihood of the
+        training entries (one value); ``observed`` the training data.
+    """
+    begin = time.perf_counter()
+    data = as_observed(Y, mask, warn_empty=False)
+    return _baseline(data, time.perf_counter() - begin)
+
+
+def _baseline(data: Observed, seconds: float = 0.0) -> Fit:
+    begin = time.perf_counter()
+    ones, count = data.ones.sum(axis=0), data.mask.sum(axis=0)
+    p = (ones + 1.0) / (count + 2.0)
+    nll = -float(ones @ np.log(p) + (count - ones) @ np.log1p(-p))
+    return Fit(
+        engine=BASELINE,
+        rank=1,
+        prior=None,
+        W=np.ones((data.shape[0], 1)),
+        H=p[None, :],
+        trace=np.array([nll]),
+        n_iter=0,
+        converged=True,
+        timings={"compile": 0.0, "run": seconds + time.perf_counter() - begin},
+        seed=0,
+        row_labels=data.row_labels,
+        col_labels=data.col_labels,
+        observed=data,
+    )
+
+
+def _unpacked(fits) -> tuple[list[Fit], list[Fit]]:
+    """The fits as given (each a :class:`Fit`) and their members, ensembles unpacked."""
+    if isinstance(fits, Fit) or not isinstance(fits, Iterable):
+        raise TypeError(f"fits must be a list of bernmf.Fit, got {type(fits).__name__}")
+    fits = list(fits)
+    if not fits:
+        raise ValueError("fits is empty: give at least one bernmf.Fit")
+    for i, one in enumerate(fits):
+        if not isinstance(one, Fit):
+            raise TypeError(f"fits[{i}] is a {type(one).__name__}, not a bernmf.Fit")
+
+    def members(one: Fit) -> list[Fit]:
+        return [m for member in one.members for m in members(member)] if one.members else [one]
+
+    return fits, [m for one in fits for m in members(one)]
+
+
+def _training(fits: list[Fit], Y, mask) -> Observed:
+    """The training data every fit was made on; ValueError naming the first that differs."""
+    shape = np.shape(Y)
+    for i, one in enumerate(fits):
+        if one.shape != shape:
+            raise ValueError(
+                f"fits[{i}] ({one.engine}, K={one.rank}) has shape {one.shape} but Y has "
+                f"shape {shape}: stack fits of this Y only"
+            )
+    if mask is not None:
+        data = as_observed(Y, mask, warn_empty=False)
+        source = "mask"
+    else:
+        known = [i for i, one in enumerate(fits) if one.observed is not None]
+        if not known:
+            raise ValueError(
+                "no fit records its training entries (fits of bernmf.fit do): give mask="
+            )
+        data, source = fits[known[0]].observed, f"fits[{known[0]}]"
+        if not np.array_equal(data.ones, as_observed(Y, data.mask, warn_empty=False).ones):
+            raise ValueError(f"{source} was fitted on other data than Y (its training entries)")
+    for i, one in enumerate(fits):
+        if one.observed is None:
+            if mask is None:
+                raise ValueError(
+                    f"fits[{i}] ({one.engine}, K={one.rank}) does not record its training "
+                    "entries: give mask= (the training mask of every fit)"
+                )
+            continue
+        differ = int((one.observed.mask != data.mask).sum())
+        if differ:
+            raise ValueError(
+                f"fits[{i}] ({one.engine}, K={one.rank}) was fitted on other training "
+                f"entries than {source}: {differ} entries differ; stack fits of one split"
+            )
+        differ = int((one.observed.ones != data.ones).sum())
+        if differ:
+            raise ValueError(
+                f"fits[{i}] ({one.engine}, K={one.rank}) was fitted on other data than "
+                f"{source}: {differ} training entries differ"
+            )
+    return data
+
+
+def stack(fits, Y, *, validation, mask=None, baseline: bool = True) -> Fit:
+    """Stack fits of any engines, ranks and priors on the validation entries.
+
+    Parameters
+    ----------
+    fits : list of Fit
+        Fits of Y made on the same training entries (of any engine, rank, prior or
+        seed); an ensemble or a stack counts as its members.
+    Y : array-like, DataFrame or scipy.sparse matrix of shape (M, N)
+        The data the fits were made on; NaN is missing.
+    validation : bool array of shape (M, N)
+        Held-out entries (outside the training entries) on which the weights are
+        fitted; the test entries must not be among them.
+    mask : bool array of shape (M, N), optional
+        The training entries of the fits. Default: those the fits record (every fit
+        of :func:`bernmf.fit` does); needed for fits that do not (e.g. of
+        :func:`bernmf.tune.restarts`).
+    baseline : bool, default True
+        Add the smoothed column frequency (:func:`baseline`) as a member, so the
+        mixture gives every entry a probability strictly inside (0, 1).
+
+    Returns
+    -------
+    Fit
+        Engine ``"stack"``: ``probs`` is ``sum_r w_r members[r].probs``, computed on
+        demand from the members (no M x N array per member), and
+        :meth:`Fit.perplexity` scores it; ``members`` the unpacked fits (then the
+        baseline); W, H, rank, prior, trace and seed are those of the member of
+        largest weight; ``timings`` add up the members'; ``extras["stack"]``
+        holds ``weights``, the mixture's ``validation_perplexity``, the stacking
+        ``seconds`` and the member table (:func:`members_table`); ``observed`` is
+        the training data.
+
+    Raises
+    ------
+    TypeError
+        ``fits`` not a list of Fit.
+    ValueError
+        No fit, fits of another shape than Y or made on other training entries or
+        data (named), validation entries that overlap the training entries or
+        select none; all before anything is computed.
+    """
+    given, members = _unpacked(fits)
+    data = _training(given, Y, mask)
+    held_out = held_out_entries(Y, data, validation)
+    begin = time.perf_counter()
+    if baseline:
+        members.append(_baseline(data))
+    rows, columns, y = held_out.entries()
+    lpd = np.column_stack([entries_lpd(y, m.probs_at(rows, columns)) for m in members])
+    weights = stacking_weights(lpd)
+    with np.errstate(divide="ignore"):
+        mixture = -float(np.mean(mixture_lpd(lpd, weights)))
+    top = members[int(np.argmax(weights))]
+    from bernmf.comparison import describe_prior  # comparison imports this module
+
+    table = {
+        "engine": [m.engine for m in members],
+        "rank": [int(m.rank) for m in members],
+        "prior": [describe_prior(m.prior) for m in members],
+        "seed": [int(m.seed) for m in members],
+        "weight": weights.tolist(),
+        "validation_perplexity": (-lpd.mean(axis=0)).tolist(),
+        "seconds": [float(m.timings.get("run", np.nan)) for m in members],
+    }
+    keys = dict.fromkeys(k for m in members for k in m.timings)
+    return Fit(
+        engine=STACK,
+        rank=top.rank,
+        prior=top.prior,
+        W=top.W,
+        H=top.H,
+        trace=top.trace,
+        n_iter=top.n_iter,
+        converged=all(m.converged for m in members),
+        timings={k: float(sum(m.timings.get(k, 0.0) for m in members)) for k in keys},
+        seed=top.seed,
+        extras={
+            STACK: {
+                "weights": weights.tolist(),
+                "validation_perplexity": mixture,
+                "seconds": time.perf_counter() - begin,
+                "members": table,
+            }
+        },
+        row_labels=data.row_labels,
+        col_labels=data.col_labels,
+        observed=data,
+        members=tuple(members),
+    )
+
+
+def members_table(fit: Fit) -> pd.DataFrame:
+    """The members of a :func:`stack`: one row each, the columns :data:`TABLE_COLUMNS`.
+
+    ``prior`` as :func:`bernmf.comparison.describe_prior` writes it, ``weight`` the
+    stacking weight, ``validation_perplexity`` the member's (inf where it gives a
+    validation entry probability 0), ``seconds`` its run time.
+
+    Raises
+    ------
+    ValueError
+        ``fit`` is not a stack.
+    """
+    if STACK not in fit.extras:
+        raise ValueError(f"fit of engine {fit.engine!r} is not a stack (bernmf.stack)")
+    return pd.DataFrame(fit.extras[STACK]["members"], columns=list(TABLE_COLUMNS))

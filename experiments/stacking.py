@@ -1,0 +1,245 @@
+"""Stacking across engines: MM grid, logistic SVD, CVB0 and a baseline, on the paper's split.
+
+For each dataset (the paper's split: 70% train, 15% validation, 15% test) and each of
+``--sets`` seed sets, this study fits
+
+* ``mm``: R seeds at every (rank, alpha, beta) of a grid (gamma = 1; :data:`GRIDS`),
+  each rank in one compiled call (:func:`bernmf.inference.mm.run_many`, the fits of
+  ``bernmf.fit(Y, "mm", ...)``); seed set j uses seeds ``j R, ..., j R + R - 1``;
+* ``logsvd`` at K in {2, 4, 8, 16} (deterministic: fitted once, a member of every set);
+* ``vb`` (CVB0) at K in {4, 8, 16} x gamma in {1, 1/K}, alpha = beta = 1, seed j;
+
+and stacks them with the public API, ``bernmf.stack(fits, Y, validation=...)``, which
+adds the smoothed column-frequency baseline. Methods (every weight and choice on the
+validation entries only; the test entries score the result):
+
+* ``stacked: all engines``: every member above;
+* ``stacked: mm grid``: the MM members only (the modes study's "grid-stacked R");
+* ``stacked: logsvd + vb``: the other engines only;
+* ``best single``: the one member of lowest validation perplexity.
+
+``seconds`` is the sum of the members' run times (without compilation) plus the
+stacking's. Outputs in ``--out`` (default ``results/stacking``): ``results.csv`` (every
+method and seed set: test and validation perplexity, seconds, the smallest test-entry
+probability of the method's predictive), ``weights.csv`` (weight per engine and rank of
+``stacked: all engines``), ``summary.csv`` (mean and sd over seed sets) and
+``stacking.png`` (test perplexity against seconds). The CSVs are written after every
+seed set, so an interrupted run keeps what it measured.
+
+Run: ``.venv/bin/python experiments/stacking.py --data-dir ../shared/data [--quick]``;
+``--ranks``, ``--seeds-per-set``, ``--logsvd-ranks`` and ``--vb-ranks`` make it lighter
+(the lastfm run of docs/ensembles.md: ``--datasets lastfm --ranks 4,8,16 --seeds-per-set 2
+--logsvd-ranks 2,4,8 --vb-ranks 4,8``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import bernmf
+from bernmf import datasets
+from bernmf.data import as_observed
+from bernmf.inference import mm
+from bernmf.split import paper_split
+from bernmf.stacked import members_table
+
+ANIMALS_PRIORS = tuple((a, b) for a in (1, 1.5, 2, 2.5, 3) for b in (1, 1.5, 2, 2.5, 3))
+CORNERS = ((1, 1), (1, 3), (3, 1), (3, 3))
+GRIDS = {
+    "animals": {"ranks": (4, 8, 16, 32), "priors": ANIMALS_PRIORS, "R": 10, "dtype": "float64"},
+    "paleo": {
+        "ranks": (4, 8, 16, 32),
+        "priors": (*CORNERS, (2, 2), (1.2, 2.4)),
+        "R": 4,
+        "dtype": "float32",
+    },
+    "lastfm": {
+        "ranks": (4, 8, 16, 32),
+        "priors": (*CORNERS, (1.6, 1), (1.8, 3)),
+        "R": 4,
+        "dtype": "float32",
+    },
+}
+"""Per dataset: the MM grid, the seeds per setting and seed set (R), the float type."""
+
+QUICK = {"animals": {"ranks": (4, 8), "priors": ((1.5, 1.5), (1, 3)), "R": 2, "dtype": "float64"}}
+LOGSVD_RANKS = (2, 4, 8, 16)
+VB_RANKS = (4, 8, 16)
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def mm_pool(Y, split, grid: dict, seeds: int) -> dict[tuple, bernmf.Fit]:
+    """MM fits ``{(rank, alpha, beta, seed): Fit}``, seeds 0 .. seeds - 1, one call per rank."""
+    data = as_observed(Y, split.train)
+    pool = {}
+    for rank in grid["ranks"]:
+        settings = [(a, b, s) for a, b in grid["priors"] for s in range(seeds)]
+        priors = [bernmf.Prior(a, b).broadcast(rank) for a, b, _ in settings]
+        batch = mm.run_many(data, rank, priors, [s for *_, s in settings], dtype=grid["dtype"])
+        log(f"  mm rank {rank}: {len(settings)} fits, {batch.run_seconds:.1f} s run")
+        for i, (a, b, s) in enumerate(settings):
+            timings = {"compile": 0.0, "run": float(batch.seconds[i])}
+            pool[(rank, a, b, s)] = batch.fit(i, priors[i], s, timings=timings)
+    return pool
+
+
+def engine_fits(Y, split, engine: str, rank: int, seed: int, prior=None) -> bernmf.Fit:
+    fit = bernmf.fit(Y, engine, rank, mask=split.train, seed=seed, prior=prior)
+    return fit
+
+
+def scored(name: str, result: bernmf.Fit, Y, split, stack_seconds: float = 0.0) -> dict:
+    """Test and validation perplexity, seconds and the smallest test-entry probability."""
+    rows, columns, y = as_observed(Y, split.test, warn_empty=False).entries()
+    p = result.probs_at(rows, columns)
+    return {
+        "method": name,
+        "test": result.perplexity(Y, split.test),
+        "validation": result.perplexity(Y, split.validation),
+        "seconds": float(sum(m.timings.get("run", 0.0) for m in result.members or [result]))
+        + stack_seconds,
+        "min_test_probability": float(np.min(np.where(y == 1, p, 1 - p))),
+    }
+
+
+def run_dataset(name: str, grid: dict, args, out: Path, results: list, weights: list) -> None:
+    Y = datasets.load(name, args.data_dir).to_numpy(dtype=float)
+    split = paper_split(Y.shape)
+    R, sets = grid["R"], args.sets
+    log(f"{name} {Y.shape}: mm {len(grid['ranks'])} ranks x {len(grid['priors'])} priors x "
+        f"{R} seeds per set, {sets} sets")  # fmt: skip
+    begin = time.perf_counter()
+    pool = mm_pool(Y, split, grid, R * sets)
+    logsvd = [engine_fits(Y, split, "logsvd", k, 0) for k in args.logsvd_ranks]
+    log(f"  logsvd: {sum(f.timings['run'] for f in logsvd):.1f} s run")
+    for j in range(sets):
+        mm_fits = [f for (k, a, b, s), f in pool.items() if j * R <= s < (j + 1) * R]
+        vb = [
+            engine_fits(Y, split, "vb", k, j, bernmf.Prior(1.0, 1.0, gamma))
+            for k in args.vb_ranks
+            for gamma in (1.0, 1.0 / k)
+        ]
+        log(f"  set {j}: vb {sum(f.timings['run'] for f in vb):.1f} s run")
+        found = []
+        for method, members in (
+            ("stacked: all engines", mm_fits + logsvd + vb),
+            ("stacked: mm grid", mm_fits),
+            ("stacked: logsvd + vb", logsvd + vb),
+        ):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", bernmf.ZeroProbabilityWarning)
+                stacked = bernmf.stack(members, Y, validation=split.validation, mask=split.train)
+                found.append(scored(method, stacked, Y, split, stacked.extras["stack"]["seconds"]))
+            if method == "stacked: all engines":
+                table = members_table(stacked)
+                by = table.groupby(["engine", "rank"], as_index=False)["weight"].sum()
+                weights.append(by.assign(dataset=name, set=j))
+        everything = mm_fits + logsvd + vb
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", bernmf.ZeroProbabilityWarning)  # flat-prior members
+            chosen = min(everything, key=lambda f: f.perplexity(Y, split.validation))
+            row = scored("best single", chosen, Y, split)
+        found.append({**row, "method": f"best single ({chosen.engine} K={chosen.rank})"})
+        for row in found:
+            results.append({"dataset": name, "set": j, **row})
+        log(
+            "  " + ", ".join(f"{r['method']} {r['test']:.4f} ({r['seconds']:.0f} s)" for r in found)
+        )
+        write(results, weights, out)
+    log(f"  {name}: {time.perf_counter() - begin:.0f} s")
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    method = results["method"].str.replace(r" \(.*\)$", "", regex=True)
+    grouped = results.assign(method=method).groupby(["dataset", "method"], sort=False)
+    return grouped.agg(
+        test_mean=("test", "mean"),
+        test_sd=("test", "std"),
+        validation_mean=("validation", "mean"),
+        seconds_mean=("seconds", "mean"),
+        min_test_probability=("min_test_probability", "min"),
+        sets=("test", "size"),
+    ).reset_index()
+
+
+def write(results: list, weights: list, out: Path) -> pd.DataFrame:
+    out.mkdir(parents=True, exist_ok=True)
+    table = pd.DataFrame(results)
+    table.to_csv(out / "results.csv", index=False)
+    summary = summarize(table)
+    summary.to_csv(out / "summary.csv", index=False)
+    if weights:
+        pd.concat(weights, ignore_index=True).to_csv(out / "weights.csv", index=False)
+    figure(summary, out / "stacking.png")
+    return summary
+
+
+def figure(summary: pd.DataFrame, path: Path) -> None:
+    """Test perplexity against seconds, one panel per dataset."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(summary["dataset"]))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.8 * len(names), 4), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        for _, row in summary[summary["dataset"] == name].iterrows():
+            ax.errorbar(
+                row["seconds_mean"], row["test_mean"], yerr=row["test_sd"], marker="o",
+                capsize=3, label=row["method"],
+            )  # fmt: skip
+        ax.set(title=name, xscale="log", xlabel="seconds (members' runs)", ylabel="test perplexity")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="animals, tiny grid, 2 sets")
+    parser.add_argument("--datasets", default="animals,paleo,lastfm")
+    parser.add_argument("--data-dir", default=None, help="folder of <name>.csv or .rda")
+    parser.add_argument("--sets", type=int, default=5, help="seed sets")
+    parser.add_argument("--ranks", help="mm ranks, e.g. 4,8,16 (default: the grid's)")
+    parser.add_argument("--seeds-per-set", type=int, help="mm seeds per setting and set (R)")
+    parser.add_argument("--logsvd-ranks", default=",".join(map(str, LOGSVD_RANKS)))
+    parser.add_argument("--vb-ranks", default=",".join(map(str, VB_RANKS)))
+    parser.add_argument("--out", default="results/stacking")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", message=".*distinct modes", category=UserWarning)
+    grids = GRIDS
+    if args.quick:
+        grids, args.sets, args.datasets = QUICK, 2, "animals"
+    for grid in grids.values():
+        if args.ranks:
+            grid["ranks"] = tuple(int(k) for k in args.ranks.split(","))
+        if args.seeds_per_set:
+            grid["R"] = args.seeds_per_set
+    args.logsvd_ranks = [int(k) for k in args.logsvd_ranks.split(",") if k]
+    args.vb_ranks = [int(k) for k in args.vb_ranks.split(",") if k]
+    begin = time.perf_counter()
+    results, weights, out = [], [], Path(args.out)
+    for name in args.datasets.split(","):
+        run_dataset(name, grids[name], args, out, results, weights)
+    summary = write(results, weights, out)
+    with pd.option_context("display.width", 160):
+        log(summary.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    log(f"total {time.perf_counter() - begin:.0f} s; results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

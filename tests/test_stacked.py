@@ -1,0 +1,242 @@
+"""bernmf.stack: fits of any engines mixed on validation entries, checked by hand in numpy."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+
+import bernmf
+from bernmf.split import random_split
+from bernmf.stacked import baseline, members_table
+from bernmf.stacking import stacking_weights
+
+
+@pytest.fixture(scope="module")
+def problem():
+    Y, _, _ = bernmf.simulate(0, 50, 30, 3)
+    split = random_split(Y.shape, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = [
+            bernmf.fit(Y, "mm", 3, mask=split.train, prior=bernmf.Prior(1.5, 1.5)),
+            bernmf.fit(Y, "logsvd", 2, mask=split.train),
+            bernmf.fit(
+                Y, "mm", 2, mask=split.train, prior=bernmf.Prior(1.2, 1.2), restarts=2,
+                combine="mean",
+            ),
+        ]  # fmt: skip
+    return Y, split, fits
+
+
+def by_hand(Y, mask, probs):
+    """log P(Y=y) of the entries of ``mask`` under each member's full matrix: (n, R)."""
+    y = Y[mask]
+    with np.errstate(divide="ignore"):  # logsvd's sigmoid reaches exactly 1: log 0 = -inf
+        return np.column_stack([np.log(np.where(y == 1, p[mask], 1 - p[mask])) for p in probs])
+
+
+def test_the_stack_perplexity_is_the_mixture_of_its_members_by_hand(problem):
+    Y, split, fits = problem
+    stacked = bernmf.stack(fits, Y, validation=split.validation)
+    members = [fits[0], fits[1], *fits[2].members]
+    column = split.train.sum(axis=0)
+    frequency = ((Y * split.train).sum(axis=0) + 1) / (column + 2)
+    probs = [m.probs for m in members] + [np.broadcast_to(frequency, Y.shape)]
+    val = by_hand(Y, split.validation, probs)
+    weights = np.asarray(stacked.extras["stack"]["weights"])
+    np.testing.assert_allclose(weights, stacking_weights(val), atol=1e-12)
+    test = by_hand(Y, split.test, probs)
+    expected = -np.mean(np.log(np.exp(test) @ weights))
+    assert stacked.perplexity(Y, split.test) == pytest.approx(expected, rel=1e-12)
+    np.testing.assert_allclose(stacked.probs, np.tensordot(weights, probs, axes=1), atol=1e-15)
+    table = members_table(stacked)
+    assert list(table["engine"]) == ["mm", "logsvd", "mm", "mm", "baseline"]
+    assert list(table["rank"]) == [3, 2, 2, 2, 1]
+    np.testing.assert_allclose(table["validation_perplexity"], -val.mean(axis=0), rtol=1e-12)
+    mixture = stacked.extras["stack"]["validation_perplexity"]
+    assert mixture == pytest.approx(-np.mean(np.log(np.exp(val) @ weights)), rel=1e-12)
+    assert mixture <= table["validation_perplexity"].min() + 1e-12  # optimal weights
+    assert stacked.timings["run"] == pytest.approx(sum(m.timings["run"] for m in stacked.members))
+
+
+def test_a_uniformly_worse_member_gets_no_weight(problem):
+    Y, split, fits = problem
+    good = fits[0]
+    # every entry's outcome has half good's probability: y=1 -> p/2, y=0 -> (1-p)/2
+    worse = dataclasses.replace(
+        good, stored_probs=0.5 * good.probs + 0.5 * (1 - Y), members=(), engine="worse"
+    )
+    stacked = bernmf.stack([good, worse], Y, validation=split.validation, baseline=False)
+    weights = members_table(stacked).set_index("engine")["weight"]
+    assert weights["worse"] < 1e-6
+    assert weights["mm"] > 1 - 1e-6
+
+
+def test_mismatched_fits_are_refused_before_any_work(problem, monkeypatch):
+    Y, split, fits = problem
+    import bernmf.stacked
+
+    def fail(*args, **kwargs):
+        raise AssertionError("stacking started")
+
+    monkeypatch.setattr(bernmf.stacked, "stacking_weights", fail)
+    other = random_split(Y.shape, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        moved = bernmf.fit(Y, "mm", 2, mask=other.train, prior=bernmf.Prior(1.5, 1.5))
+        small = bernmf.fit(Y[:40], "mm", 2, prior=bernmf.Prior(1.5, 1.5))
+    with pytest.raises(ValueError, match=r"fits\[1\] \(mm, K=2\) was fitted on other training"):
+        bernmf.stack([fits[0], moved], Y, validation=split.validation)
+    with pytest.raises(ValueError, match=r"fits\[1\] \(mm, K=2\) has shape \(40, 30\)"):
+        bernmf.stack([fits[0], small], Y, validation=split.validation)
+    flipped = Y.copy()
+    flipped[split.train] = 1 - flipped[split.train]
+    with pytest.raises(ValueError, match="other data than Y"):
+        bernmf.stack(fits, flipped, validation=split.validation)
+    with pytest.raises(ValueError, match="overlap"):
+        bernmf.stack(fits, Y, validation=split.validation | split.train)
+    with pytest.raises(ValueError, match="other training entries than mask"):
+        bernmf.stack(fits, Y, validation=split.validation, mask=other.train)
+    bare = dataclasses.replace(fits[0], observed=None)
+    with pytest.raises(ValueError, match="give mask="):
+        bernmf.stack([bare], Y, validation=split.validation)
+    with pytest.raises(TypeError, match=r"not a bernmf\.Fit"):
+        bernmf.stack([fits[0], fits[0].probs], Y, validation=split.validation)
+    with pytest.raises(ValueError, match="empty"):
+        bernmf.stack([], Y, validation=split.validation)
+
+
+def test_save_and_load_give_the_same_stack(problem, tmp_path):
+    Y, split, fits = problem
+    bare = dataclasses.replace(fits[0], observed=None)  # a fit of tune.restarts, say
+    stacked = bernmf.stack([bare, *fits[1:]], Y, validation=split.validation, mask=split.train)
+    loaded = bernmf.load(stacked.save(tmp_path / "stack.npz"))
+    np.testing.assert_array_equal(loaded.probs, stacked.probs)
+    assert loaded.perplexity(Y, split.test) == stacked.perplexity(Y, split.test)
+    assert members_table(loaded).equals(members_table(stacked))
+    for a, b in zip(loaded.members, stacked.members, strict=True):
+        assert (a.engine, a.rank, a.seed, a.n_iter) == (b.engine, b.rank, b.seed, b.n_iter)
+        np.testing.assert_array_equal(a.W, b.W)
+        assert (a.prior is None) == (b.prior is None)
+        if a.prior is not None:
+            for x, z in zip(a.prior, b.prior, strict=True):
+                np.testing.assert_array_equal(x, z)
+    # an ensemble of one engine keeps its stacked layout
+    ensemble = bernmf.load(fits[2].save(tmp_path / "ensemble.npz"))
+    np.testing.assert_array_equal(ensemble.probs, fits[2].probs)
+
+
+def test_the_baseline_keeps_every_probability_inside_the_unit_interval():
+    Y = np.array([[1, 1, 0], [1, 1, 0], [1, np.nan, 0.0]])
+    train = np.ones(Y.shape, bool)
+    fit = baseline(Y, train)
+    np.testing.assert_allclose(fit.H[0], [4 / 5, 3 / 4, 1 / 5])
+    assert fit.probs.shape == Y.shape
+    assert ((fit.probs > 0) & (fit.probs < 1)).all()
+
+
+def test_an_outcome_of_probability_zero_scores_inf_and_says_how_many():
+    Y = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, np.nan]])
+    probs = np.array([[0.0, 0.5, 1.0], [0.0, 0.5, 0.0]])
+    with pytest.warns(bernmf.ZeroProbabilityWarning, match="1 of 5 scored entries"):
+        assert bernmf.perplexity(Y, probs) == np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        finite = bernmf.perplexity(Y, probs, mask=np.array([[0, 1, 1], [1, 1, 1]], bool))
+    assert finite == pytest.approx(-np.log(0.5) * 2 / 4)
+    from bernmf.stacking import entries_lpd
+
+    assert entries_lpd(np.array([1.0, 0.0]), np.array([0.0, 0.0]))[0] == -np.inf
+
+
+def test_fit_warns_when_held_out_entries_are_certain_and_a_stack_never_gives_zero():
+    rng = np.random.default_rng(0)
+    Y = (rng.random((30, 12)) < 0.5).astype(float)
+    Y[:, 0] = 0.0  # column 0 all zeros in training: a flat prior puts H at exactly 0
+    Y[25:, 0] = 1.0  # ... and its held-out entries are ones
+    train = np.ones(Y.shape, bool)
+    train[25:, :6] = False
+    validation = np.zeros(Y.shape, bool)
+    validation[25:27, :6] = True
+    test = ~train & ~validation
+    with pytest.warns(bernmf.ZeroProbabilityWarning, match="exactly 0 or 1 at"):
+        flat = bernmf.fit(Y, "mm", 2, mask=train)
+    with pytest.warns(bernmf.ZeroProbabilityWarning, match="scored entries have probability 0"):
+        assert flat.perplexity(Y, test) == np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        smooth = bernmf.fit(Y, "mm", 2, mask=train, prior=bernmf.Prior(1.2, 1.2))
+        stacked = bernmf.stack([flat], Y, validation=validation)
+        assert np.isfinite(stacked.perplexity(Y, test))
+        assert np.isfinite(smooth.perplexity(Y, test))
+    assert (stacked.probs > 0).all() and (stacked.probs < 1).all()
+
+
+def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    from bernmf import tune
+    from bernmf.cli import main
+
+    Y, split, _ = problem
+    result = tune.grid(
+        Y, [2, 3], [1.2, 2.0], [1.5], mask=split.train, validation=split.validation,
+        restarts=2, combine="stack", progress=False, max_iter=50,
+    )  # fmt: skip
+    table = members_table(result.stacked)
+    assert len(table) == len(result.table) + 1 == 9  # 2 ranks x 2 priors x 2 seeds, baseline
+    assert list(table["rank"][:-1]) == list(result.table["rank"])
+    single = result.table["validation_perplexity"].min()
+    assert result.best["validation_perplexity"] == single
+    assert result.stacked.extras["stack"]["validation_perplexity"] <= single + 1e-12
+    # the members are the grid's fits: each scores as its row of the table
+    for member, (_, row) in zip(result.stacked.members, result.table.iterrows(), strict=False):
+        expected = row["validation_perplexity"]
+        assert member.perplexity(Y, split.validation) == pytest.approx(expected, rel=1e-12)
+    path = tmp_path / "Y.csv"
+    np.savetxt(path, Y, fmt="%d", delimiter=",")
+    np.savez(tmp_path / "split.npz", Y=split.codes())
+    out = tmp_path / "tune"
+    argv = ["tune", str(path), "--split", str(tmp_path / "split.npz"), "--ranks", "2", "--quiet"]
+    argv += ["--alphas", "1.2,2", "--betas", "1.5", "--restarts", "2", "--combine", "stack"]
+    assert main([*argv, "--max-iter", "50", "--out", str(out)]) == 0
+    members = pd.read_csv(out / "members.csv")
+    assert list(members["engine"]) == ["mm"] * 4 + ["baseline"]
+    saved = bernmf.load(out / "best_fit.npz")
+    best = json.loads((out / "summary.json").read_text())["best"]
+    assert saved.engine == "stack"
+    assert best["test_perplexity"] == pytest.approx(saved.perplexity(Y, split.test), rel=1e-12)
+
+
+def test_compare_adds_stacked_rows_from_the_fits_it_made(problem):
+    Y, split, _ = problem
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bernmf.ZeroProbabilityWarning)  # em's H at 0 or 1
+        result = bernmf.compare(
+            Y, ["mm", "em"], [2, 3], seeds=[0, 1], train=split.train, test=split.test,
+            validation=split.validation, progress=False, options={"mm": {"max_iter": 50}},
+        )  # fmt: skip
+    fits = result.fits
+    assert len(result.results) == 8
+    for seed in (0, 1):
+        made = fits[(fits["seed"] == seed) & (fits["rank"] > 0)]
+        rows = fits[(fits["seed"] == seed) & (fits["rank"] == 0)].set_index("engine")
+        assert list(rows.index) == ["stacked: all engines", "stacked: mm grid"]
+        total = made["seconds"].sum()
+        assert rows.loc["stacked: all engines", "seconds"] == pytest.approx(total, abs=1e-2)
+        seeds = fits["seed"][: len(result.results)]  # the fits' rows come first
+        members = [f for f, s in zip(result.results, seeds, strict=True) if s == seed]
+        stacked = bernmf.stack(members, Y, validation=split.validation)
+        expected = stacked.perplexity(Y, split.test)
+        assert rows.loc["stacked: all engines", "perplexity"] == pytest.approx(expected)
+        assert np.isfinite(rows["perplexity"]).all()
+    with pytest.raises(ValueError, match="validation and test entries overlap"):
+        bernmf.compare(
+            Y, ["mm"], [2], train=split.train, test=split.test,
+            validation=split.validation | split.test, progress=False,
+        )  # fmt: skip
