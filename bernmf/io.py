@@ -468,9 +468,10 @@ def _observed(value, arrays, shape: tuple[int, int]) -> Observed | None:
     )
 
 
-def _prior(arrays, K: int) -> Prior:
-    """The prior: each hyperparameter a scalar or of shape (K,)."""
-    names = [f"prior/{name}" for name in Prior._fields]
+def _prior(arrays, K: int, where: str = "") -> Prior:
+    """The prior at ``where`` (a member's folder, or the fit's): each hyperparameter a
+    scalar or of shape (K,)."""
+    names = [f"{where}prior/{name}" for name in Prior._fields]
     shapes = [(K,)[: len(arrays.header(n).shape) if n in arrays else 0] for n in names]
     return Prior(
         *(_array(arrays, n, shape, "biuf") for n, shape in zip(names, shapes, strict=True))
@@ -560,8 +561,7 @@ def _members_one_by_one(records: list, arrays, fit: Fit) -> tuple[Fit, ...]:
             raise ValueError(f"member {r}: 'rank' should be >= 1, got {K}")
         prior = None
         if _get(record, "has_prior", bool, "member "):
-            own = {k.removeprefix(where): v for k, v in arrays.items() if k.startswith(where)}
-            prior = _prior(own, K)
+            prior = _prior(arrays, K, where)
         probs = f"{where}probs"
         members.append(
             Fit(
@@ -573,7 +573,7 @@ def _members_one_by_one(records: list, arrays, fit: Fit) -> tuple[Fit, ...]:
                 stored_probs=_array(arrays, probs, (M, N)) if probs in arrays else None,
                 trace=_array(arrays, f"{where}trace", (None,)),
                 n_iter=_get(record, "n_iter", int, "member "),
-                converged=_get(record, "converged", bool, "member "),
+                converged=_get_optional(record, "converged", bool, "member "),
                 timings=_timings(record),
                 seed=_get(record, "seed", int, "member "),
                 row_labels=fit.row_labels,

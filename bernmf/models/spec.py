@@ -430,3 +430,15 @@ def scored_total(blocks) -> tuple[float, int]:
         total += terms.sum()
     warn_zero_probability(zeros, count)
     return float(total), count
+
+
+def describe_prior(prior: Prior | None) -> str:
+    """A prior as short text, ``"Beta(1.2, 1.5) Dirichlet(1)"`` (``"none"`` for None).
+
+    A hyperparameter that differs across components lists its distinct values, ``1/2``.
+    """
+    if prior is None:
+        return "none"
+    values = [np.unique(np.asarray(v, dtype=float)) for v in prior]
+    text = ["/".join(f"{x:g}" for x in v) for v in values]
+    return f"Beta({text[0]}, {text[1]}) Dirichlet({text[2]})"
