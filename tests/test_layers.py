@@ -26,7 +26,8 @@ LAYERS = [
     {"bernmf.inference"},  # the engines
     {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"}
     | {"bernmf.plan", "bernmf.runner", "bernmf.stacked"}  # the request, its runner, stacks
-    | {"bernmf.report", "bernmf.experiments", "bernmf.distributed"},  # running engines
+    | {"bernmf.report", "bernmf.quick", "bernmf.report_page"}  # the report, its budget, page
+    | {"bernmf.experiments", "bernmf.distributed"},  # running engines
     {"bernmf.cli", "bernmf.commands", "bernmf.launch"}
     | {"bernmf.estimator", "bernmf.__main__"},  # front ends
     {"bernmf"},  # the package's namespace re-exports everything
