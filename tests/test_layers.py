@@ -21,7 +21,7 @@ LAYERS = [
     | {"bernmf._budget", "bernmf._cache"},  # writers, label codec, zip reader,
     # progress lines, memory budget, cache folders
     {"bernmf.results", "bernmf.io", "bernmf.posterior", "bernmf.plot"}
-    | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking"}
+    | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking", "bernmf.psis"}
     | {"bernmf.export"},  # what a fit is, its summaries and ArviZ export
     {"bernmf.inference"},  # the engines
     {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"}
