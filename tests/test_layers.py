@@ -28,7 +28,7 @@ LAYERS = [
     | {"bernmf.plan", "bernmf.runner", "bernmf.stacked"}  # the request, its runner, stacks
     | {"bernmf.report", "bernmf.quick", "bernmf.report_page"}  # the report, its budget, page
     | {"bernmf.experiments", "bernmf.distributed"},  # running engines
-    {"bernmf.cli", "bernmf.commands", "bernmf.launch"}
+    {"bernmf.cli", "bernmf.commands", "bernmf.study_commands", "bernmf.launch"}
     | {"bernmf.estimator", "bernmf.__main__"},  # front ends
     {"bernmf"},  # the package's namespace re-exports everything
 ]
