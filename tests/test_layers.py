@@ -18,8 +18,8 @@ LAYERS = [
     {"bernmf.models"},  # the model: priors, likelihood, simulation
     {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.readers"}
     | {"bernmf._output", "bernmf._labels", "bernmf._archive", "bernmf._progress"}
-    | {"bernmf._budget", "bernmf._cache"},  # writers, label codec, zip reader,
-    # progress lines, memory budget, cache folders
+    | {"bernmf._budget", "bernmf._cache", "bernmf._npz"},  # writers, label codec, zip
+    # reader, progress lines, memory budget, cache folders, the readers' .npz files
     {"bernmf.results", "bernmf.io", "bernmf.posterior", "bernmf.plot"}
     | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking", "bernmf.psis"}
     | {"bernmf.export"},  # what a fit is, its summaries and ArviZ export
