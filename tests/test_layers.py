@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).parents[1] / "bernmf"
 
 LAYERS = [
     {"bernmf.models"},  # the model: priors, likelihood, simulation
-    {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.readers"}
+    {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.csv_reader", "bernmf.readers"}
     | {"bernmf._output", "bernmf._labels", "bernmf._archive", "bernmf._progress"}
     | {"bernmf._budget", "bernmf._cache", "bernmf._npz"},  # writers, label codec, zip
     # reader, progress lines, memory budget, cache folders, the readers' .npz files
