@@ -21,7 +21,7 @@ from bernmf.ensemble import check_combine
 from bernmf.inference import get_engine
 from bernmf.models import Prior
 from bernmf.plan import check_arguments, held_out_entries
-from bernmf.results import Fit
+from bernmf.results import Fit, describe_prior
 from bernmf.stacked import stack
 
 __all__ = ["Comparison", "compare", "describe_prior", "summarize"]
@@ -287,18 +287,6 @@ def summarize(fits: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         columns["ess_per_second"] = ("ess_per_second", "mean")
     columns["fits"] = ("perplexity", "size")
     return fits.groupby(keys, sort=False).agg(**columns).reset_index()
-
-
-def describe_prior(prior: Prior | None) -> str:
-    """A prior as short text, ``"Beta(1.2, 1.5) Dirichlet(1)"`` (``"none"`` for None).
-
-    A hyperparameter that differs across components lists its distinct values, ``1/2``.
-    """
-    if prior is None:
-        return "none"
-    values = [np.unique(np.asarray(v, dtype=float)) for v in prior]
-    text = ["/".join(f"{x:g}" for x in v) for v in values]
-    return f"Beta({text[0]}, {text[1]}) Dirichlet({text[2]})"
 
 
 def _nonempty_list(name: str, values, example: str) -> list:

@@ -296,3 +296,15 @@ class FitFrames:
     def probs(self) -> pd.DataFrame:
         """Predictive P(Y=1), shape (M, N), labelled as Y."""
         return pd.DataFrame(self._fit.probs, index=self.rows, columns=self.columns)
+
+
+def describe_prior(prior: Prior | None) -> str:
+    """A prior as short text, ``"Beta(1.2, 1.5) Dirichlet(1)"`` (``"none"`` for None).
+
+    A hyperparameter that differs across components lists its distinct values, ``1/2``.
+    """
+    if prior is None:
+        return "none"
+    values = [np.unique(np.asarray(v, dtype=float)) for v in prior]
+    text = ["/".join(f"{x:g}" for x in v) for v in values]
+    return f"Beta({text[0]}, {text[1]}) Dirichlet({text[2]})"

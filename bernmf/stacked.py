@@ -31,7 +31,7 @@ import pandas as pd
 
 from bernmf.data import Observed, as_observed
 from bernmf.plan import held_out_entries
-from bernmf.results import Fit
+from bernmf.results import Fit, describe_prior
 from bernmf.stacking import entries_lpd, mixture_lpd, stacking_weights
 
 __all__ = ["BASELINE", "STACK", "baseline", "members_table", "stack"]
@@ -208,8 +208,6 @@ def stack(fits, Y, *, validation, mask=None, baseline: bool = True) -> Fit:
     with np.errstate(divide="ignore"):
         mixture = -float(np.mean(mixture_lpd(lpd, weights)))
     top = members[int(np.argmax(weights))]
-    from bernmf.comparison import describe_prior  # comparison imports this module
-
     table = {
         "engine": [m.engine for m in members],
         "rank": [int(m.rank) for m in members],
@@ -249,7 +247,7 @@ def stack(fits, Y, *, validation, mask=None, baseline: bool = True) -> Fit:
 def members_table(fit: Fit) -> pd.DataFrame:
     """The members of a :func:`stack`: one row each, the columns :data:`TABLE_COLUMNS`.
 
-    ``prior`` as :func:`bernmf.comparison.describe_prior` writes it, ``weight`` the
+    ``prior`` as :func:`bernmf.results.describe_prior` writes it, ``weight`` the
     stacking weight, ``validation_perplexity`` the member's (inf where it gives a
     validation entry probability 0), ``seconds`` its run time.
 
