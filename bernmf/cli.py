@@ -16,16 +16,10 @@ import warnings
 
 from bernmf import datasets
 from bernmf._progress import Heartbeat
-from bernmf.commands import (
-    compare_command,
-    demo,
-    fit_command,
-    report_command,
-    reproduce_command,
-    tune_command,
-)
+from bernmf.commands import compare_command, demo, fit_command
 from bernmf.ensemble import COMBINES
 from bernmf.inference import get_engine
+from bernmf.study_commands import report_command, reproduce_command, tune_command
 
 # ---------------------------------------------------------------------------------------
 # argument types

@@ -1,16 +1,14 @@
 """The commands of the ``bernmf`` command line (:mod:`bernmf.cli` parses the arguments).
 
 One function per command, ``<name>_command(args) -> exit code``, and the helpers
-they share: reading the data, parsing ``--option``, messages and tables.
+they share: reading the data, parsing ``--option``, messages and tables. The commands
+that run a study (tune, report, reproduce) are in :mod:`bernmf.study_commands`.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
-import sys
 import warnings
 from pathlib import Path
 
@@ -18,17 +16,15 @@ import numpy as np
 import pandas as pd
 
 from bernmf import _progress as progress
-from bernmf import datasets, report, tune
+from bernmf import datasets
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
 from bernmf.comparison import compare
-from bernmf.experiments import paper
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior, perplexity, simulate
-from bernmf.readers import read_codes, read_mask, read_matrix
+from bernmf.readers import read_mask, read_matrix
 from bernmf.split import paper_split, random_split
-from bernmf.stacked import members_table as stack_members
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -358,122 +354,3 @@ def compare_command(args) -> int:
         f"seeds; seconds: run time per fit, without compilation\nresults in {out}",
     )
     return 0
-
-
-def tune_command(args) -> int:
-    """MM over rank x alpha x beta on validation entries; best setting scored on test."""
-    out = Path(args.out)
-    target = check_output(out, args.force, keep=(args.data, args.data_dir, args.split))
-    ranks, alphas, betas = args.ranks, args.alphas, args.betas
-    Y, source = load_data(args)
-    if Y is None:
-        raise ValueError("tune needs DATA or --dataset")
-    shape = np.shape(Y)
-    if args.split is not None:
-        split = read_codes(args.split, Y)
-        split_name = f"codes from {args.split}"
-    elif args.dataset is not None:
-        split, split_name = paper_split(shape), "the paper's split (70/15/15, seed 12345)"
-    else:
-        split = random_split(shape, seed=args.seed)
-        split_name = f"random entries 70/15/15 (seed {args.seed})"
-    say(args, f"data: {source} {shape}; split: {split_name}")
-    options = {"max_iter": args.max_iter, "tol": args.tol}
-    tuning = tune.grid(
-        Y,
-        ranks,
-        alphas,
-        betas,
-        mask=split.train,
-        validation=split.validation,
-        gamma=args.gamma,
-        restarts=args.restarts,
-        combine=args.combine,
-        seed=args.seed,
-        progress=not (args.quiet or args.json),
-        **options,
-    )
-    best = tuning.best
-    prior = Prior(best["alpha"], best["beta"], args.gamma)
-    if args.combine == "stack":  # every fit of the grid, stacked on validation: no refit
-        result = tuning.stacked
-        stacked = result.extras["stack"]["validation_perplexity"]
-        best = {**best, "stack_validation_perplexity": stacked}
-    elif args.combine is None:
-        chosen = {"seed": best["seed"]}
-    else:  # the ensemble the grid scored, refitted with its members
-        chosen = {"seed": args.seed, "restarts": args.restarts, "combine": args.combine}
-    if args.combine != "stack":
-        result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, **chosen, **options)
-    best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
-    summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
-    from bernmf import plot  # matplotlib loads only for a command that draws
-
-    with atomic_output(target, folder=True) as folder:
-        tuning.table.to_csv(folder / "grid.csv", index=False)
-        if tuning.ensembles is not None:
-            tuning.ensembles.to_csv(folder / "ensembles.csv", index=False)
-        if tuning.stacked is not None:
-            stack_members(tuning.stacked).to_csv(folder / "members.csv", index=False)
-        write_json(folder / "summary.json", summary)
-        plot.validation_heatmap(tuning.table, best["rank"], path=folder / "validation.png")
-        result.save(folder / "best_fit.npz", metadata={"options": options, "data": source})
-    summary["out"] = str(out)
-    show(args, pd.DataFrame([best]), summary)
-    say(args, f"results in {out}")
-    return 0
-
-
-def report_command(args) -> int:
-    """Every engine, tuned on validation, scored on test: CSV, Pareto plot and HTML page."""
-    out = Path(args.out)
-    target = check_output(out, args.force, keep=(args.data, args.data_dir))
-    engines_ = available() if args.engines == ["all"] else args.engines
-    for name in engines_:
-        get_engine(name)  # unknown names fail here, before any data is read
-    if args.data is not None and args.datasets is not None:
-        raise ValueError("give either DATA or --datasets, not both")
-    if args.data is not None:
-        data = {Path(args.data).name.split(".")[0]: read_data(args, args.data)}
-    else:
-        names = args.datasets or (["animals"] if args.quick else list(datasets.DATASETS))
-        data = {name: datasets.load(name, data_dir=args.data_dir) for name in names}
-    tell(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
-    result = report.run(
-        data, engines_, ranks=args.ranks, shared_rank=args.shared_rank, seeds=range(args.seeds),
-        ensembles=args.ensembles, restarts=args.restarts, quick=args.quick,
-        progress=not (args.quiet or args.json),
-    )  # fmt: skip
-    with atomic_output(target, folder=True) as folder:
-        report.write(result, folder)
-        write_json(folder / "environment.json", result.environment)
-    board = report.leaderboard(result.fits)
-    summary = {"out": str(out), "leaderboard": board.to_dict(orient="records")}
-    show(args, board, summary)
-    say(args, f"results in {out}: report.html, fits.csv, leaderboard.csv, pareto.png")
-    return 0
-
-
-def reproduce_command(args) -> int:
-    """Run :func:`bernmf.experiments.paper.main` (the paper's protocol) with these options."""
-    out = Path(args.out)
-    variant = out / ("as_published" if args.as_published else "corrected")
-    check_output(variant, args.force)
-    argv = ["--out", str(out)]
-    argv += ["--as-published"] * args.as_published + ["--quick"] * args.quick
-    argv += ["--quiet"] * (args.quiet or args.json)
-    if args.datasets:
-        argv += ["--datasets", *args.datasets]
-    if args.data_dir:
-        argv += ["--data-dir", str(args.data_dir)]
-    if args.json:
-        with contextlib.redirect_stdout(sys.stderr):
-            code = paper.main(argv)
-        summary = pd.read_csv(variant / "summary.csv")
-        records = to_json(summary.to_dict("records"))
-        print(json.dumps({"out": str(variant), "summary": records}, allow_nan=False))
-        return code
-    if args.quiet:
-        with contextlib.redirect_stdout(io.StringIO()):
-            return paper.main(argv)
-    return paper.main(argv)

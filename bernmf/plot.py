@@ -274,7 +274,7 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
     ----------
     board : DataFrame
         One row per engine and setting: ``dataset``, ``engine``, ``setting``,
-        ``seconds``, ``perplexity`` (as :func:`bernmf.report.leaderboard`).
+        ``seconds``, ``perplexity`` (as :func:`bernmf.report_page.leaderboard`).
 
     Returns
     -------

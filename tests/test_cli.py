@@ -11,7 +11,7 @@ import pytest
 
 import bernmf
 import bernmf.split
-from bernmf import commands, plot
+from bernmf import commands, plot, study_commands
 from bernmf.cli import main
 from bernmf.data import bits_sha256
 
@@ -209,7 +209,7 @@ def test_reproduce_runs_the_paper_script_with_the_options(tmp_path, monkeypatch,
         print("progress that --json keeps off stdout")
         return 0
 
-    monkeypatch.setattr(commands.paper, "main", stand_in)
+    monkeypatch.setattr(study_commands.paper, "main", stand_in)
     out = tmp_path / "results"
     argv = ["reproduce", "paper", "--as-published", "--quick", "--data-dir", "d", "--json"]
     assert main([*argv, "--out", str(out)]) == 0

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import SHARED, shared_file
 
-from bernmf import datasets
+from bernmf import csv_reader, datasets
 
 
 @pytest.fixture
@@ -194,7 +194,7 @@ def test_the_fast_read_agrees_with_the_cell_by_cell_read(tmp_path):
     for name, options in layouts.items():
         path = tmp_path / f"{name}.csv"
         frame.to_csv(path, na_rep="", **options)
-        fast, exact = datasets.read_csv(path), datasets._read_cells(path, (0, 1))
+        fast, exact = datasets.read_csv(path), csv_reader._read_cells(path, (0, 1))
         pd.testing.assert_frame_equal(fast, exact, check_index_type=False)
     # a name far below the first lines: the fast read gives way to the exact one
     text = (tmp_path / "neither.csv").read_text().splitlines()

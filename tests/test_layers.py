@@ -16,18 +16,19 @@ PACKAGE = Path(__file__).parents[1] / "bernmf"
 
 LAYERS = [
     {"bernmf.models"},  # the model: priors, likelihood, simulation
-    {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.readers"}
+    {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.csv_reader", "bernmf.readers"}
     | {"bernmf._output", "bernmf._labels", "bernmf._archive", "bernmf._progress"}
-    | {"bernmf._budget", "bernmf._cache"},  # writers, label codec, zip reader,
-    # progress lines, memory budget, cache folders
+    | {"bernmf._budget", "bernmf._cache", "bernmf._npz"},  # writers, label codec, zip
+    # reader, progress lines, memory budget, cache folders, the readers' .npz files
     {"bernmf.results", "bernmf.io", "bernmf.posterior", "bernmf.plot"}
-    | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking"}
+    | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking", "bernmf.psis"}
     | {"bernmf.export"},  # what a fit is, its summaries and ArviZ export
     {"bernmf.inference"},  # the engines
     {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"}
     | {"bernmf.plan", "bernmf.runner", "bernmf.stacked"}  # the request, its runner, stacks
-    | {"bernmf.report", "bernmf.experiments", "bernmf.distributed"},  # running engines
-    {"bernmf.cli", "bernmf.commands", "bernmf.launch"}
+    | {"bernmf.report", "bernmf.quick", "bernmf.report_page"}  # the report, its budget, page
+    | {"bernmf.experiments", "bernmf.distributed"},  # running engines
+    {"bernmf.cli", "bernmf.commands", "bernmf.study_commands", "bernmf.launch"}
     | {"bernmf.estimator", "bernmf.__main__"},  # front ends
     {"bernmf"},  # the package's namespace re-exports everything
 ]

@@ -13,11 +13,11 @@ import scipy.optimize
 
 from bernmf.export import pointwise_log_likelihood
 from bernmf.models import simulate
+from bernmf.psis import psis_loo
 from bernmf.stacking import (
     bernoulli_lpd,
     chain_stacking,
     mixture_lpd,
-    psis_loo,
     stacking_weights,
 )
 
