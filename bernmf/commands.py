@@ -172,10 +172,13 @@ def members_table(result) -> pd.DataFrame | None:
 
 
 def stopped_early(result) -> str:
-    """The warning for a fit that stopped at its ``max_iter`` before converging, else ""."""
+    """The warning for a fit that stopped at its ``max_iter`` before converging, else "".
+
+    ``tol=0`` asks for exactly ``max_iter`` iterations: no warning then.
+    """
     options = result.extras["run"]["options"]
     limit = options.get("max_iter")
-    if result.converged or limit is None or result.n_iter < limit:
+    if result.converged or limit is None or result.n_iter < limit or options.get("tol") == 0:
         return ""
     return (
         f"{result.engine} stopped at max_iter={limit} iterations without converging "

@@ -24,7 +24,7 @@ from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior
 from bernmf.readers import read_codes
-from bernmf.split import paper_split, random_split
+from bernmf.split import TEST, VALIDATION, paper_split, random_split
 from bernmf.stacked import members_table as stack_members
 
 
@@ -40,6 +40,9 @@ def tune_command(args) -> int:
     if args.split is not None:
         split = read_codes(args.split, Y)
         split_name = f"codes from {args.split}"
+        for part, code in (("validation", VALIDATION), ("test", TEST)):  # before any fit
+            if not getattr(split, part).any():
+                raise ValueError(f"the split {args.split} has no {part} entry (code {code})")
     elif args.dataset is not None:
         split, split_name = paper_split(shape), "the paper's split (70/15/15, seed 12345)"
     else:

@@ -181,12 +181,12 @@ def test_cli_fit_writes_progress_lines_to_stderr_off_a_terminal(tmp_path, capsys
 def test_cli_warns_in_one_line_without_a_source_path(tmp_path, capsys):
     Y, _, _ = bernmf.simulate(0, 30, 20, 2)
     np.savez(tmp_path / "y.npz", Y=Y)
-    argv = ["fit", str(tmp_path / "y.npz"), "--rank", "2", "--tol", "0", "--max-iter", "5"]
+    argv = ["fit", str(tmp_path / "y.npz"), "--rank", "2", "--tol", "1e-12", "--max-iter", "5"]
     assert cli.main([*argv, "--out", str(tmp_path / "f")]) == 0
     captured = capsys.readouterr()
     warned = [line for line in captured.err.splitlines() if "warning" in line]
     assert warned == [
-        "bernmf: warning: mm stopped at max_iter=5 iterations without converging (tol 0.0); "
+        "bernmf: warning: mm stopped at max_iter=5 iterations without converging (tol 1e-12); "
         "the factors may still change: raise --max-iter, or see the objective in trace.png"
     ]
     for text in (captured.out, captured.err):
