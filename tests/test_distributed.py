@@ -542,3 +542,27 @@ def test_read_rows_of_a_csv_without_names_labels_rows_by_their_global_index(tmp_
     rows = bernmf.readers.read_rows(tmp_path / "n.csv", 5, 9)
     assert list(rows.index) == [5, 6, 7, 8]
     pd.testing.assert_frame_equal(rows, bernmf.readers.read_matrix(tmp_path / "n.csv")[5:9])
+
+
+def test_a_second_process_1_ends_every_process_with_one_line(folder):
+    """Two processes given ``--process-id 1``: JAX's coordinator aborts the group it
+    serves (the id came back "with a different incarnation"), and the second never
+    joins; each of the three exits 1 with one line, within the peer timeout."""
+    port = free_port()
+    options = ("--max-iter", "1000000", "--tol", "0", "--peer-timeout", "10")
+    first = [cli_process(folder, port, i, f"p{i}", *options) for i in (0, 1)]
+    for index, process in enumerate(first):
+        wait_for(folder / f"p{index}.out", "joined the others", process)
+    begin = time.monotonic()
+    second = cli_process(folder, port, 1, "again", *options)
+    stderr = ended(second, folder / "again.err", within=90)
+    assert second.returncode == 1 and "Check failure" not in stderr, stderr
+    assert last_line(stderr).startswith("bernmf: error: process 1 of 2 waited 10 s at "), stderr
+    assert "with its own --process-id" in last_line(stderr)
+    for index, process in enumerate(first):
+        stderr = ended(process, folder / f"p{index}.err", within=90)
+        assert process.returncode == 1 and "Check failure" not in stderr, stderr
+        line = last_line(stderr)
+        assert line.startswith(f"bernmf: error: process {index} of 2 was ended by SIGABRT")
+        assert "1 unexpectedly tried to connect with a different incarnation" in line
+    assert time.monotonic() - begin < 90
