@@ -48,11 +48,15 @@ def _merged(fits: pd.DataFrame) -> pd.DataFrame:
     """``fits`` with the groups (engine, setting) that are the same fits made once: the
     same dataset, rank and test perplexities seed by seed (em tuned at the shared rank is
     em shared; mm at its flat default prior is em). One group is kept, its ``engine`` and
-    ``setting`` naming all of them (``"em = mm"``, ``"tuned = shared K=4"``)."""
+    ``setting`` naming all of them (``"em = mm"``, ``"tuned = shared K=4"``). Groups with
+    a perplexity that is not finite (inf where a fit rules a test outcome out) tell
+    nothing of being the same fits, and stay apart."""
     keys = ["dataset", "engine", "setting"]
     groups = list(fits.groupby(keys, sort=False))
     signature = {
         key: (key[0], tuple(group["rank"]), tuple(np.round(group["perplexity"].to_numpy(), 10)))
+        if np.isfinite(group["perplexity"].to_numpy()).all()
+        else key
         for key, group in groups
     }
     kept, names = {}, {}

@@ -181,6 +181,8 @@ def test_identical_fits_are_one_row():
     assert board.iloc[0]["setting"] == "tuned = shared K=4" and board.iloc[0]["fits"] == 2
     other = fits.assign(perplexity=fits["perplexity"] + np.repeat([0, 0, 0.1], 2))
     assert len(report.leaderboard(other)) == 2  # differing fits stay apart
+    ruled_out = fits.assign(perplexity=np.inf)  # inf says nothing of being the same fits
+    assert len(report.leaderboard(ruled_out)) == 3
 
 
 def test_quick_leaves_out_the_engines_over_its_budget_and_says_so(small, monkeypatch, capsys):
