@@ -7,13 +7,15 @@ runs interleaved, and only ratios are compared (this machine is shared and noisy
 Each case reports the median over ``--repeats`` of new / old run seconds (compilation
 excluded; the first call of each compiles), and the first fit's compile seconds.
 
-Run: ``.venv/bin/python benchmarks/ab.py [--old 76436b8] [--repeats 7]``
+Run: ``.venv/bin/python benchmarks/ab.py [--old 76436b8] [--repeats 7] [--old-tree DIR]``
+(``--old-tree``: a folder holding the old ``bernmf/``, where git history is absent.)
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,12 +27,17 @@ from single_core import describe, pin
 ROOT = Path(__file__).parents[1]
 
 
-def old_package(revision: str, folder: Path) -> str:
-    """``bernmf`` of ``revision`` extracted into ``folder`` as the package ``bernmf_old``."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", revision, "bernmf"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+def old_package(revision: str, folder: Path, tree: Path | None = None) -> str:
+    """``bernmf`` of ``revision`` (or the copy in ``tree``) in ``folder`` as ``bernmf_old``."""
+    if tree is None:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", revision, "bernmf"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    else:  # a machine without the repository's history (the GPU machine)
+        shutil.copytree(tree / "bernmf", folder / "bernmf")
     (folder / "bernmf").rename(folder / "bernmf_old")
     for path in (folder / "bernmf_old").rglob("*.py"):
         text = path.read_text()
@@ -78,13 +85,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", default="76436b8", help="git revision to compare against")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--old-tree", type=Path, help="a folder holding the old bernmf/ instead")
     args = parser.parse_args()
     pin()
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
     with tempfile.TemporaryDirectory() as folder:
-        old = old_package(args.old, Path(folder))
+        old = old_package(args.old, Path(folder), args.old_tree)
         both = {"old": cases(old), "new": cases("bernmf")}
         print(describe())
         compiles = {name: pair[1]() for name, pair in both.items()}
