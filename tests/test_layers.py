@@ -152,6 +152,17 @@ def test_no_cycle_among_the_imports_run_at_load_time():
         visit(name)
 
 
+def test_no_two_classes_share_a_name():
+    # five classes were named Data and six State, each meaning something else
+    defined = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                defined.setdefault(node.name, []).append(name)
+    shared = {cls: modules for cls, modules in defined.items() if len(modules) > 1}
+    assert not shared, f"classes of one name in several modules: {shared}"
+
+
 def test_the_checker_sees_an_upward_import():
     # the test above cannot pass by reading nothing
     assert "bernmf.inference.mm" in imports("bernmf.inference.nuts")
