@@ -44,7 +44,7 @@ import bernmf  # noqa: E402
 import bernmf.datasets  # noqa: E402
 from bernmf.data import as_observed  # noqa: E402
 from bernmf.inference import logsvd  # noqa: E402
-from bernmf.inference._logistic import Data  # noqa: E402
+from bernmf.inference._logistic import LogisticData  # noqa: E402
 from bernmf.split import paper_split  # noqa: E402
 
 CASES = ("paleo", "lastfm")
@@ -85,7 +85,7 @@ def time_numpy(q, mask):
 
 def compile_bernmf(data, svd):
     with jax.enable_x64(True):
-        layout = Data.of(data)
+        layout = LogisticData.of(data)
         tol = jnp.asarray(1e-5)
         program = (
             jax.jit(lambda d, t: logsvd.solve(d, t, rank=RANK, max_iter=2000, svd=svd))

@@ -11,11 +11,13 @@ that existed at the start.
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 import warnings
 
-from bernmf import datasets
+from bernmf import comparison, datasets, report, tune
 from bernmf._progress import Heartbeat
+from bernmf.api import fit
 from bernmf.commands import compare_command, demo, fit_command
 from bernmf.ensemble import COMBINES
 from bernmf.inference import get_engine
@@ -40,6 +42,19 @@ def comma_list(kind):
         return values
 
     return parse
+
+
+def declared(function) -> dict:
+    """The defaults ``function`` declares, by parameter name: the options of the commands
+    that call it take theirs (and the values their help shows) from there, so that no
+    default is written twice."""
+    parameters = inspect.signature(function).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def comma_text(values) -> str:
+    """``values`` as the text :func:`comma_list` reads: (2, 4, 8) -> "2,4,8"."""
+    return ",".join(str(v) for v in values)
 
 
 def positive_int(text: str) -> int:
@@ -158,19 +173,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     common = common_options()
+    fits, grids, reports = declared(fit), declared(tune.grid), declared(report.run)
 
     fit_parser = add_command(commands, "fit", "fit one engine to a data file", common)
     fit_parser.add_argument("data", help="DATA file (.csv, .csv.gz, .parquet, .npz)")
-    fit_parser.add_argument("--engine", default="mm", help="an engine (default mm)")
+    engine = fits["engine"]
+    fit_parser.add_argument("--engine", default=engine, help=f"an engine (default {engine})")
     fit_parser.add_argument("--rank", type=int, required=True, help="number of components K")
     prior_options(fit_parser)
     fit_parser.add_argument("--mask", help="file of the entries to fit on (1 = use)")
-    fit_parser.add_argument("--seed", type=int, default=0, help="initialization seed (0)")
+    seed, restarts, combine = fits["seed"], fits["restarts"], fits["combine"]
+    fit_parser.add_argument("--seed", type=int, default=seed, help=f"initialization seed ({seed})")
     fit_parser.add_argument(
-        "--restarts", type=int, default=1, help="members of an ensemble, seeds SEED, SEED+1, ..."
-    )
+        "--restarts", type=int, default=restarts,
+        help=f"members of an ensemble, seeds SEED, SEED+1, ... ({restarts})",
+    )  # fmt: skip
     fit_parser.add_argument(
-        "--combine", choices=COMBINES, default="best", help="how members combine (best)"
+        "--combine", choices=COMBINES, default=combine, help=f"how members combine ({combine})"
     )
     fit_parser.add_argument(
         "--validation", help="file of held-out entries that weigh --combine stack (1 = use)"
@@ -203,8 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare_parser.add_argument(
         "--ranks", type=comma_list(int), default="4", help="comma list of K (default 4)"
     )
+    seeds = len(declared(comparison.compare)["seeds"])  # range(n): n seeds from 0
     compare_parser.add_argument(
-        "--seeds", type=positive_int, default=3, help="seeds per setting, >= 1 (3)"
+        "--seeds", type=positive_int, default=seeds, help=f"seeds per setting, >= 1 ({seeds})"
     )
     compare_parser.add_argument("--test", type=float, default=0.2, help="test fraction (0.2)")
     prior_options(compare_parser, default=1.2)
@@ -232,15 +252,22 @@ def build_parser() -> argparse.ArgumentParser:
     tune_parser.add_argument(
         "--betas", type=comma_list(float), default="1,1.5,2,3", help="comma list (1,1.5,2,3)"
     )
-    tune_parser.add_argument("--gamma", type=float, default=1.0, help="Dirichlet gamma (1)")
-    tune_parser.add_argument("--restarts", type=int, default=1, help="seeds per setting (1)")
+    gamma, restarts = grids["gamma"], grids["restarts"]
+    tune_parser.add_argument(
+        "--gamma", type=float, default=gamma, help=f"Dirichlet gamma ({gamma:g})"
+    )
+    tune_parser.add_argument(
+        "--restarts", type=int, default=restarts, help=f"seeds per setting ({restarts})"
+    )
     tune_parser.add_argument(
         "--combine",
         choices=("mean", "best", "stack"),
         help="score each setting's ensemble of --restarts fits (uniform mixture or best), "
         "or stack every fit of the grid on validation (stack)",
     )
-    tune_parser.add_argument("--seed", type=int, default=0, help="first seed (0)")
+    tune_parser.add_argument(
+        "--seed", type=int, default=grids["seed"], help=f"first seed ({grids['seed']})"
+    )
     mm_options = get_engine("mm").options  # the engine's declared defaults
     for flag, kind, name in (("--max-iter", int, "max_iter"), ("--tol", float, "tol")):
         default = mm_options[name]
@@ -259,15 +286,24 @@ def build_parser() -> argparse.ArgumentParser:
     report_parser.add_argument(
         "--engines", type=comma_list(str), default="all", help="comma list, or 'all' (all)"
     )
+    ranks, ensembles = comma_text(reports["ranks"]), comma_text(reports["ensembles"])
+    shared, seeds, restarts = reports["shared_rank"], len(reports["seeds"]), reports["restarts"]
     report_parser.add_argument(
-        "--ranks", type=comma_list(int), default="2,4,8", help="ranks tuned on validation (2,4,8)"
+        "--ranks", type=comma_list(int), default=ranks, help=f"ranks tuned on validation ({ranks})"
     )
-    report_parser.add_argument("--shared-rank", type=int, default=4, help="rank for all (4)")
-    report_parser.add_argument("--seeds", type=int, default=3, help="test fits per setting (3)")
     report_parser.add_argument(
-        "--ensembles", type=comma_list(str), default="mm", help="engines also as ensembles (mm)"
+        "--shared-rank", type=int, default=shared, help=f"rank for all ({shared})"
     )
-    report_parser.add_argument("--restarts", type=int, default=4, help="ensemble members (4)")
+    report_parser.add_argument(
+        "--seeds", type=int, default=seeds, help=f"test fits per setting ({seeds})"
+    )
+    report_parser.add_argument(
+        "--ensembles", type=comma_list(str), default=ensembles,
+        help=f"engines also as ensembles ({ensembles})",
+    )  # fmt: skip
+    report_parser.add_argument(
+        "--restarts", type=int, default=restarts, help=f"ensemble members ({restarts})"
+    )
     report_parser.add_argument(
         "--quick",
         action="store_true",

@@ -1,8 +1,10 @@
 """Engines x ranks x seeds on one split: held-out perplexity, seconds, iterations.
 
 :func:`compare` (``bernmf.compare``) fits every combination on the training entries
-and scores the held-out ones. The commands ``bernmf compare`` and ``bernmf demo``
-and ``experiments/posterior_vs_map.py`` build their tables with it.
+and scores the held-out ones, the seeds of each engine and rank through the one runner
+(:func:`bernmf.runner.runs`: mm's and em's in one compiled call). The commands
+``bernmf compare`` and ``bernmf demo`` and ``experiments/posterior_vs_map.py`` build
+their tables with it.
 """
 
 from __future__ import annotations
@@ -14,22 +16,22 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from bernmf import runner
 from bernmf._progress import Progress
-from bernmf.api import fit
 from bernmf.data import as_observed
 from bernmf.ensemble import check_combine
 from bernmf.inference import get_engine
 from bernmf.models import Prior
 from bernmf.models.spec import describe_prior
-from bernmf.plan import check_arguments, held_out_entries
+from bernmf.plan import check_arguments, held_out_entries, plan
 from bernmf.results import Fit
 from bernmf.stacked import stack
 
 __all__ = ["Comparison", "compare", "describe_prior", "summarize"]
 
 ENSEMBLE_KEYS = ("restarts", "combine")
-"""Keys of an engine's ``options`` that :func:`compare` hands to :func:`bernmf.fit` as its
-ensemble arguments rather than as engine options."""
+"""Keys of an engine's ``options`` that :func:`compare` hands to :func:`bernmf.plan.plan`
+as its ensemble arguments (as :func:`bernmf.fit` takes them) rather than as engine options."""
 
 
 @dataclass(frozen=True)
@@ -171,39 +173,35 @@ def compare(
             raise ValueError("validation and test entries overlap; they must be disjoint")
     rows, kept = [], []
     with Progress("compare", len(runs), enabled=progress, stream=stream) as shown:
-        for engine, rank, seed in runs:
+        for engine, rank in dict.fromkeys((e, k) for e, k, _ in runs):
             quiet = {"progress": False} if "progress" in get_engine(engine).options else {}
-            result = fit(
-                Y,
-                engine,
-                rank,
-                mask=train,
-                prior=priors.get(engine),
-                seed=seed,
-                **ensembles.get(engine, {}),
-                **{**quiet, **options.get(engine, {})},
-            )
-            rows.append(
-                {
-                    "engine": engine,
-                    "rank": rank,
-                    "prior": describe_prior(result.prior),
-                    "seed": seed,
-                    "perplexity": result.perplexity(scored.Y, scored.mask),
-                    "seconds": result.timings.get("run", np.nan),
-                    "compile_seconds": result.timings.get("compile", np.nan),
-                    "iterations": result.n_iter,
-                    "converged": result.converged,
-                    **(measure(result) if measure is not None else {}),
-                }
-            )
-            if keep or validation is not None:
-                kept.append(lightened(result))
-            seconds = np.nansum([result.timings.get(k, np.nan) for k in ("compile", "run")])
-            shown.update(
-                result=f"{engine} K={rank} seed {seed}: perplexity {rows[-1]['perplexity']:.4f}, "
-                f"{result.n_iter} iterations, {seconds:.1f} s"
-            )
+            request = plan(
+                Y, engine, rank, mask=train, prior=priors.get(engine), seed=seeds[0],
+                **ensembles.get(engine, {}), options={**quiet, **options.get(engine, {})},
+            )  # fmt: skip
+            for seed, member in zip(seeds, runner.runs(request, seeds, scored), strict=True):
+                result = member.fit
+                rows.append(
+                    {
+                        "engine": engine,
+                        "rank": rank,
+                        "prior": describe_prior(result.prior),
+                        "seed": seed,
+                        "perplexity": member.validation_perplexity,
+                        "seconds": result.timings.get("run", np.nan),
+                        "compile_seconds": result.timings.get("compile", np.nan),
+                        "iterations": result.n_iter,
+                        "converged": result.converged,
+                        **(measure(result) if measure is not None else {}),
+                    }
+                )
+                if keep or validation is not None:
+                    kept.append(lightened(result))
+                seconds = np.nansum([result.timings.get(k, np.nan) for k in ("compile", "run")])
+                shown.update(
+                    result=f"{engine} K={rank} seed {seed}: perplexity "
+                    f"{rows[-1]['perplexity']:.4f}, {result.n_iter} iterations, {seconds:.1f} s"
+                )
     for seed in seeds if validation is not None else ():
         chosen = [f for f, row in zip(kept, rows, strict=False) if row["seed"] == seed]
         groups = {STACKED_ALL: chosen, STACKED_MM: [f for f in chosen if f.engine == "mm"]}

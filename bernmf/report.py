@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bernmf import tune
-from bernmf.api import fit
+from bernmf import runner, tune
 from bernmf.comparison import (
     STACKED_ALL,
     STACKED_MM,
@@ -39,7 +38,7 @@ from bernmf.ensemble import MODES_WARNING
 from bernmf.inference import available, get_engine
 from bernmf.io import versions
 from bernmf.models import Prior
-from bernmf.plan import check_arguments
+from bernmf.plan import check_arguments, plan
 from bernmf.posterior import diagnostics
 from bernmf.quick import estimate, floor, within_budget
 from bernmf.report_page import findings, leaderboard, write
@@ -239,10 +238,9 @@ def run(
                 pairs = zip(comparison.fits["seed"], comparison.results, strict=True)
                 made.update({id(f): (int(s), f) for s, f in pairs})
             if engine in ensembles:
-                rows = [
-                    _ensemble_row(Y, split, engine, rank, prior, seed, restarts, combine, options)
-                    for seed in seeds
-                ]
+                rows = _ensemble_rows(
+                    Y, split, engine, rank, prior, seeds, restarts, combine, options[engine]
+                )
                 made.update({id(f): (s, f) for s, (_, f) in zip(seeds, rows, strict=True)})
                 tables.append(
                     pd.DataFrame([r for r, _ in rows]).assign(dataset=name, setting="ensemble")
@@ -310,25 +308,34 @@ def _ess_per_second(result) -> dict:
     return {"ess_per_second": float(table.loc["WH", "ess_bulk_per_second"])}
 
 
-def _ensemble_row(Y, split, engine, rank, prior, seed, restarts, combine, options) -> tuple:
+def _ensemble_rows(Y, split, engine, rank, prior, seeds, restarts, combine, options) -> list:
+    """The row and the fit (without draws) of the ensemble of ``restarts`` members from
+    each seed, combined on the validation entries and scored on the test ones: every
+    member fitted once (:func:`bernmf.runner.runs`)."""
+    request = plan(
+        Y, engine, rank, mask=split.train, prior=prior, seed=seeds[0], restarts=restarts,
+        combine=combine, validation=split.validation, options=options,
+    )  # fmt: skip
+    test = as_observed(Y, split.test, warn_empty=False)
     with warnings.catch_warnings():  # distinct modes are why the report has ensembles
         warnings.filterwarnings("ignore", MODES_WARNING, UserWarning)
-        result = fit(
-            Y, engine, rank, mask=split.train, prior=prior, seed=seed, restarts=restarts,
-            combine=combine, validation=split.validation, **options[engine],
-        )  # fmt: skip
-    row = {
-        "engine": f"{engine} ensemble",
-        "rank": rank,
-        "prior": describe_prior(result.prior),
-        "seed": seed,
-        "perplexity": result.perplexity(Y, split.test),
-        "seconds": result.timings.get("run", np.nan),
-        "compile_seconds": result.timings.get("compile", np.nan),
-        "iterations": result.n_iter,
-        "ess_per_second": np.nan,
-    }
-    return row, lightened(result)
+        fitted = runner.runs(request, seeds, test)
+    rows = []
+    for seed, member in zip(seeds, fitted, strict=True):
+        result = member.fit
+        row = {
+            "engine": f"{engine} ensemble",
+            "rank": rank,
+            "prior": describe_prior(result.prior),
+            "seed": seed,
+            "perplexity": member.validation_perplexity,
+            "seconds": result.timings.get("run", np.nan),
+            "compile_seconds": result.timings.get("compile", np.nan),
+            "iterations": result.n_iter,
+            "ess_per_second": np.nan,
+        }
+        rows.append((row, lightened(result)))
+    return rows
 
 
 def environment() -> dict:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from bernmf.data import Observed, as_observed
 from bernmf.models.spec import Prior, perplexity_of_blocks, probability
+from bernmf.saving import save
 
 BLOCK_ENTRIES = 2**20
 """Entries of P(Y=1) that :meth:`Fit.perplexity` computes at a time when they are not stored."""
@@ -196,10 +197,8 @@ class Fit:
     def save(self, path, *, overwrite: bool = False, metadata=None):
         """Save to a ``.npz`` file; :func:`bernmf.load` reads it back exactly.
 
-        See :func:`bernmf.io.save` for the parameters. Returns the path written.
+        See :func:`bernmf.saving.save` for the parameters. Returns the path written.
         """
-        from bernmf.io import save
-
         return save(self, path, overwrite=overwrite, metadata=metadata)
 
     def to_arviz(self, *, wh: bool = False, log_likelihood: bool = True):

@@ -308,3 +308,47 @@ def test_a_large_mostly_zero_csv_gets_the_hint_to_store_it_sparse(tmp_path, caps
     capsys.readouterr()
     commands.read_data(args, tmp_path / "dense.csv")
     assert capsys.readouterr().err == ""
+
+
+REPORT_DEFAULTS = {
+    "ranks": (3, 5), "shared_rank": 5, "seeds": range(2), "ensembles": ("em",), "restarts": 6
+}  # fmt: skip
+REPORT_READ = {"ranks": [3, 5], "seeds": 2, "ensembles": ["em"]}
+
+
+REPORT_DEFAULTS = {
+    "ranks": (3, 5), "shared_rank": 5, "seeds": range(2), "ensembles": ("em",), "restarts": 6
+}  # fmt: skip
+REPORT_READ = {"ranks": [3, 5], "seeds": 2, "ensembles": ["em"]}
+
+
+@pytest.mark.parametrize(
+    ("function", "command", "changed", "read"),
+    [
+        (bernmf.api.fit, ["fit", "d.csv", "--rank", "2", "--out", "o"], {"seed": 7}, {"seed": 7}),
+        (bernmf.api.fit, ["fit", "d.csv", "--rank", "2", "--out", "o"], {"restarts": 3}, {}),
+        (bernmf.api.fit, ["fit", "d.csv", "--rank", "2", "--out", "o"], {"combine": "mean"}, {}),
+        (bernmf.api.fit, ["fit", "d.csv", "--rank", "2", "--out", "o"], {"engine": "em"}, {}),
+        (bernmf.tune.grid, ["tune", "--out", "o"], {"gamma": 0.5, "restarts": 2, "seed": 4}, {}),
+        (bernmf.compare, ["compare", "--out", "o"], {"seeds": range(5)}, {"seeds": 5}),
+        (bernmf.report.run, ["report", "--out", "o"], REPORT_DEFAULTS, REPORT_READ),
+    ],
+)
+def test_the_commands_take_their_defaults_from_the_functions_they_call(
+    function, command, changed, read, monkeypatch
+):
+    """No default written twice: a command's default (and its help) is the one the
+    function it calls declares, read from that function's signature."""
+    from bernmf.cli import build_parser
+
+    code = function.__code__
+    positional = code.co_varnames[: code.co_argcount]
+    defaults = list(function.__defaults__)
+    named = positional[len(positional) - len(defaults) :]
+    defaults = [changed.get(name, value) for name, value in zip(named, defaults, strict=True)]
+    keywords = {k: v for k, v in changed.items() if k not in positional}
+    monkeypatch.setattr(function, "__defaults__", tuple(defaults))
+    monkeypatch.setattr(function, "__kwdefaults__", {**function.__kwdefaults__, **keywords})
+    args = vars(build_parser().parse_args(command))
+    for name, value in changed.items():
+        assert args[name] == read.get(name, value), name

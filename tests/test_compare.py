@@ -131,7 +131,7 @@ def test_bad_arguments_fail_before_any_fit(data, monkeypatch, change, error, mes
     def no_fit(*args, **kwargs):
         raise AssertionError("fitted before the arguments were checked")
 
-    monkeypatch.setattr(comparison, "fit", no_fit)
+    monkeypatch.setattr(comparison.runner, "runs", no_fit)
     with pytest.raises(error, match=message):
         bernmf.compare(Y, progress=False, **arguments)
 
@@ -160,3 +160,36 @@ def test_an_engine_compared_as_an_ensemble():
             Y, ["mm"], [3], train=split.train, test=split.test,
             options={"mm": {"restarts": 2, "combine": "stack"}}, progress=False,
         )  # fmt: skip
+
+
+def test_the_seeds_of_an_engine_and_rank_are_one_runner_call(data, monkeypatch):
+    """compare runs each engine and rank's seeds as one bernmf.runner.members call and
+    scores them at the test entries only (Fit.probs_at), never on M x N probabilities."""
+    from bernmf import runner
+    from bernmf.results import Fit
+
+    Y, split = data
+    calls = []
+    real = runner.members
+
+    def spy(engine, data, rank, priors, seeds, options, held_out=None, **batching):
+        calls.append((engine.name, rank, list(seeds)))
+        return real(engine, data, rank, priors, seeds, options, held_out, **batching)
+
+    def no_matrix(*args, **kwargs):
+        raise AssertionError("scored with an M x N array")
+
+    monkeypatch.setattr(runner, "members", spy)
+    monkeypatch.setattr(Fit, "perplexity", no_matrix)
+    result = bernmf.compare(
+        Y, ["mm", "em"], [2, 3], seeds=[0, 5], train=split.train, test=split.test,
+        options=OPTIONS, progress=False,
+    )  # fmt: skip
+    assert calls == [(e, k, [0, 5]) for e in ("mm", "em") for k in (2, 3)]
+    monkeypatch.undo()
+    for engine, rank, seed, perplexity, iterations in result.fits[
+        ["engine", "rank", "seed", "perplexity", "iterations"]
+    ].values:
+        direct = bernmf.fit(Y, engine, rank, mask=split.train, seed=seed, **OPTIONS[engine])
+        assert perplexity == pytest.approx(direct.perplexity(Y, split.test), rel=1e-12)
+        assert iterations == direct.n_iter

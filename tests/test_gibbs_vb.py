@@ -50,7 +50,7 @@ def gibbs_states(Y, mask, K, prior, n_sweeps, thinning, seed):
     M, N = Y.shape
     diagonals = gibbs.Diagonals.of_shape(M, N)
     with jax.enable_x64(True):
-        data = gibbs.Data(
+        data = gibbs.DiagonalData(
             jnp.asarray(diagonals.gather(Y), jnp.float32),
             jnp.asarray(diagonals.gather(mask), jnp.float32),
         )
@@ -191,7 +191,7 @@ def test_cvb0_update_matches_numpy(simulated):
     q = rng.dirichlet(np.ones(3), size=Y.shape)  # (M, N, K)
     expected = numpy_cvb0_update(Y, mask, q, 0.9, 1.2, 0.4)
     with jax.enable_x64(True):
-        data = vb.Data.of(Y * mask, mask, jnp.float64)
+        data = vb.VBData.of(Y * mask, mask, jnp.float64)
         prior = _augmented.prior_arrays(Prior(0.9, 1.2, 0.4).broadcast(3), jnp.float64)
         q_nkm = jnp.asarray(np.transpose(q * mask[:, :, None], (1, 2, 0)))
         new, counts = vb.cvb0_update(q_nkm, vb.soft_counts(q_nkm, data), data, prior)

@@ -130,19 +130,21 @@ def test_report_command_on_a_data_file(small, tmp_path, capsys):
 def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatch):
     import warnings
 
-    real = report.fit
+    from bernmf import runner
 
-    def fit_with_modes(*args, **kwargs):  # as bernmf.fit warns when the members' modes differ
+    real = runner.combine_members
+
+    def combine_with_modes(*args, **kwargs):  # as it warns when the members' modes differ
         message = "the 2 members reached 2 distinct modes, 0.01 nats apart"
         warnings.warn(message, UserWarning, stacklevel=2)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(report, "fit", fit_with_modes)
+    monkeypatch.setattr(runner, "combine_members", combine_with_modes)
     split = bernmf.split.paper_split(small.shape)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        row, _ = report._ensemble_row(small, split, "mm", 2, None, 0, 2, "mean", {"mm": {}})
-    assert np.isfinite(row["perplexity"])
+        rows = report._ensemble_rows(small, split, "mm", 2, None, [0], 2, "mean", {})
+    assert np.isfinite(rows[0][0]["perplexity"])
     assert not [w for w in caught if "distinct modes" in str(w.message)]
 
 
@@ -217,3 +219,31 @@ def test_the_estimate_of_a_fit_is_near_its_time():
         [bernmf.fit(Y, "em", 4, mask=split.train, **options).timings["run"] for _ in range(3)]
     )
     assert spent / 4 < per_fit < spent * 4
+
+
+def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):
+    """The ensemble rows of seeds 0 and 1 (members 0, 1 and 1, 2) fit members 0, 1, 2
+    once, in one runner call, and equal bernmf.fit's ensembles scored on test."""
+    from bernmf import runner
+
+    calls = []
+    real = runner.members
+
+    def spy(engine, data, rank, priors, seeds, options, held_out=None, **batching):
+        calls.append(list(seeds))
+        return real(engine, data, rank, priors, seeds, options, held_out, **batching)
+
+    monkeypatch.setattr(runner, "members", spy)
+    split = bernmf.split.paper_split(small.shape)
+    options = {"max_iter": 50}
+    rows = report._ensemble_rows(small, split, "mm", 2, None, [0, 1], 2, "mean", options)
+    assert calls == [[0, 1, 2]]
+    monkeypatch.undo()
+    for seed, (row, made) in zip((0, 1), rows, strict=True):
+        direct = bernmf.fit(
+            small, "mm", 2, mask=split.train, seed=seed, restarts=2, combine="mean",
+            validation=split.validation, **options,
+        )  # fmt: skip
+        assert row["perplexity"] == pytest.approx(direct.perplexity(small, split.test), rel=1e-12)
+        assert [m.seed for m in made.members] == [seed, seed + 1]
+        assert made.extras["run"]["seeds"] == direct.extras["run"]["seeds"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -161,6 +162,28 @@ def test_blocked_temporaries_scale_with_the_block_not_with_the_matrix():
     dense = M * N * 8
     assert temporaries[None] > 2 * dense  # the unblocked sweep holds several (M, N) floats
     assert temporaries[100] < 16 * 100 * N * 8 + 16 * (M + N) * K * 8  # O(BN + (M + N)K)
+
+
+def test_each_layout_is_its_own_small_type_with_every_field_filled():
+    """make_data gives each layout its own type, and state_at its own state: no field of
+    either is None (the shapes of one type do not depend on the layout)."""
+    Y, O = masked_problem(3, M=12, N=6)
+    data = as_observed(Y, O, warn_empty=False)
+    expected = {
+        layout.Choice(None, False, None): (layout.Dense, layout.Predictions),
+        layout.Choice(None, True, None): (layout.SparseOnes, layout.OnesPredictions),
+        layout.Choice(4, False, None): (layout.RowBlocks, layout.BlockTotals),
+    }
+    with jax.enable_x64(True):
+        W, H = mm.random_init(jax.random.key(0), 12, 6, 2, jnp.float64)
+        for choice, (kind, state_kind) in expected.items():
+            problem = layout.make_data(data, jnp.float64, choice)
+            state = layout.state_at(problem, W, H)
+            assert type(problem) is kind and type(state) is state_kind
+            optional = ("real_row", "axis_name")  # padding; a mesh axis
+            fields = [f.name for f in dataclasses.fields(problem) if f.name not in optional]
+            assert all(getattr(problem, name) is not None for name in fields), kind
+            assert all(value is not None for value in state), state_kind
 
 
 def test_sparse_bool_and_int8_input_give_the_same_fit_as_float():

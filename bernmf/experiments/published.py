@@ -31,7 +31,7 @@ from bernmf.results import Fit
 from bernmf.tune import COLUMNS, Tuning
 
 
-class Data(NamedTuple):
+class PublishedData(NamedTuple):
     """The data as the published sweep uses them, each (M, N) float but ``n_total``."""
 
     y_one: jax.Array  # O * Y
@@ -40,10 +40,10 @@ class Data(NamedTuple):
     n_total: jax.Array  # observed entries
 
 
-def make_data(data: Observed, dtype) -> Data:
-    """:class:`Data` of validated data."""
+def make_data(data: Observed, dtype) -> PublishedData:
+    """:class:`PublishedData` of validated data."""
     ones, mask = data.ones, data.mask
-    return Data(
+    return PublishedData(
         jnp.asarray(ones, dtype),
         jnp.asarray(mask & ~ones, dtype),
         jnp.asarray(~ones, dtype),
@@ -51,7 +51,7 @@ def make_data(data: Observed, dtype) -> Data:
     )
 
 
-def sweep(data: Data, W, H, prior: Prior):
+def sweep(data: PublishedData, W, H, prior: Prior):
     """``(objective per observed entry at (W, H), W_next, H_next)`` of the published code."""
     tiny = jnp.finfo(W.dtype).tiny
     P = jnp.maximum(W @ H, tiny)
@@ -68,7 +68,7 @@ def sweep(data: Data, W, H, prior: Prior):
     return value, W, H
 
 
-def solve(init: Factors, data: Data, prior: Prior, tol, *, max_iter: int):
+def solve(init: Factors, data: PublishedData, prior: Prior, tol, *, max_iter: int):
     """Sweeps from ``init`` until the published stop rule; ``(W, H, trace, n_iter, converged)``.
 
     The published loop never evaluates the initial factors: its first loss, after

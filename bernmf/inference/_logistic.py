@@ -39,7 +39,7 @@ def expit(x) -> np.ndarray:
 MIN_ITER = 5  # R checks convergence only once ``m > 4``
 
 
-class Data(NamedTuple):
+class LogisticData(NamedTuple):
     """The observed data as the updates use them (float64).
 
     Attributes
@@ -60,7 +60,7 @@ class Data(NamedTuple):
     n_obs: jax.Array
 
     @classmethod
-    def of(cls, data: Observed) -> Data:
+    def of(cls, data: Observed) -> LogisticData:
         """From validated data (call under ``jax.enable_x64(True)``)."""
         return cls(
             y=jnp.asarray(data.Y, jnp.float64),
@@ -89,7 +89,7 @@ def working_matrix(q, theta, fitted):
     return theta + 4 * q * (1 - fitted)
 
 
-def fitted_nll(data: Data, fitted):
+def fitted_nll(data: LogisticData, fitted):
     """Mean negative log-likelihood of the observed entries from ``sigmoid(q Theta)``."""
     return -masked_log_likelihood_sum(data.y, data.mask, fitted, fitted) / data.n_obs
 
@@ -107,7 +107,7 @@ def _decrease(previous, current):
 def minimize(
     start,
     step: Callable,
-    data: Data,
+    data: LogisticData,
     tol,
     *,
     max_iter: int,
@@ -126,7 +126,7 @@ def minimize(
         = :func:`fitted_sigmoid` ``(q, theta)``, from which the loss is computed.
     step : callable
         ``step(data, state) -> state``, one majorization step.
-    data : Data
+    data : LogisticData
     tol : scalar
         Stop after iteration ``i >= 5`` when ``loss[i-1] - loss[i] < tol``.
     max_iter : int

@@ -203,10 +203,10 @@ def run(
     float_type = DTYPES[dtype]
     with jax.enable_x64(True):
         arrays = layouts.row_arrays(data, float_type, padding)
-        problem = layouts.Data(
-            **{name: _global(a, rows, total_rows) for name, a in arrays.items()},
-            block_rows=block,
-            axis_name=layouts.ROWS,
+        problem = layouts.problem_of(
+            {name: _global(a, rows, total_rows) for name, a in arrays.items()},
+            block,
+            layouts.ROWS,
         )
         prior_arrays = Prior(*(layouts.place(np.asarray(v, float_type), replicated) for v in prior))
         tol_array = layouts.place(np.asarray(tol, float_type), replicated)

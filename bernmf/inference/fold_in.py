@@ -40,14 +40,14 @@ class FoldIn(NamedTuple):
     converged: bool
 
 
-def row_objectives(data: layout.Data, state: layout.State, gamma) -> jax.Array:
+def row_objectives(data: layout.Dense, state: layout.Predictions, gamma) -> jax.Array:
     """Negative log-posterior of each row's W given H, shape (M,)."""
     log_lik = masked_log_likelihood_terms(data.y_one, data.mask, state.p_one, state.p_zero)
     log_w = jnp.log(jnp.maximum(state.W, jnp.finfo(state.W.dtype).tiny))
     return -(log_lik.sum(axis=1) + log_w @ (gamma - 1))
 
 
-def _solve(W, H, data: layout.Data, prior: Prior, tol, *, max_iter: int):
+def _solve(W, H, data: layout.Dense, prior: Prior, tol, *, max_iter: int):
     """MM updates of W; each row stops on its own, so rows never depend on each other.
 
     Not the shared :func:`bernmf.inference._loop.iterate_until`: that loop stops on

@@ -80,14 +80,14 @@ class Diagonals(NamedTuple):
         return X
 
 
-class Data(NamedTuple):
+class DiagonalData(NamedTuple):
     """The data in diagonal layout, float32 of shape (P, Q) (y is 0 where not observed)."""
 
     y: jax.Array
     obs: jax.Array
 
 
-class State(NamedTuple):
+class Assignments(NamedTuple):
     """Z in diagonal layout, int32 of shape (P, Q), and its counts (rotation 0)."""
 
     z: jax.Array
@@ -117,14 +117,16 @@ def _draw_diagonal(prior: Prior, L, A, T, z_old, y, obs, u):
     return z, L + new, A + new * y, T + new
 
 
-def sweep(state: State, data: Data, prior: Prior, key, *, rows_rotate: bool) -> State:
+def sweep(
+    state: Assignments, data: DiagonalData, prior: Prior, key, *, rows_rotate: bool
+) -> Assignments:
     """One exact Gibbs sweep over every observed entry, diagonal by diagonal.
 
     Parameters
     ----------
-    state : State
+    state : Assignments
         Z of shape (P, Q) and its counts.
-    data : Data
+    data : DiagonalData
         y and obs of shape (P, Q), float32.
     prior : Prior
         Column vectors of shape (K, 1), float32.
@@ -134,7 +136,7 @@ def sweep(state: State, data: Data, prior: Prior, key, *, rows_rotate: bool) -> 
 
     Returns
     -------
-    State
+    Assignments
     """
     P, Q = state.z.shape
     uniforms = jax.random.uniform(key, (P, Q), COUNT_DTYPE)
@@ -153,7 +155,7 @@ def sweep(state: State, data: Data, prior: Prior, key, *, rows_rotate: bool) -> 
     else:
         rotating, fixed, z = _scan_rotated(draw, rotating, fixed, xs, Q)
     L, A, T = (*rotating, *fixed) if rows_rotate else (*fixed, *rotating)
-    return State(z, Counts(L, A, T))
+    return Assignments(z, Counts(L, A, T))
 
 
 def _scan_rotated(draw, rotating, fixed, xs, Q: int):
@@ -209,15 +211,17 @@ def _scan_sliced(draw, rotating, fixed, xs, P: int, Q: int):
     return rotating, fixed, jnp.concatenate([z_first, z_rest])
 
 
-def initial_state(key, data: Data, diagonals: Diagonals, K: int) -> State:
+def initial_state(key, data: DiagonalData, diagonals: Diagonals, K: int) -> Assignments:
     """Z uniform on the K components for every entry, with its counts."""
     z = jax.random.randint(key, data.y.shape, 0, K, dtype=jnp.int32)
     onehot = jax.nn.one_hot(jnp.asarray(diagonals.scatter(np.asarray(z))), K, axis=0)
     y, obs = (jnp.asarray(diagonals.scatter(np.asarray(a))) for a in data)
-    return State(z, _augmented.counts_of(onehot.astype(COUNT_DTYPE), y, obs))
+    return Assignments(z, _augmented.counts_of(onehot.astype(COUNT_DTYPE), y, obs))
 
 
-def chain_step(states, data: Data, prior32: Prior, prior64: Prior, keys, index, *, rows_rotate):
+def chain_step(
+    states, data: DiagonalData, prior32: Prior, prior64: Prior, keys, index, *, rows_rotate
+):
     """One sweep of every chain (vmapped) and the collapsed log joint of each, shape (C,)."""
     keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, index)
     states = jax.vmap(partial(sweep, rows_rotate=rows_rotate), in_axes=(0, None, None, 0))(
@@ -298,7 +302,7 @@ def run(
     rows_rotate = diagonals.rows_rotate
     n_sweeps = num_warmup + num_samples * thinning
     with jax.enable_x64(True):
-        layout = Data(
+        layout = DiagonalData(
             y=jnp.asarray(diagonals.gather(data.Y), COUNT_DTYPE),
             obs=jnp.asarray(diagonals.gather(data.mask), COUNT_DTYPE),
         )
@@ -352,7 +356,7 @@ def run(
     )
 
 
-def _initial_states(keys, layout: Data, diagonals: Diagonals, K: int) -> State:
+def _initial_states(keys, layout: DiagonalData, diagonals: Diagonals, K: int) -> Assignments:
     """Initial states of the chains of ``keys``, stacked on a leading axis."""
     states = [initial_state(k, layout, diagonals, K) for k in keys]
     return jax.tree.map(lambda *a: jnp.stack(a), *states)

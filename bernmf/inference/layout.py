@@ -1,31 +1,15 @@
-"""How the MM engine lays out the data and computes its likelihood statistics.
+"""How the MM engine lays out the data: the layout chosen, built and placed on devices.
 
-Every MM sweep needs three statistics of the observed entries at factors (W, H),
-with ``Y1 = O * Y`` and ``Y0 = O * (1 - Y)``:
-
-* the H step's sums ``W.T @ (Y1 / WH)`` and ``W.T @ (Y0 / W(1-H))``, each (K, N);
-* the W step's ``S = W * ((Y1 / WH) @ H.T + (Y0 / W(1-H)) @ (1 - H).T)``, (M, K);
-* the log-likelihood ``sum(Y1 log WH + Y0 log W(1-H))``.
-
-They can be computed four ways, and :class:`Data` records which (its static fields):
-
-* **dense**: on whole (M, N) arrays;
-* **sparse ones**: ``Y1 / WH`` only at the observed ones (a gather and a segment sum),
-  few in most binary tables; only ``W(1-H)`` is dense;
-* **row blocks** (``block_rows``): over blocks of B rows (``lax.scan``, ``lax.map``), so
-  the temporaries are (B, N);
-* **device shards** (``axis_name``): the rows split over devices under
-  ``shard_map``, the sums over rows ``psum``-ed (with dense or blocked rows).
-
-:func:`choose` picks the layout from the data's size, density and platform, :func:`make_data`
-builds it. The MM updates (:mod:`bernmf.inference.mm`) use only :func:`state_at`, :func:`h_sums`,
-:func:`w_statistic`, :func:`log_likelihood` and :func:`row_total`: one code for every layout.
+The layouts and their statistics are :mod:`bernmf.inference.layout_kinds` (re-exported
+here: :data:`Problem` :class:`Dense`, :class:`SparseOnes`, :class:`RowBlocks`, and
+:func:`state_at`, :func:`h_sums`, :func:`w_statistic`, :func:`log_likelihood`,
+:func:`row_total`). :func:`choose` picks the layout from the data's size, density and
+platform (row blocks when the temporaries outgrow the cache or a memory budget; device
+shards when ``devices`` are given), :func:`make_data` builds it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import os
 from typing import NamedTuple
 
@@ -35,193 +19,38 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bernmf.data import Observed
-from bernmf.models.spec import masked_log_likelihood_sum
+from bernmf.inference.layout_kinds import (
+    BlockTotals,
+    Dense,
+    Evaluated,
+    OnesPredictions,
+    Predictions,
+    Problem,
+    RowBlocks,
+    SparseOnes,
+    h_sums,
+    log_likelihood,
+    predict,
+    row_total,
+    state_at,
+    w_statistic,
+)
+
+__all__ = [
+    "AUTO_BLOCK_BYTES", "CPU_BLOCK_BYTES_PER_CORE", "CPU_CACHE_BYTES", "DENSE", "LAYOUTS",
+    "LIVE_TEMPORARIES", "ROWS", "SPARSE_DENSITY", "BlockTotals", "Choice", "Dense", "Evaluated",
+    "OnesPredictions", "Predictions", "Problem", "RowBlocks", "SparseOnes", "check_block_rows",
+    "check_devices", "check_layout", "choose", "choose_block_rows", "cpu_cores", "h_sums",
+    "log_likelihood", "make_data", "mesh", "pad_rows", "padded_rows", "place", "predict",
+    "problem_of", "replicated", "row_arrays", "row_total", "rows_sharding", "state_at",
+    "w_statistic",
+]  # fmt: skip
 
 ROWS = "rows"
 """Name of the mesh axis that the rows of Y, the mask and W are sharded over."""
 
 LAYOUTS = ("auto", "dense", "sparse")
 """Values of the ``layout`` option: how the observed ones are handled."""
-
-
-@functools.partial(
-    jax.tree_util.register_dataclass,
-    data_fields=["y_zero", "n_obs", "y_one", "mask", "real_row", "one_rows", "one_cols", "by_col"],
-    meta_fields=["block_rows", "axis_name"],
-)
-@dataclasses.dataclass(frozen=True)
-class Data:
-    """The observed data as the MM updates use them, in one layout.
-
-    Attributes
-    ----------
-    y_zero : bool array of shape (M, N)
-        ``O * (1 - Y)``.
-    n_obs : array of shape (M,)
-        ``O.sum(1)`` in the factors' float dtype.
-    y_one, mask : bool arrays of shape (M, N), or None
-        ``O * Y`` and ``O`` (dense and blocked layouts; None with sparse ones).
-    real_row : bool array of shape (M,) or None
-        False for the rows added to pad M to a multiple of the block size or of
-        the device count (they have no observed entry); None without padding.
-    one_rows, one_cols, by_col : int32 arrays of shape (L,), or None
-        Sparse ones: the row and column of each observed one (row-major order)
-        and the permutation that sorts them by column; None otherwise.
-    block_rows : int or None
-        Static. An int B: the statistics go over blocks of B rows (M per device
-        is a multiple of B).
-    axis_name : str or None
-        Static. Inside ``shard_map`` over the rows, the mesh axis to ``psum`` row
-        sums over; None on one device.
-    """
-
-    y_zero: jax.Array
-    n_obs: jax.Array
-    y_one: jax.Array | None = None
-    mask: jax.Array | None = None
-    real_row: jax.Array | None = None
-    one_rows: jax.Array | None = None
-    one_cols: jax.Array | None = None
-    by_col: jax.Array | None = None
-    block_rows: int | None = None
-    axis_name: str | None = None
-
-    @property
-    def sparse(self) -> bool:
-        """Whether the observed ones are handled sparsely."""
-        return self.one_rows is not None
-
-
-class State(NamedTuple):
-    """Factors with what the objective and the next H step need of them, computed once.
-
-    ``p_one`` is ``W @ H`` ((M, N); with sparse ones only at the ones, (L,)) and
-    ``p_zero`` is ``W @ (1 - H)``, (M, N). With row blocks these would be (M, N), so
-    they are None and one pass over the blocks gives instead the log-likelihood of
-    this device's rows (``log_lik``) and the H step's sums over all rows (``sums``).
-    """
-
-    W: jax.Array
-    H: jax.Array
-    p_one: jax.Array | None = None
-    p_zero: jax.Array | None = None
-    log_lik: jax.Array | None = None
-    sums: tuple[jax.Array, jax.Array] | None = None
-
-
-def predict(W, H) -> tuple[jax.Array, jax.Array]:
-    """Return ``(W @ H, W @ (1 - H))``: P(Y=1) and P(Y=0), each of shape (M, N)."""
-    return W @ H, W @ (1 - H)
-
-
-def _ones_at(data: Data, W, H):
-    """``W @ H`` at the observed ones (L,), and the rows of W and columns of H there."""
-    W_at, H_at = W[data.one_rows], H.T[data.one_cols]
-    return jnp.sum(W_at * H_at, axis=1), W_at, H_at
-
-
-def state_at(data: Data, W, H) -> State:
-    """The :class:`State` at ``(W, H)``: its predictions, or one pass over the row blocks."""
-    if data.block_rows is not None:
-        return State(W, H, *_blocked_pass(data, W, H))
-    if data.sparse:
-        return State(W, H, _ones_at(data, W, H)[0], W @ (1 - H))
-    return State(W, H, *predict(W, H))
-
-
-def _inverse(indicator, p):
-    """``indicator / p`` (0 where the indicator is False), with p kept above 0."""
-    return jnp.where(indicator, 1 / jnp.maximum(p, jnp.finfo(p.dtype).tiny), 0.0)
-
-
-def _rows_sums(y_one, y_zero, W_rows, p_one, p_zero):
-    """``(W.T @ (Y1 / WH), W.T @ (Y0 / W(1-H)))`` over the given dense rows, each (K, N)."""
-    return W_rows.T @ _inverse(y_one, p_one), W_rows.T @ _inverse(y_zero, p_zero)
-
-
-def _blocks(data: Data, *row_arrays):
-    """Each (M, ...) array as (M / B, B, ...): the leading axis is scanned over."""
-    B = data.block_rows
-    return tuple(a.reshape(a.shape[0] // B, B, *a.shape[1:]) for a in row_arrays)
-
-
-def row_total(data: Data, value):
-    """Add up per-device sums over rows (a no-op on one device)."""
-    if data.axis_name is None:
-        return value
-    return jax.lax.psum(value, data.axis_name)
-
-
-def _blocked_pass(data: Data, W, H):
-    """One pass over the row blocks at ``(W, H)``: ``(log_lik, sums)`` of :class:`State`."""
-
-    def add_block(totals, block):
-        y_one, y_zero, mask, W_block = block
-        p_one, p_zero = predict(W_block, H)
-        one, zero = _rows_sums(y_one, y_zero, W_block, p_one, p_zero)
-        log_lik = masked_log_likelihood_sum(y_one, mask, p_one, p_zero)
-        return (totals[0] + log_lik, totals[1] + one, totals[2] + zero), None
-
-    zeros = (jnp.zeros((), H.dtype), jnp.zeros_like(H), jnp.zeros_like(H))
-    if data.axis_name is not None:  # the sums differ between devices until the psum
-        zeros = jax.lax.pcast(zeros, data.axis_name, to="varying")
-    blocks = _blocks(data, data.y_one, data.y_zero, data.mask, W)
-    (log_lik, one, zero), _ = jax.lax.scan(add_block, zeros, blocks)
-    return (None, None, log_lik, row_total(data, (one, zero)))
-
-
-def h_sums(data: Data, state: State):
-    """``(W.T @ (Y1 / WH), W.T @ (Y0 / W(1-H)))``, each (K, N), summed over all rows."""
-    if data.block_rows is not None:
-        return state.sums
-    if data.sparse:
-        W_at = state.W[data.one_rows]
-        values = (W_at * _inverse(True, state.p_one)[:, None])[data.by_col]
-        N = state.H.shape[1]
-        columns = data.one_cols[data.by_col]
-        one = jax.ops.segment_sum(values, columns, num_segments=N, indices_are_sorted=True).T
-        return one, state.W.T @ _inverse(data.y_zero, state.p_zero)
-    sums = _rows_sums(data.y_one, data.y_zero, state.W, state.p_one, state.p_zero)
-    return row_total(data, sums)
-
-
-def w_statistic(data: Data, state: State):
-    """``S = W * ((Y1 / WH) @ H.T + (Y0 / W(1-H)) @ (1 - H).T)``, shape (M, K)."""
-    W, H = state.W, state.H
-
-    def rows_S(y_one, y_zero, W_rows, p_one, p_zero):
-        from_ones = _inverse(y_one, p_one) @ H.T
-        return W_rows * (from_ones + _inverse(y_zero, p_zero) @ (1 - H).T)
-
-    if data.sparse:
-        H_at = H.T[data.one_cols]
-        values = H_at * _inverse(True, state.p_one)[:, None]
-        M = W.shape[0]
-        from_ones = jax.ops.segment_sum(
-            values, data.one_rows, num_segments=M, indices_are_sorted=True
-        )
-        return W * (from_ones + _inverse(data.y_zero, state.p_zero) @ (1 - H).T)
-    if data.block_rows is None:
-        return rows_S(data.y_one, data.y_zero, W, state.p_one, state.p_zero)
-
-    def block_S(block):
-        y_one, y_zero, W_block = block
-        return rows_S(y_one, y_zero, W_block, *predict(W_block, H))
-
-    S = jax.lax.map(block_S, _blocks(data, data.y_one, data.y_zero, W))
-    return S.reshape(W.shape)
-
-
-def log_likelihood(data: Data, state: State):
-    """Log-likelihood of the observed entries of this device's rows."""
-    if data.block_rows is not None:
-        return state.log_lik
-    if data.sparse:
-        p_one = jnp.maximum(state.p_one, jnp.finfo(state.p_one.dtype).tiny)
-        # over the observed zeros: both probabilities given are P(Y=0)
-        zeros = masked_log_likelihood_sum(data.y_zero, data.y_zero, state.p_zero, state.p_zero)
-        return zeros + jnp.sum(jnp.log(p_one))
-    return masked_log_likelihood_sum(data.y_one, data.mask, state.p_one, state.p_zero)
 
 
 # ------------------------------------------------------------------------ choosing
@@ -375,8 +204,8 @@ DENSE = Choice(None, False, None)
 """Whole rows, dense, on the default device."""
 
 
-def make_data(data: Observed, dtype, choice: Choice = DENSE) -> Data:
-    """The :class:`Data` of validated data in the chosen layout, with n_obs in ``dtype``.
+def make_data(data: Observed, dtype, choice: Choice = DENSE) -> Problem:
+    """The :data:`Problem` of validated data in the chosen layout, with n_obs in ``dtype``.
 
     M is padded with unobserved rows to :func:`padded_rows`; with devices, the
     row arrays are sharded over them (mesh axis :data:`ROWS`).
@@ -389,17 +218,26 @@ def make_data(data: Observed, dtype, choice: Choice = DENSE) -> Data:
         arrays["real_row"] = None
     if choice.sparse:
         rows, cols = np.nonzero(arrays["y_one"])
-        arrays |= {"y_one": None, "mask": None}
-        arrays |= {"one_rows": rows.astype(np.int32), "one_cols": cols.astype(np.int32)}
-        arrays["by_col"] = np.argsort(cols, kind="stable").astype(np.int32)
+        ones = {"one_rows": rows.astype(np.int32), "one_cols": cols.astype(np.int32)}
+        ones["by_col"] = np.argsort(cols, kind="stable").astype(np.int32)
+        kept = {"y_zero": arrays["y_zero"], "n_obs": arrays["n_obs"], **ones}
+        return SparseOnes(**{name: place(a, None) for name, a in kept.items()})
     sharding = None if choice.devices is None else rows_sharding(choice.devices)
     placed = {name: place(a, sharding) for name, a in arrays.items() if a is not None}
     axis_name = None if choice.devices is None else ROWS
-    return Data(**placed, block_rows=choice.block_rows, axis_name=axis_name)
+    return problem_of(placed, choice.block_rows, axis_name)
+
+
+def problem_of(arrays: dict, block_rows: int | None, axis_name: str | None) -> Dense | RowBlocks:
+    """:class:`RowBlocks` of :func:`row_arrays` (placed) with ``block_rows``, else
+    :class:`Dense`."""
+    if block_rows is None:
+        return Dense(**arrays, axis_name=axis_name)
+    return RowBlocks(**arrays, block_rows=block_rows, axis_name=axis_name)
 
 
 def row_arrays(data: Observed, dtype, padding: int) -> dict[str, np.ndarray]:
-    """The dense row arrays of :class:`Data` (numpy), with ``padding`` unobserved rows appended.
+    """The dense row arrays of :class:`Dense` (numpy), with ``padding`` unobserved rows appended.
 
     ``y_one``, ``y_zero``, ``mask`` (M + padding, N) bool, ``n_obs`` (M + padding,) in
     ``dtype`` and ``real_row`` (M + padding,) bool, False on the padding.

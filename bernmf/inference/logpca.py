@@ -37,7 +37,7 @@ import numpy as np
 from bernmf.data import Observed, as_observed, check_real, check_stopping
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
-    Data,
+    LogisticData,
     check_fit,
     expit,
     fitted_sigmoid,
@@ -51,7 +51,7 @@ from bernmf.results import Fit
 DEFAULT_M_GRID = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 
 
-class State(NamedTuple):
+class PCAIterate(NamedTuple):
     """mu (N,), U (N, K), eta (M, N), Theta (M, N) and ``fitted`` = sigmoid(q Theta)."""
 
     mu: jax.Array
@@ -61,17 +61,17 @@ class State(NamedTuple):
     fitted: jax.Array
 
 
-def saturated(data: Data, m, mu):
+def saturated(data: LogisticData, m, mu):
     """``eta = m q + (missing indicator) * mu``, shape (M, N)."""
     return m * data.q + jnp.where(data.mask, 0.0, mu[None, :])
 
 
-def _state(data: Data, mu, U, eta) -> State:
+def _state(data: LogisticData, mu, U, eta) -> PCAIterate:
     theta = mu[None, :] + ((eta - mu) @ U) @ U.T
-    return State(mu, U, eta, theta, fitted_sigmoid(data.q, theta))
+    return PCAIterate(mu, U, eta, theta, fitted_sigmoid(data.q, theta))
 
 
-def initial_state(data: Data, m, *, rank: int) -> State:
+def initial_state(data: LogisticData, m, *, rank: int) -> PCAIterate:
     """R's default start: mu = colMeans(m q), U = top-K right singular vectors of centred q."""
     q = data.q
     mu = (m * q).mean(axis=0)
@@ -79,7 +79,7 @@ def initial_state(data: Data, m, *, rank: int) -> State:
     return _state(data, mu, vt[:rank].T, saturated(data, m, mu))
 
 
-def step(data: Data, state: State, m) -> State:
+def step(data: LogisticData, state: PCAIterate, m) -> PCAIterate:
     """One majorization step of projection logistic PCA (module docstring)."""
     U = state.U
     rank = U.shape[1]
@@ -93,7 +93,7 @@ def step(data: Data, state: State, m) -> State:
     return _state(data, mu, vectors[:, ::-1][:, :rank], eta)
 
 
-def solve(data: Data, m, tol, *, rank: int, max_iter: int):
+def solve(data: LogisticData, m, tol, *, rank: int, max_iter: int):
     """Initialize as R does and iterate :func:`step` to convergence (:func:`minimize`)."""
     return minimize(
         initial_state(data, m, rank=rank),
@@ -121,7 +121,7 @@ def check_options(options: dict) -> None:
 def _fit_once(data: Observed, rank: int, m: float, tol: float, max_iter: int):
     """Run the compiled solver once; return (state and solution as numpy, timings)."""
     with jax.enable_x64(True):
-        layout = Data.of(data)
+        layout = LogisticData.of(data)
         m_array = jnp.asarray(m, jnp.float64)
         tol_array = jnp.asarray(tol, jnp.float64)
         program, compile_seconds = compiled(

@@ -37,7 +37,7 @@ import numpy as np
 from bernmf.data import Observed, check_stopping
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
-    Data,
+    LogisticData,
     check_fit,
     expit,
     fitted_sigmoid,
@@ -50,7 +50,7 @@ from bernmf.results import Fit
 SVD_MODES = ("exact", "subspace")
 
 
-class State(NamedTuple):
+class SVDIterate(NamedTuple):
     """mu (N,), A (M, K), B (N, K), Theta = 1 mu^T + A B^T (M, N), fitted = sigmoid(q Theta)."""
 
     mu: jax.Array
@@ -60,9 +60,9 @@ class State(NamedTuple):
     fitted: jax.Array
 
 
-def _state(data: Data, mu, A, B) -> State:
+def _state(data: LogisticData, mu, A, B) -> SVDIterate:
     theta = mu[None, :] + A @ B.T
-    return State(mu, A, B, theta, fitted_sigmoid(data.q, theta))
+    return SVDIterate(mu, A, B, theta, fitted_sigmoid(data.q, theta))
 
 
 def _gram_factors(centred, rank: int):
@@ -159,27 +159,27 @@ def _exact_factors(centred, B):
     return jax.lax.cond(done, lambda: (A, B), lambda: _gram_factors(centred, rank))
 
 
-def initial_state(data: Data, *, rank: int) -> State:
+def initial_state(data: LogisticData, *, rank: int) -> SVDIterate:
     """R's default start: mu = colMeans(4q), A, B from the SVD of 4q centred by column."""
     four_q = 4 * data.q
     mu = four_q.mean(axis=0)
     return _state(data, mu, *_gram_factors(four_q - mu, rank))
 
 
-def step(data: Data, state: State, *, svd: str = "exact") -> State:
+def step(data: LogisticData, state: SVDIterate, *, svd: str = "exact") -> SVDIterate:
     """One majorization step: working matrix, main effects, rank-K SVD of the centred rest.
 
     Parameters
     ----------
-    data : Data
-    state : State
+    data : LogisticData
+    state : SVDIterate
     svd : {"exact", "subspace"}
         The exact truncated SVD (:func:`_exact_factors`), or one warm-started block
         Krylov step (see the module docstring).
 
     Returns
     -------
-    State
+    SVDIterate
     """
     Z = working_matrix(data.q, state.theta, state.fitted)
     mu = Z.mean(axis=0)
@@ -191,7 +191,7 @@ def step(data: Data, state: State, *, svd: str = "exact") -> State:
     return _state(data, mu, A, B)
 
 
-def solve(data: Data, tol, *, rank: int, max_iter: int, svd: str):
+def solve(data: LogisticData, tol, *, rank: int, max_iter: int, svd: str):
     """Initialize as R does and iterate :func:`step` to convergence (:func:`minimize`)."""
     start = initial_state(data, rank=rank)
     return minimize(
@@ -263,7 +263,7 @@ def run(
     """
     check_fit("logsvd", rank, data.shape, init)
     with jax.enable_x64(True):
-        layout = Data.of(data)
+        layout = LogisticData.of(data)
         tol_array = jnp.asarray(tol, jnp.float64)
         program, compile_seconds = compiled(
             "logsvd.solve", solve, layout, tol_array, rank=rank, max_iter=int(max_iter), svd=svd

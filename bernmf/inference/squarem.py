@@ -93,7 +93,7 @@ def extrapolate(
     return type(x2)(jnp.where(plain, x2.W, W), jnp.where(plain, x2.H, H)), step
 
 
-class State(NamedTuple):
+class Extrapolation(NamedTuple):
     """Where an accelerated iteration stands (``accepted`` counts the extrapolated
     points taken; the other iterations took x2)."""
 
@@ -144,12 +144,12 @@ def solve(
     -------
     Solution
         Of :func:`bernmf.inference._loop.iterate_until`'s kind: ``state`` is the last
-        :class:`State`, whose ``x`` holds the last factors whose objective is known
+        :class:`Extrapolation`, whose ``x`` holds the last factors whose objective is known
         (the last entry of the trace); ``n_iter`` counts accelerated iterations
         (``1 + 3 * n_iter`` sweeps were evaluated).
     """
     dtype = jax.eval_shape(sweep, init)[0].dtype  # of the objective
-    start = State(
+    start = Extrapolation(
         t=jnp.asarray(-1),
         stage=jnp.asarray(2),
         inp=init,
@@ -166,10 +166,10 @@ def solve(
 
     noted = noting(sweep, init)
 
-    def keep_going(state: State):
+    def keep_going(state: Extrapolation):
         return (state.t < max_iter) & (state.change >= tol)
 
-    def iterate(state: State) -> State:
+    def iterate(state: Extrapolation) -> Extrapolation:
         value, out = sweep(state.inp)
         first, second, third = state.stage == 0, state.stage == 1, state.stage == 2
         # stage 0: out = x2; extrapolate
@@ -191,7 +191,7 @@ def solve(
         if noted is not None:  # static: notes for progress lines, every few iterations
             noted(t, value, third)
         inp = _select(first, point, _select(second, following, out))
-        return State(
+        return Extrapolation(
             t=t,
             stage=(state.stage + 1) % 3,
             inp=inp,

@@ -64,7 +64,7 @@ class Variational(NamedTuple):
     b1: jax.Array
 
 
-class Data(NamedTuple):
+class VBData(NamedTuple):
     """The data as floats: y (0 where not observed) and obs of shape (M, N), and both
     transposed and stacked, ``by_column[n, m] = (y_mn, obs_mn)``, shape (N, M, 2)."""
 
@@ -73,7 +73,7 @@ class Data(NamedTuple):
     by_column: jax.Array
 
     @classmethod
-    def of(cls, Y, mask, dtype) -> Data:
+    def of(cls, Y, mask, dtype) -> VBData:
         """From validated ``Y`` (0 where not observed) and boolean ``mask``, both (M, N)."""
         y, obs = jnp.asarray(Y, dtype), jnp.asarray(mask, dtype)
         return cls(y, obs, jnp.stack([y.T, obs.T], axis=2))
@@ -93,7 +93,7 @@ def means(q: Variational) -> tuple[jax.Array, jax.Array]:
     return q.a / q.a.sum(1, keepdims=True), q.a1 / (q.a1 + q.b1)
 
 
-def initial_responsibilities(key, data: Data, K: int) -> jax.Array:
+def initial_responsibilities(key, data: VBData, K: int) -> jax.Array:
     """q(z) of an EM E-step at random factors, q_nkm ∝ w_mk h_kn^y (1 - h_kn)^(1-y), (N, K, M)."""
     M, N = data.y.shape
     key_w, key_h = jax.random.split(key)
@@ -112,7 +112,7 @@ def initial_responsibilities(key, data: Data, K: int) -> jax.Array:
 # an iteration about 1.6x faster on lastfm than the (M, K, N) layout with reductions.
 
 
-def soft_counts(q, data: Data) -> Counts:
+def soft_counts(q, data: VBData) -> Counts:
     """Counts of q of shape (N, K, M): L (K, M), A and T (K, N)."""
     # (N, K, 2) output: asking XLA for the (2, K, N) layout directly is 3x slower
     ones_and_all = jnp.einsum("nkm,nmj->nkj", q, data.by_column)
@@ -120,7 +120,7 @@ def soft_counts(q, data: Data) -> Counts:
     return Counts(L=L, A=ones_and_all[:, :, 0].T, T=ones_and_all[:, :, 1].T)
 
 
-def cvb0_update(q, counts: Counts, data: Data, prior: Prior):
+def cvb0_update(q, counts: Counts, data: VBData, prior: Prior):
     """One synchronous CVB0 update of every q_mn; returns the new q (N, K, M) and its counts."""
     alpha, beta, gamma = (v[None] for v in prior)  # (1, K, 1)
     A, T = counts.A.T[:, :, None], counts.T.T[:, :, None]  # (N, K, 1)
@@ -143,7 +143,7 @@ def cvb0_update(q, counts: Counts, data: Data, prior: Prior):
 
 
 def solve_cvb0(
-    key, data: Data, prior32: Prior, prior64: Prior, tol, *, K: int, max_iter: int
+    key, data: VBData, prior32: Prior, prior64: Prior, tol, *, K: int, max_iter: int
 ) -> Solution:
     """CVB0 from random responsibilities; the Solution's state is q(W), q(H) (float64)."""
     q = initial_responsibilities(key, data, K)
@@ -194,7 +194,7 @@ def kl_beta(a1, b1, alpha, beta):
     )
 
 
-def meanfield_step(q: Variational, data: Data, prior: Prior) -> tuple[jax.Array, Variational]:
+def meanfield_step(q: Variational, data: VBData, prior: Prior) -> tuple[jax.Array, Variational]:
     """ELBO at q (with phi optimal for it) and the q(W), q(H) updated from that phi."""
     alpha, beta, gamma = prior
     U, shift_w = _scaled_exp(digamma(q.a) - digamma(q.a.sum(1, keepdims=True)), axis=1)
@@ -218,7 +218,7 @@ def meanfield_step(q: Variational, data: Data, prior: Prior) -> tuple[jax.Array,
     return elbo, updated
 
 
-class State(NamedTuple):
+class MeanFieldIterate(NamedTuple):
     """A mean-field iterate q, its ELBO and the q that follows it (one :func:`meanfield_step`)."""
 
     q: Variational
@@ -226,7 +226,7 @@ class State(NamedTuple):
     following: Variational
 
 
-def solve_meanfield(key, data: Data, prior: Prior, tol, *, K: int, max_iter: int) -> Solution:
+def solve_meanfield(key, data: VBData, prior: Prior, tol, *, K: int, max_iter: int) -> Solution:
     """Mean-field coordinate ascent from random responsibilities; the Solution's state is q.
 
     One :func:`meanfield_step` yields both the ELBO of a q and its successor, so the
@@ -238,13 +238,13 @@ def solve_meanfield(key, data: Data, prior: Prior, tol, *, K: int, max_iter: int
     """
     q = variational_of(soft_counts(initial_responsibilities(key, data, K), data), prior)
 
-    def state_at(q: Variational) -> State:
-        return State(q, *meanfield_step(q, data, prior))
+    def state_at(q: Variational) -> MeanFieldIterate:
+        return MeanFieldIterate(q, *meanfield_step(q, data, prior))
 
     end = iterate_until(
         lambda state: state_at(state.following),
         lambda state: state.elbo,
-        State(q, jnp.asarray(jnp.nan, q.a.dtype), q),
+        MeanFieldIterate(q, jnp.asarray(jnp.nan, q.a.dtype), q),
         tol,
         max_iter=max_iter + 1,
         min_iter=2,
@@ -308,12 +308,12 @@ def run(
         prior64 = _augmented.prior_arrays(prior, jnp.float64)
         tol_array = jnp.asarray(tol, jnp.float64)
         if variant == "cvb0":
-            layout = Data.of(data.Y, data.mask, jnp.float32)
+            layout = VBData.of(data.Y, data.mask, jnp.float32)
             prior32 = _augmented.prior_arrays(prior, jnp.float32)
             args = (key, layout, prior32, prior64, tol_array)
             solver = solve_cvb0
         else:
-            layout = Data.of(data.Y, data.mask, jnp.float64)
+            layout = VBData.of(data.Y, data.mask, jnp.float64)
             args = (key, layout, prior64, tol_array)
             solver = solve_meanfield
         program, compile_seconds = compiled(

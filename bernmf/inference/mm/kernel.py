@@ -37,7 +37,7 @@ import jax.numpy as jnp
 from bernmf.inference import layout as layouts
 from bernmf.inference import squarem
 from bernmf.inference._loop import Solution, iterate_until
-from bernmf.inference.layout import Data, State
+from bernmf.inference.layout import Evaluated, Problem
 from bernmf.models.spec import Factors, Prior, log_prior
 
 
@@ -49,7 +49,7 @@ def random_init(key, M: int, N: int, K: int, dtype) -> Factors:
     return Factors(W / W.sum(axis=1, keepdims=True), H)
 
 
-def update_H(data: Data, state: State, prior: Prior) -> State:
+def update_H(data: Problem, state: Evaluated, prior: Prior) -> Evaluated:
     """The H half of one MM sweep; returns the state at the new H."""
     W, H = state.W, state.H
     sum_one, sum_zero = layouts.h_sums(data, state)
@@ -62,7 +62,7 @@ def update_H(data: Data, state: State, prior: Prior) -> State:
     return layouts.state_at(data, W, H)
 
 
-def update_W(data: Data, state: State, prior: Prior) -> State:
+def update_W(data: Problem, state: Evaluated, prior: Prior) -> Evaluated:
     """The W half of one MM sweep (row by row); returns the state at the new W."""
     W, H = state.W, state.H
     numerator = layouts.w_statistic(data, state) + (prior.gamma - 1)
@@ -72,7 +72,7 @@ def update_W(data: Data, state: State, prior: Prior) -> State:
     return layouts.state_at(data, W, H)
 
 
-def step(data: Data, state: State, prior: Prior) -> State:
+def step(data: Problem, state: Evaluated, prior: Prior) -> Evaluated:
     """One MM sweep: H given W, then W given the new H."""
     return update_W(data, update_H(data, state, prior), prior)
 
@@ -86,7 +86,7 @@ def accumulator(dtype):
     return jnp.promote_types(dtype, jnp.float64 if jax.config.jax_enable_x64 else dtype)
 
 
-def _log_prior(data: Data, W, H, prior: Prior):
+def _log_prior(data: Problem, W, H, prior: Prior):
     """:func:`log_prior` of the real rows of W and of H (once, however many devices)."""
     if data.real_row is not None:
         W = jnp.where(data.real_row[:, None], W, 1.0)  # log 1 = 0: padding adds nothing
@@ -96,14 +96,14 @@ def _log_prior(data: Data, W, H, prior: Prior):
     return layouts.row_total(data, log_prior(W, no_columns, prior)) + log_prior(no_rows, H, prior)
 
 
-def objective(data: Data, state: State, prior: Prior) -> jax.Array:
+def objective(data: Problem, state: Evaluated, prior: Prior) -> jax.Array:
     """Negative log-posterior (unnormalized) of the observed entries: what MM minimizes."""
     acc = accumulator(state.W.dtype)
     log_lik = layouts.row_total(data, layouts.log_likelihood(data, state)).astype(acc)
     return -(log_lik + _log_prior(data, state.W.astype(acc), state.H.astype(acc), prior))
 
 
-def _squared_norm(data: Data, factors: Factors) -> jax.Array:
+def _squared_norm(data: Problem, factors: Factors) -> jax.Array:
     """``||W||^2 + ||H||^2`` over the real rows of W on all devices (the SQUAREM step length)."""
     W = factors.W
     if data.real_row is not None:
@@ -112,7 +112,7 @@ def _squared_norm(data: Data, factors: Factors) -> jax.Array:
 
 
 def solve(
-    init: Factors, data: Data, prior: Prior, tol, *, max_iter: int, accelerate: bool = False
+    init: Factors, data: Problem, prior: Prior, tol, *, max_iter: int, accelerate: bool = False
 ) -> Solution:
     """Iterate :func:`step` from ``init`` until the relative change of the objective is < tol.
 
@@ -120,7 +120,7 @@ def solve(
     ----------
     init : Factors
         W (M, K) and H (K, N), feasible.
-    data : Data
+    data : Problem
     prior : Prior
         Arrays of shape (K,), in the factors' dtype.
     tol : scalar

@@ -23,7 +23,7 @@ from bernmf.data import (
 from bernmf.inference import _batch
 from bernmf.inference import layout as layouts
 from bernmf.inference._compile import compiled
-from bernmf.inference.layout import Data
+from bernmf.inference.layout import Problem
 from bernmf.inference.mm.batch import Batch
 from bernmf.inference.mm.sharding import solve_from, solve_from_seed
 from bernmf.inference.registry import Engine, register
@@ -52,7 +52,8 @@ def check_options(options: dict) -> None:
 
 
 def _prepare(data: Observed, *, max_iter, tol, dtype, accelerate, layout, block_rows, devices):
-    """The float type, layout choice and :class:`Data` of a fit with checked options."""
+    """The float type, layout choice and :data:`~bernmf.inference.layout.Problem` of a fit
+    with checked options."""
     devices = layouts.check_devices(devices)
     float_type = DTYPES[dtype]
     itemsize = np.dtype(float_type).itemsize
@@ -60,7 +61,7 @@ def _prepare(data: Observed, *, max_iter, tol, dtype, accelerate, layout, block_
     return float_type, choice, layouts.make_data(data, float_type, choice)
 
 
-def _bytes_per_fit(problem: Data, rank: int, float_type, max_iter: int) -> int:
+def _bytes_per_fit(problem: Problem, rank: int, float_type, max_iter: int) -> int:
     """Bytes of one fit's outputs: W and H, and the trace (in float64)."""
     M, N = problem.y_zero.shape
     return (M * rank + rank * N) * np.dtype(float_type).itemsize + 8 * (max_iter + 2)
