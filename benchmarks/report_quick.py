@@ -39,7 +39,7 @@ def run(tree: Path, cache: str, out: str, data_dir: str | None) -> tuple[float, 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     begin = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "bernmf", "report", "--quick", "--out", out],
+        [sys.executable, "-m", "bernmf", "report", "--quick", "--out", out, "--force"],
         env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     wall = time.perf_counter() - begin

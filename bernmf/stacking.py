@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf.data import as_observed
-from bernmf.models.spec import ZeroProbabilityWarning, outcome_log_probability
+from bernmf.models.spec import outcome_log_probability, warn_zero_probability
 from bernmf.psis import (
     PARETO_K_THRESHOLD,
     PSIS_CHUNK,
@@ -310,36 +310,15 @@ def _check_draws(W_draws, H_draws, shape) -> tuple[np.ndarray, np.ndarray]:
 def _likelihood(W, H, H_zero, rows, columns, y, *, held_out: bool):
     """Likelihood of entries under each draw of a chain: (E, S), or the log of its mean.
 
-    ``W`` (M, K, S), ``H`` and ``H_zero = 1 - H`` (K, N, S) are the chain's draws, draws
-    last; ``rows``, ``columns``, ``y`` (E,) the entries and their 0/1 values. P(Y=1) is
-    ``W @ H`` and P(Y=0) ``W @ (1 - H)``, not clipped: the probability of each entry's
-    outcome under each draw, a sum over components of rows of S draws (contiguous).
-    With ``held_out``, the log of its mean over draws: (E,).
+    ``W`` (M, K, S), ``H`` and ``H_zero = 1 - H`` (K, N, S): a chain's draws, draws last
+    (contiguous); ``rows``, ``columns``, ``y`` (E,): entries, 0/1 values. P(Y=1) is
+    ``W @ H``, P(Y=0) ``W @ (1 - H)``, not clipped; with ``held_out``, (E,).
     """
     W_at = W[rows]  # (E, K, S)
     likelihood = 0.0
     for k in range(W.shape[1]):
         likelihood += W_at[:, k] * jnp.where(y[:, None] == 1, H[k, columns], H_zero[k, columns])
     return jnp.log(likelihood.mean(axis=1)) if held_out else likelihood
-
-
-def _warn_zero(rows, columns, zero, loo: bool) -> None:
-    """A :class:`~bernmf.models.spec.ZeroProbabilityWarning` naming the entries ``zero``
-    (n, C) marks, the first few by row and column."""
-    entries = np.flatnonzero(zero.any(axis=1))
-    if entries.size == 0:
-        return
-    named = ", ".join(f"({rows[e]}, {columns[e]})" for e in entries[:5])
-    more = f" and {entries.size - 5} more" if entries.size > 5 else ""
-    chains = ", ".join(str(c) for c in np.flatnonzero(zero.any(axis=0)))
-    cause = "some draw" if loo else "every draw"
-    warnings.warn(
-        f"chain_stacking: {entries.size} entries (row, column) {named}{more} have probability 0 "
-        f"under {cause} of chain(s) {chains}, so their lpd there is -inf (not clipped). H at "
-        "exactly 0 or 1 does this; a prior with alpha, beta > 1 keeps P(Y=1) inside (0, 1)",
-        ZeroProbabilityWarning,
-        stacklevel=3,
-    )
 
 
 def chain_stacking(
@@ -363,22 +342,18 @@ def chain_stacking(
     entries instead, by the plain log-mean-exp over draws. The weights come from
     :func:`stacking_weights` on the (entries, chains) matrix.
 
-    Nothing is clipped: an entry whose observed outcome some draw of a chain gives
-    probability 0 (H at exactly 0 or 1) has leave-one-out density 0 under that chain
-    (the importance weights are 1 / likelihood): lpd ``-inf``, pareto_k NaN, and a
-    :class:`~bernmf.models.spec.ZeroProbabilityWarning` names the entries; held out,
-    an entry is ``-inf`` when every draw gives it 0. :func:`stacking_weights` then
-    keeps such a chain's weight off those entries (or leaves out entries every chain
-    rules out).
+    Nothing is clipped: an entry whose outcome some draw of a chain gives probability 0
+    has leave-one-out density 0 under that chain (the importance weights are 1 /
+    likelihood): lpd ``-inf``, pareto_k NaN, and a
+    :class:`~bernmf.models.spec.ZeroProbabilityWarning` names the entries (held out:
+    ``-inf`` when every draw gives 0).
 
-    The likelihood is computed one chain and one chunk of entries at a time (their
-    products under every draw: at most ``max_block_values`` numbers, at most
-    :data:`bernmf.psis.PSIS_CHUNK` entries), so the (C, S, n) array is never held: about
-    2.8e5 entries x 1000 draws on lastfm. Only the likelihoods themselves are formed;
-    PSIS takes logarithms of each entry's tail only, and fits the Pareto tails of
-    every entry of a chunk at once (:func:`bernmf.psis.psis_loo_chunks`;
-    ``arviz_stats`` fits one entry at a time in Python, about half a millisecond per
-    entry and chain with 1000 draws).
+    The likelihoods are computed one chain and one chunk of entries at a time (at most
+    ``max_block_values`` products, :data:`bernmf.psis.PSIS_CHUNK` entries), so the
+    (C, S, n) array is never held (2.8e5 entries x 1000 draws on lastfm); PSIS takes
+    the logarithms of each entry's tail only and fits the tails of a chunk's entries at
+    once (:func:`bernmf.psis.psis_loo_chunks`; ``arviz_stats`` fits one entry at a time
+    in Python, about half a millisecond per entry and chain with 1000 draws).
 
     Parameters
     ----------
@@ -439,25 +414,14 @@ def chain_stacking(
     lpd, pareto_k = np.empty((y.size, C)), np.full((y.size, C), np.nan)
     zero = np.zeros((y.size, C), bool)
     with jax.enable_x64(True):
-        for c in range(C):  # the chain's draws, draws last
-            W = jnp.asarray(np.moveaxis(W_draws[c], 0, -1))
-            H, H_zero = (
-                jnp.asarray(np.moveaxis(H_draws[c], 0, -1)),
-                jnp.asarray(np.moveaxis(1 - H_draws[c], 0, -1)),
-            )
+        for c in range(C):
+            draws = [jnp.asarray(np.moveaxis(d, 0, -1)) for d in (W_draws[c], H_draws[c])]
+            draws.append(1 - draws[1])  # (M, K, S), (K, N, S), 1 - H: draws last
             for lo in range(0, y.size, chunk):
                 part, done = fill[lo : lo + chunk], slice(lo, min(lo + chunk, y.size))
-                size = done.stop - lo
-                scores = _likelihood(
-                    W,
-                    H,
-                    H_zero,
-                    rows[part],
-                    columns[part],
-                    y[part],
-                    held_out=validation is not None,
-                )
-                scores = np.asarray(scores)[:size]
+                held_out = validation is not None
+                scores = _likelihood(*draws, rows[part], columns[part], y[part], held_out=held_out)
+                scores = np.asarray(scores)[: done.stop - lo]
                 if validation is not None:
                     lpd[done, c], zero[done, c] = scores, np.isneginf(scores)
                     continue
@@ -470,7 +434,11 @@ def chain_stacking(
                 except ValueError as error:  # e.g. a chain whose draws are all the same
                     raise ValueError(f"PSIS-LOO of chain {c} failed: {error}") from None
     lpd[zero], pareto_k[zero] = -np.inf, np.nan
-    _warn_zero(rows, columns, zero, validation is None)
+    ruled_out = np.flatnonzero(zero.any(axis=1))  # by some draw (PSIS), every draw (held out)
+    named = ", ".join(f"({rows[e]}, {columns[e]})" for e in ruled_out[:5])
+    chains = ", ".join(str(c) for c in np.flatnonzero(zero.any(axis=0)))
+    what = f"chain_stacking, chain(s) {chains}, entries (row, column) {named}"
+    warn_zero_probability(ruled_out.size, y.size, what + (" ..." if ruled_out.size > 5 else ""))
     pareto_k = None if validation is not None else pareto_k
     share = (
         np.full(C, np.nan) if pareto_k is None else np.mean(pareto_k > PARETO_K_THRESHOLD, axis=0)
