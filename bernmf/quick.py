@@ -3,26 +3,18 @@
 :func:`within_budget` keeps ``mm`` and the other engines cheapest first while their
 estimated seconds add up to at most :data:`QUICK_BUDGET`; :func:`floor` (from the
 operations a fit needs) leaves out, without a probe, an engine that cannot fit, and
-:func:`estimate` times the others by probe fits. The probes' measurements are kept next
-to the compiled programs (:data:`REMEMBERED`), so that a report run again on the same data
-and options, with the compilation cache warm, does not probe again.
+:func:`estimate` times the others by probe fits.
 """
 
 from __future__ import annotations
-
-import json
-import os
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
 from bernmf._progress import say
 from bernmf.api import fit
 from bernmf.inference import get_engine
-from bernmf.io import versions
 
-__all__ = ["FLOPS", "PROBES", "QUICK_BUDGET", "REMEMBERED", "estimate", "floor", "within_budget"]
+__all__ = ["FLOPS", "PROBES", "QUICK_BUDGET", "estimate", "floor", "within_budget"]
 
 QUICK_BUDGET = 120.0
 """Seconds ``quick=True`` aims at per dataset: ``mm``, then the other engines cheapest
@@ -67,64 +59,21 @@ def floor(engine: str, shape: tuple[int, int], rank: int, options: dict, fits: i
     return fits * iterations * per_iteration / FLOPS
 
 
-REMEMBERED = "bernmf-quick-probes.json"
-"""File, in JAX's persistent compilation cache folder (:mod:`bernmf._cache`), of the probes'
-measurements by engine, data shape, training entries, rank, options and versions (a probe's
-times depend on those, not on the data's values): a later
-:func:`estimate` of the same case reads them instead of probing again (the measurements of
-the first run, on that run's load). Nothing is kept when the compilation cache is off."""
+def estimate(Y, split, engine: str, rank: int, options: dict, fits: int) -> float:
+    """Seconds that ``fits`` fits of ``engine`` with ``options`` would take on Y, from probes.
 
-
-def _remembered() -> Path | None:
-    """The file of :data:`REMEMBERED`, or None when no compilation cache is on."""
-    import jax
-
-    folder = jax.config.jax_compilation_cache_dir
-    return Path(folder) / REMEMBERED if folder else None
-
-
-def _read(path: Path | None) -> dict:
-    """The remembered probes, {key: [compile seconds, seconds per unit]}; {} when unreadable."""
-    try:
-        table = json.loads(path.read_text())
-    except (AttributeError, OSError, ValueError):
-        return {}
-    if not isinstance(table, dict):
-        return {}
-    return {
-        k: v
-        for k, v in table.items()
-        if isinstance(v, list) and len(v) == 2 and all(isinstance(x, float) for x in v)
-    }
-
-
-def _remember(path: Path | None, key: str, measured: list[float]) -> None:
-    """Add one probe's measurements to the file (written whole, then renamed into place)."""
-    if path is None:
-        return
-    table = {**_read(path), key: measured}
-    try:
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as file:
-            json.dump(table, file)
-        os.replace(file.name, path)
-    except OSError:  # a read-only cache: probe again next time
-        return
-
-
-def _probe(Y, split, engine: str, rank: int, options: dict) -> list[float]:
-    """[compile seconds, run seconds per iteration or draw] of ``engine``, from probe fits
-    (see :func:`estimate`) or from :data:`REMEMBERED`."""
-    key = json.dumps(  # a probe's times depend on the shapes and options, not the values
-        [engine, list(np.shape(Y)), int(np.count_nonzero(split.train)), rank,
-         sorted(options.items()), versions()],
-        default=str,
-    )  # fmt: skip
-    path = _remembered()
-    remembered = _read(path).get(key)
-    if remembered is not None:
-        return remembered
-    probe, units, _ = PROBES.get(engine, STOP_AT_ONCE)
-    quiet = {"progress": False} if "progress" in get_engine(engine).options else {}
+    A probe fit on the training entries gives the compile time. The engines of
+    :data:`PROBES` (samplers) probe with a few draws, their run time per draw counted.
+    The others are fitted twice more by the same compiled program, stopped after one
+    iteration and after a few (a loose tolerance), so that the difference of the two
+    run times is the time of the iterations between them, without the fixed cost of a
+    call. The estimate is the compile time plus ``fits`` times that per iteration times
+    a full fit's iterations (``max_iter``: an upper bound for the engines that stop when
+    converged).
+    """
+    probe, units, full = PROBES.get(engine, STOP_AT_ONCE)
+    chosen = get_engine(engine)
+    quiet = {"progress": False} if "progress" in chosen.options else {}
 
     def probed(extra):
         return fit(Y, engine, rank, mask=split.train, **{**options, **quiet, **probe, **extra})
@@ -139,27 +88,7 @@ def _probe(Y, split, engine: str, rank: int, options: dict) -> list[float]:
             per_unit = run / (more.n_iter - once.n_iter)
         else:  # too fast to tell the iterations from the call: the call's time, per iteration
             per_unit = more.timings.get("run", 0.0) / max(more.n_iter, 1)
-    measured = [compile_seconds, float(per_unit)]
-    _remember(path, key, measured)
-    return measured
-
-
-def estimate(Y, split, engine: str, rank: int, options: dict, fits: int) -> float:
-    """Seconds that ``fits`` fits of ``engine`` with ``options`` would take on Y, from probes.
-
-    A probe fit on the training entries gives the compile time. The engines of
-    :data:`PROBES` (samplers) probe with a few draws, their run time per draw counted.
-    The others are fitted twice more by the same compiled program, stopped after one
-    iteration and after a few (a loose tolerance), so that the difference of the two
-    run times is the time of the iterations between them, without the fixed cost of a
-    call. The estimate is the compile time plus ``fits`` times that per iteration times
-    a full fit's iterations (``max_iter``: an upper bound for the engines that stop when
-    converged). The probes' measurements are remembered (:data:`REMEMBERED`): the same
-    case estimated again, in this process or a later one, does not probe.
-    """
-    compile_seconds, per_unit = _probe(Y, split, engine, rank, options)
-    _, _, full = PROBES.get(engine, STOP_AT_ONCE)
-    defaults = {**get_engine(engine).options, **options}
+    defaults = {**chosen.options, **options}
     iterations = sum(float(defaults.get(key, 0) or 0) for key in full)
     return float(compile_seconds + fits * iterations * per_unit)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import types
 
 import numpy as np
 import pandas as pd
@@ -218,27 +217,3 @@ def test_the_estimate_of_a_fit_is_near_its_time():
         [bernmf.fit(Y, "em", 4, mask=split.train, **options).timings["run"] for _ in range(3)]
     )
     assert spent / 4 < per_fit < spent * 4
-
-
-def test_quick_remembers_its_probes_next_to_the_compiled_programs(small, monkeypatch, tmp_path):
-    """A second estimate of the same case, in this process or another, reads the probe's
-    measurements from the compilation cache folder instead of fitting; no cache, no file."""
-    calls = []
-
-    def probe_fit(Y, engine, rank, mask, **options):
-        calls.append(options)
-        n_iter = 5 if options.get("tol") == 1e-2 else 1
-        return types.SimpleNamespace(timings={"compile": 2.0, "run": 0.1 * n_iter}, n_iter=n_iter)
-
-    monkeypatch.setattr(quick, "fit", probe_fit)
-    monkeypatch.setattr(quick, "_remembered", lambda: tmp_path / quick.REMEMBERED)
-    split = bernmf.split.paper_split(small.shape)
-    first = quick.estimate(small, split, "em", 4, {"max_iter": 100}, 2)
-    assert len(calls) == 3 and first == pytest.approx(2.0 + 2 * 100 * 0.1)
-    assert quick.estimate(small, split, "em", 4, {"max_iter": 100}, 3) == pytest.approx(32.0)
-    assert len(calls) == 3 and (tmp_path / quick.REMEMBERED).exists()
-    quick.estimate(small, split, "em", 4, {"max_iter": 50}, 2)  # other options: probed
-    assert len(calls) == 6
-    monkeypatch.setattr(quick, "_remembered", lambda: None)  # compilation cache off
-    quick.estimate(small, split, "em", 4, {"max_iter": 100}, 2)
-    assert len(calls) == 9
