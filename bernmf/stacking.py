@@ -17,17 +17,23 @@ and :func:`chain_stacking` does all of it for the chains of a posterior (their P
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bernmf.data import as_observed
-from bernmf.models.spec import masked_log_likelihood_terms, outcome_log_probability
-from bernmf.psis import PARETO_K_THRESHOLD, PSIS_MIN_DRAWS, psis_loo_rows, psis_tail_length
-
-PSIS_CHUNK = 1000
-"""Entries whose PSIS-LOO :func:`chain_stacking` computes at once."""
+from bernmf.models.spec import outcome_log_probability, warn_zero_probability
+from bernmf.psis import (
+    PARETO_K_THRESHOLD,
+    PSIS_CHUNK,
+    PSIS_MIN_DRAWS,
+    psis_loo_chunks,
+    psis_tail_length,
+)
 
 
 def _check_lpd(lpd) -> np.ndarray:
@@ -269,7 +275,8 @@ class ChainStacking(NamedTuple):
         Each chain's log predictive density of each scored entry (PSIS-LOO, or of the
         held-out entries), in the row-major order of the scored entries.
     pareto_k : ndarray of shape (n, C) or None
-        PSIS Pareto k of each entry and chain; None for held-out scoring.
+        PSIS Pareto k of each entry and chain (NaN where lpd is ``-inf``); None for
+        held-out scoring.
     share_k_high : ndarray of shape (C,)
         Share of the entries with Pareto k above :data:`bernmf.psis.PARETO_K_THRESHOLD`, whose
         PSIS-LOO estimate is unreliable; NaN for held-out scoring.
@@ -299,6 +306,21 @@ def _check_draws(W_draws, H_draws, shape) -> tuple[np.ndarray, np.ndarray]:
     return W_draws, H_draws
 
 
+@functools.partial(jax.jit, static_argnames="held_out")
+def _likelihood(W, H, H_zero, rows, columns, y, *, held_out: bool):
+    """Likelihood of entries under each draw of a chain: (E, S), or the log of its mean.
+
+    ``W`` (M, K, S), ``H`` and ``H_zero = 1 - H`` (K, N, S): a chain's draws, draws last
+    (contiguous); ``rows``, ``columns``, ``y`` (E,): entries, 0/1 values. P(Y=1) is
+    ``W @ H``, P(Y=0) ``W @ (1 - H)``, not clipped; with ``held_out``, (E,).
+    """
+    W_at = W[rows]  # (E, K, S)
+    likelihood = 0.0
+    for k in range(W.shape[1]):
+        likelihood += W_at[:, k] * jnp.where(y[:, None] == 1, H[k, columns], H_zero[k, columns])
+    return jnp.log(likelihood.mean(axis=1)) if held_out else likelihood
+
+
 def chain_stacking(
     Y,
     mask,
@@ -320,12 +342,18 @@ def chain_stacking(
     entries instead, by the plain log-mean-exp over draws. The weights come from
     :func:`stacking_weights` on the (entries, chains) matrix.
 
-    The log-likelihood is computed one chain and one block of rows at a time (the
-    products ``W @ H`` of those rows under every draw: at most ``max_block_values``
-    numbers, or one row), so the (C, S, n) array is never held: about 2.8e5 entries x
-    1000 draws on lastfm. The Pareto fits are vectorized over entries, sorting only
-    their tails (``arviz_stats`` fits one entry at a time in Python, about half a
-    millisecond per entry and chain with 1000 draws).
+    Nothing is clipped: an entry whose outcome some draw of a chain gives probability 0
+    has leave-one-out density 0 under that chain (the importance weights are 1 /
+    likelihood): lpd ``-inf``, pareto_k NaN, and a
+    :class:`~bernmf.models.spec.ZeroProbabilityWarning` names the entries (held out:
+    ``-inf`` when every draw gives 0).
+
+    The likelihoods are computed one chain and one chunk of entries at a time (at most
+    ``max_block_values`` products, :data:`bernmf.psis.PSIS_CHUNK` entries), so the
+    (C, S, n) array is never held (2.8e5 entries x 1000 draws on lastfm); PSIS takes
+    the logarithms of each entry's tail only and fits the tails of a chunk's entries at
+    once (:func:`bernmf.psis.psis_loo_chunks`; ``arviz_stats`` fits one entry at a time
+    in Python, about half a millisecond per entry and chain with 1000 draws).
 
     Parameters
     ----------
@@ -341,7 +369,7 @@ def chain_stacking(
         Relative efficiency of each chain's draws passed to PSIS (it sets the
         length of the smoothed tail); 1 is what ``arviz_stats.loo`` uses for one chain.
     max_block_values : int, default 10_000_000
-        Memory bound of the blockwise computation.
+        Memory bound of the chunked computation: entries x draws x components.
 
     Returns
     -------
@@ -374,44 +402,44 @@ def chain_stacking(
         train[train_rows, train_columns] = True
         if train[rows, columns].any():
             raise ValueError("validation entries must be held out: they overlap mask")
-    C, S, M, _ = W_draws.shape
+    C, S = W_draws.shape[:2]
     if validation is None and S < PSIS_MIN_DRAWS:
         raise ValueError(
             f"PSIS-LOO needs at least {PSIS_MIN_DRAWS} draws per chain, got {S}; "
             "score the chains on held-out entries instead (validation=...)"
         )
-    N = np.shape(Y)[1]
-    block = max(1, max_block_values // (S * N))  # rows of W @ H per draw at once
-    starts = np.searchsorted(rows, [*range(0, M, block), M])
-    tail = None if validation is not None else psis_tail_length(S, r_eff)
-    lpd = np.empty((y.size, C))
-    pareto_k = None if validation is not None else np.empty((y.size, C))
-    from scipy.special import logsumexp  # scipy.special loads on first use (0.2 s)
-
-    for c in range(C):
-        H, H_zero = H_draws[c], 1 - H_draws[c]
-        for first, lo, hi in zip(range(0, M, block), starts[:-1], starts[1:], strict=True):
-            if lo == hi:
-                continue
-            entries = slice(lo, hi)  # the scored entries of rows first .. first + block - 1
-            at = (rows[entries] - first) * N + columns[entries]
-            W = W_draws[c, :, first : first + block]  # (S, rows, K)
-            p_one, p_zero = (
-                np.ascontiguousarray((W @ h).reshape(S, -1)[:, at].T) for h in (H, H_zero)
-            )
-            terms = masked_log_likelihood_terms(
-                y[entries, None], np.ones((hi - lo, 1), bool), p_one, p_zero
-            )  # (entries, S)
-            if pareto_k is None:
-                lpd[entries, c] = logsumexp(terms, axis=1) - np.log(S)
-                continue
-            for i in range(lo, hi, PSIS_CHUNK):  # each (PSIS_CHUNK, S) at once
-                part = slice(i, min(i + PSIS_CHUNK, hi))
-                lpd[part, c], pareto_k[part, c], all_equal = psis_loo_rows(
-                    terms[i - lo : part.stop - lo], tail
-                )
-                if all_equal.any():  # e.g. a chain whose draws are all the same
-                    raise ValueError(f"PSIS-LOO of chain {c} failed: All tail values are the same")
+    chunk = min(PSIS_CHUNK, max(1, max_block_values // (S * W_draws.shape[3])))
+    fill = np.minimum(np.arange(-(-y.size // chunk) * chunk), y.size - 1)  # repeats at the end
+    tail = psis_tail_length(S, r_eff)
+    lpd, pareto_k = np.empty((y.size, C)), np.full((y.size, C), np.nan)
+    zero = np.zeros((y.size, C), bool)
+    with jax.enable_x64(True):
+        for c in range(C):
+            draws = [jnp.asarray(np.moveaxis(d, 0, -1)) for d in (W_draws[c], H_draws[c])]
+            draws.append(1 - draws[1])  # (M, K, S), (K, N, S), 1 - H: draws last
+            for lo in range(0, y.size, chunk):
+                part, done = fill[lo : lo + chunk], slice(lo, min(lo + chunk, y.size))
+                held_out = validation is not None
+                scores = _likelihood(*draws, rows[part], columns[part], y[part], held_out=held_out)
+                scores = np.asarray(scores)[: done.stop - lo]
+                if validation is not None:
+                    lpd[done, c], zero[done, c] = scores, np.isneginf(scores)
+                    continue
+                zero[done, c] = ~(scores.min(axis=1) > 0)
+                scores = np.where(zero[done, c, None], 1.0, scores)  # scored -inf below
+                try:
+                    lpd[done, c], pareto_k[done, c] = psis_loo_chunks(
+                        scores, tail, probabilities=True, checked=~zero[done, c]
+                    )
+                except ValueError as error:  # e.g. a chain whose draws are all the same
+                    raise ValueError(f"PSIS-LOO of chain {c} failed: {error}") from None
+    lpd[zero], pareto_k[zero] = -np.inf, np.nan
+    ruled_out = np.flatnonzero(zero.any(axis=1))  # by some draw (PSIS), every draw (held out)
+    named = ", ".join(f"({rows[e]}, {columns[e]})" for e in ruled_out[:5])
+    chains = ", ".join(str(c) for c in np.flatnonzero(zero.any(axis=0)))
+    what = f"chain_stacking, chain(s) {chains}, entries (row, column) {named}"
+    warn_zero_probability(ruled_out.size, y.size, what + (" ..." if ruled_out.size > 5 else ""))
+    pareto_k = None if validation is not None else pareto_k
     share = (
         np.full(C, np.nan) if pareto_k is None else np.mean(pareto_k > PARETO_K_THRESHOLD, axis=0)
     )

@@ -38,8 +38,9 @@ def train(animals, animals_split):
 
 @pytest.fixture(scope="module", params=[2, 4])
 def logsvd_fit(request, train):
+    """R's iterates: svd="exact" (the default, "subspace", is tested against R below)."""
     Y, mask = train
-    return request.param, bernmf.fit(Y, "logsvd", rank=request.param, mask=mask)
+    return request.param, bernmf.fit(Y, "logsvd", rank=request.param, mask=mask, svd="exact")
 
 
 @pytest.fixture(scope="module", params=[2, 4])
@@ -59,6 +60,20 @@ def test_logsvd_matches_r(logsvd_fit):
     mu = r_matrix(f"logsvd_animals_k{k}_mu.csv")[:, 0]
     np.testing.assert_allclose(fit.extras["mu"], mu, rtol=0, atol=1e-6)
     assert fit.converged
+
+
+def test_logsvd_default_subspace_reaches_rs_fixed_point(train):
+    """The default svd="subspace" takes other iterates than R but stops where R does: the
+    same iterations, final loss and probabilities (animals, K = 2)."""
+    Y, mask = train
+    fit = bernmf.fit(Y, "logsvd", rank=2, mask=mask)
+    assert logsvd.OPTIONS["svd"] == "subspace"
+    trace = r_trace("logsvd_animals_k2_trace.csv")
+    assert fit.n_iter == len(trace) - 1
+    assert fit.trace[-1] == pytest.approx(trace[-1], rel=1e-4)
+    assert not np.allclose(fit.trace, trace, rtol=0, atol=1e-8)  # not R's iterates
+    assert np.abs(fit.probs - r_matrix("logsvd_animals_k2_probs.csv")).max() < 0.01
+    assert np.all(np.diff(fit.trace) <= 0)  # monotone
 
 
 def test_logpca_matches_r(logpca_fit):

@@ -7,13 +7,14 @@ import warnings
 
 import arviz_base
 import arviz_stats
+import jax
 import numpy as np
 import pytest
 import scipy.optimize
 
 from bernmf.export import pointwise_log_likelihood
-from bernmf.models import simulate
-from bernmf.psis import psis_loo
+from bernmf.models import ZeroProbabilityWarning, simulate
+from bernmf.psis import _mean_log1p, psis_loo
 from bernmf.stacking import (
     bernoulli_lpd,
     chain_stacking,
@@ -343,3 +344,49 @@ def test_psis_loo_rejects_what_arviz_rejects():
         psis_loo(np.zeros((3, 24)))
     with pytest.raises(ValueError, match="finite"):
         psis_loo(np.full((3, 30), -np.inf))
+
+
+def test_chain_stacking_scores_zero_probability_as_minus_inf_and_names_the_entries(truth):
+    """A draw that rules an observed outcome out (H exactly 0) gives that entry's
+    leave-one-out density 0: lpd -inf, k NaN, a warning naming it; nothing is clipped."""
+    Y, W, H = truth
+    rng = np.random.default_rng(12)
+    W_draws, H_draws = posterior(rng, truth, (W, H), (W, H))
+    row = int(np.flatnonzero(Y[:, 0] == 1)[0])
+    H_draws[1, 3, :, 0] = 0.0  # chain 1, draw 3: P(Y=1) = 0 in column 0
+    mask = np.ones(Y.shape, bool)
+    with pytest.warns(
+        ZeroProbabilityWarning, match=rf"chain\(s\) 1, entries \(row, column\) \({row}, 0\)"
+    ):
+        result = chain_stacking(Y, mask, W_draws, H_draws)
+    entries = np.flatnonzero(Y[:, 0] == 1) * Y.shape[1]  # row-major: entry (r, 0) is r * N
+    assert np.isneginf(result.lpd[entries, 1]).all() and np.isnan(result.pareto_k[entries, 1]).all()
+    assert np.isfinite(result.lpd[:, 0]).all() and np.isneginf(result.elpd[1])
+    assert result.weights[0] == pytest.approx(1.0)
+    # held out: -inf only where every draw gives 0
+    H_draws[1, :, :, 0] = 0.0
+    train = rng.random(Y.shape) < 0.5
+    with pytest.warns(ZeroProbabilityWarning, match=r"chain\(s\) 1, entries"):
+        held_out = chain_stacking(Y, train, W_draws, H_draws, validation=~train)
+    rows, columns = np.nonzero(~train)
+    expected = (columns == 0) & (Y[rows, columns] == 1)
+    np.testing.assert_array_equal(np.isneginf(held_out.lpd[:, 1]), expected)
+
+
+@pytest.mark.parametrize("span", [1e3, 1e30, 1e300])
+def test_grouped_pareto_profile_equals_term_by_term_log1p(span):
+    """The profile likelihood's logarithms taken GROUP terms at a time equal log1p term by
+    term (both signs of b, terms near -1 and large); spans beyond the normal numbers are
+    flagged for the exact sum."""
+    rng = np.random.default_rng(13)
+    x = np.sort(np.exp(rng.uniform(0, np.log(span), (50, 37))), axis=1) / span
+    below_one = 0.999999 / x[:, -1:] * rng.random((50, 19))  # terms 1 - b x in (1e-6, 1)
+    b = np.concatenate([-rng.exponential(1 / x[:, :1], (50, 20)), below_one], axis=1)
+    b[0, 0] = 1.5 / x[0, -1]  # a term 1 - b x below 0: NaN, as log1p
+    with jax.enable_x64(True):
+        fast, inexact = (np.asarray(a) for a in _mean_log1p(b, x, exact=False))
+        exact = np.asarray(_mean_log1p(b, x, exact=True)[0])
+    assert bool(inexact) == (span > 1e38)
+    if not inexact:
+        np.testing.assert_allclose(fast, exact, rtol=1e-13, atol=0)
+        assert np.isnan(fast[0, 0]) and np.isnan(exact[0, 0])

@@ -179,17 +179,14 @@ def _steps(state, args, given, *, length: int, **setting):
     return jax.lax.scan(lambda s, _: engine.update(s, *args), state, None, length=length)
 
 
-def _loss(state, args, given, **setting):
-    """The ELBO loss at ``state``: an update's loss is that of the state it starts from."""
-    engine = _set_up(state.rng_key, args, given, **setting)[1]
-    return engine.evaluate(state, *args)
-
-
-def _draws(key, state, args, given, *, num_draws: int, **setting):
-    """(the guide's parameters, ``num_draws`` draws of W and H from the fitted guide)."""
+def _finish(key, state, args, given, *, num_draws: int, **setting):
+    """(the ELBO loss at ``state``, the guide's parameters, ``num_draws`` draws of W and H
+    from the fitted guide), in one program: an update's loss is that of the state it
+    starts from, so the last state's loss needs an evaluation of its own."""
     approximation, engine = _set_up(state.rng_key, args, given, **setting)
     params = engine.get_params(state)
-    return params, approximation.sample_posterior(key, params, sample_shape=(num_draws,))
+    draws = approximation.sample_posterior(key, params, sample_shape=(num_draws,))
+    return engine.evaluate(state, *args), params, draws
 
 
 OPTIONS = {
@@ -310,9 +307,11 @@ def run(
                 state, chunk_losses = call("steps", _steps, state, args, given, length=n)
                 losses.append(np.asarray(chunk_losses, float))
                 shown.update(n)
-            losses.append(np.asarray(call("loss", _loss, state, args, given), float)[None])
+            loss, params, draws = call(
+                "finish", _finish, key_draws, state, args, given, num_draws=num_draws
+            )
+            losses.append(np.asarray(loss, float)[None])
             shown.close(f"loss {losses[-1][-1]:.6g}")
-        params, draws = call("draws", _draws, key_draws, state, args, given, num_draws=num_draws)
         W_draws = np.asarray(draws["W"], float)[None]
         H_draws = np.asarray(draws["H"], float)[None]
         params = {name: np.asarray(value) for name, value in params.items()}
