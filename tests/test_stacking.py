@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
+import bernmf
 from bernmf.export import pointwise_log_likelihood
 from bernmf.models import simulate
 from bernmf.psis import psis_loo
@@ -343,3 +344,19 @@ def test_psis_loo_rejects_what_arviz_rejects():
         psis_loo(np.zeros((3, 24)))
     with pytest.raises(ValueError, match="finite"):
         psis_loo(np.full((3, 30), -np.inf))
+
+
+def test_pointwise_log_likelihood_gives_minus_inf_at_zero_probability_and_names_entries(truth):
+    Y, W, H = truth
+    mask = np.ones(Y.shape, bool)
+    W_draws, H_draws = W[None, None].copy(), H[None, None].copy()
+    W_draws[0, 0, 3] = [1.0, 0.0, 0.0]  # row 3 takes component 0 alone
+    H_draws[0, 0, 0, 7] = 1.0 - Y[3, 7]  # which rules out the observed Y[3, 7]
+    with pytest.warns(bernmf.ZeroProbabilityWarning, match=r"\(3, 7\).*1 of 1200 "):
+        terms = pointwise_log_likelihood(Y, mask, W_draws, H_draws)
+    at = np.ravel_multi_index((3, 7), Y.shape)
+    assert np.isneginf(terms[0, 0, at])  # not log(tiny) = -708.4
+    p = W_draws[0, 0] @ H_draws[0, 0]
+    expected = np.where(Y == 1, np.log(p), np.log1p(-p)).ravel()
+    others = np.arange(Y.size) != at
+    np.testing.assert_allclose(terms[0, 0, others], expected[others], rtol=1e-10)
