@@ -12,6 +12,7 @@ import pytest
 import scipy.optimize
 
 import bernmf
+from bernmf import stacking
 from bernmf.export import pointwise_log_likelihood
 from bernmf.models import simulate
 from bernmf.psis import psis_loo
@@ -302,6 +303,27 @@ def test_weights_are_polished_when_l_bfgs_b_stops_early(monkeypatch):
         weights = stacking_weights(lpd)
     assert len(calls) == 2
     np.testing.assert_allclose(weights, expected, atol=1e-4)
+
+
+def test_working_set_reaches_the_objective_of_solving_over_all_members():
+    """40 settings x 5 near-duplicate seeds (a grid's members): column generation from
+    WORKING_SET members gives the objective of L-BFGS-B over all 200 (the path before),
+    and no member outside its support could raise it (the optimality condition)."""
+    rng = np.random.default_rng(4)
+    n = 1500
+    logit = rng.normal(0, 2, n)
+    y = rng.random(n) < 1 / (1 + np.exp(-logit))
+    settings = [logit + rng.normal(0, 1, n) * rng.uniform(0.3, 1.5) for _ in range(40)]
+    theta = np.column_stack([s + rng.normal(0, 0.3, n) for s in settings for _ in range(5)])
+    lpd = -np.logaddexp(0, np.where(y[:, None], -theta, theta))
+    assert lpd.shape[1] > 4 * stacking.WORKING_SET
+    weights = stacking_weights(lpd)
+    P, _ = stacking._weight_matrix(lpd)
+    every = stacking._solve(np.ascontiguousarray(P.T), np.full(200, 1 / 200), 1e-10, 1000)
+    assert score(lpd, weights) / n == pytest.approx(score(lpd, every / every.sum()) / n, abs=1e-6)
+    ratios = stacking._ratios(P, P @ weights + 1e-16 / n)
+    assert np.log(ratios.max()) <= stacking.GAP
+    assert 1 < np.count_nonzero(weights) < 200
 
 
 def arviz_psis_loo(log_lik, r_eff):
