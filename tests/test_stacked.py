@@ -62,6 +62,23 @@ def test_the_stack_perplexity_is_the_mixture_of_its_members_by_hand(problem):
     assert stacked.timings["run"] == pytest.approx(sum(m.timings["run"] for m in stacked.members))
 
 
+def test_unpack_false_stacks_an_ensemble_as_its_mixture(problem, tmp_path):
+    Y, split, fits = problem
+    stacked = bernmf.stack(fits, Y, validation=split.validation, unpack=False)
+    assert len(stacked.members) == 4  # the mean ensemble of fits[2] is one member
+    column = split.train.sum(axis=0)
+    frequency = ((Y * split.train).sum(axis=0) + 1) / (column + 2)
+    mean = np.mean([m.probs for m in fits[2].members], axis=0)
+    probs = [fits[0].probs, fits[1].probs, mean, np.broadcast_to(frequency, Y.shape)]
+    weights = stacking_weights(by_hand(Y, split.validation, probs))
+    np.testing.assert_allclose(stacked.extras["stack"]["weights"], weights, atol=1e-12)
+    expected = -np.mean(np.log(np.exp(by_hand(Y, split.test, probs)) @ weights))
+    assert stacked.perplexity(Y, split.test) == pytest.approx(expected, rel=1e-12)
+    assert list(members_table(stacked)["engine"]) == ["mm", "logsvd", "mm", "baseline"]
+    loaded = bernmf.load(stacked.save(tmp_path / "stack.npz"))
+    np.testing.assert_allclose(loaded.probs, stacked.probs, rtol=0, atol=1e-15)
+
+
 def test_a_uniformly_worse_member_gets_no_weight(problem):
     Y, split, fits = problem
     good = fits[0]
