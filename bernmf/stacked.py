@@ -35,10 +35,16 @@ from bernmf.plan import held_out_entries
 from bernmf.results import Fit
 from bernmf.stacking import entries_lpd, mixture_lpd, stacking_weights
 
-__all__ = ["BASELINE", "STACK", "baseline", "members_table", "stack"]
+__all__ = ["BASELINE", "BASELINE_FLOOR", "STACK", "baseline", "members_table", "stack"]
 
 BASELINE = "baseline"
 """Engine name of the :func:`baseline` member."""
+
+BASELINE_FLOOR = 1e-6
+"""Least weight of the :func:`baseline` member of a :func:`stack`: the stacking weights give
+it 0 where no validation entry needs it, and a test entry that every other member rules
+out would then score inf. The floor costs at most ``-log(1 - 1e-6)``, about 1e-6 nats, per
+entry."""
 
 STACK = "stack"
 """Engine name of a :func:`stack`; its record is ``extras["stack"]``."""
@@ -176,8 +182,9 @@ def stack(fits, Y, *, validation, mask=None, baseline: bool = True, unpack: bool
         of :func:`bernmf.fit` does); needed for fits that do not (e.g. of
         :func:`bernmf.tune.restarts`).
     baseline : bool, default True
-        Add the smoothed column frequency (:func:`baseline`) as a member, so the
-        mixture gives every entry a probability strictly inside (0, 1).
+        Add the smoothed column frequency (:func:`baseline`) as a member, with a weight
+        of at least :data:`BASELINE_FLOOR`, so the mixture gives every entry a
+        probability strictly inside (0, 1).
     unpack : bool, default True
         Stack the members of ensembles and stacks; False stacks each fit as given,
         an ensemble as its mixture: for example the mean of each setting's seeds
@@ -217,6 +224,9 @@ def stack(fits, Y, *, validation, mask=None, baseline: bool = True, unpack: bool
     rows, columns, y = held_out.entries()
     lpd = np.column_stack([entries_lpd(y, m.probs_at(rows, columns)) for m in members])
     weights = stacking_weights(lpd)
+    if baseline:  # never 0: the stack then gives every entry a probability inside (0, 1)
+        weights = (1 - BASELINE_FLOOR) * weights
+        weights[-1] += BASELINE_FLOOR
     with np.errstate(divide="ignore"):
         mixture = -float(np.mean(mixture_lpd(lpd, weights)))
     top = members[int(np.argmax(weights))]

@@ -155,7 +155,7 @@ def test_quick_stacking_study(tmp_path, capsys):
     # stacking everything is at least as good on validation as any part of it, and as
     # its setting means (each a mixture of its members)
     assert summary.loc["stacked: all engines", "validation_mean"] <= (
-        summary["validation_mean"].min() + 1e-6  # the weights are optimal to 1e-6 nats
+        summary["validation_mean"].min() + 3e-6  # optimal to 1e-6 nats, baseline floor 1e-6
     )
     weights = pd.read_csv(tmp_path / "weights.csv")
     np.testing.assert_allclose(weights.groupby(["set", "stack"])["weight"].sum(), 1.0)
