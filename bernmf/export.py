@@ -10,22 +10,32 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from bernmf.models.spec import masked_log_likelihood_terms
+from bernmf.models.spec import observed_probability, warn_zero_probability
 from bernmf.posterior import check_draws, map_draws
 
 if TYPE_CHECKING:  # Fit only names a type here; results imports this module (to_arviz)
     from bernmf.results import Fit
 
 
+SHOWN_ENTRIES = 5
+"""Entries of probability 0 that :func:`pointwise_log_likelihood`'s warning names."""
+
+
 def _entry_terms(factors, y, rows, columns):
     W, H = factors
     p_one = jnp.sum(W[rows] * H[:, columns].T, axis=1)
     p_zero = jnp.sum(W[rows] * (1 - H[:, columns]).T, axis=1)
-    return masked_log_likelihood_terms(y, jnp.ones(y.shape, bool), p_one, p_zero)
+    return jnp.log(observed_probability(y, jnp.ones(y.shape, bool), p_one, p_zero))
 
 
 def pointwise_log_likelihood(Y, mask, W_draws, H_draws) -> np.ndarray:
     """Log-likelihood of each observed entry under each draw, one draw at a time.
+
+    Nothing is clipped (the policy of :func:`bernmf.perplexity`): a draw that gives an
+    entry's observed outcome probability exactly 0 (H at exactly 0 or 1) gives that
+    entry ``-inf``, with a :class:`bernmf.ZeroProbabilityWarning` that counts such
+    entries and names the first :data:`SHOWN_ENTRIES` of them; PSIS-LOO of such an
+    entry is then undefined.
 
     Parameters
     ----------
@@ -45,7 +55,18 @@ def pointwise_log_likelihood(Y, mask, W_draws, H_draws) -> np.ndarray:
         y = jnp.asarray(np.asarray(Y)[row_index, column_index])
         rows, columns = jnp.asarray(row_index), jnp.asarray(column_index)
         terms = map_draws(_entry_terms, W_draws, H_draws, y, rows, columns)
-        return terms.reshape(C, S, row_index.size)
+    terms = terms.reshape(C, S, row_index.size)
+    zero = np.isneginf(terms).any(axis=(0, 1))
+    if zero.any():
+        named = np.flatnonzero(zero)[:SHOWN_ENTRIES]
+        shown = ", ".join(f"({row_index[i]}, {column_index[i]})" for i in named)
+        warn_zero_probability(
+            int(zero.sum()),
+            row_index.size,
+            f"pointwise_log_likelihood (entries (row, column) {shown}"
+            f"{', ...' if zero.sum() > SHOWN_ENTRIES else ''}; in some draw)",
+        )
+    return terms
 
 
 def to_arviz(fit: Fit, *, wh: bool = False, log_likelihood: bool = True):

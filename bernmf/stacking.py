@@ -10,15 +10,14 @@ leave-one-out predictions play the part of the held-out data (Yao, Vehtari & Gel
 multimodal posteriors").
 
 The pieces: :func:`bernoulli_lpd` scores members given as probability matrices,
-:func:`stacking_weights` finds the weights, :func:`mixture_lpd` scores the mixture,
-and :func:`chain_stacking` does all of it for the chains of a posterior (their PSIS-LOO:
-:mod:`bernmf.psis`).
+:func:`stacking_weights` finds the weights, :func:`mixture_lpd` scores the mixture (both
+from :mod:`bernmf.mixture`, re-exported here), and :func:`chain_stacking` does all of it
+for the chains of a posterior (their PSIS-LOO: :mod:`bernmf.psis`).
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import NamedTuple
 
 import jax
@@ -26,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf.data import as_observed
+from bernmf.mixture import mixture_lpd, stacking_weights
 from bernmf.models.spec import outcome_log_probability, warn_zero_probability
 from bernmf.psis import (
     PARETO_K_THRESHOLD,
@@ -35,160 +35,14 @@ from bernmf.psis import (
     psis_tail_length,
 )
 
-
-def _check_lpd(lpd) -> np.ndarray:
-    """Return ``lpd`` as a float64 (n, R) array; ValueError/TypeError naming the problem."""
-    lpd = np.asarray(lpd)
-    if lpd.dtype.kind not in "iuf":
-        raise TypeError(f"lpd must be a real array, got dtype {lpd.dtype}")
-    if lpd.ndim != 2 or 0 in lpd.shape:
-        raise ValueError(f"lpd must have shape (entries, members), both >= 1; got {lpd.shape}")
-    lpd = lpd.astype(float, copy=False)
-    if np.isnan(lpd).any() or np.isposinf(lpd).any():
-        raise ValueError("lpd holds NaN or +inf; a log density is finite or -inf")
-    return lpd
-
-
-GAP = 1e-6
-"""Nats per entry within which :func:`stacking_weights` certifies its weights optimal."""
-
-RESTARTS = 10
-"""L-BFGS-B runs :func:`stacking_weights` chains before giving up on :data:`GAP`."""
-
-
-def stacking_weights(lpd, *, tol: float = 1e-10, max_iter: int = 1000) -> np.ndarray:
-    """Weights on the simplex that maximize the log score of the mixture of members.
-
-    Maximizes ``sum_i log sum_r w_r exp(lpd[i, r])`` over ``w >= 0, sum(w) = 1``.
-
-    ``arviz_stats.compare(..., method="stacking")`` solves this problem but needs one
-    ELPDData (or DataTree) per member and keeps the solver inline, and its objective
-    (``exp(lpd)`` with SLSQP at default tolerances) underflows to ``log(0)`` when
-    every member's lpd of an entry is below about -745. Here each row is shifted by its
-    maximum before exponentiating, ``P = exp(lpd - max_r lpd)``, and the equivalent
-    bound-constrained problem
-
-        minimize  -mean_i log(sum_r v_r P[i, r]) + sum_r v_r   over v >= 0
-
-    (whose minimizer has ``sum(v) = 1``: scaling v by t changes the objective by
-    ``-log t + (t - 1) sum(v)``) is solved by L-BFGS-B, so that weights are exactly
-    0 or positive. L-BFGS-B can stop far from the optimum when members nearly coincide
-    (seen on lastfm: 0.005 nats per entry off after 3 iterations), so it is run again from
-    where it stopped until the bound below certifies the weights within :data:`GAP`.
-    An entry to which every weighted member gives density 0 would make the objective
-    infinite; ``1e-16 / n`` is added inside the log so that the solver never sees inf.
-    At the optimum each mixture density is at least ``1 / n`` of its row maximum, so
-    this changes the solution by less than rounding.
-
-    Parameters
-    ----------
-    lpd : array of shape (n, R)
-        Log predictive density of n held-out entries under each of R members;
-        ``-inf`` where a member gives an entry probability 0. Entries that every
-        member gives probability 0 do not depend on the weights and are left out.
-    tol : float, default 1e-10
-        Bound on the projected gradient at which L-BFGS-B stops.
-    max_iter : int, default 1000
-        Most L-BFGS-B iterations.
-
-    Returns
-    -------
-    ndarray of shape (R,)
-        Non-negative, summing to 1. Identical members split their total weight
-        evenly (the objective is flat along their split; the solver, started from
-        uniform weights, stays on the even split).
-
-    Raises
-    ------
-    ValueError
-        If lpd is not a non-empty 2-D array, holds NaN or +inf, or every member
-        gives every entry probability 0.
-
-    Warns
-    -----
-    RuntimeWarning
-        If the solution is more than 1e-6 nats per entry from optimal, by the bound
-        ``log max_r mean_i(P[i, r] / (P w)[i])`` on the gap.
-    """
-    lpd = _check_lpd(lpd)
-    if not np.isfinite(tol) or tol <= 0:
-        raise ValueError(f"tol must be a positive number, got {tol!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int | np.integer) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    lpd = lpd[np.isfinite(lpd).any(axis=1)]
-    if lpd.shape[0] == 0:
-        raise ValueError("every member gives every entry probability 0: no weights fit")
-    n, R = lpd.shape
-    if R == 1:
-        return np.ones(1)
-    # (R, n) layout: both products below then read contiguous rows
-    P = np.ascontiguousarray(lpd.T)
-    P -= P.max(axis=0)
-    np.exp(P, out=P)
-    floor = 1e-16 / n
-
-    from scipy.optimize import minimize  # on first use: it loads in 0.1 s
-
-    def objective(v):
-        density = P.T @ v + floor
-        return -np.mean(np.log(density)) + v.sum(), 1.0 - (P @ (1.0 / density)) / n
-
-    def gap(v) -> float:  # bound on how far the weights v / sum(v) are from optimal
-        return float(np.log(np.max(P @ (1.0 / (P.T @ (v / v.sum()) + floor))) / n))
-
-    v = np.full(R, 1.0 / R)
-    for _ in range(RESTARTS):  # L-BFGS-B can stop early on near-duplicate members: go on
-        result = minimize(
-            objective,
-            v,
-            jac=True,
-            method="L-BFGS-B",
-            bounds=[(0.0, None)] * R,
-            options={"ftol": 0.0, "gtol": tol, "maxiter": max_iter},
-        )
-        v = result.x
-        if gap(v) <= GAP:
-            break
-    weights = v / v.sum()
-    if gap(v) > GAP:
-        warnings.warn(
-            f"stacking weights may be {gap(v):.2g} nats per entry from optimal "
-            f"({result.message}); raise max_iter",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    return weights
-
-
-def mixture_lpd(lpd, weights) -> np.ndarray:
-    """Log density of each entry under the mixture of members with the given weights.
-
-    Parameters
-    ----------
-    lpd : array of shape (n, R)
-        Log predictive densities, as in :func:`stacking_weights`.
-    weights : array of shape (R,)
-        Non-negative, summing to 1 (to 1e-8).
-
-    Returns
-    -------
-    ndarray of shape (n,)
-        ``log sum_r weights[r] exp(lpd[:, r])``; ``-inf`` where every member with
-        positive weight gives the entry probability 0.
-    """
-    lpd = _check_lpd(lpd)
-    weights = np.asarray(weights, dtype=float)
-    if weights.shape != (lpd.shape[1],):
-        raise ValueError(f"weights must have shape ({lpd.shape[1]},), got {weights.shape}")
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-        raise ValueError("weights must be finite and non-negative")
-    if abs(weights.sum() - 1) > 1e-8:
-        raise ValueError(f"weights must sum to 1, got {weights.sum()!r}")
-    from scipy.special import logsumexp  # scipy.special loads on first use (0.2 s)
-
-    used = weights > 0
-    with np.errstate(divide="ignore"):
-        return logsumexp(lpd[:, used], b=weights[used], axis=1)
+__all__ = [
+    "ChainStacking",
+    "bernoulli_lpd",
+    "chain_stacking",
+    "entries_lpd",
+    "mixture_lpd",
+    "stacking_weights",
+]
 
 
 def _scored_entries(Y, mask, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Stacking across engines: MM grid, logistic SVD, CVB0 and a baseline, on the paper's split.
+"""Stacking across engines: MM grid, logistic SVD and a baseline, on the paper's split.
 
 For each dataset (the paper's split: 70% train, 15% validation, 15% test) and each of
 ``--sets`` seed sets, this study fits
@@ -7,15 +7,23 @@ For each dataset (the paper's split: 70% train, 15% validation, 15% test) and ea
   each rank in one compiled call (:func:`bernmf.inference.mm.run_many`, the fits of
   ``bernmf.fit(Y, "mm", ...)``); seed set j uses seeds ``j R, ..., j R + R - 1``;
 * ``logsvd`` at K in {2, 4, 8, 16} (deterministic: fitted once, a member of every set);
-* ``vb`` (CVB0) at K in {4, 8, 16} x gamma in {1, 1/K}, alpha = beta = 1, seed j;
+* ``logpca`` at ``--logpca-ranks`` (none by default; deterministic, like logsvd): on animals
+  K in {2, 4, 8} took 0.36 of the weight and moved one seed set's setting-means stack from
+  0.3967 to 0.3932; its N x N eigensolves make it slow on wide data (paleo: 144 s a fit);
+* ``vb`` (CVB0) at ``--vb-ranks`` x gamma in {1, 1/K}, alpha = beta = 1, seed j (none by
+  default: it got weight 0 in every seed set of every dataset once mm was in, and took
+  1440 of paleo's 1544 seconds per set);
 
 and stacks them with the public API, ``bernmf.stack(fits, Y, validation=...)``, which
 adds the smoothed column-frequency baseline. Methods (every weight and choice on the
 validation entries only; the test entries score the result):
 
-* ``stacked: all engines``: every member above;
+* ``stacked: setting means``: the mean of each MM setting's R seeds (an ensemble,
+  ``bernmf.ensemble.combine_members(..., "mean")``, as ``bernmf.fit(..., restarts=R,
+  combine="mean")`` makes it), logsvd, logpca and vb, stacked with ``unpack=False``: R times
+  fewer weights fitted to the validation entries;
+* ``stacked: all engines``: every member above, each MM seed its own member;
 * ``stacked: mm grid``: the MM members only (the modes study's "grid-stacked R");
-* ``stacked: logsvd + vb``: the other engines only;
 * ``best single``: the one member of lowest validation perplexity.
 
 ``seconds`` is the sum of the members' run times (without compilation) plus the
@@ -24,12 +32,12 @@ method and seed set: test and validation perplexity, seconds, the smallest test-
 probability of the method's predictive), ``weights.csv`` (weight per engine and rank of
 ``stacked: all engines``), ``summary.csv`` (mean and sd over seed sets) and
 ``stacking.png`` (test perplexity against seconds). The CSVs are written after every
-seed set, so an interrupted run keeps what it measured.
+seed set, so an interrupted run keeps what it measured. ``weights.csv`` has a column
+``stack`` naming the stacked method.
 
 Run: ``.venv/bin/python experiments/stacking.py --data-dir ../shared/data [--quick]``;
-``--ranks``, ``--seeds-per-set``, ``--logsvd-ranks`` and ``--vb-ranks`` make it lighter
-(the lastfm run of docs/ensembles.md: ``--datasets lastfm --ranks 4,8,16 --seeds-per-set 2
---logsvd-ranks 2,4,8 --vb-ranks 4,8``).
+``--ranks``, ``--seeds-per-set`` and ``--logsvd-ranks`` make it lighter, ``--vb-ranks``
+heavier.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ import pandas as pd
 import bernmf
 from bernmf import datasets
 from bernmf.data import as_observed
+from bernmf.ensemble import combine_members
 from bernmf.inference import mm
 from bernmf.split import paper_split
 from bernmf.stacked import members_table
@@ -71,7 +80,8 @@ GRIDS = {
 
 QUICK = {"animals": {"ranks": (4, 8), "priors": ((1.5, 1.5), (1, 3)), "R": 2, "dtype": "float64"}}
 LOGSVD_RANKS = (2, 4, 8, 16)
-VB_RANKS = (4, 8, 16)
+LOGPCA_RANKS = ()
+VB_RANKS = ()
 
 
 def log(message: str) -> None:
@@ -98,8 +108,18 @@ def engine_fits(Y, split, engine: str, rank: int, seed: int, prior=None) -> bern
     return fit
 
 
+def setting_means(fits: list[bernmf.Fit], observed) -> list[bernmf.Fit]:
+    """One ensemble per (rank, alpha, beta): the uniform mixture of its seeds."""
+    settings: dict[tuple, list] = {}
+    for one in fits:
+        key = (one.rank, float(one.prior.alpha[0]), float(one.prior.beta[0]))
+        settings.setdefault(key, []).append(one)
+    return [combine_members(group, "mean", observed) for group in settings.values()]
+
+
 def scored(name: str, result: bernmf.Fit, Y, split, stack_seconds: float = 0.0) -> dict:
-    """Test and validation perplexity, seconds and the smallest test-entry probability."""
+    """Test and validation perplexity, seconds (the members' runs and the stacking's),
+    the stacking's seconds alone, and the smallest test-entry probability."""
     rows, columns, y = as_observed(Y, split.test, warn_empty=False).entries()
     p = result.probs_at(rows, columns)
     return {
@@ -108,6 +128,7 @@ def scored(name: str, result: bernmf.Fit, Y, split, stack_seconds: float = 0.0) 
         "validation": result.perplexity(Y, split.validation),
         "seconds": float(sum(m.timings.get("run", 0.0) for m in result.members or [result]))
         + stack_seconds,
+        "stack_seconds": stack_seconds,
         "min_test_probability": float(np.min(np.where(y == 1, p, 1 - p))),
     }
 
@@ -122,6 +143,10 @@ def run_dataset(name: str, grid: dict, args, out: Path, results: list, weights: 
     pool = mm_pool(Y, split, grid, R * sets)
     logsvd = [engine_fits(Y, split, "logsvd", k, 0) for k in args.logsvd_ranks]
     log(f"  logsvd: {sum(f.timings['run'] for f in logsvd):.1f} s run")
+    logpca = [engine_fits(Y, split, "logpca", k, 0) for k in args.logpca_ranks]
+    if logpca:
+        log(f"  logpca: {sum(f.timings['run'] for f in logpca):.1f} s run")
+    logistic = logsvd + logpca  # deterministic: members of every set
     for j in range(sets):
         mm_fits = [f for (k, a, b, s), f in pool.items() if j * R <= s < (j + 1) * R]
         vb = [
@@ -129,22 +154,26 @@ def run_dataset(name: str, grid: dict, args, out: Path, results: list, weights: 
             for k in args.vb_ranks
             for gamma in (1.0, 1.0 / k)
         ]
-        log(f"  set {j}: vb {sum(f.timings['run'] for f in vb):.1f} s run")
+        if vb:
+            log(f"  set {j}: vb {sum(f.timings['run'] for f in vb):.1f} s run")
         found = []
-        for method, members in (
-            ("stacked: all engines", mm_fits + logsvd + vb),
-            ("stacked: mm grid", mm_fits),
-            ("stacked: logsvd + vb", logsvd + vb),
+        means = setting_means(mm_fits, as_observed(Y, split.train, warn_empty=False))
+        for method, members, unpack in (
+            ("stacked: setting means", means + logistic + vb, False),
+            ("stacked: all engines", mm_fits + logistic + vb, True),
+            ("stacked: mm grid", mm_fits, True),
         ):
             with warnings.catch_warnings():
                 warnings.simplefilter("error", bernmf.ZeroProbabilityWarning)
-                stacked = bernmf.stack(members, Y, validation=split.validation, mask=split.train)
+                stacked = bernmf.stack(
+                    members, Y, validation=split.validation, mask=split.train, unpack=unpack
+                )
                 found.append(scored(method, stacked, Y, split, stacked.extras["stack"]["seconds"]))
-            if method == "stacked: all engines":
+            if method != "stacked: mm grid":
                 table = members_table(stacked)
                 by = table.groupby(["engine", "rank"], as_index=False)["weight"].sum()
-                weights.append(by.assign(dataset=name, set=j))
-        everything = mm_fits + logsvd + vb
+                weights.append(by.assign(dataset=name, set=j, stack=method))
+        everything = mm_fits + logistic + vb
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", bernmf.ZeroProbabilityWarning)  # flat-prior members
             chosen = min(everything, key=lambda f: f.perplexity(Y, split.validation))
@@ -167,6 +196,7 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
         test_sd=("test", "std"),
         validation_mean=("validation", "mean"),
         seconds_mean=("seconds", "mean"),
+        stack_seconds_mean=("stack_seconds", "mean"),
         min_test_probability=("min_test_probability", "min"),
         sets=("test", "size"),
     ).reset_index()
@@ -216,6 +246,7 @@ def main(argv=None) -> int:
     parser.add_argument("--ranks", help="mm ranks, e.g. 4,8,16 (default: the grid's)")
     parser.add_argument("--seeds-per-set", type=int, help="mm seeds per setting and set (R)")
     parser.add_argument("--logsvd-ranks", default=",".join(map(str, LOGSVD_RANKS)))
+    parser.add_argument("--logpca-ranks", default=",".join(map(str, LOGPCA_RANKS)))
     parser.add_argument("--vb-ranks", default=",".join(map(str, VB_RANKS)))
     parser.add_argument("--out", default="results/stacking")
     args = parser.parse_args(argv)
@@ -229,6 +260,7 @@ def main(argv=None) -> int:
         if args.seeds_per_set:
             grid["R"] = args.seeds_per_set
     args.logsvd_ranks = [int(k) for k in args.logsvd_ranks.split(",") if k]
+    args.logpca_ranks = [int(k) for k in args.logpca_ranks.split(",") if k]
     args.vb_ranks = [int(k) for k in args.vb_ranks.split(",") if k]
     begin = time.perf_counter()
     results, weights, out = [], [], Path(args.out)

@@ -23,7 +23,7 @@ LAYERS = [
     {"bernmf.results", "bernmf.io", "bernmf.saving", "bernmf._saved_checks"}
     | {"bernmf.posterior", "bernmf.plot"}
     | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking", "bernmf.psis"}
-    | {"bernmf.export"},  # what a fit is, its summaries and ArviZ export
+    | {"bernmf.export", "bernmf.mixture"},  # what a fit is, its summaries and ArviZ export
     {"bernmf.inference"},  # the engines
     {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"}
     | {"bernmf.plan", "bernmf.runner", "bernmf.stacked"}  # the request, its runner, stacks

@@ -10,7 +10,7 @@ import pytest
 
 import bernmf
 from bernmf.split import random_split
-from bernmf.stacked import baseline, members_table
+from bernmf.stacked import BASELINE_FLOOR, baseline, members_table
 from bernmf.stacking import stacking_weights
 
 
@@ -31,6 +31,13 @@ def problem():
     return Y, split, fits
 
 
+def floored(weights):
+    """Stacking weights with the baseline (last) member's floor, as bernmf.stack sets it."""
+    weights = (1 - BASELINE_FLOOR) * weights
+    weights[-1] += BASELINE_FLOOR
+    return weights
+
+
 def by_hand(Y, mask, probs):
     """log P(Y=y) of the entries of ``mask`` under each member's full matrix: (n, R)."""
     y = Y[mask]
@@ -47,7 +54,7 @@ def test_the_stack_perplexity_is_the_mixture_of_its_members_by_hand(problem):
     probs = [m.probs for m in members] + [np.broadcast_to(frequency, Y.shape)]
     val = by_hand(Y, split.validation, probs)
     weights = np.asarray(stacked.extras["stack"]["weights"])
-    np.testing.assert_allclose(weights, stacking_weights(val), atol=1e-12)
+    np.testing.assert_allclose(weights, floored(stacking_weights(val)), atol=1e-12)
     test = by_hand(Y, split.test, probs)
     expected = -np.mean(np.log(np.exp(test) @ weights))
     assert stacked.perplexity(Y, split.test) == pytest.approx(expected, rel=1e-12)
@@ -58,8 +65,25 @@ def test_the_stack_perplexity_is_the_mixture_of_its_members_by_hand(problem):
     np.testing.assert_allclose(table["validation_perplexity"], -val.mean(axis=0), rtol=1e-12)
     mixture = stacked.extras["stack"]["validation_perplexity"]
     assert mixture == pytest.approx(-np.mean(np.log(np.exp(val) @ weights)), rel=1e-12)
-    assert mixture <= table["validation_perplexity"].min() + 1e-12  # optimal weights
+    assert mixture <= table["validation_perplexity"].min() + 2e-6  # optimal, but the floor
     assert stacked.timings["run"] == pytest.approx(sum(m.timings["run"] for m in stacked.members))
+
+
+def test_unpack_false_stacks_an_ensemble_as_its_mixture(problem, tmp_path):
+    Y, split, fits = problem
+    stacked = bernmf.stack(fits, Y, validation=split.validation, unpack=False)
+    assert len(stacked.members) == 4  # the mean ensemble of fits[2] is one member
+    column = split.train.sum(axis=0)
+    frequency = ((Y * split.train).sum(axis=0) + 1) / (column + 2)
+    mean = np.mean([m.probs for m in fits[2].members], axis=0)
+    probs = [fits[0].probs, fits[1].probs, mean, np.broadcast_to(frequency, Y.shape)]
+    weights = floored(stacking_weights(by_hand(Y, split.validation, probs)))
+    np.testing.assert_allclose(stacked.extras["stack"]["weights"], weights, atol=1e-12)
+    expected = -np.mean(np.log(np.exp(by_hand(Y, split.test, probs)) @ weights))
+    assert stacked.perplexity(Y, split.test) == pytest.approx(expected, rel=1e-12)
+    assert list(members_table(stacked)["engine"]) == ["mm", "logsvd", "mm", "baseline"]
+    loaded = bernmf.load(stacked.save(tmp_path / "stack.npz"))
+    np.testing.assert_allclose(loaded.probs, stacked.probs, rtol=0, atol=1e-15)
 
 
 def test_a_uniformly_worse_member_gets_no_weight(problem):
@@ -173,6 +197,28 @@ def test_fit_warns_when_held_out_entries_are_certain_and_a_stack_never_gives_zer
         assert np.isfinite(stacked.perplexity(Y, test))
         assert np.isfinite(smooth.perplexity(Y, test))
     assert (stacked.probs > 0).all() and (stacked.probs < 1).all()
+
+
+def test_the_baseline_keeps_its_floor_when_stacking_gives_it_no_weight():
+    """A member better than the baseline on every validation entry takes all the weight;
+    the test entry it rules out still scores finite, through the baseline's floor."""
+    Y = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    train = np.array([[1, 1], [1, 1], [0, 0], [0, 0]], bool)
+    validation = np.array([[0, 0], [0, 0], [1, 1], [0, 0]], bool)
+    sure = dataclasses.replace(
+        baseline(Y, train), engine="sure", H=np.array([[1.0, 0.0]]), stored_probs=None
+    )  # P(Y=1) = 1 in column 0: right on validation, rules out the test entry Y[3, 0] = 0
+    assert stacking_weights(by_hand(Y, validation, [sure.probs, baseline(Y, train).probs]))[
+        1
+    ] == pytest.approx(0, abs=1e-9)
+    stacked = bernmf.stack([sure], Y, validation=validation)
+    weights = members_table(stacked).set_index("engine")["weight"]
+    assert weights["baseline"] == pytest.approx(BASELINE_FLOOR, rel=1e-3)
+    test = np.array([[0, 0], [0, 0], [0, 0], [1, 0]], bool)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        score = stacked.perplexity(Y, test)
+    assert score == pytest.approx(-np.log(BASELINE_FLOOR * 1 / 4), rel=1e-3)  # p(0) = 1 - 3/4
 
 
 def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import scipy.optimize
 
+import bernmf
+from bernmf import mixture
 from bernmf.export import pointwise_log_likelihood
 from bernmf.models import ZeroProbabilityWarning, simulate
 from bernmf.psis import _mean_log1p, psis_loo
@@ -304,6 +306,27 @@ def test_weights_are_polished_when_l_bfgs_b_stops_early(monkeypatch):
     np.testing.assert_allclose(weights, expected, atol=1e-4)
 
 
+def test_working_set_reaches_the_objective_of_solving_over_all_members():
+    """40 settings x 5 near-duplicate seeds (a grid's members): column generation from
+    WORKING_SET members gives the objective of L-BFGS-B over all 200 (the path before),
+    and no member outside its support could raise it (the optimality condition)."""
+    rng = np.random.default_rng(4)
+    n = 1500
+    logit = rng.normal(0, 2, n)
+    y = rng.random(n) < 1 / (1 + np.exp(-logit))
+    settings = [logit + rng.normal(0, 1, n) * rng.uniform(0.3, 1.5) for _ in range(40)]
+    theta = np.column_stack([s + rng.normal(0, 0.3, n) for s in settings for _ in range(5)])
+    lpd = -np.logaddexp(0, np.where(y[:, None], -theta, theta))
+    assert lpd.shape[1] > 4 * mixture.WORKING_SET
+    weights = stacking_weights(lpd)
+    P, _ = mixture._weight_matrix(lpd)
+    every = mixture._solve(np.ascontiguousarray(P.T), np.full(200, 1 / 200), 1e-10, 1000)
+    assert score(lpd, weights) / n == pytest.approx(score(lpd, every / every.sum()) / n, abs=1e-6)
+    ratios = mixture._ratios(P, P @ weights + 1e-16 / n)
+    assert np.log(ratios.max()) <= mixture.GAP
+    assert 1 < np.count_nonzero(weights) < 200
+
+
 def arviz_psis_loo(log_lik, r_eff):
     """arviz_stats' PSIS-LOO of each row of (E, S), one entry at a time."""
     from arviz_stats.base import array_stats
@@ -390,3 +413,19 @@ def test_grouped_pareto_profile_equals_term_by_term_log1p(span):
     if not inexact:
         np.testing.assert_allclose(fast, exact, rtol=1e-13, atol=0)
         assert np.isnan(fast[0, 0]) and np.isnan(exact[0, 0])
+
+
+def test_pointwise_log_likelihood_gives_minus_inf_at_zero_probability_and_names_entries(truth):
+    Y, W, H = truth
+    mask = np.ones(Y.shape, bool)
+    W_draws, H_draws = W[None, None].copy(), H[None, None].copy()
+    W_draws[0, 0, 3] = [1.0, 0.0, 0.0]  # row 3 takes component 0 alone
+    H_draws[0, 0, 0, 7] = 1.0 - Y[3, 7]  # which rules out the observed Y[3, 7]
+    with pytest.warns(bernmf.ZeroProbabilityWarning, match=r"\(3, 7\).*1 of 1200 "):
+        terms = pointwise_log_likelihood(Y, mask, W_draws, H_draws)
+    at = np.ravel_multi_index((3, 7), Y.shape)
+    assert np.isneginf(terms[0, 0, at])  # not log(tiny) = -708.4
+    p = W_draws[0, 0] @ H_draws[0, 0]
+    expected = np.where(Y == 1, np.log(p), np.log1p(-p)).ravel()
+    others = np.arange(Y.size) != at
+    np.testing.assert_allclose(terms[0, 0, others], expected[others], rtol=1e-10)
