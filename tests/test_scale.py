@@ -73,12 +73,14 @@ def test_sparse_ones_give_the_dense_sweeps(prior, accelerate):
     # the ones enter by gathers and segment sums: the same iterates, to rounding
     Y, O = masked_problem()  # with a row that has no observed entry
     options = {"mask": O, "prior": prior, "max_iter": 20 if accelerate else 80, "tol": 0}
-    options |= {"accelerate": accelerate, "block_rows": None, "dtype": "float64"}
-    dense = fit_quietly(Y, "mm", 3, layout="dense", **options)
-    sparse = fit_quietly(Y, "mm", 3, layout="sparse", **options)
-    assert (dense.extras["layout"], sparse.extras["layout"]) == ("dense", "sparse")
-    assert_same_fit(sparse, dense)
-    assert np.all(np.diff(sparse.trace) <= 1e-9 * np.abs(sparse.trace[1:]))
+    options |= {"accelerate": accelerate, "dtype": "float64"}
+    dense = fit_quietly(Y, "mm", 3, layout="dense", block_rows=None, **options)
+    for block_rows in (None, 10):  # whole rows; blocks of rows, 53 padded to 60
+        sparse = fit_quietly(Y, "mm", 3, layout="sparse", block_rows=block_rows, **options)
+        assert (dense.extras["layout"], sparse.extras["layout"]) == ("dense", "sparse")
+        assert sparse.extras["block_rows"] == block_rows
+        assert_same_fit(sparse, dense)
+        assert np.all(np.diff(sparse.trace) <= 1e-9 * np.abs(sparse.trace[1:]))
 
 
 def test_auto_layout_takes_sparse_ones_below_the_density_threshold(monkeypatch):
@@ -87,7 +89,9 @@ def test_auto_layout_takes_sparse_ones_below_the_density_threshold(monkeypatch):
     monkeypatch.setattr(layout, "SPARSE_DENSITY", density + 0.01)
     assert fit_quietly(Y, "mm", 2, mask=O, max_iter=3).extras["layout"] == "sparse"
     blocked = fit_quietly(Y, "mm", 2, mask=O, max_iter=3, block_rows=10)
-    assert blocked.extras["layout"] == "dense"  # sparse ones are for whole rows
+    assert blocked.extras["layout"] == "sparse"  # and over row blocks
+    sharded = fit_quietly(Y, "mm", 2, mask=O, max_iter=3, devices=jax.devices()[:1])
+    assert sharded.extras["layout"] == "dense"  # sparse ones are for one unsharded device
     monkeypatch.setattr(layout, "SPARSE_DENSITY", density - 0.01)
     assert fit_quietly(Y, "mm", 2, mask=O, max_iter=3).extras["layout"] == "dense"
 
@@ -229,7 +233,7 @@ def test_bad_sparse_and_integer_input_is_a_clear_error(data, message):
         ({"block_rows": "big"}, TypeError, "block_rows must be None, 'auto'"),
         ({"block_rows": True}, TypeError, "block_rows must be None, 'auto'"),
         ({"layout": "coo"}, ValueError, "layout must be one of"),
-        ({"layout": "sparse", "block_rows": 5}, ValueError, "leave out block_rows"),
+        ({"layout": "sparse", "devices": jax.devices()[:1]}, ValueError, "leave out devices"),
     ],
 )
 def test_bad_devices_and_block_rows_are_clear_errors_before_compilation(options, error, message):

@@ -123,7 +123,8 @@ def _ones_at(data: Data, W, H):
 def state_at(data: Data, W, H) -> State:
     """The :class:`State` at ``(W, H)``: its predictions, or one pass over the row blocks."""
     if data.block_rows is not None:
-        return State(W, H, *_blocked_pass(data, W, H))
+        p_one = _ones_at(data, W, H)[0] if data.sparse else None
+        return State(W, H, p_one, *_blocked_pass(data, W, H, p_one)[1:])
     if data.sparse:
         return State(W, H, _ones_at(data, W, H)[0], W @ (1 - H))
     return State(W, H, *predict(W, H))
@@ -152,8 +153,10 @@ def row_total(data: Data, value):
     return jax.lax.psum(value, data.axis_name)
 
 
-def _blocked_pass(data: Data, W, H):
-    """One pass over the row blocks at ``(W, H)``: ``(log_lik, sums)`` of :class:`State`."""
+def _blocked_pass(data: Data, W, H, p_one=None):
+    """One pass over the row blocks at ``(W, H)``: ``(None, None, log_lik, sums)`` of
+    :class:`State`. With sparse ones (``p_one`` at them) the blocks hold only the
+    zeros' terms; the ones' are added from their gathers."""
 
     def add_block(totals, block):
         y_one, y_zero, mask, W_block = block
@@ -162,12 +165,36 @@ def _blocked_pass(data: Data, W, H):
         log_lik = masked_log_likelihood_sum(y_one, mask, p_one, p_zero)
         return (totals[0] + log_lik, totals[1] + one, totals[2] + zero), None
 
+    def add_zeros(totals, block):
+        y_zero, W_block = block
+        p_zero = W_block @ (1 - H)
+        zero = W_block.T @ _inverse(y_zero, p_zero)
+        log_lik = masked_log_likelihood_sum(y_zero, y_zero, p_zero, p_zero)
+        return (totals[0] + log_lik, totals[1], totals[2] + zero), None
+
     zeros = (jnp.zeros((), H.dtype), jnp.zeros_like(H), jnp.zeros_like(H))
     if data.axis_name is not None:  # the sums differ between devices until the psum
         zeros = jax.lax.pcast(zeros, data.axis_name, to="varying")
-    blocks = _blocks(data, data.y_one, data.y_zero, data.mask, W)
-    (log_lik, one, zero), _ = jax.lax.scan(add_block, zeros, blocks)
+    if data.sparse:
+        (log_lik, one, zero), _ = jax.lax.scan(add_zeros, zeros, _blocks(data, data.y_zero, W))
+        log_lik = log_lik + _log_ones(p_one)
+        one = _ones_h_sum(data, W, p_one, H.shape[1])
+    else:
+        blocks = _blocks(data, data.y_one, data.y_zero, data.mask, W)
+        (log_lik, one, zero), _ = jax.lax.scan(add_block, zeros, blocks)
     return (None, None, log_lik, row_total(data, (one, zero)))
+
+
+def _ones_h_sum(data: Data, W, p_one, N: int):
+    """``W.T @ (Y1 / WH)`` (K, N) from the sparse ones, ``p_one`` = WH at them."""
+    values = (W[data.one_rows] * _inverse(True, p_one)[:, None])[data.by_col]
+    columns = data.one_cols[data.by_col]
+    return jax.ops.segment_sum(values, columns, num_segments=N, indices_are_sorted=True).T
+
+
+def _log_ones(p_one):
+    """``sum(log WH)`` at the sparse ones (``p_one``), kept above 0."""
+    return jnp.sum(jnp.log(jnp.maximum(p_one, jnp.finfo(p_one.dtype).tiny)))
 
 
 def h_sums(data: Data, state: State):
@@ -175,11 +202,7 @@ def h_sums(data: Data, state: State):
     if data.block_rows is not None:
         return state.sums
     if data.sparse:
-        W_at = state.W[data.one_rows]
-        values = (W_at * _inverse(True, state.p_one)[:, None])[data.by_col]
-        N = state.H.shape[1]
-        columns = data.one_cols[data.by_col]
-        one = jax.ops.segment_sum(values, columns, num_segments=N, indices_are_sorted=True).T
+        one = _ones_h_sum(data, state.W, state.p_one, state.H.shape[1])
         return one, state.W.T @ _inverse(data.y_zero, state.p_zero)
     sums = _rows_sums(data.y_one, data.y_zero, state.W, state.p_one, state.p_zero)
     return row_total(data, sums)
@@ -200,7 +223,15 @@ def w_statistic(data: Data, state: State):
         from_ones = jax.ops.segment_sum(
             values, data.one_rows, num_segments=M, indices_are_sorted=True
         )
-        return W * (from_ones + _inverse(data.y_zero, state.p_zero) @ (1 - H).T)
+        if data.block_rows is None:
+            return W * (from_ones + _inverse(data.y_zero, state.p_zero) @ (1 - H).T)
+
+        def block_zeros(block):  # the zeros' part of S / W over a block of rows
+            y_zero, W_block = block
+            return _inverse(y_zero, W_block @ (1 - H)) @ (1 - H).T
+
+        from_zeros = jax.lax.map(block_zeros, _blocks(data, data.y_zero, W))
+        return W * (from_ones + from_zeros.reshape(W.shape))
     if data.block_rows is None:
         return rows_S(data.y_one, data.y_zero, W, state.p_one, state.p_zero)
 
@@ -217,10 +248,9 @@ def log_likelihood(data: Data, state: State):
     if data.block_rows is not None:
         return state.log_lik
     if data.sparse:
-        p_one = jnp.maximum(state.p_one, jnp.finfo(state.p_one.dtype).tiny)
         # over the observed zeros: both probabilities given are P(Y=0)
         zeros = masked_log_likelihood_sum(data.y_zero, data.y_zero, state.p_zero, state.p_zero)
-        return zeros + jnp.sum(jnp.log(p_one))
+        return zeros + _log_ones(state.p_one)
     return masked_log_likelihood_sum(data.y_one, data.mask, state.p_one, state.p_zero)
 
 
@@ -240,8 +270,8 @@ LIVE_TEMPORARIES = 8
 """Float (rows, N) arrays alive at once in an unblocked sweep (predictions, ratios, products)."""
 SPARSE_DENSITY = 0.045
 """``layout="auto"`` handles the ones sparsely when at most this fraction of the observed
-entries are ones (rows neither blocked nor sharded): below it sparse ones are the faster
-sweep on a CPU core, above it dense (``benchmarks/layout.py``; figures in the README)."""
+entries are ones (on one device): below it sparse ones are the faster sweep on a CPU
+core, above it dense (``benchmarks/layout.py``, whole rows; figures in the README)."""
 
 
 def check_block_rows(block_rows) -> None:
@@ -255,13 +285,11 @@ def check_block_rows(block_rows) -> None:
 
 
 def check_layout(layout, block_rows, devices) -> None:
-    """Raise unless ``layout`` is one of :data:`LAYOUTS`, and sparse ones are unblocked."""
+    """Raise unless ``layout`` is one of :data:`LAYOUTS`, and sparse ones are on one device."""
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    if layout == "sparse" and (block_rows not in (None, "auto") or devices is not None):
-        raise ValueError(
-            "layout='sparse' runs on whole rows on one device: leave out block_rows and devices"
-        )
+    if layout == "sparse" and devices is not None:
+        raise ValueError("layout='sparse' runs on one device: leave out devices")
 
 
 def check_devices(devices) -> tuple | None:
@@ -345,17 +373,17 @@ def choose(data: Observed, layout: str, block_rows, devices, itemsize: int) -> C
     """Resolve validated ``layout``, ``block_rows`` and ``devices`` options for ``data``.
 
     Row blocks follow :func:`choose_block_rows` on the platform of ``devices`` (or
-    JAX's default). ``layout="auto"`` takes sparse ones when the rows are whole, on
-    one device, and at most :data:`SPARSE_DENSITY` of the observed entries are ones.
+    JAX's default). ``layout="auto"`` takes sparse ones on one device (whole rows or
+    row blocks) when at most :data:`SPARSE_DENSITY` of the observed entries are ones.
     """
     M, N = data.shape
     n_devices = 1 if devices is None else len(devices)
     platform = jax.default_backend() if devices is None else devices[0].platform
-    if layout == "sparse":
-        return Choice(None, True, None)
     block = choose_block_rows(block_rows, M, N, n_devices, itemsize, platform, cpu_cores())
+    if layout == "sparse":
+        return Choice(block, True, None)
     sparse = False
-    if layout == "auto" and block is None and devices is None:
+    if layout == "auto" and devices is None:
         sparse = bool(data.ones.sum() <= SPARSE_DENSITY * data.mask.sum())
     return Choice(block, sparse, devices)
 
