@@ -233,7 +233,9 @@ def polish(init: Factors, data: Data, prior: Prior, tol, *, max_iter: int) -> So
         max_iter=max_iter,
         change=_rough_change,
     )
-    start = Factors(*(x.astype(init.W.dtype) for x in rough.state))
+    W, H = (x.astype(init.W.dtype) for x in rough.state)
+    total = W.sum(axis=1, keepdims=True)  # back on the simplex in float64 (W P0 <= 1)
+    start = Factors(jnp.where(total > 0, W / jnp.where(total > 0, total, 1), W), H)
     fine = _accelerated(start, data, prior, tol, max_iter=max_iter, limit=max_iter - rough.n_iter)
     index = jnp.arange(max_iter + 1)
     shifted = fine.trace[jnp.maximum(index - rough.n_iter, 0)]
