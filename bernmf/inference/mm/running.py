@@ -229,7 +229,7 @@ def run(
         How the observed ones enter the sums (:mod:`bernmf.inference.layout`):
         ``"sparse"`` only at the ones (gathers and segment sums), ``"dense"`` on
         whole arrays, ``"auto"`` sparse when few of the observed entries are ones
-        and the rows are neither blocked nor sharded. The result is the same up to
+        and the rows are not sharded over devices. The result is the same up to
         floating-point rounding.
     block_rows : int, "auto" or None, default "auto"
         None: the sweep works on whole (M, N) arrays. An int B: it goes over
