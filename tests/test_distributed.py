@@ -91,6 +91,7 @@ CASES = {
 TOLERANCE = {"plain": 1e-10, "accelerated": 1e-8, "em-blocked": 1e-10}
 EMPTY_BLOCK = {"max_iter": 10, "tol": 0, "accelerate": False}
 ENSEMBLE = {"prior": PRIOR, "restarts": 3, "combine": "stack", "max_iter": 12, "tol": 0}
+ENSEMBLE["dtype"] = "float64"  # compared to float64's rounding ("auto": float32's)
 
 
 def cases(count: int) -> dict:
