@@ -15,8 +15,9 @@ bernmf runs plain sweeps (``accelerate=False``), so one iteration is one sweep o
 every side, in float64 (the default) and in float32. With ``--data-dir`` the script
 then times, on lastfm's paper split at K = 16, numpy's plain MM to its stop (relative
 change < 1e-5) against bernmf's accelerated MM to the same objective, from the same
-starts (:func:`to_plain_stop`; ``benchmarks/accelerate.py`` compares bernmf's plain
-and accelerated MM on all three datasets).
+starts (:func:`to_plain_stop`, in float64 and with the default ``dtype="auto"``;
+``benchmarks/accelerate.py`` compares bernmf's plain and accelerated MM on all three
+datasets). ``--tolerance-only`` runs that comparison alone.
 
 Run: ``.venv/bin/python benchmarks/mm_speed.py [--iterations 100] [--data-dir ../shared/data]
 [--tolerance-seeds 3] [--out results/mm_speed]``
@@ -29,6 +30,7 @@ import single_core
 single_core.pin()
 
 import argparse  # noqa: E402
+import os  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -138,10 +140,14 @@ RATIOS = {
 def to_plain_stop(Y, train, K, prior, seed, tol=1e-5):
     """Seconds to the objective at which plain MM stops: numpy's plain loop, bernmf accelerated.
 
-    Both start from the same random factors. numpy iterates :func:`numpy_iteration`
+    All start from the same random factors. numpy iterates :func:`numpy_iteration`
     until the relative change of the objective is below ``tol`` (bernmf's stopping
     rule); bernmf's accelerated MM then runs just enough iterations to reach that
-    objective (found from a longer run's trace), timed on its own. bernmf's plain
+    objective (found from a longer run's trace), timed on its own (wall and CPU seconds,
+    the second run of that program: compilation excluded): in float64
+    (``dtype="float64"``, the default until 2026-11) and with the default
+    ``dtype="auto"`` (float32 iterations, float64 once float32 stalls). The default fit
+    (``auto``, to its own stop) is timed too, with its final objective. bernmf's plain
     MM from the same start is run too: it should stop after as many iterations as
     numpy's (the same iterates, to rounding).
     """
@@ -153,7 +159,7 @@ def to_plain_stop(Y, train, K, prior, seed, tol=1e-5):
     alpha, beta, gamma = (float(value) for value in prior)
     Y1, Y0 = Y * train, (1 - Y) * train
     n_obs = train.sum(axis=1).astype(float)
-    begin = time.perf_counter()
+    begin, cpu = time.perf_counter(), time.process_time()
     previous, iterations = numpy_objective(Y1, Y0, W, H, alpha, beta, gamma), 0
     while iterations < TOLERANCE_MAX_ITER:
         W, H, value = numpy_iteration(Y1, Y0, n_obs, W, H, alpha, beta, gamma)
@@ -161,24 +167,35 @@ def to_plain_stop(Y, train, K, prior, seed, tol=1e-5):
         if abs(previous - value) / abs(previous) < tol:
             break
         previous = value
-    numpy_seconds = time.perf_counter() - begin
+    numpy_seconds, numpy_cpu = time.perf_counter() - begin, time.process_time() - cpu
     options = {"mask": train, "prior": prior, "init": init}
     plain = bernmf.fit(Y, "mm", K, accelerate=False, max_iter=TOLERANCE_MAX_ITER, **options)
-    longer = bernmf.fit(Y, "mm", K, tol=0, max_iter=500, **options)
-    steps = max(int(np.flatnonzero(longer.trace <= value)[0]), 1)
-    fast = bernmf.fit(Y, "mm", K, tol=0, max_iter=steps, **options)
-    return {
-        "seed": seed,
-        "numpy plain iterations": iterations,
-        "bernmf plain iterations": plain.n_iter,
-        "numpy objective": value,
-        "bernmf accelerated iterations": fast.n_iter,
-        "bernmf sweeps": fast.extras["sweeps"],
-        "bernmf objective": fast.objective,
-        "numpy s": numpy_seconds,
-        "bernmf s": fast.timings["run"],
-        "numpy s / bernmf s": numpy_seconds / fast.timings["run"],
-    }
+    row = {"seed": seed, "numpy plain iterations": iterations}
+    row |= {"bernmf plain iterations": plain.n_iter, "numpy objective": value}
+    for dtype in ("float64", "auto"):
+        longer = bernmf.fit(Y, "mm", K, tol=0, max_iter=500, dtype=dtype, **options)
+        steps = max(int(np.flatnonzero(longer.trace <= value)[0]), 1)
+        bernmf.fit(Y, "mm", K, tol=0, max_iter=steps, dtype=dtype, **options)  # compiles
+        cpu = time.process_time()
+        fast = bernmf.fit(Y, "mm", K, tol=0, max_iter=steps, dtype=dtype, **options)
+        row |= {f"{dtype} iterations": fast.n_iter, f"{dtype} s": fast.timings["run"]}
+        row[f"{dtype} CPU s"] = time.process_time() - cpu
+    bernmf.fit(Y, "mm", K, **options)  # compiles
+    cpu = time.process_time()
+    default = bernmf.fit(Y, "mm", K, **options)
+    row["default fit s"] = default.timings["run"]
+    row["default fit CPU s"] = time.process_time() - cpu
+    row |= {"default objective": default.objective, "numpy s": numpy_seconds}
+    row["numpy CPU s"] = numpy_cpu
+    for name in TO_STOP:
+        row[f"numpy s / {name} s"] = numpy_seconds / row[f"{name} s"]
+        row[f"CPU ratio {name}"] = numpy_cpu / row[f"{name} CPU s"]
+    return row
+
+
+TO_STOP = ("float64", "auto", "default fit")
+"""bernmf's timings to numpy's stop: float64 and auto to its objective, the default fit to
+its own stop (at a lower objective)."""
 
 
 def tolerance_study(data_dir, seeds, out: Path) -> None:
@@ -188,11 +205,16 @@ def tolerance_study(data_dir, seeds, out: Path) -> None:
     table = pd.DataFrame([to_plain_stop(Y, train, 16, TOLERANCE_PRIOR, s) for s in seeds])
     print("\nTo the objective where plain MM stops (tol 1e-5), lastfm K = 16, paper split:")
     print(table.to_string(index=False, float_format="%.4g"))
+    ratios = {c: table[c].min() for c in table if c.startswith(("numpy s /", "CPU ratio"))}
+    print("lowest ratio over seeds: " + ", ".join(f"{k} {v:.1f}" for k, v in ratios.items()))
+    print(f"  [target: auto >= 30; load average {os.getloadavg()}; CPU s: this process's]")
     table.to_csv(out / "mm_to_tolerance.csv", index=False)
     figure, axis = plt.subplots(figsize=(5, 3.2))
     x = np.arange(len(table))
-    axis.bar(x - 0.2, table["numpy s"], 0.4, label="numpy, plain MM")
-    axis.bar(x + 0.2, table["bernmf s"], 0.4, label="bernmf, accelerated")
+    for i, (column, label) in enumerate(
+        [("numpy s", "numpy, plain MM"), ("float64 s", "bernmf float64"), ("auto s", "bernmf auto")]
+    ):
+        axis.bar(x + 0.27 * (i - 1), table[column], 0.27, label=label)
     axis.set(xticks=x, xticklabels=[f"seed {s}" for s in table["seed"]], yscale="log")
     axis.set(ylabel="seconds to plain MM's stop (1 core)", title="lastfm, K = 16")
     axis.legend(fontsize="small")
@@ -223,8 +245,13 @@ def main() -> None:
         default=3,
         help="with --data-dir: starts for the time to plain MM's stop on lastfm (0: skip)",
     )
+    parser.add_argument("--tolerance-only", action="store_true", help="skip the per-sweep table")
     args = parser.parse_args()
     print(single_core.describe())
+    if args.tolerance_only:
+        args.out.mkdir(parents=True, exist_ok=True)
+        tolerance_study(args.data_dir, range(args.tolerance_seeds), args.out)
+        return
     rows = []
     for label, Y, mask, K in cases(args.data_dir):
         iterations = max(5, args.iterations * 350_000 // Y.size)

@@ -85,12 +85,13 @@ WORKER = textwrap.dedent(
 PRIOR = bernmf.Prior([1.0, 1.5, 1.2], 1.3, 1.4)
 CASES = {
     "plain": ("mm", {"prior": PRIOR, "max_iter": 40, "tol": 0, "accelerate": False}),
-    "accelerated": ("mm", {"prior": PRIOR, "max_iter": 12, "tol": 0}),
+    "accelerated": ("mm", {"prior": PRIOR, "max_iter": 12, "tol": 0, "dtype": "float64"}),
     "em-blocked": ("em", {"tol": 1e-6, "accelerate": False, "block_rows": 4, "max_iter": 200}),
 }
 TOLERANCE = {"plain": 1e-10, "accelerated": 1e-8, "em-blocked": 1e-10}
 EMPTY_BLOCK = {"max_iter": 10, "tol": 0, "accelerate": False}
 ENSEMBLE = {"prior": PRIOR, "restarts": 3, "combine": "stack", "max_iter": 12, "tol": 0}
+ENSEMBLE["dtype"] = "float64"  # compared to float64's rounding ("auto": float32's)
 
 
 def cases(count: int) -> dict:
@@ -334,7 +335,7 @@ def test_cli_processes_write_their_rows_of_w_and_process_0_h(tmp_path):
 
     def command(port, i):
         options = ["--rank", "3", "--max-iter", "15", "--tol", "0", "--out", str(out)]
-        options += ["--restarts", "2", "--combine", "mean"]
+        options += ["--restarts", "2", "--combine", "mean", "--option", "dtype=float64"]
         return ["-m", "bernmf", "fit", str(tmp_path / "Y.npz"), *options, "--distributed"]
 
     with pytest.MonkeyPatch.context() as patch:  # the count from the environment, as SLURM's
@@ -343,7 +344,9 @@ def test_cli_processes_write_their_rows_of_w_and_process_0_h(tmp_path):
                "--process-id", str(i)])  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        one = bernmf.fit(Y, "mm", 3, mask=O, max_iter=15, tol=0, restarts=2, combine="mean")
+        one = bernmf.fit(
+            Y, "mm", 3, mask=O, max_iter=15, tol=0, restarts=2, combine="mean", dtype="float64"
+        )
     parts = [pd.read_csv(out / f"W.part-{i:05d}.csv", index_col=0) for i in range(2)]
     W = pd.concat(parts)
     assert list(W.index) == list(range(53))  # global row numbers; blocks of 27 and 26

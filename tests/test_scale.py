@@ -74,12 +74,14 @@ def test_sparse_ones_give_the_dense_sweeps(prior, accelerate):
     # the ones enter by gathers and segment sums: the same iterates, to rounding
     Y, O = masked_problem()  # with a row that has no observed entry
     options = {"mask": O, "prior": prior, "max_iter": 20 if accelerate else 80, "tol": 0}
-    options |= {"accelerate": accelerate, "block_rows": None}
-    dense = fit_quietly(Y, "mm", 3, layout="dense", **options)
-    sparse = fit_quietly(Y, "mm", 3, layout="sparse", **options)
-    assert (dense.extras["layout"], sparse.extras["layout"]) == ("dense", "sparse")
-    assert_same_fit(sparse, dense)
-    assert np.all(np.diff(sparse.trace) <= 1e-9 * np.abs(sparse.trace[1:]))
+    options |= {"accelerate": accelerate, "dtype": "float64"}
+    dense = fit_quietly(Y, "mm", 3, layout="dense", block_rows=None, **options)
+    for block_rows in (None, 10):  # whole rows; blocks of rows, 53 padded to 60
+        sparse = fit_quietly(Y, "mm", 3, layout="sparse", block_rows=block_rows, **options)
+        assert (dense.extras["layout"], sparse.extras["layout"]) == ("dense", "sparse")
+        assert sparse.extras["block_rows"] == block_rows
+        assert_same_fit(sparse, dense)
+        assert np.all(np.diff(sparse.trace) <= 1e-9 * np.abs(sparse.trace[1:]))
 
 
 def test_auto_layout_takes_sparse_ones_below_the_density_threshold(monkeypatch):
@@ -88,7 +90,9 @@ def test_auto_layout_takes_sparse_ones_below_the_density_threshold(monkeypatch):
     monkeypatch.setattr(layout, "SPARSE_DENSITY", density + 0.01)
     assert fit_quietly(Y, "mm", 2, mask=O, max_iter=3).extras["layout"] == "sparse"
     blocked = fit_quietly(Y, "mm", 2, mask=O, max_iter=3, block_rows=10)
-    assert blocked.extras["layout"] == "dense"  # sparse ones are for whole rows
+    assert blocked.extras["layout"] == "sparse"  # and over row blocks
+    sharded = fit_quietly(Y, "mm", 2, mask=O, max_iter=3, devices=jax.devices()[:1])
+    assert sharded.extras["layout"] == "dense"  # sparse ones are for one unsharded device
     monkeypatch.setattr(layout, "SPARSE_DENSITY", density - 0.01)
     assert fit_quietly(Y, "mm", 2, mask=O, max_iter=3).extras["layout"] == "dense"
 
@@ -98,6 +102,7 @@ def test_accelerated_blocked_sweeps_equal_the_unblocked_ones():
     # iterations on this weakly identified toy problem: compare over 20 (61 sweeps).
     Y, O = masked_problem()
     options = {"mask": O, "prior": bernmf.Prior([1.0, 1.3, 2.0], 1.5, 1.4), "max_iter": 20}
+    options["dtype"] = "float64"  # sums in another order: equal to float64's rounding
     reference = fit_quietly(Y, "mm", 3, tol=0, block_rows=None, **options)
     blocked = fit_quietly(Y, "mm", 3, tol=0, block_rows=10, **options)  # padded to 60 rows
     assert blocked.extras["sweeps"] == reference.extras["sweeps"] == 61
@@ -106,8 +111,9 @@ def test_accelerated_blocked_sweeps_equal_the_unblocked_ones():
 
 def test_blocked_sweep_stops_at_the_same_iteration():
     Y, O = masked_problem(1)
-    reference = fit_quietly(Y, "mm", 2, mask=O, tol=1e-7, block_rows=None)
-    blocked = fit_quietly(Y, "mm", 2, mask=O, tol=1e-7, block_rows=8)
+    options = {"mask": O, "tol": 1e-7, "dtype": "float64"}
+    reference = fit_quietly(Y, "mm", 2, block_rows=None, **options)
+    blocked = fit_quietly(Y, "mm", 2, block_rows=8, **options)
     assert reference.converged and blocked.converged
     assert_same_fit(blocked, reference)
 
@@ -127,9 +133,10 @@ def test_auto_block_rows_blocks_only_what_does_not_fit(monkeypatch):
     assert layout.padded_rows(1001, 250, 2) == 1500
     Y, O = masked_problem()
     monkeypatch.setattr(layout, "AUTO_BLOCK_BYTES", 8 * 17 * 8 * 20)
-    blocked = fit_quietly(Y, "mm", 3, mask=O, block_rows="auto", max_iter=30, tol=0)
+    options = {"mask": O, "max_iter": 30, "tol": 0, "dtype": "float64"}
+    blocked = fit_quietly(Y, "mm", 3, block_rows="auto", **options)
     assert blocked.extras["block_rows"] == 18  # 53 rows in 3 blocks
-    unblocked = fit_quietly(Y, "mm", 3, mask=O, max_iter=30, tol=0, block_rows=None)
+    unblocked = fit_quietly(Y, "mm", 3, block_rows=None, **options)
     assert unblocked.extras["block_rows"] is None
     assert_same_fit(blocked, unblocked)
 
@@ -140,9 +147,10 @@ def test_default_blocks_for_the_cpu_cache_with_the_same_result(monkeypatch):
     monkeypatch.setattr(layout, "CPU_CACHE_BYTES", 8 * 17 * 8 * 20)  # 20 rows fit in the "cache"
     monkeypatch.setattr(layout, "CPU_BLOCK_BYTES_PER_CORE", 8 * 17 * 8 * 10)
     monkeypatch.setattr(layout, "cpu_cores", lambda: 2)  # blocks of up to 20 rows
-    blocked = fit_quietly(Y, "mm", 3, mask=O, max_iter=30, tol=0)  # block_rows="auto"
+    options = {"mask": O, "max_iter": 30, "tol": 0, "dtype": "float64"}
+    blocked = fit_quietly(Y, "mm", 3, **options)  # block_rows="auto"
     assert blocked.extras["block_rows"] == 18  # 53 rows in 3 blocks
-    unblocked = fit_quietly(Y, "mm", 3, mask=O, max_iter=30, tol=0, block_rows=None)
+    unblocked = fit_quietly(Y, "mm", 3, block_rows=None, **options)
     assert_same_fit(blocked, unblocked)
 
 
@@ -248,7 +256,7 @@ def test_bad_sparse_and_integer_input_is_a_clear_error(data, message):
         ({"block_rows": "big"}, TypeError, "block_rows must be None, 'auto'"),
         ({"block_rows": True}, TypeError, "block_rows must be None, 'auto'"),
         ({"layout": "coo"}, ValueError, "layout must be one of"),
-        ({"layout": "sparse", "block_rows": 5}, ValueError, "leave out block_rows"),
+        ({"layout": "sparse", "devices": jax.devices()[:1]}, ValueError, "leave out devices"),
     ],
 )
 def test_bad_devices_and_block_rows_are_clear_errors_before_compilation(options, error, message):
@@ -277,9 +285,11 @@ SHARDED_SCRIPT = textwrap.dedent(
     warnings.simplefilter("ignore", UserWarning)
     cases = [
         ("mm", dict(prior=prior, max_iter=60, tol=0, accelerate=False), dict(devices=devices)),
-        ("mm", dict(prior=prior, max_iter=20, tol=0), dict(devices=jax.devices(), block_rows=7)),
-        ("em", dict(tol=1e-7), dict(devices=jax.devices()[:3])),
-        ("mm", dict(prior=prior, max_iter=20, tol=0, restarts=3), dict(devices=devices)),
+        ("mm", dict(prior=prior, max_iter=20, tol=0, dtype="float64"),
+         dict(devices=jax.devices(), block_rows=7)),
+        ("em", dict(tol=1e-7, dtype="float64"), dict(devices=jax.devices()[:3])),
+        ("mm", dict(prior=prior, max_iter=20, tol=0, restarts=3, dtype="float64"),
+         dict(devices=devices)),
     ]
     for engine, common, sharded in cases:
         one = bernmf.fit(Y, engine, 3, mask=O, **common)
@@ -290,6 +300,12 @@ SHARDED_SCRIPT = textwrap.dedent(
         np.testing.assert_allclose(many.H, one.H, rtol=0, atol=1e-10)
         np.testing.assert_allclose(many.trace, one.trace, rtol=1e-10)
         print(engine, sharded.get("block_rows"), "max |dW| =", np.abs(many.W - one.W).max())
+    # dtype="auto": float32 sums in another order, so equal to float32's rounding
+    auto = {"mask": O, "prior": prior, "max_iter": 20, "tol": 0, "dtype": "auto"}
+    one = bernmf.fit(Y, "mm", 3, **auto)
+    many = bernmf.fit(Y, "mm", 3, **auto, devices=devices)
+    assert many.extras["float32_iterations"] > 0 and many.W.dtype == np.float64
+    np.testing.assert_allclose(many.objective, one.objective, rtol=1e-5)
     print("OK")
     """
 )

@@ -97,16 +97,25 @@ def test_extrapolated_points_are_feasible(seed, max_step, boundary_share):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mm_cases())
-def test_accelerated_objective_never_increases(case):
+@given(mm_cases(), st.sampled_from(["float64", "auto"]))
+def test_accelerated_objective_never_increases(case, dtype):
     Y, O, K, prior, seed = case
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        result = bernmf.fit(Y, "mm", K, mask=O, prior=prior, seed=seed % 1000, max_iter=30, tol=0)
-    trace = result.trace
-    assert result.extras["accelerate"] and result.extras["sweeps"] == 1 + 3 * 30
+        result = bernmf.fit(
+            Y, "mm", K, mask=O, prior=prior, seed=seed % 1000, max_iter=30, tol=0, dtype=dtype
+        )
+    trace, mixed = result.trace, dtype == "auto"
+    assert result.extras["accelerate"] and result.extras["sweeps"] == 1 + mixed + 3 * 30
     assert np.all(np.isfinite(trace))
-    assert np.all(np.diff(trace) <= 1e-10 * np.maximum(1.0, np.abs(trace[:-1])))
+    rises = np.diff(trace) / np.maximum(1.0, np.abs(trace[:-1]))
+    if mixed:
+        # float32 iterations, then float64 ones: where float32 stops, the objective is
+        # computed in float64 (a float32 rounding apart); each phase never increases
+        switch = result.extras["float32_iterations"]
+        assert np.all(np.delete(rises, switch - 1) <= 1e-10) and rises[switch - 1] <= 1e-6
+    else:
+        assert np.all(rises <= 1e-10)
     assert np.allclose(result.W.sum(axis=1), 1, atol=1e-12)
     assert np.all((result.H >= 0) & (result.H <= 1))
 
@@ -133,6 +142,27 @@ def test_float32_accelerated_fit_is_monotone_and_near_float64():
     assert np.all(np.isfinite(single.trace)) and np.all(np.isfinite(single.W))
     assert np.all(np.diff(single.trace) <= 1e-5 * np.abs(single.trace[:-1]))
     assert single.trace[-1] == pytest.approx(double.trace[-1], rel=1e-4)
+
+
+def test_auto_precision_polishes_float32_iterations_to_a_float64_fits_objective():
+    # dtype="auto": float32 until it stalls, then float64 to the stop
+    Y, _, _ = bernmf.simulate(8, 150, 90, 4, bernmf.Prior(0.4, 1.5, 1.0))
+    options = {"prior": bernmf.Prior(1.3, 1.6), "seed": 3, "tol": 1e-7}
+    auto = bernmf.fit(Y, "mm", 4, dtype="auto", **options)
+    double = bernmf.fit(Y, "mm", 4, **options)
+    switch = auto.extras["float32_iterations"]
+    assert 0 < switch < auto.n_iter and auto.converged and auto.W.dtype == np.float64
+    assert auto.extras["sweeps"] == 2 + 3 * auto.n_iter
+    polished = auto.trace[switch:]  # computed in float64: never increases, stops at tol
+    assert np.all(np.diff(polished) <= 1e-12 * np.abs(polished[:-1]))
+    assert abs(polished[-2] - polished[-1]) / abs(polished[-2]) < 1e-7
+    assert np.allclose(auto.W.sum(axis=1), 1, atol=1e-12)
+    assert auto.objective == pytest.approx(double.objective, rel=1e-6)
+    # float32 stopped at a float32 floor (1e-6) above tol: the float64 phase went on
+    rough = auto.trace[: switch + 1]
+    assert abs(rough[-2] - rough[-1]) / abs(rough[-2]) < 1e-5
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        bernmf.fit(Y, "mm", 4, dtype="float16")
 
 
 def test_a_single_fit_from_its_start_and_a_batch_accelerate_alike():

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from bernmf.data import DTYPES, Observed, check_init, check_rank_fits
+from bernmf.data import Observed, check_init, check_rank_fits
 from bernmf.inference import layout as layouts
 from bernmf.inference import mm
 from bernmf.inference._compile import compiled
@@ -98,10 +98,8 @@ def _random_start(seed: int, M: int, N: int, K: int, dtype, first: int, count: i
     return Factors(np.asarray(W[first : first + count]), np.asarray(H))
 
 
-def _solve_global(init, prior, data, tol, *, max_iter, accelerate, devices):
-    return solver(devices, gather=False)(
-        init, data, prior, tol, max_iter=max_iter, accelerate=accelerate
-    )
+def _solve_global(init, prior, data, tol, *, devices, **options):
+    return solver(devices, gather=False)(init, data, prior, tol, **options)
 
 
 def gather_rows(part: np.ndarray) -> np.ndarray:
@@ -189,7 +187,8 @@ def run(
     check_rank_fits(rank, (int(sizes.sum()), N))  # the same decision in every process
     dtype, max_iter, tol = options["dtype"], options["max_iter"], options["tol"]
     accelerate = options["accelerate"]
-    itemsize = np.dtype(DTYPES[dtype]).itemsize
+    float_type, mixed = mm.precision(dtype, accelerate)
+    itemsize = np.dtype(float_type).itemsize
     block = layouts.choose_block_rows(
         options["block_rows"], int(sizes.max()), N, len(local_devices), itemsize,
         local_devices[0].platform, int(table[:, 3].min()),
@@ -200,7 +199,6 @@ def run(
     devices = process_devices()
     total_rows = per_process * len(sizes)
     rows, replicated = layouts.rows_sharding(devices), layouts.replicated(devices)
-    float_type = DTYPES[dtype]
     with jax.enable_x64(True):
         arrays = layouts.row_arrays(data, float_type, padding)
         problem = layouts.problem_of(
@@ -210,7 +208,8 @@ def run(
         )
         prior_arrays = Prior(*(layouts.place(np.asarray(v, float_type), replicated) for v in prior))
         tol_array = layouts.place(np.asarray(tol, float_type), replicated)
-        static = {"max_iter": int(max_iter), "accelerate": bool(accelerate), "devices": devices}
+        static = {"max_iter": int(max_iter), "accelerate": bool(accelerate), "mixed": mixed}
+        static["devices"] = devices
         extras = {"layout": "dense", "block_rows": block, "devices": len(devices)}
         extras |= {"processes": len(sizes), "first_row": first}
         fits = []
@@ -228,10 +227,9 @@ def run(
             begin = time.perf_counter()
             solution = jax.block_until_ready(program(*args))
             run_seconds = time.perf_counter() - begin
-            local = Solution(
-                Factors(_local_rows(solution.state.W)[:M], _local(solution.state.H)),
-                *(_local(x) for x in solution[1:]),
-            )
+            state = jax.tree.map(_local, solution.state._replace(W=None))
+            state = state._replace(W=_local_rows(solution.state.W)[:M])
+            local = Solution(state, *(_local(x) for x in solution[1:]))
             stacked = jax.tree.map(lambda x: np.asarray(x)[None], local)
             batch = mm.Batch.of(stacked, M, tol, accelerate, compile_seconds, run_seconds, extras)
             fits.append(batch.fit(0, prior, int(seed)))

@@ -1,7 +1,8 @@
 """How the MM engine lays out the data: the layout chosen, built and placed on devices.
 
 The layouts and their statistics are :mod:`bernmf.inference.layout_kinds` (re-exported
-here: :data:`Problem` :class:`Dense`, :class:`SparseOnes`, :class:`RowBlocks`, and
+here: :data:`Problem` :class:`Dense`, :class:`SparseOnes`, :class:`RowBlocks`,
+:class:`SparseRowBlocks`, and
 :func:`state_at`, :func:`h_sums`, :func:`w_statistic`, :func:`log_likelihood`,
 :func:`row_total`). :func:`choose` picks the layout from the data's size, density and
 platform (row blocks when the temporaries outgrow the cache or a memory budget; device
@@ -23,11 +24,13 @@ from bernmf.inference.layout_kinds import (
     BlockTotals,
     Dense,
     Evaluated,
+    OnesBlockTotals,
     OnesPredictions,
     Predictions,
     Problem,
     RowBlocks,
     SparseOnes,
+    SparseRowBlocks,
     h_sums,
     log_likelihood,
     predict,
@@ -39,7 +42,8 @@ from bernmf.inference.layout_kinds import (
 __all__ = [
     "AUTO_BLOCK_BYTES", "CPU_BLOCK_BYTES_PER_CORE", "CPU_CACHE_BYTES", "DENSE", "LAYOUTS",
     "LIVE_TEMPORARIES", "ROWS", "SPARSE_DENSITY", "BlockTotals", "Choice", "Dense", "Evaluated",
-    "OnesPredictions", "Predictions", "Problem", "RowBlocks", "SparseOnes", "check_block_rows",
+    "OnesBlockTotals", "OnesPredictions", "Predictions", "Problem", "RowBlocks", "SparseOnes",
+    "SparseRowBlocks", "check_block_rows",
     "check_devices", "check_layout", "choose", "choose_block_rows", "cpu_cores", "h_sums",
     "log_likelihood", "make_data", "mesh", "pad_rows", "padded_rows", "place", "predict",
     "problem_of", "replicated", "row_arrays", "row_total", "rows_sharding", "state_at",
@@ -69,8 +73,8 @@ LIVE_TEMPORARIES = 8
 """Float (rows, N) arrays alive at once in an unblocked sweep (predictions, ratios, products)."""
 SPARSE_DENSITY = 0.045
 """``layout="auto"`` handles the ones sparsely when at most this fraction of the observed
-entries are ones (rows neither blocked nor sharded): below it sparse ones are the faster
-sweep on a CPU core, above it dense (``benchmarks/layout.py``; figures in the README)."""
+entries are ones (on one device): below it sparse ones are the faster sweep on a CPU
+core, above it dense (``benchmarks/layout.py``, whole rows; figures in the README)."""
 
 
 def check_block_rows(block_rows) -> None:
@@ -84,13 +88,11 @@ def check_block_rows(block_rows) -> None:
 
 
 def check_layout(layout, block_rows, devices) -> None:
-    """Raise unless ``layout`` is one of :data:`LAYOUTS`, and sparse ones are unblocked."""
+    """Raise unless ``layout`` is one of :data:`LAYOUTS`, and sparse ones are on one device."""
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    if layout == "sparse" and (block_rows not in (None, "auto") or devices is not None):
-        raise ValueError(
-            "layout='sparse' runs on whole rows on one device: leave out block_rows and devices"
-        )
+    if layout == "sparse" and devices is not None:
+        raise ValueError("layout='sparse' runs on one device: leave out devices")
 
 
 def check_devices(devices) -> tuple | None:
@@ -174,17 +176,17 @@ def choose(data: Observed, layout: str, block_rows, devices, itemsize: int) -> C
     """Resolve validated ``layout``, ``block_rows`` and ``devices`` options for ``data``.
 
     Row blocks follow :func:`choose_block_rows` on the platform of ``devices`` (or
-    JAX's default). ``layout="auto"`` takes sparse ones when the rows are whole, on
-    one device, and at most :data:`SPARSE_DENSITY` of the observed entries are ones.
+    JAX's default). ``layout="auto"`` takes sparse ones on one device (whole rows or
+    row blocks) when at most :data:`SPARSE_DENSITY` of the observed entries are ones.
     """
     M, N = data.shape
     n_devices = 1 if devices is None else len(devices)
     platform = jax.default_backend() if devices is None else devices[0].platform
-    if layout == "sparse":
-        return Choice(None, True, None)
     block = choose_block_rows(block_rows, M, N, n_devices, itemsize, platform, cpu_cores())
+    if layout == "sparse":
+        return Choice(block, True, None)
     sparse = False
-    if layout == "auto" and block is None and devices is None:
+    if layout == "auto" and devices is None:
         sparse = bool(data.ones.sum() <= SPARSE_DENSITY * data.mask.sum())
     return Choice(block, sparse, devices)
 
@@ -221,7 +223,12 @@ def make_data(data: Observed, dtype, choice: Choice = DENSE) -> Problem:
         ones = {"one_rows": rows.astype(np.int32), "one_cols": cols.astype(np.int32)}
         ones["by_col"] = np.argsort(cols, kind="stable").astype(np.int32)
         kept = {"y_zero": arrays["y_zero"], "n_obs": arrays["n_obs"], **ones}
-        return SparseOnes(**{name: place(a, None) for name, a in kept.items()})
+        placed = {name: place(a, None) for name, a in kept.items()}
+        if choice.block_rows is None:
+            return SparseOnes(**placed)
+        real_row = arrays["real_row"]
+        real_row = None if real_row is None else place(real_row, None)
+        return SparseRowBlocks(**placed, block_rows=choice.block_rows, real_row=real_row)
     sharding = None if choice.devices is None else rows_sharding(choice.devices)
     placed = {name: place(a, sharding) for name, a in arrays.items() if a is not None}
     axis_name = None if choice.devices is None else ROWS

@@ -15,6 +15,8 @@ and what it computed at them (an :data:`Evaluated`):
   sum), few in most binary tables; only ``W(1-H)`` is dense (:class:`OnesPredictions`);
 * :class:`RowBlocks`: over blocks of B rows (``lax.scan``, ``lax.map``), so the
   temporaries are (B, N) (:class:`BlockTotals`);
+* :class:`SparseRowBlocks`: the ones as :class:`SparseOnes`'s, the zeros' terms over
+  blocks of B rows (:class:`OnesBlockTotals`);
 
 and :class:`Dense` and :class:`RowBlocks` can hold one device's rows under ``shard_map``
 (``axis_name``), their sums over rows ``psum``-ed. :mod:`bernmf.inference.layout`
@@ -68,6 +70,18 @@ class BlockTotals(NamedTuple):
 
     W: jax.Array
     H: jax.Array
+    log_lik: jax.Array
+    sums: tuple[jax.Array, jax.Array]
+
+
+class OnesBlockTotals(NamedTuple):
+    """Factors with ``p_one``, ``W @ H`` at the L observed ones (L,), and one pass over the
+    row blocks for the zeros, with the ones' terms added: the log-likelihood (``log_lik``)
+    and the H step's sums (``sums``, each (K, N)) (:class:`SparseRowBlocks`)."""
+
+    W: jax.Array
+    H: jax.Array
+    p_one: jax.Array
     log_lik: jax.Array
     sums: tuple[jax.Array, jax.Array]
 
@@ -137,30 +151,20 @@ class SparseOnes:
     axis_name = None  # never sharded
 
     def evaluate(self, W, H) -> OnesPredictions:
-        p_one = jnp.sum(W[self.one_rows] * H.T[self.one_cols], axis=1)
-        return OnesPredictions(W, H, p_one, W @ (1 - H))
+        return OnesPredictions(W, H, _ones_at(self, W, H), W @ (1 - H))
 
     def h_sums(self, state: OnesPredictions):
-        W_at = state.W[self.one_rows]
-        values = (W_at * _inverse(True, state.p_one)[:, None])[self.by_col]
-        N, columns = state.H.shape[1], self.one_cols[self.by_col]
-        one = jax.ops.segment_sum(values, columns, num_segments=N, indices_are_sorted=True).T
+        one = _ones_h_sum(self, state.W, state.p_one, state.H.shape[1])
         return one, state.W.T @ _inverse(self.y_zero, state.p_zero)
 
     def w_statistic(self, state: OnesPredictions):
         W, H = state.W, state.H
-        values = H.T[self.one_cols] * _inverse(True, state.p_one)[:, None]
-        M = W.shape[0]
-        from_ones = jax.ops.segment_sum(
-            values, self.one_rows, num_segments=M, indices_are_sorted=True
-        )
-        return W * (from_ones + _inverse(self.y_zero, state.p_zero) @ (1 - H).T)
+        return W * (_ones_w_sum(self, state) + _inverse(self.y_zero, state.p_zero) @ (1 - H).T)
 
     def log_likelihood(self, state: OnesPredictions):
-        p_one = jnp.maximum(state.p_one, jnp.finfo(state.p_one.dtype).tiny)
         # over the observed zeros: both probabilities given are P(Y=0)
         zeros = masked_log_likelihood_sum(self.y_zero, self.y_zero, state.p_zero, state.p_zero)
-        return zeros + jnp.sum(jnp.log(p_one))
+        return zeros + _log_ones(state.p_one)
 
 
 @_pytree(["y_one", "y_zero", "mask", "n_obs", "real_row"], ["block_rows", "axis_name"])
@@ -197,7 +201,7 @@ class RowBlocks:
         zeros = (jnp.zeros((), H.dtype), jnp.zeros_like(H), jnp.zeros_like(H))
         if self.axis_name is not None:  # the sums differ between devices until the psum
             zeros = jax.lax.pcast(zeros, self.axis_name, to="varying")
-        blocks = self._blocks(self.y_one, self.y_zero, self.mask, W)
+        blocks = _blocks(self.block_rows, self.y_one, self.y_zero, self.mask, W)
         (log_lik, one, zero), _ = jax.lax.scan(add_block, zeros, blocks)
         return BlockTotals(W, H, log_lik, row_total(self, (one, zero)))
 
@@ -211,21 +215,73 @@ class RowBlocks:
             y_one, y_zero, W_block = block
             return _rows_S(y_one, y_zero, W_block, H, *predict(W_block, H))
 
-        S = jax.lax.map(block_S, self._blocks(self.y_one, self.y_zero, W))
+        S = jax.lax.map(block_S, _blocks(self.block_rows, self.y_one, self.y_zero, W))
         return S.reshape(W.shape)
 
     def log_likelihood(self, state: BlockTotals):
         return state.log_lik
 
-    def _blocks(self, *row_arrays):
-        """Each (M, ...) array as (M / B, B, ...): the leading axis is scanned over."""
-        B = self.block_rows
-        return tuple(a.reshape(a.shape[0] // B, B, *a.shape[1:]) for a in row_arrays)
+
+@_pytree(["y_zero", "n_obs", "one_rows", "one_cols", "by_col", "real_row"], ["block_rows"])
+@dataclasses.dataclass(frozen=True)
+class SparseRowBlocks:
+    """The ones as :class:`SparseOnes`'s, the zeros gone over in blocks of ``block_rows``
+    rows, so that a sweep's dense products are the zeros' alone and (B, N): on one device.
+
+    Attributes
+    ----------
+    y_zero, n_obs, one_rows, one_cols, by_col
+        As :class:`SparseOnes`'s (over the padded rows).
+    block_rows : int
+        Static: B; the rows are a multiple of it.
+    real_row : bool array of shape (M,) or None
+        False on the rows that pad M to a multiple of B; None without padding.
+    """
+
+    y_zero: jax.Array
+    n_obs: jax.Array
+    one_rows: jax.Array
+    one_cols: jax.Array
+    by_col: jax.Array
+    block_rows: int
+    real_row: jax.Array | None = None
+    axis_name = None  # never sharded
+
+    def evaluate(self, W, H) -> OnesBlockTotals:
+        def add_zeros(totals, block):
+            y_zero, W_block = block
+            p_zero = W_block @ (1 - H)
+            zero = W_block.T @ _inverse(y_zero, p_zero)
+            log_lik = masked_log_likelihood_sum(y_zero, y_zero, p_zero, p_zero)
+            return (totals[0] + log_lik, totals[1] + zero), None
+
+        p_one = _ones_at(self, W, H)
+        zeros = (jnp.zeros((), H.dtype), jnp.zeros_like(H))
+        blocks = _blocks(self.block_rows, self.y_zero, W)
+        (log_lik, zero), _ = jax.lax.scan(add_zeros, zeros, blocks)
+        one = _ones_h_sum(self, W, p_one, H.shape[1])
+        return OnesBlockTotals(W, H, p_one, log_lik + _log_ones(p_one), (one, zero))
+
+    def h_sums(self, state: OnesBlockTotals):
+        return state.sums
+
+    def w_statistic(self, state: OnesBlockTotals):
+        W, H = state.W, state.H
+
+        def block_zeros(block):  # the zeros' part of S / W over a block of rows
+            y_zero, W_block = block
+            return _inverse(y_zero, W_block @ (1 - H)) @ (1 - H).T
+
+        from_zeros = jax.lax.map(block_zeros, _blocks(self.block_rows, self.y_zero, W))
+        return W * (_ones_w_sum(self, state) + from_zeros.reshape(W.shape))
+
+    def log_likelihood(self, state: OnesBlockTotals):
+        return state.log_lik
 
 
-Problem = Dense | SparseOnes | RowBlocks
+Problem = Dense | SparseOnes | RowBlocks | SparseRowBlocks
 """The observed data in one layout, as the MM updates use them."""
-Evaluated = Predictions | OnesPredictions | BlockTotals
+Evaluated = Predictions | OnesPredictions | BlockTotals | OnesBlockTotals
 """Factors with what the objective and the next H step need of them, computed once: the
 type of :func:`state_at` in each layout."""
 
@@ -276,3 +332,32 @@ def _rows_S(y_one, y_zero, W_rows, H, p_one, p_zero):
     """:func:`w_statistic` of the given dense rows, (rows, K)."""
     from_ones = _inverse(y_one, p_one) @ H.T
     return W_rows * (from_ones + _inverse(y_zero, p_zero) @ (1 - H).T)
+
+
+def _blocks(B: int, *row_arrays):
+    """Each (M, ...) array as (M / B, B, ...): the leading axis is scanned over."""
+    return tuple(a.reshape(a.shape[0] // B, B, *a.shape[1:]) for a in row_arrays)
+
+
+def _ones_at(data: SparseOnes | SparseRowBlocks, W, H):
+    """``W @ H`` at the observed ones, (L,)."""
+    return jnp.sum(W[data.one_rows] * H.T[data.one_cols], axis=1)
+
+
+def _ones_h_sum(data: SparseOnes | SparseRowBlocks, W, p_one, N: int):
+    """``W.T @ (Y1 / WH)`` (K, N) from the sparse ones, ``p_one`` = WH at them."""
+    values = (W[data.one_rows] * _inverse(True, p_one)[:, None])[data.by_col]
+    columns = data.one_cols[data.by_col]
+    return jax.ops.segment_sum(values, columns, num_segments=N, indices_are_sorted=True).T
+
+
+def _ones_w_sum(data: SparseOnes | SparseRowBlocks, state):
+    """``(Y1 / WH) @ H.T`` (M, K) from the sparse ones (``state.p_one`` = WH at them)."""
+    values = state.H.T[data.one_cols] * _inverse(True, state.p_one)[:, None]
+    M = state.W.shape[0]
+    return jax.ops.segment_sum(values, data.one_rows, num_segments=M, indices_are_sorted=True)
+
+
+def _log_ones(p_one):
+    """``sum(log WH)`` at the sparse ones (``p_one``), kept above 0."""
+    return jnp.sum(jnp.log(jnp.maximum(p_one, jnp.finfo(p_one.dtype).tiny)))

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bernmf.inference._loop import Solution, noting
+from bernmf.inference._loop import Solution, noting, relative_change
 from bernmf.models.spec import Factors
 
 STEP_FACTOR = 4.0
@@ -116,7 +116,14 @@ def _select(condition, a, b):
 
 
 def solve(
-    init: Factors, sweep: FixedPointMap, tol, *, max_iter: int, norm2: Callable = _norm2
+    init: Factors,
+    sweep: FixedPointMap,
+    tol,
+    *,
+    max_iter: int,
+    norm2: Callable = _norm2,
+    limit=None,
+    change: Callable = relative_change,
 ) -> Solution:
     """Iterate accelerated MM from ``init`` until the relative change of f is < tol.
 
@@ -139,6 +146,11 @@ def solve(
         Limit of accelerated iterations (static: it sets the trace's length).
     norm2 : callable, optional
         Squared norm used for the step length; see :func:`extrapolate`.
+    limit : int array, optional
+        A limit of accelerated iterations below ``max_iter``, known only at run time
+        (the first sweep, which evaluates f at ``init``, is made even when it is 0).
+    change : callable, default :func:`bernmf.inference._loop.relative_change`
+        ``(previous f, f) -> scalar``, the change compared with ``tol``.
 
     Returns
     -------
@@ -166,8 +178,10 @@ def solve(
 
     noted = noting(sweep, init)
 
+    limit = max_iter if limit is None else limit
+
     def keep_going(state: Extrapolation):
-        return (state.t < max_iter) & (state.change >= tol)
+        return (state.t < limit) & (state.change >= tol)
 
     def iterate(state: Extrapolation) -> Extrapolation:
         value, out = sweep(state.inp)
@@ -185,8 +199,7 @@ def solve(
         max_step = jnp.where(second & at_max, grown, state.max_step)
         accepted = state.accepted + (second & take & (state.step > 1))
         # stage 2: value = f(x_{t+1}), out = F(x_{t+1}); record, test, start again
-        scale = jnp.maximum(jnp.abs(state.value), jnp.finfo(dtype).tiny)
-        change = jnp.where(state.t < 0, jnp.inf, jnp.abs(state.value - value) / scale)
+        measured = jnp.where(state.t < 0, jnp.inf, change(state.value, value))
         t = jnp.where(third, state.t + 1, state.t)
         if noted is not None:  # static: notes for progress lines, every few iterations
             noted(t, value, third)
@@ -201,7 +214,7 @@ def solve(
             x2=x2,
             step=jnp.where(first, step, state.step),
             max_step=max_step,
-            change=jnp.where(third, change, state.change),
+            change=jnp.where(third, measured, state.change),
             accepted=accepted,
             trace=state.trace.at[jnp.where(third, t, max_iter + 1)].set(value, mode="drop"),
         )

@@ -12,8 +12,10 @@ solver sharded over devices (:mod:`~bernmf.inference.mm.sharding`), stacked resu
 
 from bernmf.inference.mm.batch import Batch
 from bernmf.inference.mm.kernel import (
+    Polished,
     accumulator,
     objective,
+    polish,
     random_init,
     solve,
     step,
@@ -26,6 +28,7 @@ from bernmf.inference.mm.running import (
     OPTIONS,
     check_options,
     check_prior,
+    precision,
     run,
     run_many,
     run_members,
@@ -36,10 +39,13 @@ __all__ = [
     "ENGINE",
     "OPTIONS",
     "Batch",
+    "Polished",
     "accumulator",
     "check_options",
     "check_prior",
     "objective",
+    "polish",
+    "precision",
     "random_init",
     "run",
     "run_many",

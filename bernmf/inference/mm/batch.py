@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bernmf.inference._loop import Solution
-from bernmf.inference.mm.kernel import sweeps
+from bernmf.inference.mm.kernel import Polished, sweeps
 from bernmf.models.spec import Prior, probability
 from bernmf.results import Fit
 
@@ -35,6 +35,8 @@ class Batch:
         Of the whole call (compile is 0 when the program was cached).
     extras : dict
         What every fit records: ``accelerate``, ``layout``, ``block_rows``, ``devices``.
+    rough : (G,) int ndarray or None
+        Accelerated iterations made in float32 by mixed-precision fits (None otherwise).
     """
 
     W: np.ndarray
@@ -48,13 +50,15 @@ class Batch:
     compile_seconds: float
     run_seconds: float
     extras: dict
+    rough: np.ndarray | None = None
 
     @classmethod
     def of(cls, solution: Solution, M: int, tol, accelerate, compile_seconds, run_seconds, extras):
         """From stacked solutions (numpy arrays), W cut to the M real rows."""
         n_iter = np.asarray(solution.n_iter)
         traces = np.asarray(solution.trace, float)
-        done = np.asarray(sweeps(n_iter, accelerate))
+        mixed = isinstance(solution.state, Polished)
+        done = np.asarray(sweeps(n_iter, accelerate, mixed))
         return cls(
             W=np.asarray(solution.state.W, float)[:, :M],
             H=np.asarray(solution.state.H, float),
@@ -67,6 +71,7 @@ class Batch:
             compile_seconds=compile_seconds,
             run_seconds=run_seconds,
             extras={"accelerate": bool(accelerate), **extras},
+            rough=np.asarray(solution.state.rough_iterations) if mixed else None,
         )
 
     def probs(self, index: int) -> np.ndarray:
@@ -76,6 +81,9 @@ class Batch:
     def fit(self, index: int, prior: Prior, seed: int, *, timings=None, extras=None) -> Fit:
         """Fit ``index`` as the :class:`Fit` that ``bernmf.fit(..., engine="mm")`` returns."""
         n_iter = int(self.n_iter[index])
+        extras = {**self.extras, "sweeps": int(self.sweeps[index]), **(extras or {})}
+        if self.rough is not None:
+            extras["float32_iterations"] = int(self.rough[index])
         return Fit(
             engine="mm",
             rank=self.H.shape[1],
@@ -87,5 +95,5 @@ class Batch:
             converged=bool(self.converged[index]),
             timings=timings or {"compile": self.compile_seconds, "run": self.run_seconds},
             seed=seed,
-            extras={**self.extras, "sweeps": int(self.sweeps[index]), **(extras or {})},
+            extras=extras,
         )

@@ -29,14 +29,16 @@ hold and the objective still never increases. Restarts and grids of priors map
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from bernmf.inference import layout as layouts
 from bernmf.inference import squarem
-from bernmf.inference._loop import Solution, iterate_until
+from bernmf.inference._loop import Solution, iterate_until, relative_change
 from bernmf.inference.layout import Evaluated, Problem
 from bernmf.models.spec import Factors, Prior, log_prior
 
@@ -111,8 +113,29 @@ def _squared_norm(data: Problem, factors: Factors) -> jax.Array:
     return layouts.row_total(data, jnp.sum(W**2)) + jnp.sum(factors.H**2)
 
 
+ROUGH_TOL = 1e-6
+"""The float32 phase of a mixed-precision fit (:func:`solve`) ends once the relative change
+of its objective is below ``max(tol, ROUGH_TOL)``: about ten float32 rounding units,
+where float32 sweeps stop making progress that float32 can measure."""
+
+
+class Polished(NamedTuple):
+    """The factors a mixed-precision fit ends at, and its iterations in float32."""
+
+    W: jax.Array
+    H: jax.Array
+    rough_iterations: jax.Array
+
+
 def solve(
-    init: Factors, data: Problem, prior: Prior, tol, *, max_iter: int, accelerate: bool = False
+    init: Factors,
+    data: Problem,
+    prior: Prior,
+    tol,
+    *,
+    max_iter: int,
+    accelerate: bool = False,
+    mixed: bool = False,
 ) -> Solution:
     """Iterate :func:`step` from ``init`` until the relative change of the objective is < tol.
 
@@ -131,22 +154,21 @@ def solve(
         Iterate SQUAREM-accelerated sweeps (:mod:`bernmf.inference.squarem`)
         instead: an iteration is then three sweeps (:func:`sweeps`), and the trace
         holds the objective after each accelerated iteration.
+    mixed : bool, default False
+        With ``accelerate`` and float64 factors: iterate in float32 first, until the
+        relative change of the objective is below ``max(tol, ROUGH_TOL)`` or the
+        objective rises (float32 can take it no further), then in float64 from there
+        until the change is below ``tol`` (:func:`polish`).
 
     Returns
     -------
     Solution
-        ``state`` is the last :class:`Factors`.
+        ``state`` is the last :class:`Factors` (:class:`Polished` when ``mixed``).
     """
+    if mixed:
+        return polish(init, data, prior, tol, max_iter=max_iter)
     if accelerate:
-
-        def sweep(factors: Factors):
-            current = layouts.state_at(data, *factors)
-            following = step(data, current, prior)
-            return objective(data, current, prior), Factors(following.W, following.H)
-
-        norm2 = functools.partial(_squared_norm, data)
-        end = squarem.solve(init, sweep, tol, max_iter=max_iter, norm2=norm2)
-        return end._replace(state=end.state.x)
+        return _accelerated(init, data, prior, tol, max_iter=max_iter)
     end = iterate_until(
         lambda state: step(data, state, prior),
         lambda state: objective(data, state, prior),
@@ -157,6 +179,73 @@ def solve(
     return end._replace(state=Factors(end.state.W, end.state.H))
 
 
-def sweeps(n_iter, accelerate: bool):
-    """MM sweeps evaluated in ``n_iter`` iterations (3 per accelerated one, plus one)."""
-    return 1 + squarem.EVALUATIONS_PER_ITERATION * n_iter if accelerate else n_iter
+def _accelerated(init: Factors, data: Problem, prior: Prior, tol, **options) -> Solution:
+    """:func:`squarem.solve` over MM sweeps; ``options`` are its keyword arguments."""
+
+    def sweep(factors: Factors):
+        current = layouts.state_at(data, *factors)
+        following = step(data, current, prior)
+        return objective(data, current, prior), Factors(following.W, following.H)
+
+    norm2 = functools.partial(_squared_norm, data)
+    end = squarem.solve(init, sweep, tol, norm2=norm2, **options)
+    return end._replace(state=end.state.x)
+
+
+def _rough_change(previous, current):
+    """The relative change, or 0 (stop) when the objective rose: float32 is at its floor."""
+    return jnp.where(current > previous, 0.0, relative_change(previous, current))
+
+
+def polish(init: Factors, data: Problem, prior: Prior, tol, *, max_iter: int) -> Solution:
+    """Accelerated MM in float32, then in float64 from where float32 stops.
+
+    A float32 sweep costs about half a float64 one on a CPU (fewer bytes moved, twice the
+    SIMD width), and float32 measures the objective's relative change down to about
+    1e-7. The float32 phase runs until the change is below ``max(tol, ROUGH_TOL)`` or
+    the objective rises; its point, cast to float64, starts a float64 phase that runs
+    until the change is below ``tol``, within the ``max_iter`` accelerated iterations
+    left. The float64 phase's objective never increases (as for a float64 fit), and
+    the fit ends where a float64 fit's stopping rule holds.
+
+    Parameters
+    ----------
+    init : Factors
+        Feasible float64 factors.
+    data, prior, tol, max_iter
+        As for :func:`solve`.
+
+    Returns
+    -------
+    Solution
+        ``state`` is :class:`Polished`; ``trace`` holds the float32 phase's objective
+        (its terms computed in float32, summed in float64) up to its last point, whose
+        entry is the exact float64 objective there, then the float64 phase's.
+    """
+    low = jnp.float32
+    rough_data = dataclasses.replace(data, n_obs=data.n_obs.astype(low))
+    rough_prior = Prior(*(p.astype(low) for p in prior))
+    rough = _accelerated(
+        Factors(init.W.astype(low), init.H.astype(low)),
+        rough_data,
+        rough_prior,
+        jnp.maximum(tol, ROUGH_TOL),
+        max_iter=max_iter,
+        change=_rough_change,
+    )
+    W, H = (x.astype(init.W.dtype) for x in rough.state)
+    total = W.sum(axis=1, keepdims=True)  # back on the simplex in float64 (W P0 <= 1)
+    start = Factors(jnp.where(total > 0, W / jnp.where(total > 0, total, 1), W), H)
+    fine = _accelerated(start, data, prior, tol, max_iter=max_iter, limit=max_iter - rough.n_iter)
+    index = jnp.arange(max_iter + 1)
+    shifted = fine.trace[jnp.maximum(index - rough.n_iter, 0)]
+    trace = jnp.where(index < rough.n_iter, rough.trace, shifted)
+    state = Polished(fine.state.W, fine.state.H, rough.n_iter)
+    return Solution(state, trace, rough.n_iter + fine.n_iter, fine.change)
+
+
+def sweeps(n_iter, accelerate: bool, mixed: bool = False):
+    """MM sweeps evaluated in ``n_iter`` iterations (3 per accelerated one, plus one per phase)."""
+    if not accelerate:
+        return n_iter
+    return 1 + int(mixed) + squarem.EVALUATIONS_PER_ITERATION * n_iter

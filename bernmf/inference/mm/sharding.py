@@ -10,7 +10,7 @@ from jax.sharding import PartitionSpec
 
 from bernmf.inference import layout as layouts
 from bernmf.inference._loop import Solution
-from bernmf.inference.mm.kernel import random_init, solve
+from bernmf.inference.mm.kernel import Polished, random_init, solve
 from bernmf.models.spec import Factors
 
 
@@ -27,12 +27,13 @@ def solver(devices, gather: bool = True):
         return solve
     rows, replicated = PartitionSpec(layouts.ROWS), PartitionSpec()
 
-    def solve_sharded(init, data, prior, tol, *, max_iter, accelerate):
+    def solve_sharded(init, data, prior, tol, *, max_iter, accelerate, mixed=False):
+        state = Polished(rows, replicated, replicated) if mixed else Factors(rows, replicated)
         solution = jax.shard_map(
-            functools.partial(solve, max_iter=max_iter, accelerate=accelerate),
+            functools.partial(solve, max_iter=max_iter, accelerate=accelerate, mixed=mixed),
             mesh=layouts.mesh(devices),
             in_specs=(Factors(rows, replicated), rows, replicated, replicated),
-            out_specs=Solution(Factors(rows, replicated), *[replicated] * 3),
+            out_specs=Solution(state, *[replicated] * 3),
         )(init, data, prior, tol)
         if not gather:
             return solution
@@ -49,10 +50,10 @@ def padded(factors: Factors, rows: int) -> Factors:
     return Factors(jnp.concatenate([W, padding]), factors.H)
 
 
-def solve_from(init, prior, data, tol, *, max_iter, accelerate, devices):
-    """One fit from ``init`` (W of the real rows, padded here)."""
+def solve_from(init, prior, data, tol, *, devices, **options):
+    """One fit from ``init`` (W of the real rows, padded here); ``options`` of :func:`solve`."""
     init = padded(init, data.y_zero.shape[0])
-    return solver(devices)(init, data, prior, tol, max_iter=max_iter, accelerate=accelerate)
+    return solver(devices)(init, data, prior, tol, **options)
 
 
 def solve_from_seed(seed, prior, data, tol, *, M, K, **options):
