@@ -181,20 +181,8 @@ def compare(
             )  # fmt: skip
             for seed, member in zip(seeds, runner.runs(request, seeds, scored), strict=True):
                 result = member.fit
-                rows.append(
-                    {
-                        "engine": engine,
-                        "rank": rank,
-                        "prior": describe_prior(result.prior),
-                        "seed": seed,
-                        "perplexity": member.validation_perplexity,
-                        "seconds": result.timings.get("run", np.nan),
-                        "compile_seconds": result.timings.get("compile", np.nan),
-                        "iterations": result.n_iter,
-                        "converged": result.converged,
-                        **(measure(result) if measure is not None else {}),
-                    }
-                )
+                row = fit_row(engine, rank, seed, member) | {"converged": result.converged}
+                rows.append(row | (measure(result) if measure is not None else {}))
                 if keep or validation is not None:
                     kept.append(lightened(result))
                 seconds = np.nansum([result.timings.get(k, np.nan) for k in ("compile", "run")])
@@ -214,6 +202,21 @@ def compare(
 STACKED_ALL = "stacked: all engines"
 STACKED_MM = "stacked: mm grid"
 """The ``engine`` of the rows of :func:`stacked_rows`."""
+
+
+def fit_row(engine: str, rank: int, seed: int, member: runner.Member) -> dict:
+    """A table row of one scored fit: engine, rank, prior, seed, perplexity, times, iterations."""
+    result = member.fit
+    return {
+        "engine": engine,
+        "rank": rank,
+        "prior": describe_prior(result.prior),
+        "seed": seed,
+        "perplexity": member.validation_perplexity,
+        "seconds": result.timings.get("run", np.nan),
+        "compile_seconds": result.timings.get("compile", np.nan),
+        "iterations": result.n_iter,
+    }
 
 
 def lightened(result: Fit) -> Fit:

@@ -30,6 +30,7 @@ from bernmf.comparison import (
     _nonempty_list,
     compare,
     describe_prior,
+    fit_row,
     lightened,
     stacked_rows,
 )
@@ -322,19 +323,8 @@ def _ensemble_rows(Y, split, engine, rank, prior, seeds, restarts, combine, opti
         fitted = runner.runs(request, seeds, test)
     rows = []
     for seed, member in zip(seeds, fitted, strict=True):
-        result = member.fit
-        row = {
-            "engine": f"{engine} ensemble",
-            "rank": rank,
-            "prior": describe_prior(result.prior),
-            "seed": seed,
-            "perplexity": member.validation_perplexity,
-            "seconds": result.timings.get("run", np.nan),
-            "compile_seconds": result.timings.get("compile", np.nan),
-            "iterations": result.n_iter,
-            "ess_per_second": np.nan,
-        }
-        rows.append((row, lightened(result)))
+        row = fit_row(f"{engine} ensemble", rank, seed, member) | {"ess_per_second": np.nan}
+        rows.append((row, lightened(member.fit)))
     return rows
 
 
