@@ -59,24 +59,21 @@ from bernmf.inference import mm
 from bernmf.split import paper_split
 from bernmf.stacked import members_table
 
-ANIMALS_PRIORS = tuple((a, b) for a in (1, 1.5, 2, 2.5, 3) for b in (1, 1.5, 2, 2.5, 3))
-CORNERS = ((1, 1), (1, 3), (3, 1), (3, 3))
+sys.path.insert(0, str(Path(__file__).parent))  # the modes study beside this script
+from modes import GRIDS as MODES_GRIDS
+
+SEEDS = {"animals": 10, "paleo": 4, "lastfm": 4}
+"""Seeds per setting and seed set, per dataset."""
 GRIDS = {
-    "animals": {"ranks": (4, 8, 16, 32), "priors": ANIMALS_PRIORS, "R": 10, "dtype": "float64"},
-    "paleo": {
-        "ranks": (4, 8, 16, 32),
-        "priors": (*CORNERS, (2, 2), (1.2, 2.4)),
-        "R": 4,
-        "dtype": "float32",
-    },
-    "lastfm": {
-        "ranks": (4, 8, 16, 32),
-        "priors": (*CORNERS, (1.6, 1), (1.8, 3)),
-        "R": 4,
-        "dtype": "float32",
-    },
+    name: {
+        "ranks": grid["ranks"],
+        "priors": grid["priors"],
+        "R": SEEDS[name],
+        "dtype": grid["dtype"],
+    }
+    for name, grid in MODES_GRIDS.items()
 }
-"""Per dataset: the MM grid, the seeds per setting and seed set (R), the float type."""
+"""Per dataset: the modes study's MM grid and float type, and the seeds per setting (R)."""
 
 QUICK = {"animals": {"ranks": (4, 8), "priors": ((1.5, 1.5), (1, 3)), "R": 2, "dtype": "float64"}}
 LOGSVD_RANKS = (2, 4, 8, 16)
