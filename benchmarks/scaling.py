@@ -23,13 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's bernmf, also when run as a script
+
+import fresh_process  # noqa: E402
+
 N_COLUMNS = 1000
 SIZES = [(100, N_COLUMNS), (1000, N_COLUMNS), (10_000, N_COLUMNS), (100_000, N_COLUMNS)]
 QUICK_SIZES = [(400, 25)]
@@ -100,20 +102,11 @@ def measure(M: int, N: int, K: int, iterations: int, sharded: bool) -> dict:
 
 def run_point(M, N, K, iterations, sharded=False, host_devices=None) -> dict:
     """:func:`measure` in a fresh Python process; returns its result."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    flags = {}
     if host_devices:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={host_devices}"
-    point = json.dumps({"M": M, "N": N, "K": K, "iterations": iterations, "sharded": sharded})
-    done = subprocess.run(
-        [sys.executable, __file__, "--point", point],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"point {point} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        flags["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={host_devices}"
+    point = {"M": M, "N": N, "K": K, "iterations": iterations, "sharded": sharded}
+    return fresh_process.run_point(__file__, point, **flags)
 
 
 def plot(scaling, sharding, path: Path) -> None:

@@ -24,13 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's bernmf, also when run as a script
+
+import fresh_process  # noqa: E402
+
 TARGET_SECONDS, TARGET_MB = 180, 800
 
 
@@ -77,18 +79,8 @@ def measure(size: int, density: float, rank: int, options: dict) -> dict:
 
 def run_point(size: int, density: float, rank: int, options: dict) -> dict:
     """:func:`measure` in a fresh Python process."""
-    point = json.dumps({"size": size, "density": density, "rank": rank, "options": options})
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, __file__, "--point", point],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"point {point} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    point = {"size": size, "density": density, "rank": rank, "options": options}
+    return fresh_process.run_point(__file__, point)
 
 
 def parse_option(text: str) -> tuple[str, object]:
