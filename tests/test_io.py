@@ -157,6 +157,14 @@ def test_bad_paths_and_foreign_files(labelled_fit, tmp_path):
 # labels, and files from elsewhere: load treats its file as untrusted
 
 
+def assert_unlabelled_members(fit, loaded):
+    """The members of a loaded ensemble: no labels of their own, the same probabilities."""
+    for saved, member in zip(fit.members, loaded.members, strict=True):
+        assert member.row_labels is saved.row_labels is None
+        assert member.col_labels is saved.col_labels is None
+        np.testing.assert_array_equal(member.probs, saved.probs)
+
+
 def test_labels_of_every_kind_survive_save_and_load(labelled_fit, tmp_path):
     rows = pd.MultiIndex.from_arrays(
         [np.arange(30) % 3, [f"r{i}" for i in range(30)]], names=[("group", 1), None]
@@ -165,10 +173,7 @@ def test_labels_of_every_kind_survive_save_and_load(labelled_fit, tmp_path):
     fit = dataclasses.replace(labelled_fit, row_labels=rows, col_labels=columns)
     loaded = bernmf.load(fit.save(tmp_path / "fit.npz"))
     assert_same(fit.row_labels, loaded.row_labels)
-    for saved, member in zip(fit.members, loaded.members, strict=True):
-        assert member.row_labels is saved.row_labels is None
-        assert member.col_labels is saved.col_labels is None
-        np.testing.assert_array_equal(member.probs, saved.probs)
+    assert_unlabelled_members(fit, loaded)
     odd = dataclasses.replace(fit, col_labels=pd.Index([object()] * 20))
     with pytest.raises(ValueError, match="cannot save the label"):
         odd.save(tmp_path / "odd.npz")
@@ -442,7 +447,4 @@ def test_the_members_of_a_labelled_ensemble_come_back_as_they_were(tmp_path):
         fit = bernmf.fit(frame, "mm", 2, restarts=2, combine="mean", max_iter=5)
     loaded = bernmf.load(fit.save(tmp_path / "fit.npz"))
     assert_same(fit.row_labels, loaded.row_labels)
-    for saved, member in zip(fit.members, loaded.members, strict=True):
-        assert member.row_labels is saved.row_labels is None
-        assert member.col_labels is saved.col_labels is None
-        np.testing.assert_array_equal(member.probs, saved.probs)
+    assert_unlabelled_members(fit, loaded)
