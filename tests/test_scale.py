@@ -181,6 +181,7 @@ def test_each_layout_is_its_own_small_type_with_every_field_filled():
         layout.Choice(None, False, None): (layout.Dense, layout.Predictions),
         layout.Choice(None, True, None): (layout.SparseOnes, layout.OnesPredictions),
         layout.Choice(4, False, None): (layout.RowBlocks, layout.BlockTotals),
+        layout.Choice(4, True, None): (layout.SparseRowBlocks, layout.OnesBlockTotals),
     }
     with jax.enable_x64(True):
         W, H = mm.random_init(jax.random.key(0), 12, 6, 2, jnp.float64)
