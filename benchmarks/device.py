@@ -37,10 +37,10 @@ from bernmf import datasets
 from bernmf.split import paper_split
 
 
-def timed_fit(Y, engine, rank, repeat=True, **options):
+def timed_fit(Y, engine, rank, **options):
     """Fit twice (compile, then run) and return the second fit."""
     bernmf.fit(Y, engine, rank, **options)
-    return bernmf.fit(Y, engine, rank, **options) if repeat else None
+    return bernmf.fit(Y, engine, rank, **options)
 
 
 def mm_cases(lastfm, small: bool):

@@ -87,7 +87,7 @@ def check_block_rows(block_rows) -> None:
         raise ValueError(f"block_rows must be >= 1, got {block_rows}")
 
 
-def check_layout(layout, block_rows, devices) -> None:
+def check_layout(layout, devices) -> None:
     """Raise unless ``layout`` is one of :data:`LAYOUTS`, and sparse ones are on one device."""
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")

@@ -52,7 +52,7 @@ def check_options(options: dict) -> None:
     check_flag("accelerate", options["accelerate"])
     layouts.check_block_rows(options["block_rows"])
     devices = layouts.check_devices(options["devices"])
-    layouts.check_layout(options["layout"], options["block_rows"], devices)
+    layouts.check_layout(options["layout"], devices)
 
 
 def precision(dtype: str, accelerate: bool) -> tuple[type, bool]:
