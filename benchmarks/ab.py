@@ -5,8 +5,9 @@ The old package is copied from a git revision into a temporary folder as ``bernm
 (its absolute imports renamed), so both run in one process on one pinned core, their
 runs interleaved, and only ratios are compared (this machine is shared and noisy).
 Each case reports the median over ``--repeats`` turns (each the fastest of ``--best-of``
-calls) of new / old run seconds (compilation
-excluded; the first call of each compiles), and the first fit's compile seconds.
+calls) of new / old seconds of process CPU time of the whole call (the first call of each
+compiles and is not counted), so that other processes' load does not count; and the
+first fit's compile seconds, both compiled with the persistent compilation cache off.
 
 Run: ``.venv/bin/python benchmarks/ab.py [--old 76436b8] [--repeats 7] [--old-tree DIR]``
 (``--old-tree``: a folder holding the old ``bernmf/``, where git history is absent.)
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shutil
 import subprocess
 import sys
@@ -52,7 +54,7 @@ def old_package(revision: str, folder: Path, tree: Path | None = None) -> str:
 
 
 def cases(package):
-    """The timed calls of one package: name -> function returning run seconds."""
+    """The timed calls of one package: name -> function returning CPU seconds; the compile."""
     bernmf = importlib.import_module(package)
     tune = importlib.import_module(f"{package}.tune")
     split = importlib.import_module(f"{package}.split")
@@ -60,26 +62,33 @@ def cases(package):
     parts = split.random_split(Y.shape, seed=0)
     common = {"mask": parts.train, "tol": 0.0}
 
+    def cpu_seconds(call):
+        def timed():
+            begin = time.process_time()
+            call()
+            return time.process_time() - begin
+
+        return timed
+
     def sweep():
-        return bernmf.fit(Y, "mm", 4, accelerate=False, max_iter=300, **common).timings["run"]
+        bernmf.fit(Y, "mm", 4, accelerate=False, max_iter=300, **common)
 
     def accelerated():
-        return bernmf.fit(Y, "mm", 4, max_iter=100, **common).timings["run"]
+        bernmf.fit(Y, "mm", 4, max_iter=100, **common)
 
     def grid():
-        begin = time.perf_counter()
         tune.grid(
             Y, [4], [1.0, 1.5, 2.0], [1.0, 1.5, 2.0], validation=parts.validation,
             progress=False, max_iter=100, **common,
         )  # fmt: skip
-        return time.perf_counter() - begin
 
     def first_compile():
         return bernmf.fit(Y[:, :149], "mm", 3, max_iter=5, mask=parts.train[:, :149]).timings[
             "compile"
         ]
 
-    return {"plain sweep": sweep, "accelerated fit": accelerated, "3x3 grid": grid}, first_compile
+    timed = {"plain sweep": sweep, "accelerated fit": accelerated, "3x3 grid": grid}
+    return {name: cpu_seconds(call) for name, call in timed.items()}, first_compile
 
 
 def main() -> None:
@@ -90,6 +99,9 @@ def main() -> None:
     parser.add_argument("--old-tree", type=Path, help="a folder holding the old bernmf/ instead")
     args = parser.parse_args()
     pin()
+    # Both compile cold: with the new package's persistent cache on, the old one (which
+    # has none) would read programs the new one wrote, or the reverse.
+    os.environ["BERNMF_COMPILE_CACHE"] = "off"
     import numpy as np
 
     sys.path.insert(0, str(ROOT))

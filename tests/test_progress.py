@@ -154,6 +154,16 @@ def test_a_compiled_fit_notes_its_iterations(monkeypatch):
         assert progress.now() == f"{engine} K=2: iteration 40, objective {result.objective:.6g}"
 
 
+def test_a_short_fit_makes_no_note(monkeypatch):
+    """A note (a host callback) costs more than a small fit's iterations: none is made."""
+    notes = []
+    monkeypatch.setattr(_loop, "note", lambda i, value: notes.append(int(i)))
+    Y, _, _ = bernmf.simulate(0, 29, 17, 2)  # a shape of its own: compiled with the patch
+    for accelerate in (False, True):
+        bernmf.fit(Y, "mm", 2, max_iter=30, tol=0, accelerate=accelerate)
+    assert notes == []
+
+
 def test_cli_fit_writes_progress_lines_to_stderr_off_a_terminal(tmp_path, capsys, monkeypatch):
     """A long fit (made long by a slow sweep) writes heartbeat lines; stdout has none."""
     Y, _, _ = bernmf.simulate(0, 33, 21, 2)  # a shape of its own: compiled with the patch

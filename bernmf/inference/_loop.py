@@ -12,7 +12,7 @@ from jax._src.interpreters.batching import BatchTracer
 
 from bernmf._progress import note
 
-NOTE_SECONDS = 0.1
+NOTE_SECONDS = 1.0
 """Estimated work between two progress notes of a loop (:func:`noting`), in seconds."""
 ELEMENT_SECONDS = 1e-9
 """Estimated seconds per element an iteration computes (optimistic: notes come no rarer)."""
@@ -66,8 +66,8 @@ def _elements(jaxpr) -> float:
 def noting(update: Callable, *args) -> Callable | None:
     """``noted(i, value, when=True)`` for a loop of ``update(*args)``, or None.
 
-    ``noted`` calls :func:`bernmf._progress.note` when ``when`` and ``i`` is a multiple
-    of ``k``.
+    ``noted`` calls :func:`bernmf._progress.note` when ``when`` and ``i`` is a positive
+    multiple of ``k``: a fit shorter than ``k`` iterations makes no host callback.
 
     The progress lines of the command line (:class:`bernmf._progress.Heartbeat`)
     say which iteration a compiled fit has reached; a host callback per iteration
@@ -82,7 +82,7 @@ def noting(update: Callable, *args) -> Callable | None:
     every = 1 << max(0, min(30, math.ceil(math.log2(max(NOTE_SECONDS / seconds, 1)))))
 
     def noted(i, value, when=True) -> None:
-        due = when & (i % every == 0)
+        due = when & (i > 0) & (i % every == 0)
         jax.lax.cond(due, lambda: jax.debug.callback(note, i, value), lambda: None)
 
     return noted
