@@ -110,6 +110,35 @@ def test_seeds_mean_gives_a_setting_one_weight_split_between_its_seeds(structure
         bernmf.stack(fits, Y, validation=split.validation, seeds="each")
 
 
+def test_refit_fits_the_weighted_members_again_on_training_and_validation(structured):
+    Y, split, fits = structured
+    chosen = bernmf.stack(fits, Y, validation=split.validation)
+    refitted = bernmf.stack(fits, Y, validation=split.validation, refit=True)
+    weights = np.asarray(refitted.extras["stack"]["weights"])
+    np.testing.assert_allclose(weights, chosen.extras["stack"]["weights"], rtol=0, atol=0)
+    both = split.train | split.validation
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = [bernmf.fit(Y, "logsvd", 2, mask=both)] + [
+            bernmf.fit(Y, "mm", 3, mask=both, prior=bernmf.Prior(1.2, 1.2), seed=m.seed)
+            for m in fits[1].members
+        ]
+    column = both.sum(axis=0)
+    frequency = ((Y * both).sum(axis=0) + 1) / (column + 2)
+    probs = [f.probs for f in again] + [np.broadcast_to(frequency, Y.shape)]
+    for member, expected in zip(refitted.members, probs, strict=True):
+        np.testing.assert_allclose(member.probs, expected, rtol=0, atol=1e-8)
+        assert member.observed is None or np.array_equal(member.observed.mask, both)
+    expected = -np.mean(np.log(np.exp(by_hand(Y, split.test, probs)) @ weights))
+    assert refitted.perplexity(Y, split.test) == pytest.approx(expected, rel=1e-8)
+    assert refitted.perplexity(Y, split.test) != pytest.approx(chosen.perplexity(Y, split.test))
+    assert np.array_equal(refitted.observed.mask, both)
+    assert refitted.extras["stack"]["refit"] and refitted.extras["stack"]["refit_seconds"] > 0
+    whole = bernmf.stack(fits, Y, validation=split.validation, unpack=False)
+    with pytest.raises(ValueError, match="has members of its own"):
+        bernmf.stack([whole], Y, validation=split.validation, unpack=False, refit=True)
+
+
 def test_unpack_false_stacks_an_ensemble_as_its_mixture(problem, tmp_path):
     Y, split, fits = problem
     stacked = bernmf.stack(fits, Y, validation=split.validation, unpack=False)
