@@ -99,7 +99,8 @@ Writes fits.csv (every fit), summary.csv, summary.json, perplexity.png.""",
 the paper's split files (no header, no row names; or labelled as DATA, any order),
 .npz or .parquet.
 --combine stack: best_fit.npz is the stack of every fit of the grid (bernmf.stack on the
-validation entries), and members.csv its members and weights; no refit.
+validation entries, a setting's seeds sharing one weight), and members.csv its members and
+weights; no refit.
 Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
     "report": """examples:
   bernmf report --quick --out results/report-quick          # animals, about a minute

@@ -83,8 +83,8 @@ class Tuning:
         perplexity (:func:`bernmf.runner.members`), e.g. to stack them.
     stacked : Fit or None
         With ``combine="stack"``: :func:`bernmf.stack` of every fit of the grid (the
-        members of every setting and rank) and the baseline, weighted on the
-        validation entries.
+        members of every setting and rank, a setting's seeds sharing one weight) and
+        the baseline, weighted on the validation entries.
     """
 
     table: pd.DataFrame
@@ -152,7 +152,8 @@ def grid(
         ``"mean"``, ``"best"``: also score, and choose the setting by, the ensemble of
         each setting's ``restarts`` fits (:mod:`bernmf.ensemble`): the uniform mixture
         of their probabilities, or the fit of lowest objective. ``"stack"``: stack
-        every fit of the grid on the validation entries (:func:`bernmf.stack`,
+        every fit of the grid on the validation entries (:func:`bernmf.stack` with its
+        default ``seeds="mean"``: a setting's ``restarts`` fits share one weight;
         :attr:`Tuning.stacked`; its validation perplexity is that of the entries its
         weights were fitted on, so score it on test entries); ``best`` stays the
         single fit of lowest validation perplexity.
