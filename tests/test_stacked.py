@@ -72,15 +72,16 @@ def test_the_stack_perplexity_is_the_mixture_of_its_members_by_hand(problem):
 @pytest.fixture(scope="module")
 def structured():
     """Data of clear structure (a flat prior's data is nearly all noise, which the baseline
-    alone predicts): logsvd at K = 2 and an mm ensemble of 2 seeds both get weight."""
-    Y, _, _ = bernmf.simulate(1, 60, 40, 3, bernmf.Prior(0.3, 0.3, 0.3))
+    alone predicts): logsvd at K = 2 and an mm ensemble of 2 seeds both get weight. The
+    shapes and ranks of ``problem``'s fits, whose compiled programs they reuse."""
+    Y, _, _ = bernmf.simulate(2, 50, 30, 3, bernmf.Prior(0.3, 0.3, 0.3))
     split = random_split(Y.shape, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fits = [
             bernmf.fit(Y, "logsvd", 2, mask=split.train),
             bernmf.fit(
-                Y, "mm", 3, mask=split.train, prior=bernmf.Prior(1.2, 1.2), restarts=2,
+                Y, "mm", 2, mask=split.train, prior=bernmf.Prior(1.2, 1.2), restarts=2,
                 combine="mean",
             ),
         ]  # fmt: skip
@@ -92,7 +93,7 @@ def test_seeds_mean_gives_a_setting_one_weight_split_between_its_seeds(structure
     stacked = bernmf.stack(fits, Y, validation=split.validation)  # seeds="mean", the default
     column = split.train.sum(axis=0)
     frequency = ((Y * split.train).sum(axis=0) + 1) / (column + 2)
-    seeds = [m.probs for m in fits[1].members]  # one setting: mm, K = 3, Beta(1.2, 1.2)
+    seeds = [m.probs for m in fits[1].members]  # one setting: mm, K = 2, Beta(1.2, 1.2)
     probs = [fits[0].probs, np.mean(seeds, axis=0), np.broadcast_to(frequency, Y.shape)]
     setting = floored(stacking_weights(by_hand(Y, split.validation, probs)))
     assert setting.min() > 0.01  # every setting has weight: the test can tell them apart
@@ -120,7 +121,7 @@ def test_refit_fits_the_weighted_members_again_on_training_and_validation(struct
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         again = [bernmf.fit(Y, "logsvd", 2, mask=both)] + [
-            bernmf.fit(Y, "mm", 3, mask=both, prior=bernmf.Prior(1.2, 1.2), seed=m.seed)
+            bernmf.fit(Y, "mm", 2, mask=both, prior=bernmf.Prior(1.2, 1.2), seed=m.seed)
             for m in fits[1].members
         ]
     column = both.sum(axis=0)
