@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -201,12 +201,16 @@ def _setting_weights(lpd: np.ndarray, settings: np.ndarray) -> np.ndarray:
 
 
 def _refitted(
-    members: list[Fit], options: list[dict | None], weights: np.ndarray, data: Observed
+    members: list[Fit],
+    options: list[dict | None],
+    weights: np.ndarray,
+    data: Observed,
+    given: Mapping[str, Mapping] | None = None,
 ) -> list[Fit]:
     """``members`` with each one of positive weight fitted again on ``data``: the same engine,
-    rank, prior, seed and recorded options (else the engine's defaults); a sampler's chain
-    as a one-chain run of its seed. The members of one setting run in one call
-    (:func:`bernmf.runner.members`: one compiled call for ``mm``)."""
+    rank, prior, seed and recorded options (else the engine's defaults), ``given[engine]``
+    over them; a sampler's chain as a one-chain run of its seed. The members of one setting
+    run in one call (:func:`bernmf.runner.members`: one compiled call for ``mm``)."""
     out = list(members)
     settings: dict[tuple, tuple] = {}
     for i, (one, weight) in enumerate(zip(members, weights, strict=True)):
@@ -216,7 +220,7 @@ def _refitted(
             out[i] = _baseline(data)
             continue
         engine = get_engine(one.engine)
-        chosen = engine.with_defaults(dict(options[i] or {}))
+        chosen = engine.with_defaults({**(options[i] or {}), **(given or {}).get(one.engine, {})})
         if engine.seed_count is not None:
             chosen[engine.seed_count] = 1
         prior = None if one.prior is None else tuple(np.asarray(v).tobytes() for v in one.prior)
@@ -243,6 +247,7 @@ def stack(
     unpack: bool = True,
     seeds: str = "mean",
     refit: bool = False,
+    options: Mapping[str, Mapping] | None = None,
 ) -> Fit:
     """Stack fits of any engines, ranks and priors on the validation entries.
 
@@ -295,6 +300,10 @@ def stack(
         (``experiments/stacking.py``, 5 seed sets) it moved the test perplexity of
         the setting means' stack from 0.3940 to 0.3756 (animals), 0.0852 to 0.0824
         (paleo) and 0.1352 to 0.1323 (lastfm).
+    options : dict of engine name to dict, optional
+        With ``refit``: engine options of the refits, over those the fits recorded,
+        e.g. ``{"mm": {"max_iter": 500}}`` for fits that record none (of
+        :func:`bernmf.tune.grid` or :func:`bernmf.inference.mm.run_many`).
 
     Returns
     -------
@@ -319,12 +328,15 @@ def stack(
         No fit, fits of another shape than Y or made on other training entries or
         data (named), validation entries that overlap the training entries or
         select none, ``seeds`` not one of :data:`SEEDS`, ``refit`` with a fit of
-        members kept whole; all before anything is computed.
+        members kept whole, ``options`` without ``refit``; all before anything is
+        computed.
     """
     if seeds not in SEEDS:
         raise ValueError(f"seeds must be 'mean' or 'stack', got {seeds!r}")
-    given, members, options = _unpacked(fits, unpack)
+    given, members, recorded = _unpacked(fits, unpack)
     whole = [i for i, one in enumerate(members) if one.members]
+    if options is not None and not refit:
+        raise ValueError("options are the refits' engine options: give refit=True with them")
     if refit and whole:
         raise ValueError(
             f"refit=True refits single fits, but member {whole[0]} ({members[whole[0]].engine}, "
@@ -336,7 +348,7 @@ def stack(
     begin = time.perf_counter()
     if baseline:
         members.append(_baseline(data))
-        options.append(None)
+        recorded.append(None)
     rows, columns, y = held_out.entries()
     lpd = np.column_stack([entries_lpd(y, m.probs_at(rows, columns)) for m in members])
     settings = _settings(members) if seeds == "mean" else np.arange(len(members))
@@ -352,7 +364,7 @@ def stack(
     if refit:
         begin = time.perf_counter()
         data = as_observed(Y, data.mask | held_out.mask, warn_empty=False)
-        used = _refitted(members, options, weights, data)
+        used = _refitted(members, recorded, weights, data, options)
         record["refit_seconds"] = time.perf_counter() - begin
     top = used[int(np.argmax(weights))]
     table = {

@@ -122,6 +122,7 @@ def grid(
     gamma: float = 1.0,
     restarts: int = 1,
     combine: str | None = None,
+    refit: bool = False,
     seed: int = 0,
     batch_size: int | None = None,
     workers: int = 1,
@@ -157,6 +158,10 @@ def grid(
         :attr:`Tuning.stacked`; its validation perplexity is that of the entries its
         weights were fitted on, so score it on test entries); ``best`` stays the
         single fit of lowest validation perplexity.
+    refit : bool, default False
+        With ``combine="stack"``: fit the stack's members of positive weight again on
+        the training and validation entries, with this grid's options
+        (:func:`bernmf.stack`'s ``refit``).
     batch_size, workers
         See :func:`bernmf.inference.mm.run_many`.
     progress : bool, default True
@@ -174,6 +179,8 @@ def grid(
     check_count("restarts", restarts, most=MAX_RESTARTS)
     if combine not in (None, "mean", "best", "stack"):
         raise ValueError(f"combine must be None, 'mean', 'best' or 'stack', got {combine!r}")
+    if refit and combine != "stack":
+        raise ValueError(f"refit=True refits a stack: give combine='stack' (got {combine!r})")
     engine = get_engine("mm")
     options = engine.with_defaults(options)  # every option checked before compiling
     data = as_observed(Y, mask)
@@ -250,5 +257,7 @@ def grid(
     }
     stacked = None
     if combine == "stack":
-        stacked = stack([m.fit for m in everyone], Y, validation=validation, mask=mask)
+        fits = [m.fit for m in everyone]
+        refits = {"refit": refit, "options": {"mm": options}} if refit else {}
+        stacked = stack(fits, Y, validation=validation, mask=mask, **refits)
     return Tuning(table, best, best_factors, timings, ensemble_table, everyone, stacked)

@@ -332,6 +332,39 @@ def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
     assert best["test_perplexity"] == pytest.approx(saved.perplexity(Y, split.test), rel=1e-12)
 
 
+def test_grid_stacking_refits_with_the_grids_options(structured, tmp_path):
+    from bernmf import tune
+    from bernmf.cli import main
+
+    Y, split, _ = structured
+    both = split.train | split.validation
+    result = tune.grid(
+        Y, [2], [1.2], [1.5], mask=split.train, validation=split.validation, restarts=2,
+        combine="stack", refit=True, progress=False, max_iter=5,
+    )  # fmt: skip
+    stacked = result.stacked
+    assert np.array_equal(stacked.observed.mask, both)
+    weights = stacked.extras["stack"]["weights"]
+    assert weights[0] == weights[1] > 0.01  # both seeds refitted
+    for member in stacked.members[:-1]:
+        prior = bernmf.Prior(1.2, 1.5)
+        again = bernmf.fit(Y, "mm", 2, mask=both, prior=prior, seed=member.seed, max_iter=5)
+        assert member.n_iter == again.n_iter == 5  # the grid's max_iter, not the default
+        np.testing.assert_allclose(member.probs, again.probs, rtol=0, atol=1e-8)
+    with pytest.raises(ValueError, match="give combine='stack'"):
+        tune.grid(Y, [2], mask=split.train, validation=split.validation, refit=True)
+    with pytest.raises(ValueError, match="give refit=True"):
+        bernmf.stack([stacked.members[0]], Y, validation=split.validation, options={})
+    path = tmp_path / "Y.csv"
+    np.savetxt(path, Y, fmt="%d", delimiter=",")
+    np.savez(tmp_path / "split.npz", Y=split.codes())
+    argv = ["tune", str(path), "--split", str(tmp_path / "split.npz"), "--ranks", "2"]
+    argv += ["--alphas", "1.2", "--betas", "1.5", "--combine", "stack", "--refit", "--quiet"]
+    assert main([*argv, "--max-iter", "5", "--out", str(tmp_path / "tune")]) == 0
+    saved = bernmf.load(tmp_path / "tune" / "best_fit.npz")
+    assert saved.extras["stack"]["refit"] and np.array_equal(saved.observed.mask, both)
+
+
 def test_the_reports_stacked_rows_give_a_setting_one_weight(structured):
     from bernmf.comparison import STACKED_ALL, stacked_rows
     from bernmf.data import as_observed
