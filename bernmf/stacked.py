@@ -7,7 +7,10 @@ ensemble counts as its members), and mixes their predictive probabilities with t
 stacking weights (Yao, Vehtari, Simpson & Gelman 2018) that predict the validation
 entries best (:func:`bernmf.stacking.stacking_weights`). A smoothed column-frequency
 member (:func:`baseline`), which gives every entry a probability strictly inside
-(0, 1), is added unless asked not to, so the mixture never rules an outcome out.
+(0, 1), is added unless asked not to, so the mixture never rules an outcome out. By
+default the seeds of one setting share one weight (``seeds="mean"``); ``refit=True``
+fits the members of positive weight again on the training and validation entries once
+the weights are chosen.
 
 Examples
 --------
@@ -175,6 +178,11 @@ SEEDS = ("mean", "stack")
 """The values of :func:`stack`'s ``seeds``."""
 
 
+def _prior_key(prior) -> tuple | None:
+    """A hashable key of a prior's values (None for none)."""
+    return None if prior is None else tuple(np.asarray(v, float).tobytes() for v in prior)
+
+
 def _settings(members: list[Fit]) -> np.ndarray:
     """The setting of each member, numbered in order of first appearance: members of one
     engine, rank and prior (differing in seed) share one; a fit with members of its own
@@ -182,8 +190,7 @@ def _settings(members: list[Fit]) -> np.ndarray:
     numbers: dict[tuple, int] = {}
     settings = []
     for m in members:
-        prior = None if m.prior is None else tuple(np.asarray(v, float).tobytes() for v in m.prior)
-        key = (m.engine, int(m.rank), prior, id(m) if m.members else None)
+        key = (m.engine, int(m.rank), _prior_key(m.prior), id(m) if m.members else None)
         settings.append(numbers.setdefault(key, len(numbers)))
     return np.array(settings)
 
@@ -223,8 +230,8 @@ def _refitted(
         chosen = engine.with_defaults({**(options[i] or {}), **(given or {}).get(one.engine, {})})
         if engine.seed_count is not None:
             chosen[engine.seed_count] = 1
-        prior = None if one.prior is None else tuple(np.asarray(v).tobytes() for v in one.prior)
-        key = (one.engine, one.rank, prior, json.dumps(chosen, sort_keys=True, default=repr))
+        setting = json.dumps(chosen, sort_keys=True, default=repr)
+        key = (one.engine, one.rank, _prior_key(one.prior), setting)
         if engine.seed_count is not None:
             key += (i,)  # a chain of its own
         settings.setdefault(key, (engine, one.rank, one.prior, chosen, []))[-1].append(i)
