@@ -99,7 +99,8 @@ Writes fits.csv (every fit), summary.csv, summary.json, perplexity.png.""",
 the paper's split files (no header, no row names; or labelled as DATA, any order),
 .npz or .parquet.
 --combine stack: best_fit.npz is the stack of every fit of the grid (bernmf.stack on the
-validation entries), and members.csv its members and weights; no refit.
+validation entries, a setting's seeds sharing one weight), and members.csv its members and
+weights; --refit fits its members of positive weight again on training + validation entries.
 Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
     "report": """examples:
   bernmf report --quick --out results/report-quick          # animals, about a minute
@@ -264,6 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("mean", "best", "stack"),
         help="score each setting's ensemble of --restarts fits (uniform mixture or best), "
         "or stack every fit of the grid on validation (stack)",
+    )
+    tune_parser.add_argument(
+        "--refit",
+        action="store_true",
+        help="with --combine stack: fit the stack's members of positive weight again on the "
+        "training and validation entries",
     )
     tune_parser.add_argument(
         "--seed", type=int, default=grids["seed"], help=f"first seed ({grids['seed']})"

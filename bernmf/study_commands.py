@@ -60,13 +60,14 @@ def tune_command(args) -> int:
         gamma=args.gamma,
         restarts=args.restarts,
         combine=args.combine,
+        refit=args.refit,
         seed=args.seed,
         progress=not (args.quiet or args.json),
         **options,
     )
     best = tuning.best
     prior = Prior(best["alpha"], best["beta"], args.gamma)
-    if args.combine == "stack":  # every fit of the grid, stacked on validation: no refit
+    if args.combine == "stack":  # every fit of the grid, stacked on validation (--refit)
         result = tuning.stacked
         stacked = result.extras["stack"]["validation_perplexity"]
         best = {**best, "stack_validation_perplexity": stacked}

@@ -83,8 +83,8 @@ class Tuning:
         perplexity (:func:`bernmf.runner.members`), e.g. to stack them.
     stacked : Fit or None
         With ``combine="stack"``: :func:`bernmf.stack` of every fit of the grid (the
-        members of every setting and rank) and the baseline, weighted on the
-        validation entries.
+        members of every setting and rank, a setting's seeds sharing one weight) and
+        the baseline, weighted on the validation entries.
     """
 
     table: pd.DataFrame
@@ -122,6 +122,7 @@ def grid(
     gamma: float = 1.0,
     restarts: int = 1,
     combine: str | None = None,
+    refit: bool = False,
     seed: int = 0,
     batch_size: int | None = None,
     workers: int = 1,
@@ -152,10 +153,15 @@ def grid(
         ``"mean"``, ``"best"``: also score, and choose the setting by, the ensemble of
         each setting's ``restarts`` fits (:mod:`bernmf.ensemble`): the uniform mixture
         of their probabilities, or the fit of lowest objective. ``"stack"``: stack
-        every fit of the grid on the validation entries (:func:`bernmf.stack`,
+        every fit of the grid on the validation entries (:func:`bernmf.stack` with its
+        default ``seeds="mean"``: a setting's ``restarts`` fits share one weight;
         :attr:`Tuning.stacked`; its validation perplexity is that of the entries its
         weights were fitted on, so score it on test entries); ``best`` stays the
         single fit of lowest validation perplexity.
+    refit : bool, default False
+        With ``combine="stack"``: fit the stack's members of positive weight again on
+        the training and validation entries, with this grid's options
+        (:func:`bernmf.stack`'s ``refit``).
     batch_size, workers
         See :func:`bernmf.inference.mm.run_many`.
     progress : bool, default True
@@ -173,6 +179,8 @@ def grid(
     check_count("restarts", restarts, most=MAX_RESTARTS)
     if combine not in (None, "mean", "best", "stack"):
         raise ValueError(f"combine must be None, 'mean', 'best' or 'stack', got {combine!r}")
+    if refit and combine != "stack":
+        raise ValueError(f"refit=True refits a stack: give combine='stack' (got {combine!r})")
     engine = get_engine("mm")
     options = engine.with_defaults(options)  # every option checked before compiling
     data = as_observed(Y, mask)
@@ -249,5 +257,7 @@ def grid(
     }
     stacked = None
     if combine == "stack":
-        stacked = stack([m.fit for m in everyone], Y, validation=validation, mask=mask)
+        fits = [m.fit for m in everyone]
+        refits = {"refit": refit, "options": {"mm": options}} if refit else {}
+        stacked = stack(fits, Y, validation=validation, mask=mask, **refits)
     return Tuning(table, best, best_factors, timings, ensemble_table, everyone, stacked)

@@ -18,19 +18,25 @@ and stacks them with the public API, ``bernmf.stack(fits, Y, validation=...)``, 
 adds the smoothed column-frequency baseline. Methods (every weight and choice on the
 validation entries only; the test entries score the result):
 
-* ``stacked: setting means``: the mean of each MM setting's R seeds (an ensemble,
-  ``bernmf.ensemble.combine_members(..., "mean")``, as ``bernmf.fit(..., restarts=R,
-  combine="mean")`` makes it), logsvd, logpca and vb, stacked with ``unpack=False``: R times
-  fewer weights fitted to the validation entries;
-* ``stacked: all engines``: every member above, each MM seed its own member;
-* ``stacked: mm grid``: the MM members only (the modes study's "grid-stacked R");
+* ``stacked: setting means``: ``bernmf.stack``'s default (``seeds="mean"``): each MM
+  setting's R seeds share one weight (the stack of the settings' uniform mixtures, as
+  ``bernmf.fit(..., restarts=R, combine="mean")`` makes them), with logsvd, logpca and vb:
+  R times fewer weights fitted to the validation entries;
+* ``stacked: setting means, refit``: the same weights, every member of positive weight
+  fitted again on the training and validation entries (``bernmf.stack(..., refit=True)``);
+  its ``validation`` column is NaN (those entries are then training data);
+* ``stacked: all engines``: every member above, each MM seed its own weight
+  (``seeds="stack"``);
+* ``stacked: mm grid``: the MM members only, a weight per seed (the modes study's
+  "grid-stacked R");
 * ``best single``: the one member of lowest validation perplexity.
 
-``seconds`` is the sum of the members' run times (without compilation) plus the
-stacking's. Outputs in ``--out`` (default ``results/stacking``): ``results.csv`` (every
-method and seed set: test and validation perplexity, seconds, the smallest test-entry
-probability of the method's predictive), ``weights.csv`` (weight per engine and rank of
-``stacked: all engines``), ``summary.csv`` (mean and sd over seed sets) and
+``seconds`` is the sum of the members' run times (without compilation; with the
+refit, the refits' too) plus the stacking's. Outputs in ``--out`` (default
+``results/stacking``): ``results.csv`` (every method and seed set: test and validation
+perplexity, seconds, the smallest test-entry probability of the method's predictive),
+``weights.csv`` (weight per engine and rank of ``stacked: setting means`` and ``stacked:
+all engines``), ``summary.csv`` (mean and sd over seed sets) and
 ``stacking.png`` (test perplexity against seconds). The CSVs are written after every
 seed set, so an interrupted run keeps what it measured. ``weights.csv`` has a column
 ``stack`` naming the stacked method.
@@ -43,6 +49,7 @@ heavier.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 import warnings
@@ -54,7 +61,6 @@ import pandas as pd
 import bernmf
 from bernmf import datasets
 from bernmf.data import as_observed
-from bernmf.ensemble import combine_members
 from bernmf.inference import mm
 from bernmf.split import paper_split
 from bernmf.stacked import members_table
@@ -86,7 +92,9 @@ def log(message: str) -> None:
 
 
 def mm_pool(Y, split, grid: dict, seeds: int) -> dict[tuple, bernmf.Fit]:
-    """MM fits ``{(rank, alpha, beta, seed): Fit}``, seeds 0 .. seeds - 1, one call per rank."""
+    """MM fits ``{(rank, alpha, beta, seed): Fit}``, seeds 0 .. seeds - 1, one call per rank;
+    each records its float type as :func:`bernmf.fit` records options (``extras["run"]``),
+    which a refit (``bernmf.stack(..., refit=True)``) runs with."""
     data = as_observed(Y, split.train)
     pool = {}
     for rank in grid["ranks"]:
@@ -96,7 +104,9 @@ def mm_pool(Y, split, grid: dict, seeds: int) -> dict[tuple, bernmf.Fit]:
         log(f"  mm rank {rank}: {len(settings)} fits, {batch.run_seconds:.1f} s run")
         for i, (a, b, s) in enumerate(settings):
             timings = {"compile": 0.0, "run": float(batch.seconds[i])}
-            pool[(rank, a, b, s)] = batch.fit(i, priors[i], s, timings=timings)
+            fit = batch.fit(i, priors[i], s, timings=timings)
+            run = {"options": {"dtype": grid["dtype"]}}
+            pool[(rank, a, b, s)] = dataclasses.replace(fit, extras={**fit.extras, "run": run})
     return pool
 
 
@@ -105,26 +115,18 @@ def engine_fits(Y, split, engine: str, rank: int, seed: int, prior=None) -> bern
     return fit
 
 
-def setting_means(fits: list[bernmf.Fit], observed) -> list[bernmf.Fit]:
-    """One ensemble per (rank, alpha, beta): the uniform mixture of its seeds."""
-    settings: dict[tuple, list] = {}
-    for one in fits:
-        key = (one.rank, float(one.prior.alpha[0]), float(one.prior.beta[0]))
-        settings.setdefault(key, []).append(one)
-    return [combine_members(group, "mean", observed) for group in settings.values()]
-
-
 def scored(name: str, result: bernmf.Fit, Y, split, stack_seconds: float = 0.0) -> dict:
-    """Test and validation perplexity, seconds (the members' runs and the stacking's),
-    the stacking's seconds alone, and the smallest test-entry probability."""
+    """Test and validation perplexity (NaN for a refitted stack: the validation entries are
+    its training data), seconds (the members' and refits' runs and the stacking's), the
+    stacking's seconds alone, and the smallest test-entry probability."""
     rows, columns, y = as_observed(Y, split.test, warn_empty=False).entries()
     p = result.probs_at(rows, columns)
+    refitted = result.extras.get("stack", {}).get("refit", False)
     return {
         "method": name,
         "test": result.perplexity(Y, split.test),
-        "validation": result.perplexity(Y, split.validation),
-        "seconds": float(sum(m.timings.get("run", 0.0) for m in result.members or [result]))
-        + stack_seconds,
+        "validation": np.nan if refitted else result.perplexity(Y, split.validation),
+        "seconds": float(result.timings.get("run", 0.0)) + stack_seconds,
         "stack_seconds": stack_seconds,
         "min_test_probability": float(np.min(np.where(y == 1, p, 1 - p))),
     }
@@ -154,23 +156,28 @@ def run_dataset(name: str, grid: dict, args, out: Path, results: list, weights: 
         if vb:
             log(f"  set {j}: vb {sum(f.timings['run'] for f in vb):.1f} s run")
         found = []
-        means = setting_means(mm_fits, as_observed(Y, split.train, warn_empty=False))
-        for method, members, unpack in (
-            ("stacked: setting means", means + logistic + vb, False),
-            ("stacked: all engines", mm_fits + logistic + vb, True),
-            ("stacked: mm grid", mm_fits, True),
+        everything = mm_fits + logistic + vb
+        for method, members, seeds, refit in (
+            ("stacked: setting means", everything, "mean", False),
+            ("stacked: setting means, refit", everything, "mean", args.refit),
+            ("stacked: all engines", everything, "stack", False),
+            ("stacked: mm grid", mm_fits, "stack", False),
         ):
+            if method.endswith("refit") and not refit:
+                continue
             with warnings.catch_warnings():
                 warnings.simplefilter("error", bernmf.ZeroProbabilityWarning)
                 stacked = bernmf.stack(
-                    members, Y, validation=split.validation, mask=split.train, unpack=unpack
-                )
+                    members, Y, validation=split.validation, mask=split.train, seeds=seeds,
+                    refit=refit,
+                )  # fmt: skip
                 found.append(scored(method, stacked, Y, split, stacked.extras["stack"]["seconds"]))
-            if method != "stacked: mm grid":
+            if refit:
+                log(f"  set {j}: refit {stacked.extras['stack']['refit_seconds']:.1f} s")
+            if method in ("stacked: setting means", "stacked: all engines"):
                 table = members_table(stacked)
                 by = table.groupby(["engine", "rank"], as_index=False)["weight"].sum()
                 weights.append(by.assign(dataset=name, set=j, stack=method))
-        everything = mm_fits + logistic + vb
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", bernmf.ZeroProbabilityWarning)  # flat-prior members
             chosen = min(everything, key=lambda f: f.perplexity(Y, split.validation))
@@ -245,6 +252,10 @@ def main(argv=None) -> int:
     parser.add_argument("--logsvd-ranks", default=",".join(map(str, LOGSVD_RANKS)))
     parser.add_argument("--logpca-ranks", default=",".join(map(str, LOGPCA_RANKS)))
     parser.add_argument("--vb-ranks", default=",".join(map(str, VB_RANKS)))
+    parser.add_argument(
+        "--no-refit", dest="refit", action="store_false",
+        help="leave out 'stacked: setting means, refit' (the weighted members fitted again)",
+    )  # fmt: skip
     parser.add_argument("--out", default="results/stacking")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", message=".*distinct modes", category=UserWarning)

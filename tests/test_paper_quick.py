@@ -149,6 +149,7 @@ def test_quick_stacking_study(tmp_path, capsys):
     assert study.main(["--quick", "--data-dir", str(data_dir), "--out", str(tmp_path)]) == 0
     results = pd.read_csv(tmp_path / "results.csv")
     stacked = {"stacked: setting means", "stacked: all engines", "stacked: mm grid"}
+    stacked.add("stacked: setting means, refit")
     assert stacked < set(results["method"]) and results.groupby("method").size().min() >= 1
     assert (results["min_test_probability"] > 0).all()  # no test entry at probability 0
     summary = pd.read_csv(tmp_path / "summary.csv").set_index("method")

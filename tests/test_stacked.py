@@ -47,7 +47,7 @@ def by_hand(Y, mask, probs):
 
 def test_the_stack_perplexity_is_the_mixture_of_its_members_by_hand(problem):
     Y, split, fits = problem
-    stacked = bernmf.stack(fits, Y, validation=split.validation)
+    stacked = bernmf.stack(fits, Y, validation=split.validation, seeds="stack")
     members = [fits[0], fits[1], *fits[2].members]
     column = split.train.sum(axis=0)
     frequency = ((Y * split.train).sum(axis=0) + 1) / (column + 2)
@@ -67,6 +67,77 @@ def test_the_stack_perplexity_is_the_mixture_of_its_members_by_hand(problem):
     assert mixture == pytest.approx(-np.mean(np.log(np.exp(val) @ weights)), rel=1e-12)
     assert mixture <= table["validation_perplexity"].min() + 2e-6  # optimal, but the floor
     assert stacked.timings["run"] == pytest.approx(sum(m.timings["run"] for m in stacked.members))
+
+
+@pytest.fixture(scope="module")
+def structured():
+    """Data of clear structure (a flat prior's data is nearly all noise, which the baseline
+    alone predicts): logsvd at K = 2 and an mm ensemble of 2 seeds both get weight. The
+    shapes and ranks of ``problem``'s fits, whose compiled programs they reuse."""
+    Y, _, _ = bernmf.simulate(2, 50, 30, 3, bernmf.Prior(0.3, 0.3, 0.3))
+    split = random_split(Y.shape, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = [
+            bernmf.fit(Y, "logsvd", 2, mask=split.train),
+            bernmf.fit(
+                Y, "mm", 2, mask=split.train, prior=bernmf.Prior(1.2, 1.2), restarts=2,
+                combine="mean",
+            ),
+        ]  # fmt: skip
+    return Y, split, fits
+
+
+def test_seeds_mean_gives_a_setting_one_weight_split_between_its_seeds(structured, tmp_path):
+    Y, split, fits = structured
+    stacked = bernmf.stack(fits, Y, validation=split.validation)  # seeds="mean", the default
+    column = split.train.sum(axis=0)
+    frequency = ((Y * split.train).sum(axis=0) + 1) / (column + 2)
+    seeds = [m.probs for m in fits[1].members]  # one setting: mm, K = 2, Beta(1.2, 1.2)
+    probs = [fits[0].probs, np.mean(seeds, axis=0), np.broadcast_to(frequency, Y.shape)]
+    setting = floored(stacking_weights(by_hand(Y, split.validation, probs)))
+    assert setting.min() > 0.01  # every setting has weight: the test can tell them apart
+    weights = np.asarray(stacked.extras["stack"]["weights"])
+    expected = [setting[0], setting[1] / 2, setting[1] / 2, setting[2]]
+    np.testing.assert_allclose(weights, expected, atol=1e-12)
+    test = -np.mean(np.log(np.exp(by_hand(Y, split.test, probs)) @ setting))
+    assert stacked.perplexity(Y, split.test) == pytest.approx(test, rel=1e-12)
+    each = bernmf.stack(fits, Y, validation=split.validation, seeds="stack")
+    assert not np.allclose(each.extras["stack"]["weights"], weights, atol=1e-3)
+    assert len(stacked.members) == 4  # the members themselves: saved and loaded as such
+    loaded = bernmf.load(stacked.save(tmp_path / "stack.npz"))
+    np.testing.assert_allclose(loaded.probs, stacked.probs, rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match="seeds must be 'mean' or 'stack'"):
+        bernmf.stack(fits, Y, validation=split.validation, seeds="each")
+
+
+def test_refit_fits_the_weighted_members_again_on_training_and_validation(structured):
+    Y, split, fits = structured
+    chosen = bernmf.stack(fits, Y, validation=split.validation)
+    refitted = bernmf.stack(fits, Y, validation=split.validation, refit=True)
+    weights = np.asarray(refitted.extras["stack"]["weights"])
+    np.testing.assert_allclose(weights, chosen.extras["stack"]["weights"], rtol=0, atol=0)
+    both = split.train | split.validation
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = [bernmf.fit(Y, "logsvd", 2, mask=both)] + [
+            bernmf.fit(Y, "mm", 2, mask=both, prior=bernmf.Prior(1.2, 1.2), seed=m.seed)
+            for m in fits[1].members
+        ]
+    column = both.sum(axis=0)
+    frequency = ((Y * both).sum(axis=0) + 1) / (column + 2)
+    probs = [f.probs for f in again] + [np.broadcast_to(frequency, Y.shape)]
+    for member, expected in zip(refitted.members, probs, strict=True):
+        np.testing.assert_allclose(member.probs, expected, rtol=0, atol=1e-8)
+        assert member.observed is None or np.array_equal(member.observed.mask, both)
+    expected = -np.mean(np.log(np.exp(by_hand(Y, split.test, probs)) @ weights))
+    assert refitted.perplexity(Y, split.test) == pytest.approx(expected, rel=1e-8)
+    assert refitted.perplexity(Y, split.test) != pytest.approx(chosen.perplexity(Y, split.test))
+    assert np.array_equal(refitted.observed.mask, both)
+    assert refitted.extras["stack"]["refit"] and refitted.extras["stack"]["refit_seconds"] > 0
+    whole = bernmf.stack(fits, Y, validation=split.validation, unpack=False)
+    with pytest.raises(ValueError, match="has members of its own"):
+        bernmf.stack([whole], Y, validation=split.validation, unpack=False, refit=True)
 
 
 def test_unpack_false_stacks_an_ensemble_as_its_mixture(problem, tmp_path):
@@ -236,6 +307,8 @@ def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
     )  # fmt: skip
     table = members_table(result.stacked)
     assert len(table) == len(result.table) + 1 == 9  # 2 ranks x 2 priors x 2 seeds, baseline
+    seeds = table["weight"][:-1].to_numpy().reshape(4, 2)  # a setting's seeds share its weight
+    np.testing.assert_allclose(seeds[:, 0], seeds[:, 1], rtol=1e-12)
     assert list(table["rank"][:-1]) == list(result.table["rank"])
     single = result.table["validation_perplexity"].min()
     assert result.best["validation_perplexity"] == single
@@ -257,6 +330,55 @@ def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
     best = json.loads((out / "summary.json").read_text())["best"]
     assert saved.engine == "stack"
     assert best["test_perplexity"] == pytest.approx(saved.perplexity(Y, split.test), rel=1e-12)
+
+
+def test_grid_stacking_refits_with_the_grids_options(structured, tmp_path):
+    from bernmf import tune
+    from bernmf.cli import main
+
+    Y, split, _ = structured
+    both = split.train | split.validation
+    result = tune.grid(
+        Y, [2], [1.2], [1.5], mask=split.train, validation=split.validation, restarts=2,
+        combine="stack", refit=True, progress=False, max_iter=5,
+    )  # fmt: skip
+    stacked = result.stacked
+    assert np.array_equal(stacked.observed.mask, both)
+    weights = stacked.extras["stack"]["weights"]
+    assert weights[0] == weights[1] > 0.01  # both seeds refitted
+    for member in stacked.members[:-1]:
+        prior = bernmf.Prior(1.2, 1.5)
+        again = bernmf.fit(Y, "mm", 2, mask=both, prior=prior, seed=member.seed, max_iter=5)
+        assert member.n_iter == again.n_iter == 5  # the grid's max_iter, not the default
+        np.testing.assert_allclose(member.probs, again.probs, rtol=0, atol=1e-8)
+    with pytest.raises(ValueError, match="give combine='stack'"):
+        tune.grid(Y, [2], mask=split.train, validation=split.validation, refit=True)
+    with pytest.raises(ValueError, match="give refit=True"):
+        bernmf.stack([stacked.members[0]], Y, validation=split.validation, options={})
+    path = tmp_path / "Y.csv"
+    np.savetxt(path, Y, fmt="%d", delimiter=",")
+    np.savez(tmp_path / "split.npz", Y=split.codes())
+    argv = ["tune", str(path), "--split", str(tmp_path / "split.npz"), "--ranks", "2"]
+    argv += ["--alphas", "1.2", "--betas", "1.5", "--combine", "stack", "--refit", "--quiet"]
+    assert main([*argv, "--max-iter", "5", "--out", str(tmp_path / "tune")]) == 0
+    saved = bernmf.load(tmp_path / "tune" / "best_fit.npz")
+    assert saved.extras["stack"]["refit"] and np.array_equal(saved.observed.mask, both)
+
+
+def test_the_reports_stacked_rows_give_a_setting_one_weight(structured):
+    from bernmf.comparison import STACKED_ALL, stacked_rows
+    from bernmf.data import as_observed
+
+    Y, split, fits = structured
+    test = as_observed(Y, split.test, warn_empty=False)
+    members = [fits[0], *fits[1].members]  # the seeds of an ensemble row: one setting
+    [(row, stacked)] = stacked_rows(
+        Y, {STACKED_ALL: members}, split.train, split.validation, test, seed=0
+    )
+    weights = members_table(stacked)["weight"]
+    assert weights[1] == pytest.approx(weights[2], rel=1e-12)
+    assert weights[1] > 0.01
+    assert row["perplexity"] == pytest.approx(stacked.perplexity(Y, split.test), rel=1e-12)
 
 
 def test_compare_adds_stacked_rows_from_the_fits_it_made(problem):
