@@ -2,10 +2,9 @@
 
 On a simulated 100 x 60 matrix at K = 4 (the posterior has 640 parameters), 2 chains
 (sequential: one CPU device), each variant is fitted four times in this process:
-``W + S`` draws twice (the second call is the figure: NumPyro traces and lowers its
-sampler again for every ``fit``; the persistent cache spares only XLA's compile), then
-``1 + 1`` draws twice: the second of those is the fixed part of a call (MM starts,
-trace, lower, load), and the rest of a call over its draws is the cost of one draw.
+``W + S`` draws twice (the second call is the figure: it reuses the first one's
+compiled sampler), then ``1 + 1`` draws twice: the second of those is the fixed part of
+a call's ``timings["run"]``, and the rest of a call over its draws is the cost of one draw.
 The table gives that split, the leapfrog steps per draw (tree
 depth), ms per leapfrog step and the median bulk ESS of WH per second of the call.
 

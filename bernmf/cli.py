@@ -366,10 +366,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A warning as one line, ``bernmf: warning: ...``, without the source file and line."""
-    text = " ".join(str(message).split()) or category.__name__
-    print(f"bernmf: warning: {text}", file=file or sys.stderr, flush=True)
+def warning_printer():
+    """A ``warnings.showwarning`` that writes each distinct warning once, as one line.
+
+    ``bernmf: warning: ...``, without the source file and line. A command fits many
+    times (seeds, ranks, engines), and a warning that each of those fits raises
+    alike (e.g. the same held-out entries at probability 0) is written the first time
+    only: Python's own once-per-place rule is undone whenever a filter changes.
+    """
+    shown = set()
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = " ".join(str(message).split()) or category.__name__
+        if text not in shown:
+            shown.add(text)
+            print(f"bernmf: warning: {text}", file=file or sys.stderr, flush=True)
+
+    return show
 
 
 def fit_in_one_or_several_processes(args) -> int:
@@ -384,8 +397,8 @@ def fit_in_one_or_several_processes(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bernmf`` command; returns the exit code.
 
-    While the command runs, warnings are written as one line each
-    (:func:`show_warning`) and, unless ``--quiet`` or ``--json``, a
+    While the command runs, each distinct warning is written once, as one line
+    (:func:`warning_printer`), and, unless ``--quiet`` or ``--json``, a
     :class:`bernmf._progress.Heartbeat` writes a line to stderr whenever nothing else
     was written for 10 s (what runs, its iteration and objective, the time so far).
     """
@@ -400,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.catch_warnings(),
             Heartbeat(f"bernmf {args.command}", enabled=not (args.quiet or args.json)),
         ):
-            warnings.showwarning = show_warning
+            warnings.showwarning = warning_printer()
             return args.run(args)
     except KeyboardInterrupt:  # temporary results are already removed
         print("bernmf: interrupted", file=sys.stderr)

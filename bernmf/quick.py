@@ -79,7 +79,7 @@ def estimate(Y, split, engine: str, rank: int, options: dict, fits: int) -> floa
         return fit(Y, engine, rank, mask=split.train, **{**options, **quiet, **probe, **extra})
 
     first = probed({})
-    compile_seconds = float(np.nan_to_num(first.timings.get("compile", 0.0)))  # nuts: NaN
+    compile_seconds = float(first.timings.get("compile", 0.0))
     per_unit = first.timings.get("run", 0.0) / max(units or first.n_iter, 1)
     if units is None:  # one iteration, then a few: the difference is the iterations' time
         once, more = probed({}), probed({"tol": 1e-2})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 import bernmf
 import bernmf.split
-from bernmf import commands, plot, study_commands
+from bernmf import cli, commands, plot, study_commands
 from bernmf.cli import main
 from bernmf.data import bits_sha256
 
@@ -31,6 +32,24 @@ def test_bad_arguments_exit_with_a_message(capsys):
     with pytest.raises(SystemExit) as usage:
         main(["nonsense"])
     assert usage.value.code == 2
+
+
+def test_a_warning_raised_alike_by_many_fits_is_written_once(monkeypatch, capsys):
+    """As report --quick's fits, each under its own filters (which undo Python's
+    once-per-place rule): the same text once, another text once."""
+
+    def command(args):
+        for text in ("P(Y=1) is exactly 0", "P(Y=1) is exactly 0", "other", "P(Y=1) is exactly 0"):
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "unrelated", UserWarning)
+                warnings.warn(text, bernmf.ZeroProbabilityWarning, stacklevel=1)
+        return 0
+
+    monkeypatch.setattr(cli, "demo", command)
+    assert main(["demo"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("bernmf: warning: P(Y=1) is exactly 0\n") == 1
+    assert err.count("bernmf: warning: other\n") == 1
 
 
 @pytest.fixture(scope="module")

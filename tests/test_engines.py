@@ -43,11 +43,6 @@ SEED_IS_RECORDED_ONLY = {"logsvd", "logpca"}
 """Engines started deterministically (R's SVD start; logpca with m fixed): their ``run``
 documents the seed as recorded only, so another seed gives the same fit."""
 
-NOT_COMPILED_THROUGH_THE_CACHE = {
-    "nuts": "NumPyro's MCMC compiles its sampler itself (and nuts.run jits a new potential "
-    "on each call), outside bernmf.inference._compile, so cache_size() does not count it",
-}
-
 M, N, K = 30, 20, 3
 _Y, _, _ = bernmf.simulate(0, M, N, K)
 ROWS = pd.Index([f"row{i}" for i in range(M)], name="animal")
@@ -124,7 +119,7 @@ def never_run(monkeypatch):
 def test_fast_options_are_for_registered_engines():
     """FAST_OPTIONS and the other lists name no engine that is not registered."""
     named = set(FAST_OPTIONS) | set(FORWARDS) | SEED_IS_RECORDED_ONLY
-    assert named | set(NOT_COMPILED_THROUGH_THE_CACHE) <= set(ENGINES)
+    assert named <= set(ENGINES)
 
 
 def test_shapes_and_ranges(name):
@@ -224,8 +219,6 @@ def test_same_seed_same_fit_and_another_seed_another(name):
 def test_a_second_call_with_the_same_shapes_compiles_nothing(name, monkeypatch):
     """From an empty cache the first fit compiles through bernmf.inference._compile; a
     second one on other data of the same shapes, with another seed, compiles nothing."""
-    if name in NOT_COMPILED_THROUGH_THE_CACHE:
-        pytest.skip(NOT_COMPILED_THROUGH_THE_CACHE[name])
     monkeypatch.setattr(_compile, "_CACHE", {})
     first = fit(name)
     size = _compile.cache_size()

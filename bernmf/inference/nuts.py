@@ -2,8 +2,11 @@
 
 The model is :func:`bernmf.models.numpyro_model.model` (the spec's log-joint), so
 any positive alpha, beta, gamma are allowed, e.g. Beta(0.5, 0.5). NUTS runs on its
-jitted potential (:func:`~bernmf.models.numpyro_model.potential_energy`) in NumPyro's
-unconstrained coordinates, and the draws are mapped back to W and H.
+potential (:func:`~bernmf.models.numpyro_model.potential_energy`) in NumPyro's
+unconstrained coordinates, and the draws are mapped back to W and H. The sampler
+(:func:`sample_chain`: NumPyro's NUTS kernel, the same draws as its ``MCMC``) takes
+the data as arguments, so it is compiled once per shape and options and reused by
+every later fit of the same shapes.
 
 Chains run in parallel, one per CPU device, when ``jax.local_device_count() >=
 num_chains``, and one after the other otherwise. JAX sees one CPU device unless
@@ -52,7 +55,7 @@ from bernmf.data import (
     check_init,
     check_real,
 )
-from bernmf.inference import mm
+from bernmf.inference import _compile, mm
 from bernmf.inference.members import by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
@@ -67,6 +70,8 @@ from bernmf.results import Fit
 STARTS = ("mm", "prior")
 CHAIN_METHODS = ("parallel", "sequential", "vectorized")
 EXTRA_FIELDS = ("diverging", "energy", "num_steps", "adapt_state.step_size", "accept_prob")
+FIELDS = ("z", *EXTRA_FIELDS)
+"""What each chain keeps of NUTS's state per draw: the draw and its statistics."""
 
 
 PRIOR_RANGE = (1e-10, 1e10)
@@ -152,6 +157,97 @@ def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
     return numpyro_model.interior(W, H)
 
 
+def _potential(Y, mask, prior):
+    """The potential of the data ``(Y, mask, prior)``: NumPyro's ``potential_fn_gen``."""
+    from bernmf.models import numpyro_model
+
+    return functools.partial(numpyro_model.potential_energy, args=(Y, mask, prior))
+
+
+def sample_chain(
+    key,
+    init_params: dict,
+    args: tuple,
+    *,
+    num_warmup: int,
+    num_samples: int,
+    thinning: int,
+    target_accept_prob: float,
+    max_tree_depth: int,
+    dense_mass: bool,
+) -> dict:
+    """One NUTS chain: what ``MCMC(NUTS(potential_fn=...), ...).run`` runs for one key.
+
+    HMC's initialization with the first half of the key, then ``num_warmup +
+    num_samples`` NUTS transitions, collected as NumPyro's ``fori_collect`` collects
+    them, so the draws are NumPyro's for the same key. Unlike ``MCMC``, whose sampler
+    holds the data in its potential (traced and lowered again on every fit: over half
+    of a small fit), the data are an argument here, so one compiled program serves
+    every fit of the same shapes and options.
+
+    Parameters
+    ----------
+    key : PRNG key of shape (2,)
+    init_params : dict
+        ``{"W": (M, K - 1), "H": (K, N)}``, unconstrained.
+    args : tuple
+        :func:`~bernmf.models.numpyro_model.model_args`.
+    num_warmup, num_samples, thinning, target_accept_prob, max_tree_depth, dense_mass
+        As :func:`run`.
+
+    Returns
+    -------
+    dict
+        ``"z"`` (the unconstrained draws, each site with a leading axis of
+        ``num_samples // thinning``) and each of :data:`EXTRA_FIELDS` (that many values).
+    """
+    from numpyro.infer.hmc import hmc
+
+    init_kernel, sample_kernel = hmc(potential_fn_gen=_potential, algo="NUTS")
+    state = init_kernel(
+        init_params,
+        num_warmup,
+        dense_mass=dense_mass,
+        target_accept_prob=target_accept_prob,
+        trajectory_length=None,
+        max_tree_depth=max_tree_depth,
+        model_args=args,
+        rng_key=jax.random.split(key)[0],  # as NUTS.init: the other half would init a model
+    )
+
+    def collect(state) -> dict:
+        return {name: functools.reduce(getattr, name.split("."), state) for name in FIELDS}
+
+    first_kept = num_warmup + num_samples % thinning
+    kept = num_samples // thinning
+    draws = jax.tree.map(lambda x: jnp.zeros((kept, *jnp.shape(x)), x.dtype), collect(state))
+
+    def step(i, carry):
+        state, draws = carry
+        state = sample_kernel(state, model_args=args)
+        index = (i - first_kept) // thinning
+        draws = jax.lax.cond(
+            index >= 0,
+            lambda d: jax.tree.map(lambda a, v: a.at[index].set(v), d, collect(state)),
+            lambda d: d,
+            draws,
+        )
+        return state, draws
+
+    return jax.lax.fori_loop(0, num_warmup + num_samples, step, (state, draws))[1]
+
+
+def sample_chains(keys, init_params: dict, args: tuple, *, chain_method: str, **options) -> dict:
+    """:func:`sample_chain` of C chains at once, ``vmap``-ed or ``pmap``-ed.
+
+    ``keys`` (C, 2) and each site of ``init_params`` have a leading chain axis, as
+    the results. ``chain_method`` ``"vectorized"`` or ``"parallel"`` (a device per chain).
+    """
+    chain = functools.partial(sample_chain, **options)
+    batched = jax.vmap if chain_method == "vectorized" else jax.pmap
+    return batched(chain, in_axes=(0, 0, None))(keys, init_params, args)
+
+
 OPTIONS = {
     "num_chains": 2,
     "num_warmup": 1000,
@@ -214,15 +310,12 @@ dense_mass
         ``trace`` (num_samples + 1,) minus the log joint at the start and each kept
         draw, averaged over the chains; ``converged`` None (a sampler has no
         stopping rule: see :func:`bernmf.diagnostics` for R-hat, and
-        ``extras["divergences"]``); ``timings["run"]`` the whole
-        sampling time including NumPyro's compilation, which is not measured
-        apart (``timings["compile"]`` is NaN), ``timings["start"]`` the time of
-        the MM starts; ``extras`` chain_method, divergences, start ("mm",
-        "prior" or "init" for a user ``init``).
+        ``extras["divergences"]``); ``timings["compile"]`` the seconds
+        compiling the sampler (0 when a fit of the same shapes and options compiled
+        it: :func:`sample_chain`), ``timings["run"]`` the sampling time,
+        ``timings["start"]`` the time of the MM starts; ``extras`` chain_method,
+        divergences, start ("mm", "prior" or "init" for a user ``init``).
     """
-    # NumPyro loads on the first fit, so that `import bernmf` does not wait for it
-    from numpyro.infer import MCMC, NUTS
-
     from bernmf.models import numpyro_model
 
     chain_method = chain_method or default_chain_method(num_chains)
@@ -236,44 +329,47 @@ dense_mass
         init_params = numpyro_model.to_unconstrained(
             jnp.asarray(W0, float_type), jnp.asarray(H0, float_type)
         )
-        if num_chains == 1:
-            init_params = {name: value[0] for name, value in init_params.items()}
-        # On the (jitted) potential rather than the model: NumPyro would otherwise run the
-        # model op by op to initialize, compiling each operation (seconds on a first call).
-        kernel = NUTS(
-            potential_fn=jax.jit(functools.partial(numpyro_model.potential_energy, args=args)),
-            target_accept_prob=target_accept_prob,
-            max_tree_depth=max_tree_depth,
-            dense_mass=dense_mass,
-        )
-        sampler = MCMC(
-            kernel,
-            num_warmup=num_warmup,
-            num_samples=num_samples,
-            num_chains=num_chains,
-            thinning=thinning,
-            chain_method=chain_method,
-            progress_bar=False,
-        )
         say(
             progress,
             f"nuts: {num_chains} chain(s) x ({num_warmup} warmup + {num_samples} draws), "
             f"{chain_method}, started at {start!r} in {start_seconds:.1f} s",
         )
-        begin = time.perf_counter()
         # chain c with the key of seed + c: the one-chain fit of that seed
         keys = jnp.stack([jax.random.PRNGKey(seed + c) for c in range(num_chains)])
-        with numpyro_model.TRACING:  # MCMC traces the potential inside its run
-            sampler.run(
-                keys[0] if num_chains == 1 else keys,
-                init_params=init_params,
-                extra_fields=EXTRA_FIELDS,
-            )
-        samples = jax.block_until_ready(sampler.get_samples(group_by_chain=True))
+        options = {
+            "num_warmup": num_warmup,
+            "num_samples": num_samples,
+            "thinning": thinning,
+            "target_accept_prob": target_accept_prob,
+            "max_tree_depth": max_tree_depth,
+            "dense_mass": dense_mass,
+        }
+        if chain_method == "sequential":  # one program of one chain, run for each
+            chain = jax.tree.map(lambda x: x[0], (keys, init_params))
+            with numpyro_model.TRACING:  # tracing the potential runs the model's handlers
+                program, compile_seconds = _compile.compiled(
+                    "nuts", sample_chain, *chain, args, **options
+                )
+            begin = time.perf_counter()
+            runs = [
+                program(*jax.tree.map(lambda x, c=c: x[c], (keys, init_params)), args)
+                for c in range(num_chains)
+            ]
+            fields = jax.tree.map(lambda *x: np.stack(x), *runs)
+        else:
+            with numpyro_model.TRACING:
+                program, compile_seconds = _compile.compiled(
+                    "nuts chains", sample_chains, keys, init_params, args,
+                    chain_method=chain_method, **options,
+                )  # fmt: skip
+            begin = time.perf_counter()
+            fields = jax.tree.map(np.asarray, program(keys, init_params, args))
         run_seconds = time.perf_counter() - begin
-        say(progress, f"nuts: sampled in {run_seconds:.1f} s (compilation included)")
-        fields = sampler.get_extra_fields(group_by_chain=True)
-        W_draws, H_draws = (np.asarray(x, float) for x in numpyro_model.to_constrained(samples))
+        say(
+            progress,
+            f"nuts: sampled in {run_seconds:.1f} s after {compile_seconds:.1f} s compiling",
+        )
+        W_draws, H_draws = (np.asarray(x, float) for x in numpyro_model.to_constrained(fields["z"]))
     lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)
     at_start = log_joint_draws(data.Y, data.mask, W0[:, None], H0[:, None], prior)
     log_joint = np.concatenate([at_start, lp], axis=1)  # (C, S + 1)
@@ -299,7 +395,7 @@ dense_mass
         trace=-log_joint.mean(axis=0),
         n_iter=W_draws.shape[1],
         converged=None,
-        timings={"compile": float("nan"), "run": run_seconds, "start": start_seconds},
+        timings={"compile": compile_seconds, "run": run_seconds, "start": start_seconds},
         seed=seed,
         extras={
             "chain_method": chain_method,

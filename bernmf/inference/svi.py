@@ -289,11 +289,13 @@ def run(
         seconds = {"compile": 0.0, "run": 0.0}
 
         def call(name: str, function, *arguments, **static):
-            """Compile (timed apart; tracing holds the lock) and run one program."""
+            """Compile (timed apart; tracing holds the lock) and run one program; the
+            set-up and the finish run once, so they are compiled unoptimized (faster)."""
             with numpyro_model.TRACING:  # compiling traces the model, the guide and the ELBO
                 program, compile_seconds = compiled(
-                    (*key, name), function, *arguments, **static, **setting
-                )
+                    (*key, name), function, *arguments, run_once=name != "steps",
+                    **static, **setting,
+                )  # fmt: skip
             seconds["compile"] += compile_seconds
             begin = time.perf_counter()
             result = jax.block_until_ready(program(*arguments))
