@@ -535,7 +535,8 @@ def test_a_process_killed_during_the_fit_ends_the_other_with_one_line(folder, ki
         assert line.startswith(f"bernmf: error: process {survivor} of 2 lost a peer"), stderr
     else:  # its coordinator gone: JAX's runtime ends the process, in one line
         assert line.startswith("bernmf: error: process 1 of 2 was ended by SIGABRT"), stderr
-        assert line.endswith("a peer or the coordinator is gone") and len(stderr.splitlines()) == 1
+        said = [x for x in stderr.splitlines() if not x.startswith("bernmf fit: ")]  # heartbeats
+        assert line.endswith("a peer or the coordinator is gone") and len(said) == 1, stderr
     assert time.monotonic() - begin < 60
 
 
