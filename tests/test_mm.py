@@ -232,3 +232,37 @@ def test_animals_heldout_perplexity_on_the_papers_split(animals, animals_split):
     ]
     assert 0.43 <= np.median(scores) <= 0.47
     assert max(scores) < 0.50
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_starts_drawn_on_the_host_are_the_compiled_draws_bit_for_bit(dtype):
+    # a single fit draws its start in numpy (mm.starts: no generator for XLA to lower);
+    # batches draw it in their program (kernel.random_init): the same bits either way
+    import jax
+
+    from bernmf.inference.mm import kernel, starts
+    from bernmf.models.spec import Factors
+
+    with jax.enable_x64(True):
+        for seed, (M, N, K) in [(0, (3, 2, 1)), (7, (13, 11, 4)), (2**32 - 1, (40, 9, 3))]:
+            draws = starts.uniform_draws(seed, M, N, K, dtype)
+            assert all(d.dtype == dtype for d in draws)
+            host = jax.jit(kernel.normalized)(Factors(*draws))
+            compiled = jax.jit(kernel.random_init, static_argnums=(1, 2, 3, 4))(
+                jax.random.key(np.uint32(seed)), M, N, K, dtype
+            )
+            for a, b in zip(host, compiled, strict=True):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_fit_is_the_same_with_its_start_drawn_in_the_program(monkeypatch):
+    # where JAX's generator is not the one mm.starts reproduces, the program draws it
+    from bernmf.inference.mm import starts
+
+    Y, O, _, _ = random_problem(5, 10, 8, 2)
+    options = {"mask": O, "seed": 11, "max_iter": 5, "tol": 0, "accelerate": False}
+    host = bernmf.fit(Y, "mm", 2, **options)
+    monkeypatch.setattr(starts, "available", lambda: False)
+    drawn = bernmf.fit(Y, "mm", 2, **options)
+    np.testing.assert_array_equal(host.W, drawn.W)
+    np.testing.assert_array_equal(host.H, drawn.H)

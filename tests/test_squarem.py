@@ -20,6 +20,7 @@ import bernmf
 from bernmf.data import as_observed
 from bernmf.inference import mm, squarem
 from bernmf.inference._compile import cache_size
+from bernmf.inference._loop import iterate_until
 from bernmf.models.spec import Factors
 
 
@@ -51,6 +52,30 @@ def test_squarem_solves_a_linear_fixed_point_map_in_two_iterations():
     np.testing.assert_allclose(solution.state.x.H, center.H, atol=1e-14)
     assert int(solution.n_iter) == 2 and int(solution.state.accepted) == 1
     assert np.asarray(solution.trace)[-1] < 1e-26
+
+
+def test_each_loop_traces_its_sweep_once():
+    # the output type, the progress notes' cost estimate and the loop body share one trace
+    # (jit's cache), so that a compile traces an MM sweep once per loop, not two or three times
+    rng = np.random.default_rng(0)
+    start, center = feasible_point(rng, 6, 5, 3), feasible_point(rng, 6, 5, 3)
+    sweep = linear_contraction(Factors(*map(jnp.asarray, center)), 0.5)
+    traced = []
+
+    def counted(x):
+        traced.append(1)
+        return sweep(x)
+
+    loops = {
+        "squarem": lambda x: squarem.solve(x, counted, 0.0, max_iter=3),
+        "iterate_until": lambda x: iterate_until(
+            lambda y: counted(y)[1], lambda y: sweep(y)[0], x, 0.0, max_iter=3
+        ),
+    }
+    for name, loop in loops.items():
+        traced.clear()
+        jax.make_jaxpr(loop)(Factors(*map(jnp.asarray, start)))
+        assert len(traced) == 1, (name, len(traced))
 
 
 def test_an_extrapolation_that_raises_the_objective_falls_back_to_plain_mm():

@@ -132,6 +132,7 @@ def iterate_until(
     :func:`bernmf._progress.note`, which the progress lines of long fits report.
     """
     first_value = value(start) if first_value is None else first_value
+    update = jax.jit(update)  # traced once for the progress notes' estimate and the body
     noted = noting(update, start)
     trace = jnp.full(max_iter + 1, jnp.nan, first_value.dtype).at[0].set(first_value)
     inf = jnp.asarray(jnp.inf, first_value.dtype)

@@ -160,6 +160,9 @@ def solve(
         (the last entry of the trace); ``n_iter`` counts accelerated iterations
         (``1 + 3 * n_iter`` sweeps were evaluated).
     """
+    # one trace of the sweep serves its output type, the cost estimate of the progress
+    # notes and the loop body (jit's cache), where each would otherwise trace it anew
+    sweep = jax.jit(sweep)
     dtype = jax.eval_shape(sweep, init)[0].dtype  # of the objective
     start = Extrapolation(
         t=jnp.asarray(-1),

@@ -5,7 +5,8 @@ SQUAREM-accelerated; restarts and grids of priors run in one compiled call
 (:func:`run_many`).
 
 The package holds the sweep and its loop (:mod:`~bernmf.inference.mm.kernel`), the
-solver sharded over devices (:mod:`~bernmf.inference.mm.sharding`), stacked results
+solver sharded over devices (:mod:`~bernmf.inference.mm.sharding`), random starts drawn
+on the host (:mod:`~bernmf.inference.mm.starts`), stacked results
 (:mod:`~bernmf.inference.mm.batch`) and the engine's entry points
 (:mod:`~bernmf.inference.mm.running`); importing it registers the engine.
 """

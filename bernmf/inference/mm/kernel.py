@@ -48,7 +48,12 @@ def random_init(key, M: int, N: int, K: int, dtype) -> Factors:
     key_w, key_h = jax.random.split(key)
     W = jax.random.uniform(key_w, (M, K), dtype, minval=jnp.finfo(dtype).eps)
     H = jax.random.uniform(key_h, (K, N), dtype, minval=jnp.finfo(dtype).eps, maxval=1)
-    return Factors(W / W.sum(axis=1, keepdims=True), H)
+    return normalized(Factors(W, H))
+
+
+def normalized(draws: Factors) -> Factors:
+    """The start of uniform draws: the rows of W (M, K) scaled to sum to one, H (K, N) kept."""
+    return Factors(draws.W / draws.W.sum(axis=1, keepdims=True), draws.H)
 
 
 def update_H(data: Problem, state: Evaluated, prior: Prior) -> Evaluated:

@@ -23,8 +23,9 @@ from bernmf.inference import _batch
 from bernmf.inference import layout as layouts
 from bernmf.inference._compile import compiled
 from bernmf.inference.layout import Problem
+from bernmf.inference.mm import starts
 from bernmf.inference.mm.batch import Batch
-from bernmf.inference.mm.sharding import solve_from, solve_from_seed
+from bernmf.inference.mm.sharding import solve_from, solve_from_draws, solve_from_seed
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Factors, Prior
 from bernmf.results import Fit
@@ -261,7 +262,11 @@ def run(
         prior_arrays = Prior(*(layouts.place(np.asarray(v, float_type), replicated) for v in prior))
         tol_array = layouts.place(np.asarray(tol, float_type), replicated)
         static = _static(choice, max_iter, accelerate, dtype)
-        if given is None:  # one fit alone: a program without run_many's loop over fits
+        if given is None and starts.available():  # the start drawn here: no generator to lower
+            draws = starts.uniform_draws(seed, M, N, rank, float_type)
+            start = Factors(*(layouts.place(a, replicated) for a in draws))
+            function = solve_from_draws
+        elif given is None:  # one fit alone: a program without run_many's loop over fits
             start, function = np.asarray(seed, np.uint32), solve_from_seed
             static |= {"M": M, "K": rank}
         else:

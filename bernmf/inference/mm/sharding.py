@@ -10,7 +10,7 @@ from jax.sharding import PartitionSpec
 
 from bernmf.inference import layout as layouts
 from bernmf.inference._loop import Solution
-from bernmf.inference.mm.kernel import Polished, random_init, solve
+from bernmf.inference.mm.kernel import Polished, normalized, random_init, solve
 from bernmf.models.spec import Factors
 
 
@@ -60,3 +60,10 @@ def solve_from_seed(seed, prior, data, tol, *, M, K, **options):
     """One fit from the random initialization of ``seed`` (:func:`random_init`)."""
     init = random_init(jax.random.key(seed), M, data.y_zero.shape[1], K, prior.alpha.dtype)
     return solve_from(init, prior, data, tol, **options)
+
+
+def solve_from_draws(draws, prior, data, tol, **options):
+    """One fit from :func:`random_init`'s uniform draws made on the host
+    (:func:`bernmf.inference.mm.starts.uniform_draws`): the same fit as
+    :func:`solve_from_seed`'s, from a program without a random generator."""
+    return solve_from(normalized(draws), prior, data, tol, **options)
