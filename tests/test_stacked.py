@@ -14,21 +14,26 @@ from bernmf.stacked import BASELINE_FLOOR, baseline, members_table
 from bernmf.stacking import stacking_weights
 
 
+def logsvd_and_ensemble(Y, train):
+    """A logsvd fit at K = 2 and an mm ensemble of 2 seeds at K = 2, on ``train``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [
+            bernmf.fit(Y, "logsvd", 2, mask=train),
+            bernmf.fit(
+                Y, "mm", 2, mask=train, prior=bernmf.Prior(1.2, 1.2), restarts=2, combine="mean"
+            ),
+        ]
+
+
 @pytest.fixture(scope="module")
 def problem():
     Y, _, _ = bernmf.simulate(0, 50, 30, 3)
     split = random_split(Y.shape, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fits = [
-            bernmf.fit(Y, "mm", 3, mask=split.train, prior=bernmf.Prior(1.5, 1.5)),
-            bernmf.fit(Y, "logsvd", 2, mask=split.train),
-            bernmf.fit(
-                Y, "mm", 2, mask=split.train, prior=bernmf.Prior(1.2, 1.2), restarts=2,
-                combine="mean",
-            ),
-        ]  # fmt: skip
-    return Y, split, fits
+        first = bernmf.fit(Y, "mm", 3, mask=split.train, prior=bernmf.Prior(1.5, 1.5))
+    return Y, split, [first, *logsvd_and_ensemble(Y, split.train)]
 
 
 def floored(weights):
@@ -76,16 +81,7 @@ def structured():
     shapes and ranks of ``problem``'s fits, whose compiled programs they reuse."""
     Y, _, _ = bernmf.simulate(2, 50, 30, 3, bernmf.Prior(0.3, 0.3, 0.3))
     split = random_split(Y.shape, seed=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fits = [
-            bernmf.fit(Y, "logsvd", 2, mask=split.train),
-            bernmf.fit(
-                Y, "mm", 2, mask=split.train, prior=bernmf.Prior(1.2, 1.2), restarts=2,
-                combine="mean",
-            ),
-        ]  # fmt: skip
-    return Y, split, fits
+    return Y, split, logsvd_and_ensemble(Y, split.train)
 
 
 def test_seeds_mean_gives_a_setting_one_weight_split_between_its_seeds(structured, tmp_path):
