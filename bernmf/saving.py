@@ -10,7 +10,8 @@ A saved fit is one zip file (``.npz``, readable by :func:`numpy.load`) holding
   (``members/W`` (R, M, K), ``members/H``, ``members/probs`` when stored,
   ``members/trace/<r>``; a stack's members, of several engines and ranks, one by one:
   ``members/<r>/W``, ``members/<r>/H``, ``members/<r>/probs``, ``members/<r>/trace``,
-  ``members/<r>/prior/<name>``);
+  ``members/<r>/prior/<name>``; a member with members of its own, as ``bernmf.stack(...,
+  unpack=False)`` keeps an ensemble, is saved with the probs of its mixture);
 * ``metadata.json``: engine, rank, seed, n_iter, converged, timings, data shape, row
   and column labels, scalar extras, user metadata (for example the engine options),
   and the versions of bernmf, Python, numpy and JAX.
@@ -177,8 +178,8 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         for r, m in enumerate(fit.members):
             arrays.update({f"members/{r}/W": m.W, f"members/{r}/H": m.H})
             arrays[f"members/{r}/trace"] = m.trace
-            if m.stored_probs is not None:
-                arrays[f"members/{r}/probs"] = m.stored_probs
+            if m.stored_probs is not None or m.members:  # a member's own mixture: its probs
+                arrays[f"members/{r}/probs"] = m.probs
             if m.prior is not None:
                 arrays.update(
                     {f"members/{r}/prior/{k}": np.asarray(v) for k, v in m.prior._asdict().items()}
@@ -240,6 +241,8 @@ def _uniform_members(fit: Fit) -> bool:
             return p is None and fit.prior is None
         return all(np.array_equal(a, b) for a, b in zip(p, fit.prior, strict=True))
 
+    if any(m.members for m in fit.members):  # members of members: saved one by one
+        return False
     return len({m.stored_probs is None for m in fit.members}) == 1 and all(
         m.engine == fit.engine and m.rank == fit.rank and same_prior(m.prior) for m in fit.members
     )

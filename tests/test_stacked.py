@@ -151,6 +151,11 @@ def test_unpack_false_stacks_an_ensemble_as_its_mixture(problem, tmp_path):
     assert list(members_table(stacked)["engine"]) == ["mm", "logsvd", "mm", "baseline"]
     loaded = bernmf.load(stacked.save(tmp_path / "stack.npz"))
     np.testing.assert_allclose(loaded.probs, stacked.probs, rtol=0, atol=1e-15)
+    for back, member in zip(loaded.members, stacked.members, strict=True):  # weight or not
+        np.testing.assert_allclose(back.probs, member.probs, rtol=0, atol=1e-15)
+    alone = bernmf.stack([fits[2]], Y, validation=split.validation, unpack=False)
+    loaded = bernmf.load(alone.save(tmp_path / "alone.npz"))
+    np.testing.assert_allclose(loaded.probs, alone.probs, rtol=0, atol=1e-15)
 
 
 def test_a_uniformly_worse_member_gets_no_weight(problem):
