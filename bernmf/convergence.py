@@ -23,22 +23,31 @@ import numpy as np
 TAIL_PROB = 0.05
 """Tail ESS is the smaller ESS of the indicators of the 5% and 95% quantiles."""
 
-CHUNK_VALUES = 2**19
-"""Numbers ranked at once: small enough for the cache and for memory the allocator reuses."""
+CHUNK_VALUES = 2**18
+"""Numbers ranked at once: small enough for the cache and for memory the allocator reuses.
+
+Arrays of 2 MiB: with 4 MiB (2**19) each chunk's temporaries were page-faulted in
+afresh (the allocator gave them back), 1.7x slower (``benchmarks/diagnostics_speed.py``).
+"""
 
 _SIGN = np.uint64(1 << 63)
 
 
-def _keys(values: np.ndarray, bits: int) -> np.ndarray:
+def _keys(
+    values: np.ndarray, bits: int, out: np.ndarray | None = None, *, signed: bool = True
+) -> np.ndarray:
     """Order-preserving uint64 keys of float64 ``values`` (E, n), position in the low bits.
 
     The ``bits`` lowest bits of each value's key are replaced by its position in the
     row, so sorting the keys sorts the values and also gives the permutation.
+    Written into ``out`` (E, n) when given; ``signed=False`` promises that no value
+    has its sign bit set (no check).
     """
-    keys = values.view(np.uint64) & ~np.uint64((1 << bits) - 1)
-    if keys.max() >= _SIGN:  # negative values: flip their bits, so keys order as values
-        keys = (values + 0.0).view(np.uint64)  # + 0.0 turns -0.0 into 0.0: they tie
-        keys = np.where(keys >= _SIGN, ~keys, keys | _SIGN) & ~np.uint64((1 << bits) - 1)
+    high = ~np.uint64((1 << bits) - 1)
+    keys = np.bitwise_and(values.view(np.uint64), high, out=out)
+    if signed and keys.max() >= _SIGN:  # negative values: flip their bits, so keys order as values
+        flipped = (values + 0.0).view(np.uint64)  # + 0.0 turns -0.0 into 0.0: they tie
+        keys[...] = np.where(flipped >= _SIGN, ~flipped, flipped | _SIGN) & high
     keys |= np.arange(values.shape[1], dtype=np.uint64)
     return keys
 
@@ -59,7 +68,8 @@ def _fix_near_ties(rows, flat, near, z) -> np.ndarray:
     into ``z`` (flat) in place. Returns the rows whose runs cover the middle.
     """
     n = rows.shape[1]
-    row, position = np.nonzero(near)
+    # flat indices, not np.nonzero(near): that takes 40x longer on a 2-D array (numpy 2.5)
+    row, position = np.divmod(np.flatnonzero(near), n - 1)
     if row.size == 0:
         return row
     starts = np.ones(row.size, bool)
@@ -84,28 +94,54 @@ def _fix_near_ties(rows, flat, near, z) -> np.ndarray:
     return run_row[(run_begin <= n // 2) & (run_begin + length > (n - 1) // 2)]
 
 
-def _scores(rows: np.ndarray, keys: np.ndarray, bits: int, tiled: np.ndarray):
-    """Normal scores of ``rows`` (E, n) from its keys sorted row by row (consumed).
+class Workspace:
+    """Arrays reused from chunk to chunk of ranks (one workspace per thread).
 
-    ``tiled`` holds at least E copies of the scores of the ranks 1 .. n, end to end.
+    A chunk's temporaries of a few MiB are otherwise page-faulted in afresh whenever
+    the allocator has given their memory back between chunks (glibc does).
+
+    Parameters
+    ----------
+    entries : int
+        Rows per chunk, at most.
+    n : int
+        Values per row (split draws of one entry).
+    """
+
+    def __init__(self, entries: int, n: int):
+        self.entries, self.n = entries, n
+        self.keys, self.unordered_keys, self.folded_keys = (
+            np.empty((entries, n), np.uint64) for _ in range(3)
+        )
+        self.gaps = np.empty((entries, max(n - 1, 0)), np.uint64)
+        self.near = np.empty((entries, max(n - 1, 0)), bool)
+        self.z, self.folded = np.empty((entries, n)), np.empty((entries, n))
+        self.offsets = np.arange(entries)[:, None] * n
+        self.tiled = _tiled_scores(entries, n)
+
+
+def _scores(rows: np.ndarray, keys: np.ndarray, bits: int, work: Workspace):
+    """Normal scores of ``rows`` (E, n) from its keys sorted row by row (consumed).
 
     Returns
     -------
     z : ndarray of shape (E, n)
-        ``ndtri((rank - 3/8) / (n + 1/4))``, ties averaged (as arviz's ``_z_scale``).
+        ``ndtri((rank - 3/8) / (n + 1/4))``, ties averaged (as arviz's ``_z_scale``);
+        a view of ``work.z``, overwritten by the next call.
     flat : ndarray of int64, shape (E, n)
-        Flat indices into ``rows`` in sorted order, row by row.
+        Flat indices into ``rows`` in sorted order, row by row (``keys``' memory).
     unsure : ndarray of int
         Rows whose two middle sorted values may be out of order (near ties).
     """
     E, n = rows.shape
     low = np.uint64((1 << bits) - 1)
-    near = np.bitwise_xor(keys[:, 1:], keys[:, :-1]) <= low
+    gaps = np.bitwise_xor(keys[:, 1:], keys[:, :-1], out=work.gaps[:E])
+    near = np.less_equal(gaps, low, out=work.near[:E])
     keys &= low
     flat = keys.view(np.int64)
-    flat += np.arange(0, E * n, n)[:, None]
-    z = np.empty(E * n)
-    z[flat.ravel()] = tiled[: E * n]
+    flat += work.offsets[:E]
+    z = work.z[:E].reshape(-1)
+    z[flat.ravel()] = work.tiled[: E * n]
     unsure = _fix_near_ties(rows, flat, near, z)
     return z.reshape(E, n), flat, unsure
 
@@ -113,10 +149,16 @@ def _scores(rows: np.ndarray, keys: np.ndarray, bits: int, tiled: np.ndarray):
 def _normal_scores(rows: np.ndarray) -> np.ndarray:
     """Rank-normalize each row of (E, n) values, ties averaged (arviz's ``_z_scale``)."""
     rows = np.ascontiguousarray(rows, float)
-    bits = max(1, (rows.shape[1] - 1).bit_length())
-    keys = _keys(rows, bits)
-    keys.sort(axis=1)
-    return _scores(rows, keys, bits, _tiled_scores(*rows.shape))[0]
+    E, n = rows.shape
+    bits = max(1, (n - 1).bit_length())
+    work = Workspace(min(E, max(1, CHUNK_VALUES // n)), n)
+    z = np.empty((E, n))
+    for start in range(0, E, work.entries):
+        part = rows[start : start + work.entries]
+        keys = _keys(part, bits, work.keys[: len(part)])
+        keys.sort(axis=1)
+        z[start : start + len(part)] = _scores(part, keys, bits, work)[0]
+    return z
 
 
 @functools.lru_cache(maxsize=4)
@@ -140,22 +182,29 @@ def split_chains(draws: np.ndarray) -> np.ndarray:
 
 
 def _basic_rhat(x: np.ndarray) -> np.ndarray:
-    """Gelman-Rubin R-hat of (E, C, S) draws, one per entry."""
-    draws = x.shape[2]
+    """Gelman-Rubin R-hat of (E, C, S) draws, one per entry.
+
+    The within-chain variance from the sums of squares (two passes over ``x``, no
+    centered copy): the normal scores it gets are within a few units of 0.
+    """
+    chains, draws = x.shape[1:]
     means = x.mean(axis=2)
-    centered = x - means[..., None]
-    within = np.einsum("ecs,ecs->e", centered, centered) / (x.shape[1] * (draws - 1))
+    squares = np.einsum("ecs,ecs->e", x, x) - draws * np.einsum("ec,ec->e", means, means)
+    within = squares / (chains * (draws - 1))
     between = draws * means.var(axis=1, ddof=1)
     return np.sqrt((between / within + draws - 1) / draws)
 
 
-def rank_rhat_rows(draws: np.ndarray, *, chunk_values: int = CHUNK_VALUES) -> np.ndarray:
+def rank_rhat_rows(
+    draws: np.ndarray, *, chunk_values: int = CHUNK_VALUES, workspace: Workspace | None = None
+) -> np.ndarray:
     """Rank-normalized split R-hat, ``max(bulk, tail)``, of (E, C, S) draws.
 
     As ``arviz_stats.rhat`` (Vehtari et al. 2021). The folded draws ``|x - median|``
     are sorted from the bulk order, where they form two sorted runs (below and above
     the median), so their stable sort is a merge. Entries are ranked ``chunk_values``
-    numbers at a time.
+    numbers at a time, or ``workspace.entries`` entries at a time in the arrays of
+    ``workspace`` (a :class:`Workspace` for rows of ``2 * C * (S // 2)`` values).
 
     Returns an array of shape (E,); NaN with fewer than 2 chains or 4 draws, and
     for the entries with a NaN draw.
@@ -164,34 +213,40 @@ def rank_rhat_rows(draws: np.ndarray, *, chunk_values: int = CHUNK_VALUES) -> np
     if C < 2 or S < 4:
         return np.full(E, np.nan)
     n = 2 * C * (S // 2)
-    chunk = max(1, chunk_values // n)
-    tiled = _tiled_scores(min(chunk, E), n)
+    if workspace is None:
+        workspace = Workspace(min(E, max(1, chunk_values // n)), n)
+    elif workspace.n != n:
+        raise ValueError(f"workspace is for rows of {workspace.n} values, not {n}")
+    chunk = workspace.entries
     return np.concatenate(
-        [_rank_rhat_chunk(draws[i : i + chunk], tiled) for i in range(0, E, chunk)]
+        [_rank_rhat_chunk(draws[i : i + chunk], workspace) for i in range(0, E, chunk)]
     )
 
 
-def _rank_rhat_chunk(draws: np.ndarray, tiled: np.ndarray) -> np.ndarray:
-    """:func:`rank_rhat_rows` of a few entries at once."""
+def _rank_rhat_chunk(draws: np.ndarray, work: Workspace) -> np.ndarray:
+    """:func:`rank_rhat_rows` of at most ``work.entries`` entries at once."""
     split = split_chains(np.ascontiguousarray(draws, float))
     E = split.shape[0]
     rows = split.reshape(E, -1)
     n = rows.shape[1]
     bits = max(1, (n - 1).bit_length())
-    keys = _keys(rows, bits)
+    keys = _keys(rows, bits, work.keys[:E])
     keys.sort(axis=1)
-    z, flat, unsure = _scores(rows, keys, bits, tiled)
+    z, flat, unsure = _scores(rows, keys, bits, work)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rhat = _basic_rhat(z.reshape(split.shape))  # before work.z holds the folded scores
     values = rows.ravel()
     middle = (values[flat[:, n // 2 - 1]] + values[flat[:, n // 2]]) / 2  # n is even
     middle[unsure] = np.median(rows[unsure], axis=1)
-    folded = np.abs(rows - middle[:, None])
-    folded_keys = _keys(folded, bits).ravel()[flat]  # two runs: down to, up from the median
+    folded = np.subtract(rows, middle[:, None], out=work.folded[:E])
+    np.abs(folded, out=folded)
+    # in the bulk order, two sorted runs: down to, then up from the median
+    unordered = _keys(folded, bits, work.unordered_keys[:E], signed=False)
+    folded_keys = np.take(unordered, flat, out=work.folded_keys[:E], mode="clip")
     folded_keys.sort(axis=1, kind="stable")
-    z_folded = _scores(folded, folded_keys, bits, tiled)[0]
+    z_folded = _scores(folded, folded_keys, bits, work)[0]
     with np.errstate(invalid="ignore", divide="ignore"):
-        rhat = np.maximum(
-            _basic_rhat(z.reshape(split.shape)), _basic_rhat(z_folded.reshape(split.shape))
-        )
+        np.maximum(rhat, _basic_rhat(z_folded.reshape(split.shape)), out=rhat)
     rhat[np.isnan(rows).any(axis=1)] = np.nan
     return rhat
 
