@@ -16,7 +16,7 @@ import pytest
 from scipy.special import ndtri
 
 import bernmf
-from bernmf.convergence import ess_rows, rank_rhat_rows
+from bernmf.convergence import Workspace, ess_rows, rank_rhat_rows
 from bernmf.posterior import rank_rhat
 
 
@@ -176,6 +176,16 @@ def test_rank_rhat_does_not_depend_on_the_chunking():
     assert np.isnan(rank_rhat_rows(x[:, :1])).all()  # one chain
 
 
+def test_a_workspace_reused_across_draws_keeps_no_state():
+    """Chunks of a shared workspace, smaller last chunks included, give the fresh results."""
+    work = Workspace(3, 2 * 2 * 30)  # 3 entries of 2 chains x 60 draws per chunk
+    for name in ("ties", "near ties", "iid", "ties"):
+        x = np.moveaxis(CASES[name][:2, :60], 2, 0)  # 12 or 20 entries: a short last chunk
+        np.testing.assert_array_equal(rank_rhat_rows(x, workspace=work), rank_rhat_rows(x))
+    with pytest.raises(ValueError, match="workspace is for rows of 120 values, not 400"):
+        rank_rhat_rows(np.moveaxis(CASES["autocorrelated"], 2, 0), workspace=work)
+
+
 @pytest.mark.parametrize("method", ["bulk", "tail"])
 @pytest.mark.parametrize("name", CASES)
 def test_ess_is_arviz_ess(name, method):
@@ -227,9 +237,12 @@ def _fit_with_draws(W, H):
     )
 
 
-@pytest.mark.parametrize(("block", "threads"), [(1, 2), (10**9, 1)])
+@pytest.mark.parametrize(("block", "threads"), [(1, 2), (5 * 2 * 201, 2), (10**9, 1)])
 def test_diagnostics_are_the_former_ones(block, threads):
-    """Every R-hat and the ESS of the same chosen entries, to 1e-6 (in fact to rounding)."""
+    """Every R-hat and the ESS of the same chosen entries, to 1e-6 (in fact to rounding).
+
+    WH by tiles of 1 x 1, 2 x 2 (a short last strip and column) and 7 x 6 entries.
+    """
     W, H = synthetic_factor_draws(np.random.default_rng(4), S=201)  # odd: the split drops one
     W[:, 50:53] = W[:, 49:50]  # repeated draws
     H[:, 50:53] = H[:, 49:50]
