@@ -13,9 +13,13 @@ BLAS runs one thread (set before numpy loads); the CPUs, threads and load are pr
 Wall and CPU seconds are both reported: on a shared machine wall time depends on load.
 
 Writes ``summary.csv`` (one row: the seconds, ratios and differences) in ``--out``.
+With ``--profile``, the new one runs once more on one thread under ``cProfile`` (CPU
+clock) and the functions taking the most of its own CPU time are printed and written
+to ``profile.csv``: where the time goes (the sorts, the normal scores, the products
+forming WH, the FFTs of ESS, ...).
 
 Run: ``.venv/bin/python benchmarks/diagnostics_speed.py [--old-rows 12] [--threads 2]
-[--out results/diagnostics_speed]``
+[--profile] [--out results/diagnostics_speed]``
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_variable] = "1"
 
 import argparse  # noqa: E402
+import cProfile  # noqa: E402
+import pstats  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -53,6 +59,23 @@ def timed(function, *args, **kwargs):
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def profile(fit, top: int = 12) -> pd.DataFrame:
+    """CPU seconds of the functions taking the most of their own time in one diagnostics run."""
+    profiler = cProfile.Profile(time.process_time)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        profiler.runcall(bernmf.diagnostics, fit, threads=1)
+    stats = pstats.Stats(profiler).stats  # (file, line, name) -> (calls, _, own, cumulative, _)
+    table = pd.DataFrame(
+        [
+            {"function": f"{Path(file).name}:{name}", "calls": calls, "own_cpu_s": own}
+            for (file, _, name), (_, calls, own, _, _) in stats.items()
+        ]
+    )
+    table["share"] = table["own_cpu_s"] / table["own_cpu_s"].sum()
+    return table.sort_values("own_cpu_s", ascending=False).head(top)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chains", type=int, default=2)
@@ -62,6 +85,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--old-rows", type=int, default=12)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--profile", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("results/diagnostics_speed"))
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_info
@@ -126,6 +150,10 @@ def main(argv=None) -> None:
         "max_relative_ess_difference": ess_gap,
     }
     pd.DataFrame([summary]).to_csv(args.out / "summary.csv", index=False)
+    if args.profile:
+        table = profile(fit)
+        print(f"profile (one thread, own CPU seconds):\n{table.to_string(index=False)}")
+        table.to_csv(args.out / "profile.csv", index=False)
 
 
 if __name__ == "__main__":
