@@ -320,7 +320,7 @@ def diagnostics(
     wh = np.empty((M, N))
     tile_entries = max(1, max_block_values // (C * S))
     tile_columns = min(N, max(1, math.isqrt(tile_entries)))
-    tile_rows = max(1, tile_entries // tile_columns)
+    tile_rows = min(M, max(1, tile_entries // tile_columns))
 
     def wh_rhat(thread: int) -> None:
         """R-hat of every ``threads``-th strip of rows of WH, a tile of columns at a time."""
