@@ -18,10 +18,11 @@ from test_mm import mm_cases, random_problem
 
 import bernmf
 from bernmf.data import as_observed
+from bernmf.inference import layout as mm_layouts
 from bernmf.inference import mm, squarem
 from bernmf.inference._compile import cache_size
 from bernmf.inference._loop import iterate_until
-from bernmf.models.spec import Factors
+from bernmf.models.spec import Factors, Prior
 
 
 def feasible_point(rng, M, N, K):
@@ -32,7 +33,7 @@ def feasible_point(rng, M, N, K):
 def linear_contraction(center: Factors, rate: float, penalty: float = 0.0):
     """F(x) = c + rate (x - c), f(x) = ||x - c||^2 (+ penalty within 1e-3 of c)."""
 
-    def sweep(x):
+    def sweep(x, evaluate=True):
         distance = sum(jnp.sum((a - b) ** 2) for a, b in zip(x, center, strict=True))
         value = distance + penalty * (distance < 1e-6)
         return value, jax.tree.map(lambda a, b: b + rate * (a - b), x, center)
@@ -62,9 +63,9 @@ def test_each_loop_traces_its_sweep_once():
     sweep = linear_contraction(Factors(*map(jnp.asarray, center)), 0.5)
     traced = []
 
-    def counted(x):
+    def counted(x, evaluate=True):
         traced.append(1)
-        return sweep(x)
+        return sweep(x, evaluate)
 
     loops = {
         "squarem": lambda x: squarem.solve(x, counted, 0.0, max_iter=3),
@@ -76,6 +77,48 @@ def test_each_loop_traces_its_sweep_once():
         traced.clear()
         jax.make_jaxpr(loop)(Factors(*map(jnp.asarray, start)))
         assert len(traced) == 1, (name, len(traced))
+
+
+def test_an_accelerated_iteration_evaluates_the_objective_twice():
+    # f(x') and f(x_{t+1}) decide; f(x1) is never used, so its sweep skips it, and a
+    # sweep that gives NaN where it may skip changes nothing
+    rng = np.random.default_rng(2)
+    start, center = feasible_point(rng, 6, 5, 3), feasible_point(rng, 6, 5, 3)
+    flags = []
+    with jax.enable_x64(True):
+        sweep = linear_contraction(Factors(*map(jnp.asarray, center)), 0.9, penalty=1e3)
+
+        def skipping(x, evaluate=True):
+            jax.debug.callback(lambda e: flags.append(bool(e)), evaluate, ordered=True)
+            value, out = sweep(x)
+            return jnp.where(evaluate, value, jnp.nan), out
+
+        start = Factors(*map(jnp.asarray, start))
+        ends = [squarem.solve(start, f, 0.0, max_iter=4) for f in (sweep, skipping)]
+    assert flags == [True] + [False, True, True] * 4
+    for a, b in zip(*(jax.tree.leaves(end) for end in ends), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("layout", ["dense", "sparse"])
+def test_an_accelerated_sweep_holds_no_more_n_by_m_arrays_than_a_plain_one(layout):
+    # the objective is finished before the sweep's ratios are made; scheduled together,
+    # both of an (M, N) table's predictions, its observed probabilities and the two
+    # ratios are live at once, and each (M, N) pass of a sweep ran ~1.4x slower
+    M, N, K = 64, 48, 3
+    Y, O, _, _ = random_problem(0, M, N, K, density=0.03, observed=0.9)
+    with jax.enable_x64(True):
+        data = mm_layouts.make_data(
+            as_observed(Y, mask=O), np.float64, mm_layouts.Choice(None, layout == "sparse", None)
+        )
+        init = mm.kernel.random_init(jax.random.key(0), M, N, K, jnp.float64)
+        prior = Prior(*(jnp.full(K, v, jnp.float64) for v in (1.8, 3.0, 1.0)))
+        solve = jax.jit(mm.kernel.solve, static_argnames=("max_iter", "accelerate"))
+        temporaries = {}
+        for accelerate in (False, True):
+            program = solve.lower(init, data, prior, 0.0, max_iter=3, accelerate=accelerate)
+            temporaries[accelerate] = program.compile().memory_analysis().temp_size_in_bytes
+    assert temporaries[True] <= temporaries[False] + M * N * 8, temporaries
 
 
 def test_an_extrapolation_that_raises_the_objective_falls_back_to_plain_mm():

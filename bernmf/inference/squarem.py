@@ -26,7 +26,8 @@ control of the SQUAREM reference implementation).
 Each accelerated iteration costs three evaluations of F. The function ``sweep``
 given to :func:`solve` returns ``(f(x), F(x))`` together, as MM computes the
 objective of x from the same predictions its next sweep needs; so f(x') and f(x0) come
-with the sweeps and the iteration needs no extra objective evaluation.
+with the sweeps and the iteration needs no extra objective evaluation. f(x1) is never
+used, so the sweep from x1 is told to skip it (``evaluate`` False).
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ STEP_FACTOR = 4.0
 EVALUATIONS_PER_ITERATION = 3
 """Sweeps per accelerated iteration; the solver makes one more, at its start."""
 
-FixedPointMap = Callable[[Factors], tuple[jax.Array, Factors]]
-"""``x -> (f(x), F(x))``: the objective at x and one MM sweep from x."""
+FixedPointMap = Callable[..., tuple[jax.Array, Factors]]
+"""``(x, evaluate=True) -> (f(x), F(x))``: the objective at x and one MM sweep from x; where
+the boolean array ``evaluate`` is False, f(x) is not used and may be skipped (any value)."""
 
 
 def _norm2(tree) -> jax.Array:
@@ -137,8 +139,10 @@ def solve(
     init : Factors
         Feasible starting factors.
     sweep : callable
-        ``sweep(x) -> (f(x), F(x))``: the objective of x and one MM sweep from x.
-        Any JAX function; it is traced inside a ``lax.while_loop`` (and may be vmapped).
+        ``sweep(x, evaluate=True) -> (f(x), F(x))``: the objective of x and one MM
+        sweep from x (:data:`FixedPointMap`); ``evaluate`` is a boolean array, False
+        for the sweep from x1, whose objective is not used. Any JAX function; it is
+        traced inside a ``lax.while_loop`` (and may be vmapped).
     tol : scalar
         Stop when ``|f_prev - f| / |f_prev| < tol`` between accelerated iterations; 0
         runs exactly ``max_iter`` of them.
@@ -163,10 +167,11 @@ def solve(
     # one trace of the sweep serves its output type, the cost estimate of the progress
     # notes and the loop body (jit's cache), where each would otherwise trace it anew
     sweep = jax.jit(sweep)
-    dtype = jax.eval_shape(sweep, init)[0].dtype  # of the objective
+    evaluate = jnp.asarray(True)  # of the type the loop passes, for jit's cache
+    dtype = jax.eval_shape(sweep, init, evaluate)[0].dtype  # of the objective
     start = Extrapolation(
         t=jnp.asarray(-1),
-        stage=jnp.asarray(2),
+        stage=jnp.asarray(2, jnp.int32),  # strongly typed: `evaluate` below is then bool[]
         inp=init,
         x=init,
         value=jnp.asarray(jnp.inf, dtype),
@@ -179,7 +184,7 @@ def solve(
         trace=jnp.full(max_iter + 1, jnp.nan, dtype),
     )
 
-    noted = noting(sweep, init)
+    noted = noting(sweep, init, evaluate)
 
     limit = max_iter if limit is None else limit
 
@@ -187,8 +192,8 @@ def solve(
         return (state.t < limit) & (state.change >= tol)
 
     def iterate(state: Extrapolation) -> Extrapolation:
-        value, out = sweep(state.inp)
         first, second, third = state.stage == 0, state.stage == 1, state.stage == 2
+        value, out = sweep(state.inp, ~first)
         # stage 0: out = x2; extrapolate
         x2 = _select(first, out, state.x2)
         point, step = extrapolate(state.x, state.x1, x2, state.max_step, norm2)
