@@ -4,6 +4,10 @@ Every program is traced with ``jax.default_matmul_precision("highest")``: on GPU
 otherwise runs float32 matrix products in TF32 (about three significant digits), which
 is enough to make a float32 MM objective rise (seen on an H200); on CPUs it changes
 nothing.
+
+Between processes, a program comes from bernmf's own store (:mod:`bernmf.inference._programs`,
+keyed before tracing) when it is there, else from JAX's persistent cache (keyed after
+tracing and lowering).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import time
 from collections.abc import Callable, Hashable
 
 import jax
+
+from bernmf.inference import _programs
 
 _CACHE: dict[Hashable, jax.stages.Compiled] = {}
 
@@ -48,7 +54,8 @@ def compiled(
     compiled_function : callable
         Takes the same positional arguments as ``function``.
     compile_seconds : float
-        0.0 when the compiled program came from the cache.
+        0.0 when the program was compiled earlier in this process (loading it from
+        the store of :mod:`~bernmf.inference._programs` counts).
     """
     signature = tuple((tuple(a.shape), str(a.dtype)) for a in jax.tree.leaves(args))
     cache_key = (key, signature, tuple(sorted(static.items())), jax.config.jax_enable_x64, run_once)
@@ -56,8 +63,13 @@ def compiled(
         return _CACHE[cache_key], 0.0
     start = time.perf_counter()
     with jax.default_matmul_precision("highest"):
-        lowered = jax.jit(lambda *a: function(*a, **static)).lower(*args)
-        program = lowered.compile(UNOPTIMIZED if run_once else None)
+        stored_as = _programs.key(key, function, args, static, run_once)
+        program = None if stored_as is None else _programs.load(stored_as)
+        if program is None:
+            lowered = jax.jit(lambda *a: function(*a, **static)).lower(*args)
+            program = lowered.compile(UNOPTIMIZED if run_once else None)
+            if stored_as is not None:
+                _programs.store(stored_as, program)
     seconds = time.perf_counter() - start
     _CACHE[cache_key] = program
     return program, seconds
