@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf.inference import _compile, _programs, squarem
+from bernmf.inference import _compile, _loop, _programs, squarem
 from bernmf.models.spec import Prior
 
 
@@ -116,9 +116,22 @@ def test_an_unreadable_file_is_compiled_again_and_replaced(store):
     assert _programs.load(key) is not None
 
 
-def test_a_program_with_host_callbacks_is_marked_and_not_retried(store):
-    """MM's loop reports progress through a host callback: JAX cannot serialize it."""
+def test_a_program_with_host_callbacks_is_marked_and_not_retried(store, monkeypatch):
+    """MM's loop reports progress through a host callback (here one every iteration):
+    JAX cannot serialize it, so the program stays with JAX's cache."""
+    monkeypatch.setattr(_loop, "NOTE_SECONDS", 0.0)
     Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
     fit = bernmf.fit(Y, "mm", 2, max_iter=3)
     assert [p.suffix for p in store.iterdir()] == [_programs.SKIP_SUFFIX]
     assert np.isfinite(fit.trace).all()
+
+
+def test_a_loop_too_short_for_a_note_has_no_callback_and_is_stored(store):
+    """Notes come every ``k`` iterations (about a second of work): a loop of fewer
+    iterations compiles none, so its program can be stored."""
+    Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
+    bernmf.fit(Y, "mm", 2, max_iter=3)
+    assert [p.suffix for p in store.iterdir()] == [_programs.SUFFIX]
+    update, x = jnp.sin, jnp.ones(1000)
+    assert _loop.noting(update, x, max_iter=10) is None
+    assert _loop.noting(update, x, max_iter=10**9) is not None
