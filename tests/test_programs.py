@@ -126,6 +126,12 @@ def test_a_program_with_host_callbacks_is_marked_and_not_retried(store, monkeypa
     assert np.isfinite(fit.trace).all()
 
 
+def test_a_program_with_lapack_calls_stays_with_jaxs_cache(store):
+    """LAPACK's pointers are set up by lowering: loaded without it, ``eigh`` crashed."""
+    _compile.compiled("test eigh", jnp.linalg.eigh, jnp.eye(3))
+    assert [p.suffix for p in store.iterdir()] == [_programs.SKIP_SUFFIX]
+
+
 def test_a_loop_too_short_for_a_note_has_no_callback_and_is_stored(store):
     """Notes come every ``k`` iterations (about a second of work): a loop of fewer
     iterations compiles none, so its program can be stored."""

@@ -14,8 +14,9 @@ executable under that key:
 A function or option that has no description by value (a closure, a lambda, a function
 or object from outside bernmf, jax, numpy and numpyro, whose code no version pins) keeps
 its program out of the store: JAX's cache still serves it. So do programs that cannot be
-serialized (those with host callbacks: the loops' progress notes), programs on more than
-one device or another device than the default, and runs of several processes.
+serialized or that make custom calls (host callbacks, such as the progress notes of long
+loops; LAPACK), programs on more than one device or another device than the default,
+and runs of several processes.
 
 The files are ``<JAX's cache folder>/bernmf/<key>.program``. Like JAX's own entries they
 are loaded without checks (a serialized executable can run any code), so the folder must
@@ -199,19 +200,26 @@ def load(program_key: str) -> jax.stages.Compiled | None:
 
 
 def store(program_key: str, program: jax.stages.Compiled) -> None:
-    """Keep ``program`` under ``program_key``, if it runs on the default device alone and
-    can be serialized (else remember that it cannot, so that no later process tries)."""
+    """Keep ``program`` under ``program_key`` if it runs on the default device alone, calls
+    no custom call and can be serialized; else remember that it cannot, so that no later
+    process tries.
+
+    A custom call needs what lowering sets up in the process: a host callback its Python
+    function, LAPACK (``eigh``, ``svd``, ``qr``) its pointers into scipy's library. A
+    program loaded without lowering would call into nothing (LAPACK: a segmentation
+    fault), so such programs stay with JAX's cache, which lowers before it loads.
+    """
     where = folder()
     devices = set()
     for sharding in jax.tree.leaves((program.input_shardings, program.output_shardings)):
         devices |= sharding.device_set
     if devices != {jax.devices()[0]} or (where / (program_key + SKIP_SUFFIX)).exists():
         return
-    try:
-        payload, in_tree, out_tree = serialize_executable.serialize(program)
-        content, suffix = pickle.dumps((FORMAT, payload, in_tree, out_tree)), SUFFIX
-    except Exception:  # host callbacks, constants: JAX's cache keeps serving this program
-        content, suffix = b"", SKIP_SUFFIX
+    content, suffix = b"", SKIP_SUFFIX
+    if "custom_call_target=" not in program.as_text():
+        with contextlib.suppress(Exception):  # constants, say: JAX's cache serves it
+            payload, in_tree, out_tree = serialize_executable.serialize(program)
+            content, suffix = pickle.dumps((FORMAT, payload, in_tree, out_tree)), SUFFIX
     try:
         where.mkdir(mode=0o700, parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=where, delete=False) as file:
