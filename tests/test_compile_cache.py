@@ -55,18 +55,16 @@ def cached_files(folder: Path) -> list[Path]:
 )
 def test_a_second_process_loads_every_program_from_the_cache(tmp_path, engine, options):
     """Every program, svi's ELBO included (NumPyro's Trace_ELBO traced its sites in the
-    order of a set of names, which changes with each process's string hashing): from
-    bernmf's own store when it could keep it (svi's, untraced), else from JAX's cache
-    (MM's loop, whose progress notes are host callbacks)."""
+    order of a set of names, which changes with each process's string hashing), and
+    without tracing it: from bernmf's own store (traced) and JAX's cache (compiled)."""
     environment = {"BERNMF_COMPILE_CACHE": str(tmp_path / "programs")}
     folder, first = run_fit(environment, engine, **options)
     assert Path(folder) == tmp_path / "programs"
     assert first["misses"] > 0 and first["hits"] == first["loaded"] == 0
     assert cached_files(tmp_path / "programs")
     _, second = run_fit(environment, engine, **options)
-    assert second["misses"] == second["stored"] == 0
-    assert second["hits"] + second["loaded"] == first["misses"]
-    assert second["loaded"] == first["stored"] == (3 if engine == "svi" else 0)
+    assert second["misses"] == second["stored"] == 0 and second["hits"] == first["misses"]
+    assert second["loaded"] == first["stored"] == (3 if engine == "svi" else 1)
     assert second["compile"] < first["compile"]
 
 

@@ -5,13 +5,14 @@ otherwise runs float32 matrix products in TF32 (about three significant digits),
 is enough to make a float32 MM objective rise (seen on an H200); on CPUs it changes
 nothing.
 
-Between processes, a program comes from bernmf's own store (:mod:`bernmf.inference._programs`,
-keyed before tracing) when it is there, else from JAX's persistent cache (keyed after
-tracing and lowering).
+A program is traced and lowered once per machine where bernmf's own store
+(:mod:`bernmf.inference._programs`, keyed before tracing) can keep it, and compiled once
+per machine where JAX's persistent cache can (keyed after lowering).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Hashable
 
@@ -63,13 +64,12 @@ def compiled(
         return _CACHE[cache_key], 0.0
     start = time.perf_counter()
     with jax.default_matmul_precision("highest"):
+        traced = functools.partial(function, **static)
         stored_as = _programs.key(key, function, args, static, run_once)
-        program = None if stored_as is None else _programs.load(stored_as)
-        if program is None:
-            lowered = jax.jit(lambda *a: function(*a, **static)).lower(*args)
-            program = lowered.compile(UNOPTIMIZED if run_once else None)
-            if stored_as is not None:
-                _programs.store(stored_as, program)
+        if stored_as is not None:
+            traced = _programs.load(stored_as) or _programs.store(stored_as, traced, args) or traced
+        lowered = jax.jit(traced).lower(*args)
+        program = lowered.compile(UNOPTIMIZED if run_once else None)
     seconds = time.perf_counter() - start
     _CACHE[cache_key] = program
     return program, seconds

@@ -1,10 +1,18 @@
-"""bernmf's own store of compiled programs, keyed before anything is traced.
+"""bernmf's own store of traced programs, keyed before anything is traced.
 
 JAX's persistent compilation cache computes its key from the lowered program, so a
 process that finds every program there still traces and lowers each of them: for
 NumPyro's model, guide and NUTS kernel that is most of a warm ``bernmf report --quick``.
-This store keys a program by what is known before tracing, and keeps JAX's serialized
-executable under that key:
+This store keys a program by what is known before tracing, and keeps the program as
+traced and lowered (a serialized :class:`jax.export.Exported`) under that key. A later
+process deserializes it and compiles its call, which JAX's cache then serves, with
+the compile options JAX gives it: the store skips the tracing, JAX's cache the
+compiling. (Serialized executables, loaded without lowering, failed on this CPU:
+kernels not found, LAPACK uninitialized.) Every program with a key is compiled through
+its ``Exported``, in the process that stores it too, so the program does not depend on
+which process made it.
+
+The key (:func:`key`) holds:
 
 - the program's name, function and static options, by value (:func:`describe`);
 - the arguments' tree, shapes, dtypes and weak types;
@@ -12,16 +20,16 @@ executable under that key:
   numpy, jax, jaxlib and numpyro, and a hash of bernmf's own source files.
 
 A function or option that has no description by value (a closure, a lambda, a function
-or object from outside bernmf, jax, numpy and numpyro, whose code no version pins) keeps
-its program out of the store: JAX's cache still serves it. So do programs that cannot be
-serialized or that make custom calls (host callbacks, such as the progress notes of long
-loops; LAPACK), programs on more than one device or another device than the default,
-and runs of several processes.
+or object from outside bernmf, jax, numpy and numpyro, whose code no version pins) has no
+key, nor has a program whose arguments are on another device than the default one, or
+a run of several processes. Programs that cannot be exported or make custom calls (host
+callbacks, such as the progress notes of long loops; LAPACK, whose set-up in the
+process comes with lowering its operations) are marked and traced as before.
 
-The files are ``<JAX's cache folder>/bernmf/<key>.program``. Like JAX's own entries they
-are loaded without checks (a serialized executable can run any code), so the folder must
-be writable by you alone. A file that cannot be read is a miss, compiled again and
-rewritten.
+The files are ``<JAX's cache folder>/bernmf/<key>.exported``, written atomically: the
+pickled tree of the outputs, then the serialized ``Exported``. A file that cannot be read
+is a miss, traced again and rewritten. Like JAX's own cache (whose entries are compiled
+code), the folder must be writable by you alone: unpickling runs code.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import importlib
 import importlib.metadata
 import os
 import pickle
@@ -42,7 +51,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from jax.experimental import serialize_executable
+from jax import export
 
 FORMAT = 1
 """Bumped when the file layout or the key's contents change."""
@@ -51,8 +60,8 @@ TRUSTED_MODULES = ("bernmf", "jax", "jaxlib", "numpy", "numpyro")
 """Top-level packages whose functions and types a key may name: their code is pinned by
 the versions (and, for bernmf, the source hash) in every key."""
 
-SUFFIX, SKIP_SUFFIX = ".program", ".skip"
-"""A stored program, and a marker of a program that cannot be serialized (not retried)."""
+SUFFIX, SKIP_SUFFIX = ".exported", ".skip"
+"""A stored program, and a marker of a program that cannot be stored (not retried)."""
 
 LOADED, STORED = "/bernmf/programs/loaded", "/bernmf/programs/stored"
 """The events (``jax.monitoring``) recorded when a program is loaded from or written to
@@ -150,13 +159,16 @@ def key(name, function: Callable, args, static: dict, run_once: bool) -> str | N
     run_once : bool
         Whether the program is compiled without optimizations.
     """
-    if folder() is None or jax.process_count() > 1:
+    device = jax.devices()[0]
+    if folder() is None or jax.process_count() > 1 or jax.config.jax_default_device:
         return None
+    for leaf in jax.tree.leaves(args):
+        if isinstance(leaf, jax.Array) and leaf.sharding.device_set != {device}:
+            return None
     try:
         described = describe((name, function, static, run_once))
     except Unkeyable:
         return None
-    device = jax.devices()[0]
     parts = (
         FORMAT,
         source_hash(),
@@ -178,54 +190,64 @@ def folder() -> Path | None:
     return Path(configured) / "bernmf" if configured else None
 
 
-def load(program_key: str) -> jax.stages.Compiled | None:
-    """The stored program of ``program_key``, or None (not stored, or unreadable)."""
+def load(program_key: str) -> Callable | None:
+    """The stored program of ``program_key`` (a function of the same arguments as the one
+    stored, to trace and compile), or None (not stored, or unreadable)."""
     path = folder() / (program_key + SUFFIX)
     try:
         with open(path, "rb") as file:
-            version, payload, in_tree, out_tree = pickle.load(file)
-        if version != FORMAT:
-            return None
-        program = serialize_executable.deserialize_and_load(
-            payload, in_tree, out_tree, execution_devices=jax.devices()[:1]
-        )
+            out_tree = pickle.load(file)
+            exported = export.deserialize(bytearray(file.read()))
     except FileNotFoundError:
         return None
-    except Exception:  # truncated, from another version, or not a program: compile again
+    except Exception:  # truncated, or not an Exported: traced again and rewritten
         with contextlib.suppress(OSError):
             path.unlink(missing_ok=True)
         return None
     jax.monitoring.record_event(LOADED)
-    return program
+    return functools.partial(_call, exported, out_tree)
 
 
-def store(program_key: str, program: jax.stages.Compiled) -> None:
-    """Keep ``program`` under ``program_key`` if it runs on the default device alone, calls
-    no custom call and can be serialized; else remember that it cannot, so that no later
-    process tries.
+def _call(exported: export.Exported, out_tree, *args):
+    return jax.tree.unflatten(out_tree, exported.call(*jax.tree.leaves(args)))
 
-    A custom call needs what lowering sets up in the process: a host callback its Python
-    function, LAPACK (``eigh``, ``svd``, ``qr``) its pointers into scipy's library. A
-    program loaded without lowering would call into nothing (LAPACK: a segmentation
-    fault), so such programs stay with JAX's cache, which lowers before it loads.
+
+def store(program_key: str, function: Callable, args) -> Callable | None:
+    """Trace and lower ``function`` at ``args``, keep it under ``program_key`` and return
+    it as :func:`load` does; or None, remembered, when it cannot be exported or makes a
+    custom call.
+
+    The program is exported as a function of the arguments' leaves to its outputs'
+    leaves (JAX serializes no tree of bernmf's or NumPyro's types); the outputs' tree is
+    pickled beside it.
     """
     where = folder()
-    devices = set()
-    for sharding in jax.tree.leaves((program.input_shardings, program.output_shardings)):
-        devices |= sharding.device_set
-    if devices != {jax.devices()[0]} or (where / (program_key + SKIP_SUFFIX)).exists():
-        return
-    content, suffix = b"", SKIP_SUFFIX
-    if "custom_call_target=" not in program.as_text():
-        with contextlib.suppress(Exception):  # constants, say: JAX's cache serves it
-            payload, in_tree, out_tree = serialize_executable.serialize(program)
-            content, suffix = pickle.dumps((FORMAT, payload, in_tree, out_tree)), SUFFIX
+    if (where / (program_key + SKIP_SUFFIX)).exists():
+        return None
+    in_tree, out_trees = jax.tree.structure(args), []
+
+    def flat(*leaves):
+        out = function(*jax.tree.unflatten(in_tree, leaves))
+        out_trees.append(jax.tree.structure(out))
+        return jax.tree.leaves(out)
+
+    program, content, suffix = None, b"", SKIP_SUFFIX
+    with contextlib.suppress(Exception):  # host callbacks, effects: traced as before
+        exported = export.export(jax.jit(flat))(*jax.tree.leaves(args))
+        if "stablehlo.custom_call" not in exported.mlir_module():
+            serialized = exported.serialize()
+            content = pickle.dumps(out_trees[-1]) + serialized
+            # what a later process loads (serializing drops weak types, so outputs differ)
+            exported = export.deserialize(bytearray(serialized))
+            program, suffix = functools.partial(_call, exported, out_trees[-1]), SUFFIX
     try:
         where.mkdir(mode=0o700, parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=where, delete=False) as file:
             file.write(content)  # created with mode 0o600
         os.replace(file.name, where / (program_key + suffix))
-    except OSError:  # a read-only or full disk: the program is compiled again next time
-        return
-    if suffix == SUFFIX:
-        jax.monitoring.record_event(STORED)
+    except OSError:  # a read-only or full disk: stored next time
+        pass
+    else:
+        if program is not None:
+            jax.monitoring.record_event(STORED)
+    return program
