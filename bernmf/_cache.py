@@ -15,10 +15,8 @@ at ``<cache>/jax`` when bernmf is imported:
   ``jax.config.update("jax_compilation_cache_dir", ...)`` before ``import bernmf``)
   is left as it is.
 
-bernmf keeps its own store of compiled programs, keyed before tracing, in the subfolder
-``bernmf`` of JAX's folder (:mod:`bernmf.inference._programs`), so it moves and turns off
-with it. A compiled program is loaded and run without checks, so the folder must be
-writable by you alone (the default one is created with mode 0o700).
+A compiled program is loaded and run without checks, so the folder must be writable
+by you alone (the default one is created with mode 0o700).
 """
 
 from __future__ import annotations

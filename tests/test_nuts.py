@@ -10,7 +10,7 @@ import numpy as np
 
 import bernmf
 from bernmf.data import as_observed
-from bernmf.inference import _compile, _programs, nuts
+from bernmf.inference import _compile, nuts
 from bernmf.models import numpyro_model
 
 
@@ -60,11 +60,9 @@ def test_a_fit_has_numpyros_draws_and_a_second_fit_of_its_shapes_traces_nothing(
     potential nor compiles: it runs the compiled sampler.
 
     The shapes and options of tests/test_engines.py's nuts fits, so that a run of the
-    suite compiles that program once (then loads it from the persistent cache). bernmf's
-    own store is off here, as a program loaded from it is not traced.
+    suite compiles that program once (then loads it from the persistent cache).
     """
     monkeypatch.setattr(_compile, "_CACHE", {})
-    monkeypatch.setattr(_programs, "folder", lambda: None)
     traced = []
     potential = numpyro_model.potential_energy
     monkeypatch.setattr(

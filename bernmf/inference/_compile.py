@@ -4,21 +4,14 @@ Every program is traced with ``jax.default_matmul_precision("highest")``: on GPU
 otherwise runs float32 matrix products in TF32 (about three significant digits), which
 is enough to make a float32 MM objective rise (seen on an H200); on CPUs it changes
 nothing.
-
-A program is traced and lowered once per machine where bernmf's own store
-(:mod:`bernmf.inference._programs`, keyed before tracing) can keep it, and compiled once
-per machine where JAX's persistent cache can (keyed after lowering).
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Hashable
 
 import jax
-
-from bernmf.inference import _programs
 
 _CACHE: dict[Hashable, jax.stages.Compiled] = {}
 
@@ -55,8 +48,7 @@ def compiled(
     compiled_function : callable
         Takes the same positional arguments as ``function``.
     compile_seconds : float
-        0.0 when the program was compiled earlier in this process (loading it from
-        the store of :mod:`~bernmf.inference._programs` counts).
+        0.0 when the compiled program came from the cache.
     """
     signature = tuple((tuple(a.shape), str(a.dtype)) for a in jax.tree.leaves(args))
     cache_key = (key, signature, tuple(sorted(static.items())), jax.config.jax_enable_x64, run_once)
@@ -64,11 +56,7 @@ def compiled(
         return _CACHE[cache_key], 0.0
     start = time.perf_counter()
     with jax.default_matmul_precision("highest"):
-        traced = functools.partial(function, **static)
-        stored_as = _programs.key(key, function, args, static, run_once)
-        if stored_as is not None:
-            traced = _programs.load(stored_as) or _programs.store(stored_as, traced, args) or traced
-        lowered = jax.jit(traced).lower(*args)
+        lowered = jax.jit(lambda *a: function(*a, **static)).lower(*args)
         program = lowered.compile(UNOPTIMIZED if run_once else None)
     seconds = time.perf_counter() - start
     _CACHE[cache_key] = program

@@ -63,14 +63,11 @@ def _elements(jaxpr) -> float:
     return total
 
 
-def noting(update: Callable, *args, max_iter: int) -> Callable | None:
-    """``noted(i, value, when=True)`` for a loop of at most ``max_iter`` ``update(*args)``,
-    or None.
+def noting(update: Callable, *args) -> Callable | None:
+    """``noted(i, value, when=True)`` for a loop of ``update(*args)``, or None.
 
     ``noted`` calls :func:`bernmf._progress.note` when ``when`` and ``i`` is a positive
-    multiple of ``k``: a fit shorter than ``k`` iterations makes no host callback, and a
-    loop of fewer than ``k`` iterations has none (None): its program then has no host
-    callback, so that it can be serialized (:mod:`bernmf.inference._programs`).
+    multiple of ``k``: a fit shorter than ``k`` iterations makes no host callback.
 
     The progress lines of the command line (:class:`bernmf._progress.Heartbeat`)
     say which iteration a compiled fit has reached; a host callback per iteration
@@ -83,8 +80,6 @@ def noting(update: Callable, *args, max_iter: int) -> Callable | None:
         return None
     seconds = max(_elements(jax.make_jaxpr(update)(*args).jaxpr) * ELEMENT_SECONDS, 1e-12)
     every = 1 << max(0, min(30, math.ceil(math.log2(max(NOTE_SECONDS / seconds, 1)))))
-    if every > max_iter:
-        return None
 
     def noted(i, value, when=True) -> None:
         due = when & (i > 0) & (i % every == 0)
@@ -138,7 +133,7 @@ def iterate_until(
     """
     first_value = value(start) if first_value is None else first_value
     update = jax.jit(update)  # traced once for the progress notes' estimate and the body
-    noted = noting(update, start, max_iter=max_iter)
+    noted = noting(update, start)
     trace = jnp.full(max_iter + 1, jnp.nan, first_value.dtype).at[0].set(first_value)
     inf = jnp.asarray(jnp.inf, first_value.dtype)
 

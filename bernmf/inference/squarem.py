@@ -184,7 +184,7 @@ def solve(
         trace=jnp.full(max_iter + 1, jnp.nan, dtype),
     )
 
-    noted = noting(sweep, init, evaluate, max_iter=max_iter)
+    noted = noting(sweep, init, evaluate)
 
     limit = max_iter if limit is None else limit
 
