@@ -331,7 +331,7 @@ def diagnostics(
             W_strip = _components_first(W_draws[:, :, rows], 3)  # (K, r, C * S)
             for first in range(0, N, tile_columns):
                 columns = slice(first, first + tile_columns)
-                shape = (W_strip.shape[1], len(range(N)[columns]), C * S)
+                shape = (W_strip.shape[1], min(tile_columns, N - first), C * S)
                 out = [buffer[: math.prod(shape)].reshape(shape) for buffer in buffers]
                 tile = _sum_of_products(W_strip[:, :, None], H_wide[:, None, columns], out)
                 rhat = rank_rhat_rows(tile.reshape(-1, C, S), workspace=work)

@@ -345,16 +345,17 @@ dense_mass
             "dense_mass": dense_mass,
         }
         if chain_method == "sequential":  # one program of one chain, run for each
-            chain = jax.tree.map(lambda x: x[0], (keys, init_params))
+
+            def chain(c: int) -> tuple:
+                """The key and start of chain ``c``."""
+                return jax.tree.map(lambda x: x[c], (keys, init_params))
+
             with numpyro_model.TRACING:  # tracing the potential runs the model's handlers
                 program, compile_seconds = _compile.compiled(
-                    "nuts", sample_chain, *chain, args, **options
+                    "nuts", sample_chain, *chain(0), args, **options
                 )
             begin = time.perf_counter()
-            runs = [
-                program(*jax.tree.map(lambda x, c=c: x[c], (keys, init_params)), args)
-                for c in range(num_chains)
-            ]
+            runs = [program(*chain(c), args) for c in range(num_chains)]
             fields = jax.tree.map(lambda *x: np.stack(x), *runs)
         else:
             with numpyro_model.TRACING:

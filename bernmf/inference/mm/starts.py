@@ -50,14 +50,14 @@ def _bits(key: tuple, shape: tuple[int, ...], width: int) -> np.ndarray:
     return ((first.astype(np.uint64) << np.uint64(32)) | second).reshape(shape)
 
 
-def _uniform(key: tuple, shape: tuple[int, ...], dtype, maxval: float) -> np.ndarray:
-    """``jax.random.uniform(key, shape, dtype, minval=eps, maxval=maxval)``."""
+def _uniform(key: tuple, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """``jax.random.uniform(key, shape, dtype, minval=eps, maxval=1)``."""
     info = np.finfo(dtype)
     width = info.bits
     unsigned = np.dtype(f"uint{width}")
     mantissa = _bits(key, shape, width) >> unsigned.type(width - info.nmant)
     floats = (mantissa | np.array(1.0, dtype).view(unsigned)).view(dtype) - dtype(1)
-    low, high = dtype(info.eps), dtype(maxval)
+    low, high = dtype(info.eps), dtype(1)
     return np.maximum(low, floats * (high - low) + low)
 
 
@@ -68,4 +68,4 @@ def uniform_draws(seed: int, M: int, N: int, K: int, dtype) -> tuple[np.ndarray,
     counters = np.zeros(2, np.uint32), np.arange(2, dtype=np.uint32)
     first, second = threefry2x32((0, seed), *counters)  # jax.random.split(key(seed))
     key_w, key_h = (first[0], second[0]), (first[1], second[1])
-    return _uniform(key_w, (M, K), dtype, 1.0), _uniform(key_h, (K, N), dtype, 1.0)
+    return _uniform(key_w, (M, K), dtype), _uniform(key_h, (K, N), dtype)
