@@ -7,15 +7,14 @@ the observed entries enter (no ``obs_mask``, which would make the missing entrie
 latent variables) and P(Y=0) is computed as ``W @ (1 - H)``, clipped only inside
 the log. The model's log density therefore equals
 ``spec.log_joint(Y, mask, W, H, prior, normalized=True)``. Its gradient is written
-out (:func:`log_likelihood`) so that it takes two matrix products instead of the
-four of automatic differentiation.
+out (:func:`bernmf.models.unconstrained.log_likelihood`) so that it takes two matrix
+products instead of the four of automatic differentiation.
 """
 
 from __future__ import annotations
 
 import threading
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
@@ -24,55 +23,11 @@ from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 from numpyro.infer import util as infer_util
 
-from bernmf.models.spec import Prior, masked_log_likelihood_terms, observed_probability
+from bernmf.models.spec import Prior
+from bernmf.models.unconstrained import log_likelihood
 
 SITES = ("W", "H")
 """The latent sample sites, in the order of the factors."""
-
-
-@jax.custom_vjp
-def log_likelihood(Y, mask, W, H):
-    """:func:`bernmf.models.spec.log_likelihood` (JAX arrays), with its gradient written out.
-
-    With ``P = where(Y = 1, W @ H, W @ (1 - H))`` on the observed entries,
-    ``A = O * Y / P``, ``B = O * (1 - Y) / P`` and ``G = A - B``, the gradients are
-    ``A @ H.T + B @ (1 - H).T = G @ H.T + B.sum(1)`` for W and ``W.T @ A - W.T @ B =
-    W.T @ G`` for H: two matrix products.
-
-    Parameters
-    ----------
-    Y : array of shape (M, N)
-        Binary data (values where ``mask`` is False are ignored).
-    mask : bool array of shape (M, N)
-    W : array of shape (M, K)
-    H : array of shape (K, N)
-
-    Returns
-    -------
-    scalar
-        ``sum(mask * (Y log(WH) + (1 - Y) log(W(1 - H))))``.
-    """
-    return _log_likelihood_forward(Y, mask, W, H)[0]
-
-
-def _log_likelihood_forward(Y, mask, W, H):
-    p_one, p_zero = W @ H, W @ (1 - H)
-    value = jnp.sum(masked_log_likelihood_terms(Y, mask, p_one, p_zero))
-    observed = observed_probability(Y, mask, p_one, p_zero)  # XLA shares it with the line above
-    is_one = mask & (Y == 1)
-    tiny = jnp.finfo(W.dtype).tiny
-    inverse = jnp.where(mask & (observed > tiny), 1 / jnp.maximum(observed, tiny), 0.0)
-    signed = jnp.where(is_one, inverse, -inverse)  # d term / d P(Y=1); clipped terms: 0
-    from_zeros = jnp.sum(jnp.where(is_one, 0.0, inverse), axis=1, keepdims=True)
-    return value, (W, H, signed, from_zeros)
-
-
-def _log_likelihood_backward(saved, cotangent):
-    W, H, signed, from_zeros = saved
-    return None, None, cotangent * (signed @ H.T + from_zeros), cotangent * (W.T @ signed)
-
-
-log_likelihood.defvjp(_log_likelihood_forward, _log_likelihood_backward)
 
 
 def model(Y, mask, prior: Prior) -> None:

@@ -304,7 +304,7 @@ def log_prior(W, H, prior: Prior, *, normalized: bool = False):
     -------
     scalar
     """
-    xp, special = _namespace(W, H)
+    xp, _ = _namespace(W, H)
     alpha = xp.asarray(prior.alpha, dtype=H.dtype)
     beta = xp.asarray(prior.beta, dtype=H.dtype)
     gamma = xp.broadcast_to(xp.asarray(prior.gamma, dtype=W.dtype), (W.shape[1],))
@@ -315,12 +315,29 @@ def log_prior(W, H, prior: Prior, *, normalized: bool = False):
     ) + xp.sum((gamma - 1) * _safe_log(xp, W))
     if not normalized:
         return kernel
-    M, K = W.shape
-    N = H.shape[1]
+    return kernel + log_prior_constant(alpha, beta, gamma, W.shape[0], H.shape[1])
+
+
+def log_prior_constant(alpha, beta, gamma, M: int, N: int):
+    """The log normalizing constants of the prior of (M, K) and (K, N) factors:
+    ``log_prior(W, H, prior, normalized=True) - log_prior(W, H, prior)``.
+
+    Parameters
+    ----------
+    alpha, beta : scalar or array of shape (K,)
+    gamma : array of shape (K,)
+        Numpy arrays (computed in numpy) or JAX arrays (in JAX).
+    M, N : int
+
+    Returns
+    -------
+    scalar
+    """
+    xp, special = _namespace(alpha, beta, gamma)
     log_beta_fn = special.gammaln(alpha) + special.gammaln(beta) - special.gammaln(alpha + beta)
-    log_beta_fn = xp.broadcast_to(log_beta_fn, (K,))
+    log_beta_fn = xp.broadcast_to(log_beta_fn, gamma.shape)
     log_dirichlet_norm = special.gammaln(xp.sum(gamma)) - xp.sum(special.gammaln(gamma))
-    return kernel - N * xp.sum(log_beta_fn) + M * log_dirichlet_norm
+    return -N * xp.sum(log_beta_fn) + M * log_dirichlet_norm
 
 
 def log_joint(Y, mask, W, H, prior: Prior, *, normalized: bool = False):
