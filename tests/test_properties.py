@@ -203,9 +203,9 @@ CHEAP = [engine for engine in ENGINES if engine != "nuts"]
 """nuts compiles a new potential on every call (seconds): it has its own few cases."""
 
 
-WHY_REFUSED = ["no entry", "rank <=", "needs rank >= 2"]
+WHY_REFUSED = ["no entry", "rank <="]
 """The only reasons to refuse these inputs: nothing observed, logsvd's and logpca's rank
-<= min(M, N), svi's AutoNormal guide at rank 1."""
+<= min(M, N)."""
 
 
 def fit_quietly(engine, data, rank, kwargs, options):

@@ -1,22 +1,31 @@
-"""Engine ``svi``: a variational approximation of the posterior by NumPyro's SVI.
+"""Engine ``svi``: a variational approximation of the posterior, by stochastic
+gradient steps on the ELBO, written in JAX.
 
-The model is :func:`bernmf.models.numpyro_model.model` (any positive prior). Guides
-(``guide=``): ``"AutoNormal"`` (default; independent normals in NumPyro's
+The model is that of :mod:`bernmf.models.spec` (any positive prior) on NumPyro's
+unconstrained coordinates (:mod:`bernmf.models.unconstrained`). Guides (``guide=``,
+:mod:`bernmf.inference._guides`, with the parametrization, parameter names and
+starting scale of NumPyro's autoguides and NumPyro's ``Trace_ELBO`` drawn from the
+same random keys): ``"AutoNormal"`` (default; independent normals on the
 unconstrained coordinates), ``"AutoLowRankMultivariateNormal"`` (a normal with a
-low-rank-plus-diagonal covariance, rank ``guide_rank``) and ``"AutoDelta"`` (a
-point: SVI then maximizes the log-joint on the constrained space, i.e. finds a
-MAP, whose objective can be checked against ``mm``'s).
+low-rank-plus-diagonal covariance, rank ``guide_rank``) and ``"AutoDelta"`` (a point:
+SVI then maximizes the log-joint on the constrained space, i.e. finds a MAP, whose
+objective can be checked against ``mm``'s). The start is uniform in [-2, 2] on each
+unconstrained coordinate (NumPyro's ``init_to_uniform``) or the given ``init``.
 
 The optimizer is Adam (``"adam"``) or ClippedAdam (``"clipped_adam"``, gradients
-clipped to ``[-clip_norm, clip_norm]``) with the learning rate decaying
-geometrically from ``learning_rate`` at the first step to ``learning_rate *
-lr_decay`` at the last. The steps run in a compiled ``lax.scan`` (in 20 chunks,
-showing progress when ``progress``); compilation is timed apart.
+clipped to ``[-clip_norm, clip_norm]``), NumPyro's (``jax.example_libraries``'
+Adam), with the learning rate decaying geometrically from ``learning_rate`` at the
+first step to ``learning_rate * lr_decay`` at the last. The steps run in one compiled
+program: a loop of at most :data:`CHUNK` steps whose number, learning rate, decay and
+clipping are arguments, so fits of any length share it (20 calls when ``progress``,
+to show it); compilation is timed apart. The draws from the fitted guide are made in
+numpy.
 """
 
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,16 +42,22 @@ from bernmf.data import (
     check_init,
     check_real,
 )
+from bernmf.inference import _guides
 from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
-from bernmf.models.spec import Prior
+from bernmf.models import unconstrained
+from bernmf.models.spec import Prior, log_prior_constant
 from bernmf.posterior import log_joint_draws, mean_probability
 from bernmf.results import Fit
 
-GUIDES = ("AutoNormal", "AutoLowRankMultivariateNormal", "AutoDelta")
+GUIDES = _guides.GUIDES
 OPTIMIZERS = ("adam", "clipped_adam")
 PROGRESS_CHUNKS = 20
+CHUNK = 1000
+"""Most steps of one call of the compiled program (longer fits call it again)."""
 CONVERGENCE_TOL = 1e-3
+ADAM = (0.9, 0.999, 1e-8)
+"""Adam's b1, b2 and eps (NumPyro's defaults)."""
 
 
 def check_prior(prior: Prior) -> None:
@@ -73,30 +88,104 @@ def check_options(options: dict) -> None:
     check_flag("progress", options["progress"])
 
 
-def make_guide(name: str, init, guide_rank: int | None):
-    """The NumPyro autoguide called ``name`` on the bernmf model."""
-    from numpyro.infer import autoguide, init_to_uniform, init_to_value
+class State(NamedTuple):
+    """The optimizer's state: the guide's unconstrained parameters, Adam's moments of
+    each (in the program: one vector each, of all the parameters, so that Adam's kernels
+    are compiled once, not per parameter), the number of steps taken (int32) and the
+    key."""
 
-    from bernmf.models import numpyro_model
+    params: dict
+    m: dict
+    v: dict
+    step: jax.Array
+    key: jax.Array
 
-    init_loc_fn = init_to_uniform if init is None else init_to_value(values=init)
-    if name == "AutoLowRankMultivariateNormal":
-        return autoguide.AutoLowRankMultivariateNormal(
-            numpyro_model.model, init_loc_fn=init_loc_fn, rank=guide_rank
+
+class Schedule(NamedTuple):
+    """The optimizer's settings, 0-d arrays of the parameters' dtype (arguments of the
+    program, not part of it): ``steps`` is the fit's number of steps."""
+
+    learning_rate: jax.Array
+    lr_decay: jax.Array
+    steps: jax.Array
+    clip_norm: jax.Array
+
+
+def adam(state: State, grads, schedule: Schedule, clipped: bool) -> State:
+    """One step of NumPyro's ``Adam`` (``clipped``: ``ClippedAdam``) at step size
+    ``learning_rate * lr_decay ** (i / max(steps - 1, 1))`` for step i (from 0).
+
+    Parameters
+    ----------
+    state : State
+        Its params, m and v of one structure (arrays or dicts of arrays).
+    grads
+        The loss's gradient, of the structure of ``state.params``.
+    schedule : Schedule
+    clipped : bool
+        Clip each gradient entry to ``[-clip_norm, clip_norm]`` first.
+
+    Returns
+    -------
+    State
+        With the same key.
+    """
+    b1, b2, eps = ADAM
+    i = state.step
+    dtype = schedule.learning_rate.dtype
+    size = schedule.learning_rate * schedule.lr_decay ** (
+        i.astype(dtype) / jnp.maximum(schedule.steps - 1, 1)
+    )
+    if clipped:
+        grads = jax.tree.map(lambda g: jnp.clip(g, -schedule.clip_norm, schedule.clip_norm), grads)
+    m = jax.tree.map(lambda g, m: (1 - b1) * g + b1 * m, grads, state.m)
+    v = jax.tree.map(lambda g, v: (1 - b2) * jnp.square(g) + b2 * v, grads, state.v)
+
+    def move(x, m, v):
+        m_hat = m / (1 - jnp.asarray(b1, dtype) ** (i + 1))
+        v_hat = v / (1 - jnp.asarray(b2, dtype) ** (i + 1))
+        return x - size * m_hat / (jnp.sqrt(v_hat) + eps)
+
+    return State(jax.tree.map(move, state.params, m, v), m, v, i + 1, state.key)
+
+
+def _steps(state: State, count, args, schedule: Schedule, *, guide, layout, optimizer,
+           num_particles):  # fmt: skip
+    """``count`` (at most :data:`CHUNK`) steps from ``state``, the loss evaluated before
+    each and after the last.
+
+    ``state``'s params, m and v are vectors: ``layout`` is their layout
+    (:func:`bernmf.inference._guides.layout`).
+
+    Returns
+    -------
+    (State, losses of shape (CHUNK + 1,))
+        The state after ``count`` steps; the losses at the start and after each step
+        in the first ``count + 1`` entries (an update's loss is that of the state it
+        starts from; the last evaluation moves nothing, so it is the next call's first
+        loss), NaN after.
+    """
+    dtype = schedule.learning_rate.dtype
+    width = _guides.noise_width(guide, _guides.unflatten(state.params, layout))
+
+    def loss(x, noise):
+        return _guides.loss(guide, _guides.unflatten(x, layout), noise, args)
+
+    def step(j, carry):
+        current, losses = carry
+        key, step_key = jax.random.split(current.key)
+        noise = jax.lax.optimization_barrier(
+            jax.random.normal(step_key, (num_particles, width), dtype)
         )
-    return getattr(autoguide, name)(numpyro_model.model, init_loc_fn=init_loc_fn)
+        # computed once (XLA would copy the gradient's expression into each of Adam's
+        # kernels that read it: the updates of the moments and of the parameters)
+        value, grads = jax.lax.optimization_barrier(jax.value_and_grad(loss)(current.params, noise))
+        moved = adam(current, grads, schedule, optimizer == "clipped_adam")._replace(key=key)
+        current = jax.tree.map(lambda new, old: jnp.where(j < count, new, old), moved, current)
+        return current, losses.at[j].set(value)
 
-
-def make_optimizer(name: str, learning_rate: float, lr_decay: float, steps: int, clip_norm):
-    """Adam or ClippedAdam with a geometric learning-rate decay over ``steps``."""
-    from numpyro import optim
-
-    def schedule(step):
-        return learning_rate * lr_decay ** (step / max(steps - 1, 1))
-
-    if name == "clipped_adam":
-        return optim.ClippedAdam(step_size=schedule, clip_norm=clip_norm)
-    return optim.Adam(step_size=schedule)
+    losses = jnp.full(CHUNK + 1, jnp.nan, dtype)
+    return jax.lax.fori_loop(0, count + 1, step, (state, losses))
 
 
 def has_converged(losses: np.ndarray, tol: float = CONVERGENCE_TOL) -> bool:
@@ -109,84 +198,6 @@ def has_converged(losses: np.ndarray, tol: float = CONVERGENCE_TOL) -> bool:
         return False
     last, before = losses[-tenth:].mean(), losses[-2 * tenth : -tenth].mean()
     return bool(abs(before - last) <= tol * abs(last))
-
-
-def _elbo(num_particles: int):
-    """The ELBO loss of NumPyro's ``Trace_ELBO``, traced in a fixed order.
-
-    ``Trace_ELBO`` combines its sites in the order of a Python ``set`` of their names,
-    which changes with each process's string hashing: processes traced different
-    programs (equal up to rounding), and the persistent compilation cache missed.
-    Here the model's and the guide's log densities are summed in trace order
-    (:func:`numpyro.infer.util.log_density`), from the same random keys.
-    """
-    from numpyro.handlers import replay, seed
-    from numpyro.infer.elbo import ELBO
-    from numpyro.infer.util import log_density
-
-    class OrderedELBO(ELBO):
-        def loss_with_mutable_state(self, rng_key, param_map, model, guide, *args, **kwargs):
-            def particle(key):
-                model_seed, guide_seed = jax.random.split(key)
-                guide_density, guide_trace = log_density(
-                    seed(guide, guide_seed), args, kwargs, param_map
-                )
-                model_density, _ = log_density(
-                    replay(seed(model, model_seed), guide_trace), args, kwargs, param_map
-                )
-                return model_density - guide_density
-
-            if self.num_particles == 1:
-                return {"loss": -particle(rng_key), "mutable_state": None}
-            keys = jax.random.split(rng_key, self.num_particles)
-            return {"loss": -jnp.mean(jax.vmap(particle)(keys)), "mutable_state": None}
-
-    return OrderedELBO(num_particles=num_particles)
-
-
-def _build(given, *, guide, guide_rank, optimizer, learning_rate, lr_decay, steps, clip_norm,
-           num_particles):  # fmt: skip
-    """A fresh guide and SVI object (inside a trace: their set-up never runs eagerly)."""
-    from numpyro.infer import SVI
-
-    from bernmf.models import numpyro_model
-
-    approximation = make_guide(guide, given, guide_rank)
-    engine = SVI(
-        numpyro_model.model,
-        approximation,
-        make_optimizer(optimizer, learning_rate, lr_decay, steps, clip_norm),
-        _elbo(num_particles),
-    )
-    return approximation, engine
-
-
-def _init(key, args, given, **setting):
-    """SVI's first state: the guide's parameters at the start (and the optimizer's)."""
-    return _build(given, **setting)[1].init(key, *args)
-
-
-def _set_up(key, args, given, **setting):
-    """The guide and SVI object after ``init`` (which sets both up; its state is unused)."""
-    approximation, engine = _build(given, **setting)
-    engine.init(key, *args)
-    return approximation, engine
-
-
-def _steps(state, args, given, *, length: int, **setting):
-    """``length`` SVI steps from ``state``: (state, losses of shape (length,))."""
-    engine = _set_up(state.rng_key, args, given, **setting)[1]
-    return jax.lax.scan(lambda s, _: engine.update(s, *args), state, None, length=length)
-
-
-def _finish(key, state, args, given, *, num_draws: int, **setting):
-    """(the ELBO loss at ``state``, the guide's parameters, ``num_draws`` draws of W and H
-    from the fitted guide), in one program: an update's loss is that of the state it
-    starts from, so the last state's loss needs an evaluation of its own."""
-    approximation, engine = _set_up(state.rng_key, args, given, **setting)
-    params = engine.get_params(state)
-    draws = approximation.sample_posterior(key, params, sample_shape=(num_draws,))
-    return engine.evaluate(state, *args), params, draws
 
 
 OPTIONS = {
@@ -257,69 +268,60 @@ def run(
         ``sample_stats["lp"]`` the log-joint of each draw; ``extras`` guide,
         optimizer, final_loss, params (the guide's parameters).
     """
-    if rank == 1 and guide == "AutoNormal":
-        raise ValueError(
-            "guide 'AutoNormal' needs rank >= 2: at rank 1, W is all ones and NumPyro cannot "
-            "draw its empty site; use guide='AutoDelta' or 'AutoLowRankMultivariateNormal'"
-        )
-    from bernmf.models import numpyro_model  # NumPyro loads on the first fit, not on import
-
     M, N = data.shape
-    given = None
-    if init is not None:
-        W0, H0 = numpyro_model.interior(*check_init(init, M, N, rank))
-        given = {"W": W0, "H": H0}
-    with jax.enable_x64(dtype == "float64"):  # float32: all of NumPyro in float32
+    shapes = ((M, rank - 1), (rank, N))
+    rng = np.random.default_rng(seed)  # the start and the draws; the steps: a JAX key
+    if init is None:
+        start = {s: rng.uniform(-_guides.INIT_RADIUS, _guides.INIT_RADIUS, shape)
+                 for s, shape in zip("WH", shapes, strict=True)}  # fmt: skip
+    else:
+        from bernmf.models.numpyro_model import interior  # NumPyro loads only here
+
+        W0, H0 = interior(*check_init(init, M, N, rank))
+        start = {"W": unconstrained.from_simplex(W0), "H": unconstrained.from_unit(H0)}
+    params = _guides.initial_params(guide, start, guide_rank)
+    with jax.enable_x64(dtype == "float64"):
         float_type = DTYPES[dtype]
-        args = numpyro_model.model_args(data.Y, data.mask, prior, float_type)
-        if given is not None:
-            given = {name: jnp.asarray(value, float_type) for name, value in given.items()}
-        key_init, key_draws = jax.random.split(jax.random.PRNGKey(seed))
-        chunk = max(1, steps // PROGRESS_CHUNKS) if progress else steps
+        args = (
+            jnp.asarray(data.Y, float_type),
+            jnp.asarray(data.mask),
+            Prior(*(jnp.asarray(v, float_type) for v in prior)),
+            jnp.asarray(log_prior_constant(*prior, M, N), float_type),
+        )
+        layout = _guides.layout(params)
+        vector = jnp.asarray(np.concatenate([v.ravel() for v in params.values()]), float_type)
+        zeros = jnp.asarray(np.zeros(vector.shape), float_type)
+        state = State(vector, zeros, zeros, jnp.asarray(0, jnp.int32), jax.random.PRNGKey(seed))
+        settings = (learning_rate, lr_decay, steps, clip_norm)
+        schedule = Schedule(*(jnp.asarray(value, float_type) for value in settings))
+        chunk = min(max(1, steps // PROGRESS_CHUNKS) if progress else steps, CHUNK)
         lengths = [chunk] * (steps // chunk) + ([steps % chunk] if steps % chunk else [])
-        # The programs depend on these options and on the shapes of their arguments, not
-        # on the data, the prior or the starting point: fits that differ only in those (a
-        # prior grid, seeds) share them.
-        setting = {
-            "guide": guide, "guide_rank": guide_rank, "optimizer": optimizer,
-            "learning_rate": learning_rate, "lr_decay": lr_decay, "steps": steps,
-            "clip_norm": clip_norm, "num_particles": num_particles,
-        }  # fmt: skip
-        key = ("svi", given is None)
-        seconds = {"compile": 0.0, "run": 0.0}
-
-        def call(name: str, function, *arguments, **static):
-            """Compile (timed apart; tracing holds the lock) and run one program; the
-            set-up and the finish run once, so they are compiled unoptimized (faster)."""
-            with numpyro_model.TRACING:  # compiling traces the model, the guide and the ELBO
-                program, compile_seconds = compiled(
-                    (*key, name), function, *arguments, run_once=name != "steps",
-                    **static, **setting,
-                )  # fmt: skip
-            seconds["compile"] += compile_seconds
-            begin = time.perf_counter()
-            result = jax.block_until_ready(program(*arguments))
-            seconds["run"] += time.perf_counter() - begin
-            return result
-
-        state = call("init", _init, key_init, args, given)
+        # The program depends on these options and on the shapes of its arguments, not
+        # on the data, the prior, the start, the schedule or the number of steps: fits
+        # that differ only in those (a prior grid, seeds, a short probe) share it.
+        program, compile_seconds = compiled(
+            ("svi",), _steps, state, jnp.asarray(0, jnp.int32), args, schedule,
+            guide=guide, layout=layout, optimizer=optimizer, num_particles=num_particles,
+        )  # fmt: skip
+        seconds = {"compile": compile_seconds, "run": 0.0}
         losses = []
         with Progress("svi", steps, unit="steps", enabled=progress) as shown:
             for n in lengths:
-                state, chunk_losses = call("steps", _steps, state, args, given, length=n)
-                losses.append(np.asarray(chunk_losses, float))
+                begin = time.perf_counter()
+                state, chunk_losses = jax.block_until_ready(
+                    program(state, jnp.asarray(n, jnp.int32), args, schedule)
+                )
+                seconds["run"] += time.perf_counter() - begin
+                chunk_losses = np.asarray(chunk_losses, float)
+                losses.append(chunk_losses[:n])
                 shown.update(n)
-            loss, params, draws = call(
-                "finish", _finish, key_draws, state, args, given, num_draws=num_draws
-            )
-            losses.append(np.asarray(loss, float)[None])
+            losses.append(chunk_losses[n : n + 1])  # the loss at the last state
             shown.close(f"loss {losses[-1][-1]:.6g}")
-        W_draws = np.asarray(draws["W"], float)[None]
-        H_draws = np.asarray(draws["H"], float)[None]
-        params = {name: np.asarray(value) for name, value in params.items()}
-        begin = time.perf_counter()
-        lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)
-        seconds["run"] += time.perf_counter() - begin
+    begin = time.perf_counter()
+    params = _guides.unflatten(np.asarray(state.params, float), layout)
+    W_draws, H_draws = (x[None] for x in _guides.draws(guide, params, rng, num_draws, shapes))
+    lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)
+    seconds["run"] += time.perf_counter() - begin
     losses = np.concatenate(losses)
     return Fit(
         engine="svi",
@@ -337,7 +339,7 @@ def run(
             "guide": guide,
             "optimizer": optimizer,
             "final_loss": float(losses[-1]),
-            "params": params,
+            "params": _guides.constrained(guide, params),
         },
         draws={"W": W_draws, "H": H_draws},
         sample_stats={"lp": lp},
