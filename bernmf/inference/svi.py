@@ -3,14 +3,14 @@ gradient steps on the ELBO, written in JAX.
 
 The model is that of :mod:`bernmf.models.spec` (any positive prior) on NumPyro's
 unconstrained coordinates (:mod:`bernmf.models.unconstrained`). Guides (``guide=``,
-:mod:`bernmf.inference._guides`, with the parametrization, parameter names and
-starting scale of NumPyro's autoguides and NumPyro's ``Trace_ELBO`` drawn from the
-same random keys): ``"AutoNormal"`` (default; independent normals on the
-unconstrained coordinates), ``"AutoLowRankMultivariateNormal"`` (a normal with a
-low-rank-plus-diagonal covariance, rank ``guide_rank``) and ``"AutoDelta"`` (a point:
-SVI then maximizes the log-joint on the constrained space, i.e. finds a MAP, whose
-objective can be checked against ``mm``'s). The start is uniform in [-2, 2] on each
-unconstrained coordinate (NumPyro's ``init_to_uniform``) or the given ``init``.
+:mod:`bernmf.inference._guides`, with the parametrization, parameter names and start
+of NumPyro's autoguides, and NumPyro's ``Trace_ELBO``): ``"AutoNormal"`` (default;
+independent normals on the unconstrained coordinates),
+``"AutoLowRankMultivariateNormal"`` (a normal with a low-rank-plus-diagonal
+covariance, rank ``guide_rank``) and ``"AutoDelta"`` (a point: SVI then maximizes the
+log-joint on the constrained space, i.e. finds a MAP, whose objective can be checked
+against ``mm``'s). The start is uniform in [-2, 2] on each unconstrained coordinate
+(NumPyro's ``init_to_uniform``) or the given ``init``.
 
 The optimizer is Adam (``"adam"``) or ClippedAdam (``"clipped_adam"``, gradients
 clipped to ``[-clip_norm, clip_norm]``), NumPyro's (``jax.example_libraries``'
@@ -18,8 +18,9 @@ Adam), with the learning rate decaying geometrically from ``learning_rate`` at t
 first step to ``learning_rate * lr_decay`` at the last. The steps run in one compiled
 program: a loop of at most :data:`CHUNK` steps whose number, learning rate, decay and
 clipping are arguments, so fits of any length share it (20 calls when ``progress``,
-to show it); compilation is timed apart. The draws from the fitted guide are made in
-numpy.
+to show it); compilation is timed apart. The random numbers (the start, the noise of
+each step's draws, the draws from the fitted guide) come from numpy's generator seeded
+by ``seed``: the program has no random generator to compile.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ OPTIMIZERS = ("adam", "clipped_adam")
 PROGRESS_CHUNKS = 20
 CHUNK = 1000
 """Most steps of one call of the compiled program (longer fits call it again)."""
+NOISE_BYTES = 2**24
+"""Most bytes of the noise handed to one call (fewer steps per call for wide guides)."""
 CONVERGENCE_TOL = 1e-3
 ADAM = (0.9, 0.999, 1e-8)
 """Adam's b1, b2 and eps (NumPyro's defaults)."""
@@ -91,14 +94,12 @@ def check_options(options: dict) -> None:
 class State(NamedTuple):
     """The optimizer's state: the guide's unconstrained parameters, Adam's moments of
     each (in the program: one vector each, of all the parameters, so that Adam's kernels
-    are compiled once, not per parameter), the number of steps taken (int32) and the
-    key."""
+    are compiled once, not per parameter) and the number of steps taken (int32)."""
 
     params: dict
     m: dict
     v: dict
     step: jax.Array
-    key: jax.Array
 
 
 class Schedule(NamedTuple):
@@ -128,7 +129,6 @@ def adam(state: State, grads, schedule: Schedule, clipped: bool) -> State:
     Returns
     -------
     State
-        With the same key.
     """
     b1, b2, eps = ADAM
     i = state.step
@@ -146,45 +146,47 @@ def adam(state: State, grads, schedule: Schedule, clipped: bool) -> State:
         v_hat = v / (1 - jnp.asarray(b2, dtype) ** (i + 1))
         return x - size * m_hat / (jnp.sqrt(v_hat) + eps)
 
-    return State(jax.tree.map(move, state.params, m, v), m, v, i + 1, state.key)
+    return State(jax.tree.map(move, state.params, m, v), m, v, i + 1)
 
 
-def _steps(state: State, count, args, schedule: Schedule, *, guide, layout, optimizer,
-           num_particles):  # fmt: skip
-    """``count`` (at most :data:`CHUNK`) steps from ``state``, the loss evaluated before
-    each and after the last.
+def capacity(width: int, particles: int) -> int:
+    """Most steps of one call: :data:`CHUNK`, fewer when their noise would pass
+    :data:`NOISE_BYTES` (``width`` numbers per particle, :func:`_guides.noise_width`)."""
+    return max(1, min(CHUNK, NOISE_BYTES // (8 * particles * max(width, 1)) - 1))
+
+
+def _steps(state: State, count, noise, args, schedule: Schedule, *, guide, layout, optimizer):
+    """``count`` steps from ``state``, the loss evaluated before each and after the last.
 
     ``state``'s params, m and v are vectors: ``layout`` is their layout
-    (:func:`bernmf.inference._guides.layout`).
+    (:func:`bernmf.inference._guides.layout`). ``noise`` (C + 1, particles, width) holds
+    the standard normal noise of the draws of the losses: row j for the loss at the
+    state after j steps (C = :func:`capacity`; ``count`` <= C).
 
     Returns
     -------
-    (State, losses of shape (CHUNK + 1,))
+    (State, losses of shape (C + 1,))
         The state after ``count`` steps; the losses at the start and after each step
         in the first ``count + 1`` entries (an update's loss is that of the state it
-        starts from; the last evaluation moves nothing, so it is the next call's first
-        loss), NaN after.
+        starts from; the last evaluation moves nothing: its noise row is the next call's
+        first), NaN after.
     """
-    dtype = schedule.learning_rate.dtype
-    width = _guides.noise_width(guide, _guides.unflatten(state.params, layout))
 
-    def loss(x, noise):
-        return _guides.loss(guide, _guides.unflatten(x, layout), noise, args)
+    def loss(x, rows):
+        return _guides.loss(guide, _guides.unflatten(x, layout), rows, args)
 
     def step(j, carry):
         current, losses = carry
-        key, step_key = jax.random.split(current.key)
-        noise = jax.lax.optimization_barrier(
-            jax.random.normal(step_key, (num_particles, width), dtype)
-        )
         # computed once (XLA would copy the gradient's expression into each of Adam's
         # kernels that read it: the updates of the moments and of the parameters)
-        value, grads = jax.lax.optimization_barrier(jax.value_and_grad(loss)(current.params, noise))
-        moved = adam(current, grads, schedule, optimizer == "clipped_adam")._replace(key=key)
+        value, grads = jax.lax.optimization_barrier(
+            jax.value_and_grad(loss)(current.params, noise[j])
+        )
+        moved = adam(current, grads, schedule, optimizer == "clipped_adam")
         current = jax.tree.map(lambda new, old: jnp.where(j < count, new, old), moved, current)
         return current, losses.at[j].set(value)
 
-    losses = jnp.full(CHUNK + 1, jnp.nan, dtype)
+    losses = jnp.full(noise.shape[0], jnp.nan, noise.dtype)
     return jax.lax.fori_loop(0, count + 1, step, (state, losses))
 
 
@@ -270,7 +272,7 @@ def run(
     """
     M, N = data.shape
     shapes = ((M, rank - 1), (rank, N))
-    rng = np.random.default_rng(seed)  # the start and the draws; the steps: a JAX key
+    rng = np.random.default_rng(seed)  # the start, the steps' noise and the draws
     if init is None:
         start = {s: rng.uniform(-_guides.INIT_RADIUS, _guides.INIT_RADIUS, shape)
                  for s, shape in zip("WH", shapes, strict=True)}  # fmt: skip
@@ -291,26 +293,35 @@ def run(
         layout = _guides.layout(params)
         vector = jnp.asarray(np.concatenate([v.ravel() for v in params.values()]), float_type)
         zeros = jnp.asarray(np.zeros(vector.shape), float_type)
-        state = State(vector, zeros, zeros, jnp.asarray(0, jnp.int32), jax.random.PRNGKey(seed))
+        state = State(vector, zeros, zeros, jnp.asarray(0, jnp.int32))
+        width = _guides.noise_width(guide, params)
+        most = capacity(width, num_particles)
+        noise = np.zeros((most + 1, num_particles, width))
+        noise[0] = rng.standard_normal((num_particles, width))  # for the loss at the start
         settings = (learning_rate, lr_decay, steps, clip_norm)
         schedule = Schedule(*(jnp.asarray(value, float_type) for value in settings))
-        chunk = min(max(1, steps // PROGRESS_CHUNKS) if progress else steps, CHUNK)
+        chunk = min(max(1, steps // PROGRESS_CHUNKS) if progress else steps, most)
         lengths = [chunk] * (steps // chunk) + ([steps % chunk] if steps % chunk else [])
         # The program depends on these options and on the shapes of its arguments, not
         # on the data, the prior, the start, the schedule or the number of steps: fits
         # that differ only in those (a prior grid, seeds, a short probe) share it.
+        count = jnp.asarray(0, jnp.int32)
         program, compile_seconds = compiled(
-            ("svi",), _steps, state, jnp.asarray(0, jnp.int32), args, schedule,
-            guide=guide, layout=layout, optimizer=optimizer, num_particles=num_particles,
+            ("svi",), _steps, state, count, jnp.asarray(noise, float_type), args, schedule,
+            guide=guide, layout=layout, optimizer=optimizer,
         )  # fmt: skip
         seconds = {"compile": compile_seconds, "run": 0.0}
         losses = []
         with Progress("svi", steps, unit="steps", enabled=progress) as shown:
             for n in lengths:
+                # the same stream of noise however the steps are cut into calls
+                noise[1 : n + 1] = rng.standard_normal((n, num_particles, width))
+                arguments = (jnp.asarray(n, jnp.int32), jnp.asarray(noise, float_type))
                 begin = time.perf_counter()
                 state, chunk_losses = jax.block_until_ready(
-                    program(state, jnp.asarray(n, jnp.int32), args, schedule)
+                    program(state, *arguments, args, schedule)
                 )
+                noise[0] = noise[n]
                 seconds["run"] += time.perf_counter() - begin
                 chunk_losses = np.asarray(chunk_losses, float)
                 losses.append(chunk_losses[:n])

@@ -319,20 +319,9 @@ def log_prior(W, H, prior: Prior, *, normalized: bool = False):
 
 
 def log_prior_constant(alpha, beta, gamma, M: int, N: int):
-    """The log normalizing constants of the prior of (M, K) and (K, N) factors:
-    ``log_prior(W, H, prior, normalized=True) - log_prior(W, H, prior)``.
-
-    Parameters
-    ----------
-    alpha, beta : scalar or array of shape (K,)
-    gamma : array of shape (K,)
-        Numpy arrays (computed in numpy) or JAX arrays (in JAX).
-    M, N : int
-
-    Returns
-    -------
-    scalar
-    """
+    """``log_prior(W, H, prior, normalized=True) - log_prior(W, H, prior)`` for (M, K) and
+    (K, N) factors: alpha, beta (scalars or (K,)) and gamma ((K,)) numpy arrays (computed
+    in numpy) or JAX arrays (in JAX)."""
     xp, special = _namespace(alpha, beta, gamma)
     log_beta_fn = special.gammaln(alpha) + special.gammaln(beta) - special.gammaln(alpha + beta)
     log_beta_fn = xp.broadcast_to(log_beta_fn, gamma.shape)
