@@ -20,9 +20,10 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer import Trace_ELBO, autoguide, init_to_value
 
 import bernmf
+from bernmf import posterior
 from bernmf.inference import _compile, _guides, svi
 from bernmf.models import numpyro_model, unconstrained
-from bernmf.models.spec import log_prior_constant
+from bernmf.models.spec import log_joint, log_prior_constant
 
 M, N, K = 5, 4, 3
 SHAPES = ((M, K - 1), (K, N))
@@ -198,3 +199,19 @@ def test_autonormal_fits_rank_one():
     np.testing.assert_array_equal(fit.draws["W"], 1.0)
     assert fit.extras["params"]["W_auto_loc"].shape == (7, 0)
     assert np.isfinite(fit.trace).all() and fit.trace[-1] < fit.trace[0]
+
+
+def test_log_joint_of_small_draws_in_numpy_equals_the_compiled_loop(monkeypatch):
+    """svi's draws are few and small: their log-joint is computed in numpy, not compiled."""
+    rng = np.random.default_rng(7)
+    Y, _, _ = bernmf.simulate(7, M, N, K)
+    mask = rng.random((M, N)) < 0.7
+    W_draws = rng.dirichlet(np.ones(K), (2, 3, M))
+    H_draws = rng.uniform(0.05, 0.95, (2, 3, K, N))
+    prior = bernmf.Prior(1.3, 0.8, 1.1).broadcast(K)
+    in_numpy = posterior.log_joint_draws(Y, mask, W_draws, H_draws, prior)
+    monkeypatch.setattr(posterior, "NUMPY_ENTRIES", 0)
+    compiled = posterior.log_joint_draws(Y, mask, W_draws, H_draws, prior)
+    np.testing.assert_allclose(in_numpy, compiled, rtol=1e-12)
+    expected = log_joint(Y, mask, W_draws[1, 2], H_draws[1, 2], prior)
+    assert in_numpy.shape == (2, 3) and in_numpy[1, 2] == pytest.approx(expected, rel=1e-14)
