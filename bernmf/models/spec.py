@@ -13,7 +13,9 @@ users share one implementation of each quantity.
 
 from __future__ import annotations
 
+import math
 import warnings
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import jax
@@ -108,13 +110,14 @@ def probability(W, H) -> np.ndarray:
     return np.clip(np.asarray(W, float) @ np.asarray(H, float), 0.0, 1.0)
 
 
+_NUMPY_SPECIAL = SimpleNamespace(gammaln=np.vectorize(math.lgamma, otypes=[float]))
+
+
 def _namespace(*arrays):
-    """Return ``(numpy_like, special)``: JAX's when any input is a JAX array, else numpy's."""
+    """``(numpy_like, special)``: JAX's for a JAX input, else numpy's and ``math.lgamma``."""
     if any(isinstance(a, jax.Array) for a in arrays):
         return jax.numpy, jax_special
-    from scipy import special  # scipy.special loads on first use (0.2 s)
-
-    return np, special
+    return np, _NUMPY_SPECIAL
 
 
 def _safe_log(xp, x):
@@ -313,15 +316,12 @@ def log_prior(W, H, prior: Prior, *, normalized: bool = False):
     kernel = xp.sum(
         (alpha_col - 1) * _safe_log(xp, H) + (beta_col - 1) * _safe_log(xp, 1 - H)
     ) + xp.sum((gamma - 1) * _safe_log(xp, W))
-    if not normalized:
-        return kernel
-    return kernel + log_prior_constant(alpha, beta, gamma, W.shape[0], H.shape[1])
+    constant = log_prior_constant(alpha, beta, gamma, W.shape[0], H.shape[1]) if normalized else 0
+    return kernel + constant
 
 
 def log_prior_constant(alpha, beta, gamma, M: int, N: int):
-    """``log_prior(W, H, prior, normalized=True) - log_prior(W, H, prior)`` for (M, K) and
-    (K, N) factors: alpha, beta (scalars or (K,)) and gamma ((K,)) numpy arrays (computed
-    in numpy) or JAX arrays (in JAX)."""
+    """``log_prior(normalized=True) - log_prior()`` of (M, K), (K, N) factors (numpy or JAX)."""
     xp, special = _namespace(alpha, beta, gamma)
     log_beta_fn = special.gammaln(alpha) + special.gammaln(beta) - special.gammaln(alpha + beta)
     log_beta_fn = xp.broadcast_to(log_beta_fn, gamma.shape)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import special
 
 from bernmf.models.spec import masked_log_likelihood_terms, observed_probability
 
@@ -71,7 +70,7 @@ def _sigmoid(x):
     finfo = np.finfo(x.dtype)
     if isinstance(x, jax.Array):
         return jnp.clip(jax.nn.sigmoid(x), finfo.tiny, 1 - finfo.eps)
-    return np.clip(special.expit(x), finfo.tiny, 1 - finfo.eps)
+    return np.clip(np.exp(-np.logaddexp(0, -x)), finfo.tiny, 1 - finfo.eps)
 
 
 def _stick_offsets(x):
