@@ -283,31 +283,36 @@ def run(
         start = {"W": unconstrained.from_simplex(W0), "H": unconstrained.from_unit(H0)}
     params = _guides.initial_params(guide, start, guide_rank)
     with jax.enable_x64(dtype == "float64"):
-        float_type = DTYPES[dtype]
+        float_type = np.dtype(DTYPES[dtype])
+
+        def put(value, value_type=float_type):
+            """On the device, converted in numpy: ``jnp.asarray`` compiles each conversion
+            (tens of milliseconds of a first call)."""
+            return jax.device_put(np.asarray(value, value_type))
+
         args = (
-            jnp.asarray(data.Y, float_type),
-            jnp.asarray(data.mask),
-            Prior(*(jnp.asarray(v, float_type) for v in prior)),
-            jnp.asarray(log_prior_constant(*prior, M, N), float_type),
+            put(data.Y),
+            put(data.mask, bool),
+            Prior(*(put(v) for v in prior)),
+            put(log_prior_constant(*prior, M, N)),
         )
         layout = _guides.layout(params)
-        vector = jnp.asarray(np.concatenate([v.ravel() for v in params.values()]), float_type)
-        zeros = jnp.asarray(np.zeros(vector.shape), float_type)
-        state = State(vector, zeros, zeros, jnp.asarray(0, jnp.int32))
+        vector = put(np.concatenate([v.ravel() for v in params.values()]))
+        zeros = put(np.zeros(vector.shape))
+        state = State(vector, zeros, zeros, put(0, np.int32))
         width = _guides.noise_width(guide, params)
         most = capacity(width, num_particles)
         noise = np.zeros((most + 1, num_particles, width))
         noise[0] = rng.standard_normal((num_particles, width))  # for the loss at the start
         settings = (learning_rate, lr_decay, steps, clip_norm)
-        schedule = Schedule(*(jnp.asarray(value, float_type) for value in settings))
+        schedule = Schedule(*(put(value) for value in settings))
         chunk = min(max(1, steps // PROGRESS_CHUNKS) if progress else steps, most)
         lengths = [chunk] * (steps // chunk) + ([steps % chunk] if steps % chunk else [])
         # The program depends on these options and on the shapes of its arguments, not
         # on the data, the prior, the start, the schedule or the number of steps: fits
         # that differ only in those (a prior grid, seeds, a short probe) share it.
-        count = jnp.asarray(0, jnp.int32)
         program, compile_seconds = compiled(
-            ("svi",), _steps, state, count, jnp.asarray(noise, float_type), args, schedule,
+            ("svi",), _steps, state, put(0, np.int32), put(noise), args, schedule,
             guide=guide, layout=layout, optimizer=optimizer,
         )  # fmt: skip
         seconds = {"compile": compile_seconds, "run": 0.0}
@@ -316,7 +321,7 @@ def run(
             for n in lengths:
                 # the same stream of noise however the steps are cut into calls
                 noise[1 : n + 1] = rng.standard_normal((n, num_particles, width))
-                arguments = (jnp.asarray(n, jnp.int32), jnp.asarray(noise, float_type))
+                arguments = (put(n, np.int32), put(noise))
                 begin = time.perf_counter()
                 state, chunk_losses = jax.block_until_ready(
                     program(state, *arguments, args, schedule)
