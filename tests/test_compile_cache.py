@@ -101,22 +101,3 @@ def test_compile_cache_dir_reads_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv("BERNMF_CACHE_DIR")
     monkeypatch.delenv("BERNMF_COMPILE_CACHE")
     assert _cache.compile_cache_dir().parts[-2:] == ("bernmf", "jax")
-
-
-def test_a_program_run_once_is_cached_apart_with_the_same_values(monkeypatch):
-    """``run_once`` (XLA's unoptimized code generation) is part of the key, not of the result."""
-    import jax.numpy as jnp
-
-    from bernmf.inference import _compile
-
-    monkeypatch.setattr(_compile, "_CACHE", {})
-    x = jnp.linspace(0.1, 2.0, 50)
-
-    def function(x, *, power):
-        return jnp.cumsum(jnp.log1p(x**power)) @ jnp.sin(x)
-
-    fast, seconds = _compile.compiled("test", function, x, power=3)
-    once, once_seconds = _compile.compiled("test", function, x, run_once=True, power=3)
-    assert seconds > 0 and once_seconds > 0 and _compile.cache_size() == 2
-    assert _compile.compiled("test", function, x, run_once=True, power=3) == (once, 0.0)
-    assert abs(float(once(x)) - float(fast(x))) <= 1e-5 * abs(float(fast(x)))

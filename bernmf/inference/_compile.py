@@ -16,16 +16,7 @@ import jax
 _CACHE: dict[Hashable, jax.stages.Compiled] = {}
 
 
-UNOPTIMIZED = {"xla_backend_optimization_level": 0}
-"""XLA's options for a program that runs once (a fit's set-up or finish): code generation
-without LLVM's optimizations takes about half the time (svi's set-up and finish programs
-on a 100 x 60 matrix: 10.4 s of CPU compiling before, 4 s after), and the program runs
-slower, which a single run does not feel."""
-
-
-def compiled(
-    key: Hashable, function: Callable, *args, run_once: bool = False, **static
-) -> tuple[Callable, float]:
+def compiled(key: Hashable, function: Callable, *args, **static) -> tuple[Callable, float]:
     """Return ``(compiled_function, compile_seconds)`` for ``function`` at these arguments.
 
     Parameters
@@ -37,8 +28,6 @@ def compiled(
         A pure JAX function of ``args``.
     *args : arrays
         Example arguments (only their shapes and dtypes matter).
-    run_once : bool
-        The program runs once per fit: compile it with :data:`UNOPTIMIZED`.
     **static
         Arguments that shape the program (bound with ``functools.partial``-like
         closure and part of the key).
@@ -51,13 +40,13 @@ def compiled(
         0.0 when the compiled program came from the cache.
     """
     signature = tuple((tuple(a.shape), str(a.dtype)) for a in jax.tree.leaves(args))
-    cache_key = (key, signature, tuple(sorted(static.items())), jax.config.jax_enable_x64, run_once)
+    cache_key = (key, signature, tuple(sorted(static.items())), jax.config.jax_enable_x64)
     if cache_key in _CACHE:
         return _CACHE[cache_key], 0.0
     start = time.perf_counter()
     with jax.default_matmul_precision("highest"):
         lowered = jax.jit(lambda *a: function(*a, **static)).lower(*args)
-        program = lowered.compile(UNOPTIMIZED if run_once else None)
+        program = lowered.compile()
     seconds = time.perf_counter() - start
     _CACHE[cache_key] = program
     return program, seconds
