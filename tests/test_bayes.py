@@ -21,7 +21,7 @@ from numpyro.infer.util import log_density
 import bernmf
 from bernmf.data import as_observed
 from bernmf.inference import _compile, mm, nuts
-from bernmf.models import numpyro_model
+from bernmf.models import numpyro_model, unconstrained
 from bernmf.models.spec import log_joint, log_likelihood, masked_log_likelihood_terms
 
 M, N, K = 24, 18, 2
@@ -334,7 +334,7 @@ def test_the_mm_starts_of_the_chains_run_in_one_batched_call(monkeypatch):
     assert calls == [[5, 6, 7]]
     for chain, seed in enumerate((5, 6, 7)):
         alone = bernmf.fit(Y, "mm", 2, prior=nuts.mm_start_prior(prior), seed=seed)
-        W, H = numpyro_model.interior(alone.W[None], alone.H[None])
+        W, H = unconstrained.interior(alone.W[None], alone.H[None])
         np.testing.assert_allclose(W0[chain], W[0], atol=1e-8)
         np.testing.assert_allclose(H0[chain], H[0], atol=1e-8)
 
@@ -349,7 +349,7 @@ def test_chains_run_in_parallel_only_with_a_device_per_chain(monkeypatch):
 def test_interior_start_has_a_finite_unconstrained_image():
     W = np.array([[1.0, 0.0, 0.0], [0.2, 0.3, 0.5]])
     H = np.array([[0.0, 1.0], [0.5, 1.0], [0.2, 0.0]])
-    W_in, H_in = numpyro_model.interior(W, H)
+    W_in, H_in = unconstrained.interior(W, H)
     np.testing.assert_allclose(W_in.sum(axis=1), 1)
     with jax.enable_x64(True):
         image = numpyro_model.to_unconstrained(jnp.asarray(W_in), jnp.asarray(H_in))

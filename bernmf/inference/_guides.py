@@ -109,7 +109,7 @@ def constrained(guide: str, params: dict) -> dict:
     for name, value in params.items():
         value = np.asarray(value)
         if name.endswith("_scale"):
-            value = np.logaddexp(0, value)  # softplus
+            value = _softplus(value)
         elif guide == "AutoDelta":
             value = (
                 unconstrained.to_simplex(value) if name[0] == "W" else unconstrained.to_unit(value)

@@ -21,7 +21,7 @@ calls it itself.
 
 Initialization (``start``): ``"mm"`` (default) starts chain c at the ``mm``
 solution with seed ``seed + c``, moved just inside the support
-(:func:`~bernmf.models.numpyro_model.interior`). MM needs alpha, beta, gamma >=
+(:func:`~bernmf.models.unconstrained.interior`). MM needs alpha, beta, gamma >=
 1, so for a prior below 1 the MM start uses ``max(value, 1)`` for each
 hyperparameter (the flat prior where the prior is below 1); the sampler then
 targets the given prior. ``"prior"`` starts each chain at a draw from the prior.
@@ -58,6 +58,7 @@ from bernmf.data import (
 from bernmf.inference import _compile, mm
 from bernmf.inference.members import by_chain
 from bernmf.inference.registry import Engine, register
+from bernmf.models import unconstrained
 from bernmf.models.spec import Prior
 from bernmf.posterior import (
     component_permutations,
@@ -132,7 +133,6 @@ def mm_start_prior(prior: Prior) -> Prior:
 
 def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
     """Starting W (C, M, K) and H (C, K, N) of each chain, strictly inside the support."""
-    from bernmf.models import numpyro_model
 
     M, N = data.shape
     if init is not None:
@@ -154,7 +154,7 @@ def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
         ]
     W = np.stack([w for w, _ in starts])
     H = np.stack([h for _, h in starts])
-    return numpyro_model.interior(W, H)
+    return unconstrained.interior(W, H)
 
 
 def _potential(Y, mask, prior):

@@ -277,9 +277,7 @@ def run(
         start = {s: rng.uniform(-_guides.INIT_RADIUS, _guides.INIT_RADIUS, shape)
                  for s, shape in zip("WH", shapes, strict=True)}  # fmt: skip
     else:
-        from bernmf.models.numpyro_model import interior  # NumPyro loads only here
-
-        W0, H0 = interior(*check_init(init, M, N, rank))
+        W0, H0 = unconstrained.interior(*check_init(init, M, N, rank))
         start = {"W": unconstrained.from_simplex(W0), "H": unconstrained.from_unit(H0)}
     params = _guides.initial_params(guide, start, guide_rank)
     with jax.enable_x64(dtype == "float64"):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 
 import jax.numpy as jnp
-import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
@@ -123,24 +122,3 @@ def to_unconstrained(W, H) -> dict:
         "W": biject_to(constraints.simplex).inv(W),
         "H": biject_to(constraints.unit_interval).inv(H),
     }
-
-
-def interior(W, H, margin: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
-    """Move factors off the boundary (a MAP often has exact zeros) so they have a finite
-    unconstrained image: W is mixed with the uniform row, H is clipped to
-    ``[margin, 1 - margin]``.
-
-    Parameters
-    ----------
-    W : array of shape (..., M, K)
-    H : array of shape (..., K, N)
-    margin : float
-
-    Returns
-    -------
-    (W, H)
-        Of the same shapes.
-    """
-    W = np.asarray(W, float)
-    K = W.shape[-1]
-    return (1 - margin) * W + margin / K, np.clip(np.asarray(H, float), margin, 1 - margin)

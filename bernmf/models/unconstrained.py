@@ -8,7 +8,8 @@ with their log-Jacobians, the same functions as ``biject_to(constraints.simplex)
 (a stick-breaking transform) for the rows of W and ``biject_to(constraints.
 unit_interval)`` (a sigmoid) for the entries of H, so that a point and a density mean
 the same in both. The bijections and their inverses take numpy arrays (computed in
-numpy: starting points and draws) or JAX arrays.
+numpy: starting points and draws) or JAX arrays. :func:`interior` moves given factors
+(a MAP's exact zeros) inside the supports, so that they have an image here.
 """
 
 from __future__ import annotations
@@ -127,3 +128,24 @@ def from_unit(y):
 def unit_log_jacobian(x):
     """log |d to_unit(x) / dx| of each entry (JAX)."""
     return -jax.nn.softplus(x) - jax.nn.softplus(-x)
+
+
+def interior(W, H, margin: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """Move factors off the boundary (a MAP often has exact zeros) so they have a finite
+    unconstrained image: W is mixed with the uniform row, H is clipped to
+    ``[margin, 1 - margin]``.
+
+    Parameters
+    ----------
+    W : array of shape (..., M, K)
+    H : array of shape (..., K, N)
+    margin : float
+
+    Returns
+    -------
+    (W, H)
+        Of the same shapes.
+    """
+    W = np.asarray(W, float)
+    K = W.shape[-1]
+    return (1 - margin) * W + margin / K, np.clip(np.asarray(H, float), margin, 1 - margin)
