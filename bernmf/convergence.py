@@ -26,8 +26,8 @@ TAIL_PROB = 0.05
 CHUNK_VALUES = 2**18
 """Numbers ranked at once: small enough for the cache and for memory the allocator reuses.
 
-Arrays of 2 MiB: at 4 MiB (2**19) glibc gave a chunk's temporaries back to the system and
-page-faulted them in again for the next (about 50,000 faults per 2,280 entries ranked).
+Arrays of 2 MiB: at 4 MiB glibc gives a chunk's temporaries back to the system and
+page-faults them in again for the next (measured in docs/ensembles.md).
 """
 
 _SIGN = np.uint64(1 << 63)
@@ -68,7 +68,7 @@ def _fix_near_ties(rows, flat, near, z) -> np.ndarray:
     into ``z`` (flat) in place. Returns the rows whose runs cover the middle.
     """
     n = rows.shape[1]
-    # flat indices, not np.nonzero(near): that takes 40x longer on a 2-D array (numpy 2.5)
+    # flat indices, not np.nonzero(near): far slower on a 2-D array (numpy 2.5, docs/ensembles.md)
     row, position = np.divmod(np.flatnonzero(near), n - 1)
     if row.size == 0:
         return row

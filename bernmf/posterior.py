@@ -95,8 +95,8 @@ def _log_joint_of(factors, Y, mask, prior):
 
 NUMPY_ENTRIES = 2**24
 """Up to this many entries in all draws together (C S M N), :func:`log_joint_draws`
-computes in numpy, one draw at a time: sooner than compiling its loop (0.6 s of CPU;
-numpy took 0.14 s for 1000 draws of a 100 x 60 matrix, K = 4)."""
+computes in numpy, one draw at a time: sooner than compiling its loop (measured in
+docs/speed.md, svi's first call)."""
 
 
 def log_joint_draws(Y, mask, W_draws, H_draws, prior: Prior) -> np.ndarray:
@@ -252,7 +252,7 @@ def _components_first(draws: np.ndarray, axis: int) -> np.ndarray:
     """W (C, S, M, K) with axis 3 or H (C, S, K, N) with axis 2 -> (K, rows, C * S).
 
     A contiguous copy: as a view its draws are strided, and the products over them
-    (:func:`_sum_of_products`) took 8x longer.
+    (:func:`_sum_of_products`) read one number per cache line (docs/ensembles.md).
     """
     C, S = draws.shape[:2]
     moved = np.moveaxis(draws, (axis, 0, 1), (0, -2, -1))

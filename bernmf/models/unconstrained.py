@@ -1,7 +1,7 @@
 """The model's log density on NumPyro's unconstrained coordinates, in plain JAX.
 
-What the ``svi`` engine differentiates, without NumPyro (whose import alone takes
-0.5 s of a first call): the log-likelihood with its gradient written out
+What the ``svi`` engine differentiates, without NumPyro (whose import a first call
+would otherwise pay): the log-likelihood with its gradient written out
 (:func:`log_likelihood`, also the factor of :mod:`bernmf.models.numpyro_model`), and
 NumPyro's bijections from unconstrained coordinates onto the supports of the priors
 with their log-Jacobians, the same functions as ``biject_to(constraints.simplex)``
