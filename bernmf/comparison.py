@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from bernmf import runner
 from bernmf._progress import Progress
@@ -26,6 +26,9 @@ from bernmf.models.spec import describe_prior
 from bernmf.plan import check_arguments, held_out_entries, plan
 from bernmf.results import Fit
 from bernmf.stacked import stack
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Comparison", "compare", "describe_prior", "summarize"]
 
@@ -194,6 +197,8 @@ def compare(
         chosen = [f for f, row in zip(kept, rows, strict=False) if row["seed"] == seed]
         groups = {STACKED_ALL: chosen, STACKED_MM: [f for f in chosen if f.engine == "mm"]}
         rows += [row for row, _ in stacked_rows(Y, groups, train, validation, scored, seed)]
+    import pandas as pd  # on first use: it loads in 0.5 s
+
     fits = pd.DataFrame(rows)
     summary = summarize(fits, ["engine", "rank", "prior"])
     return Comparison(fits=fits, summary=summary, results=tuple(kept))

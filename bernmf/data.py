@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from scipy import sparse
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,6 +104,18 @@ def _check_values(values: np.ndarray, what: str) -> np.ndarray:
     return is_nan
 
 
+def is_dataframe(value) -> bool:
+    """Whether ``value`` is a DataFrame, without importing pandas (which loads in 0.5 s)."""
+    pandas = sys.modules.get("pandas")  # no instance without its class's module loaded
+    return pandas is not None and isinstance(value, pandas.DataFrame)
+
+
+def is_sparse(value) -> bool:
+    """Whether ``value`` is a scipy.sparse matrix or array, without importing scipy."""
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(value)
+
+
 def _check_shape(shape: tuple[int, ...], what: str) -> None:
     if len(shape) != 2:
         raise ValueError(f"{what} must be 2-D (rows x columns), got {len(shape)} dimension(s)")
@@ -118,8 +133,10 @@ def _dense_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
         values, hidden = _unmasked(Y, what)
         ones, is_nan = _dense_ones_and_missing(values, what)
         return ones & ~hidden, is_nan | hidden
-    if isinstance(Y, pd.DataFrame):
-        bad = [c for c, t in Y.dtypes.items() if not pd.api.types.is_numeric_dtype(t)]
+    if is_dataframe(Y):
+        from pandas.api.types import is_numeric_dtype
+
+        bad = [c for c, t in Y.dtypes.items() if not is_numeric_dtype(t)]
         if bad:
             raise TypeError(f"{what} must be numeric; non-numeric columns: {bad[:5]}")
         values = Y.to_numpy(dtype=float, na_value=np.nan)
@@ -150,7 +167,9 @@ def _sparse_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
     """
     _check_numeric_dtype(Y.dtype, what, kind="sparse ")
     _check_shape(Y.shape, what)
-    stored = sparse.coo_array(Y, copy=True)
+    from scipy.sparse import coo_array
+
+    stored = coo_array(Y, copy=True)
     stored.sum_duplicates()
     is_nan_stored = _check_values(stored.data, what)
     ones = np.zeros(stored.shape, bool)
@@ -159,12 +178,6 @@ def _sparse_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
     is_nan = np.zeros(stored.shape, bool)
     is_nan[stored.row[is_nan_stored], stored.col[is_nan_stored]] = True
     return ones, is_nan
-
-
-def _labels(Y):
-    if isinstance(Y, pd.DataFrame):
-        return Y.index.copy(), Y.columns.copy()
-    return None, None
 
 
 def as_observed(
@@ -212,7 +225,7 @@ def as_observed(
     ``mask_name`` is the argument the errors about the mask name (``"validation"``
     for held-out entries).
     """
-    if sparse.issparse(Y):
+    if is_sparse(Y):
         ones, is_nan = _sparse_ones_and_missing(Y, "Y")
     else:
         ones, is_nan = _dense_ones_and_missing(Y, "Y")
@@ -225,8 +238,8 @@ def as_observed(
     if warn_empty:
         warn_empty_lines(observed.any(axis=1), observed.any(axis=0), stacklevel=4)
     ones &= observed
-    row_labels, col_labels = _labels(Y)
-    return Observed(ones, observed, row_labels, col_labels)
+    labels = (Y.index.copy(), Y.columns.copy()) if is_dataframe(Y) else (None, None)
+    return Observed(ones, observed, *labels)
 
 
 NO_ENTRY = "no entry of Y is observed (the mask and the NaNs of Y leave nothing)"
@@ -251,7 +264,9 @@ def warn_empty_lines(rows_seen, columns_seen, stacklevel: int) -> None:
 
 def _is_default(labels: pd.Index) -> bool:
     """Whether ``labels`` are pandas' default 0, 1, ..., n - 1 of an unlabelled axis."""
-    return isinstance(labels, pd.RangeIndex) and labels.start == 0 and labels.step == 1
+    from pandas import RangeIndex
+
+    return isinstance(labels, RangeIndex) and labels.start == 0 and labels.step == 1
 
 
 def aligned(mask, Y, name: str = "mask"):
@@ -268,7 +283,7 @@ def aligned(mask, Y, name: str = "mask"):
     ValueError
         The mask's labels on an aligned axis differ from Y's; the message names some.
     """
-    if not (isinstance(mask, pd.DataFrame) and isinstance(Y, pd.DataFrame)):
+    if not (is_dataframe(mask) and is_dataframe(Y)):
         return mask
     for axis, axis_name in ((0, "row"), (1, "column")):
         ours, theirs = mask.axes[axis], Y.axes[axis]
@@ -288,9 +303,9 @@ def aligned(mask, Y, name: str = "mask"):
 
 def _boolean_mask(mask, shape, name: str = "mask") -> np.ndarray:
     """Return a bool copy of ``mask`` after checking its shape and values."""
-    if isinstance(mask, pd.DataFrame):
+    if is_dataframe(mask):
         mask = mask.to_numpy()
-    elif sparse.issparse(mask):
+    elif is_sparse(mask):
         mask = mask.toarray()
     mask = np.asarray(mask)
     if mask.shape != shape:

@@ -19,18 +19,20 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from bernmf._archive import Archive
 from bernmf._budget import check_bytes
-from bernmf._labels import decode_index
 from bernmf._saved_checks import check_values, check_weights, checked_array, field, optional_field
 from bernmf.data import Observed
 from bernmf.models.spec import Prior
 from bernmf.results import Fit
 from bernmf.saving import FORMAT, FORMAT_VERSION, METADATA, check_depth, save, versions
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["load", "load_metadata", "save", "versions"]
 
@@ -139,6 +141,8 @@ def load_metadata(path) -> dict:
 
 
 def _labels(value, length: int, what: str) -> pd.Index | None:
+    from bernmf._labels import decode_index  # it imports pandas (0.5 s): on first use
+
     index = decode_index(value)
     if index is not None and len(index) != length:
         raise ValueError(f"{what} has {len(index)} labels for {length} entries")

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from bernmf.posterior import component_permutations
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OBJECTIVE_RTOL = 1e-4
 """Objectives of one mode agree to this relative tolerance: MM stops when the relative
@@ -153,6 +156,8 @@ def count_modes(
             labels[member] = len(leaders)
             leaders.append(member)
     best = objectives[leaders]
+    import pandas as pd  # on first use: it loads in 0.5 s
+
     table = pd.DataFrame(
         {
             "members": [np.flatnonzero(labels == mode).tolist() for mode in range(len(leaders))],

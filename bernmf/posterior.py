@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pandas as pd
 
 from bernmf.convergence import CHUNK_VALUES, Workspace, ess_rows, rank_rhat_rows
 from bernmf.models.spec import Prior, log_joint, probability
 
 if TYPE_CHECKING:  # Fit only names a type here; results imports this module (to_arviz)
+    import pandas as pd
+
     from bernmf.results import Fit
 
 RHAT_WARN = 1.01
@@ -389,6 +390,8 @@ def diagnostics(
                 "ess_bulk_per_second": np.nanmedian(bulk) / seconds,
             }
         )
+    import pandas as pd  # on first use: it loads in 0.5 s
+
     table = pd.DataFrame(rows).set_index("quantity")
     if warn:
         worst = table.loc["WH", "rhat_max"]

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from bernmf.data import Observed, as_observed
 from bernmf.models.spec import Prior, perplexity_of_blocks, probability
 from bernmf.saving import save
+
+if TYPE_CHECKING:  # pandas loads on first use (0.5 s of an import of bernmf)
+    import pandas as pd
+
+    from bernmf.frames import FitFrames
 
 BLOCK_ENTRIES = 2**20
 """Entries of P(Y=1) that :meth:`Fit.perplexity` computes at a time when they are not stored."""
@@ -210,6 +214,8 @@ class Fit:
     @property
     def frames(self) -> FitFrames:
         """W, H and probs as labelled DataFrames (``fit.frames.W`` ...)."""
+        from bernmf.frames import FitFrames
+
         return FitFrames(self)
 
     def top_columns(self, n: int = 10) -> pd.DataFrame:
@@ -251,6 +257,8 @@ class Fit:
             [np.lexsort((-key[k], -np.round(H[k], 2)))[: int(n)] for k in range(self.rank)]
         )  # (K, n): by H to two decimals, then by lift
         count = top.shape[1]
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "component": np.repeat(frames.components.to_numpy(), count),
@@ -269,29 +277,3 @@ class Fit:
         ones = np.asarray(self.observed.ones.sum(axis=0), dtype=float).ravel()
         with np.errstate(invalid="ignore", divide="ignore"):
             return ones / np.asarray(self.observed.mask.sum(axis=0), dtype=float).ravel()
-
-
-class FitFrames:
-    """DataFrame views of a :class:`Fit`, labelled with the input's row and column labels."""
-
-    def __init__(self, fit: Fit):
-        self._fit = fit
-        M, N = fit.shape
-        self.rows = fit.row_labels if fit.row_labels is not None else pd.RangeIndex(M)
-        self.columns = fit.col_labels if fit.col_labels is not None else pd.RangeIndex(N)
-        self.components = pd.Index([f"component_{k}" for k in range(fit.rank)], name="component")
-
-    @property
-    def W(self) -> pd.DataFrame:
-        """W, shape (M, K): rows labelled as Y's rows, columns by component."""
-        return pd.DataFrame(self._fit.W, index=self.rows, columns=self.components)
-
-    @property
-    def H(self) -> pd.DataFrame:
-        """H, shape (K, N): rows by component, columns labelled as Y's columns."""
-        return pd.DataFrame(self._fit.H, index=self.components, columns=self.columns)
-
-    @property
-    def probs(self) -> pd.DataFrame:
-        """Predictive P(Y=1), shape (M, N), labelled as Y."""
-        return pd.DataFrame(self._fit.probs, index=self.rows, columns=self.columns)

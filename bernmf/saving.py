@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bernmf._labels import encode_index
 from bernmf._output import Target, atomic_output
 from bernmf.models.spec import Prior
 
@@ -165,6 +164,8 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
     ValueError
         If the labels cannot be saved exactly, or the extras nest too deep.
     """
+    from bernmf._labels import encode_index  # it imports pandas (0.5 s): on first use
+
     target = _check_path(path, overwrite)
     arrays = {"W": fit.W, "H": fit.H, "trace": fit.trace}
     if fit.stored_probs is not None:

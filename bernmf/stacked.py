@@ -29,9 +29,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from bernmf.data import Observed, as_observed
 from bernmf.inference import get_engine
@@ -40,6 +40,9 @@ from bernmf.plan import held_out_entries
 from bernmf.results import Fit
 from bernmf.runner import members as run_members
 from bernmf.stacking import entries_lpd, mixture_lpd, stacking_weights
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["BASELINE", "BASELINE_FLOOR", "STACK", "baseline", "members_table", "stack"]
 
@@ -427,4 +430,6 @@ def members_table(fit: Fit) -> pd.DataFrame:
     """
     if STACK not in fit.extras:
         raise ValueError(f"fit of engine {fit.engine!r} is not a stack (bernmf.stack)")
+    import pandas as pd  # on first use: it loads in 0.5 s
+
     return pd.DataFrame(fit.extras[STACK]["members"], columns=list(TABLE_COLUMNS))

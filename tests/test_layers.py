@@ -20,7 +20,7 @@ LAYERS = [
     | {"bernmf._output", "bernmf._labels", "bernmf._archive", "bernmf._progress"}
     | {"bernmf._budget", "bernmf._cache", "bernmf._npz"},  # writers, label codec, zip
     # reader, progress lines, memory budget, cache folders, the readers' .npz files
-    {"bernmf.results", "bernmf.io", "bernmf.saving", "bernmf._saved_checks"}
+    {"bernmf.results", "bernmf.frames", "bernmf.io", "bernmf.saving", "bernmf._saved_checks"}
     | {"bernmf.posterior", "bernmf.plot"}
     | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking", "bernmf.psis"}
     | {"bernmf.export", "bernmf.mixture"},  # what a fit is, its summaries and ArviZ export
