@@ -92,13 +92,14 @@ def check_options(options: dict) -> None:
 
 
 class State(NamedTuple):
-    """The optimizer's state: the guide's unconstrained parameters, Adam's moments of
-    each (in the program: one vector each, of all the parameters, so that Adam's kernels
-    are compiled once, not per parameter) and the number of steps taken (int32)."""
+    """The optimizer's state: the guide's unconstrained parameters and Adam's moments of
+    them, one vector each of all the parameters (laid out by
+    :func:`bernmf.inference._guides.layout`, so that Adam's kernels are compiled once,
+    not per parameter), and the number of steps taken (int32)."""
 
-    params: dict
-    m: dict
-    v: dict
+    params: jax.Array
+    m: jax.Array
+    v: jax.Array
     step: jax.Array
 
 
@@ -150,8 +151,9 @@ def adam(state: State, grads, schedule: Schedule, clipped: bool) -> State:
 
 
 def capacity(width: int, particles: int) -> int:
-    """Most steps of one call: :data:`CHUNK`, fewer when their noise would pass
-    :data:`NOISE_BYTES` (``width`` numbers per particle, :func:`_guides.noise_width`)."""
+    """Most steps of one call: :data:`CHUNK`, fewer when their noise (drawn in float64)
+    would pass :data:`NOISE_BYTES` (``width`` numbers per particle,
+    :func:`_guides.noise_width`)."""
     return max(1, min(CHUNK, NOISE_BYTES // (8 * particles * max(width, 1)) - 1))
 
 
