@@ -29,13 +29,12 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 import bernmf  # noqa: E402
 from bernmf.data import as_observed  # noqa: E402
 from bernmf.inference import nuts  # noqa: E402
-from bernmf.models import numpyro_model  # noqa: E402
+from bernmf.models import unconstrained  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_nuts import numpyro_mcmc_fields  # noqa: E402
@@ -67,9 +66,8 @@ def main() -> None:
             data, prior, W0, H0, seed, thinning=1, chain_method="sequential", **options
         )
         seconds = time.perf_counter() - begin
-        with jax.enable_x64(True):
-            W, H = numpyro_model.to_constrained(fields["z"])
-            return {"W": np.asarray(W), "H": np.asarray(H)}, seconds
+        z = {name: np.asarray(value) for name, value in fields["z"].items()}
+        return {"W": unconstrained.to_simplex(z["W"]), "H": unconstrained.to_unit(z["H"])}, seconds
 
     def ess(fit) -> float:
         return float(bernmf.diagnostics(fit, warn=False).table.loc["WH", "ess_bulk_median"])

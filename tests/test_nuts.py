@@ -7,11 +7,13 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpyro.distributions import constraints
+from numpyro.distributions.transforms import biject_to
 
 import bernmf
 from bernmf.data import as_observed
 from bernmf.inference import _compile, nuts
-from bernmf.models import numpyro_model
+from bernmf.models import numpyro_model, unconstrained
 
 
 def numpyro_mcmc_fields(data, prior, W0, H0, seed: int, dtype: str = "float64", **options):
@@ -29,9 +31,10 @@ def numpyro_mcmc_fields(data, prior, W0, H0, seed: int, dtype: str = "float64", 
     with jax.enable_x64(dtype == "float64"):
         float_type = jnp.float64 if dtype == "float64" else jnp.float32
         args = numpyro_model.model_args(data.Y, data.mask, prior, float_type)
-        init_params = numpyro_model.to_unconstrained(
-            jnp.asarray(W0, float_type), jnp.asarray(H0, float_type)
-        )
+        init_params = {  # nuts' start, as nuts computes it
+            "W": unconstrained.from_simplex(jnp.asarray(W0, float_type)),
+            "H": unconstrained.from_unit(jnp.asarray(H0, float_type)),
+        }
         if num_chains == 1:
             init_params = {name: value[0] for name, value in init_params.items()}
         potential = jax.jit(functools.partial(numpyro_model.potential_energy, args=args))
@@ -76,7 +79,8 @@ def test_a_fit_has_numpyros_draws_and_a_second_fit_of_its_shapes_traces_nothing(
     W0, H0 = nuts.initial_factors(data, 3, first.prior, 3, None, "mm", num_chains=2)
     reference = numpyro_mcmc_fields(data, first.prior, W0, H0, seed=3, thinning=1, **options)
     with jax.enable_x64(True):
-        W, H = (np.asarray(x) for x in numpyro_model.to_constrained(reference["z"]))
+        simplex, unit = biject_to(constraints.simplex), biject_to(constraints.unit_interval)
+        W, H = np.asarray(simplex(reference["z"]["W"])), np.asarray(unit(reference["z"]["H"]))
     assert first.draws["W"].shape == W.shape == (2, 10, 30, 3)
     np.testing.assert_allclose(first.draws["W"], W, atol=1e-8)
     np.testing.assert_allclose(first.draws["H"], H, atol=1e-8)

@@ -65,7 +65,10 @@ def _problem():
 def _numpyro_guide(name: str, start: dict):
     """A fresh NumPyro autoguide started at ``start`` (set up by its first call: made
     inside each compiled function, its set-up is traced there, not run op by op)."""
-    values = dict(zip("WH", numpyro_model.to_constrained(start), strict=True))
+    values = {
+        "W": biject_to(constraints.simplex)(start["W"]),
+        "H": biject_to(constraints.unit_interval)(start["H"]),
+    }
     init = init_to_value(values=values)
     if name == "AutoLowRankMultivariateNormal":
         return autoguide.AutoLowRankMultivariateNormal(numpyro_model.model, init_loc_fn=init)

@@ -326,9 +326,10 @@ dense_mass
     with jax.enable_x64(dtype == "float64"):  # float32: all of NumPyro in float32
         float_type = DTYPES[dtype]
         args = numpyro_model.model_args(data.Y, data.mask, prior, float_type)
-        init_params = numpyro_model.to_unconstrained(
-            jnp.asarray(W0, float_type), jnp.asarray(H0, float_type)
-        )
+        init_params = {
+            "W": unconstrained.from_simplex(jnp.asarray(W0, float_type)),
+            "H": unconstrained.from_unit(jnp.asarray(H0, float_type)),
+        }
         say(
             progress,
             f"nuts: {num_chains} chain(s) x ({num_warmup} warmup + {num_samples} draws), "
@@ -370,7 +371,8 @@ dense_mass
             progress,
             f"nuts: sampled in {run_seconds:.1f} s after {compile_seconds:.1f} s compiling",
         )
-        W_draws, H_draws = (np.asarray(x, float) for x in numpyro_model.to_constrained(fields["z"]))
+        W_draws = np.asarray(unconstrained.to_simplex(fields["z"]["W"]), float)
+        H_draws = np.asarray(unconstrained.to_unit(fields["z"]["H"]), float)
     lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)
     at_start = log_joint_draws(data.Y, data.mask, W0[:, None], H0[:, None], prior)
     log_joint = np.concatenate([at_start, lp], axis=1)  # (C, S + 1)

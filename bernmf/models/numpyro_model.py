@@ -18,8 +18,6 @@ import threading
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
-from numpyro.distributions import constraints
-from numpyro.distributions.transforms import biject_to
 from numpyro.infer import util as infer_util
 
 from bernmf.models.spec import Prior
@@ -93,32 +91,3 @@ def potential_energy(params: dict, args: tuple):
         :func:`model_args`.
     """
     return infer_util.potential_energy(model, args, {}, params)
-
-
-def to_constrained(params: dict) -> tuple:
-    """The inverse of :func:`to_unconstrained`: ``(W (..., M, K), H (..., K, N))``."""
-    return (
-        biject_to(constraints.simplex)(params["W"]),
-        biject_to(constraints.unit_interval)(params["H"]),
-    )
-
-
-def to_unconstrained(W, H) -> dict:
-    """NumPyro's unconstrained coordinates of factors (leading batch dims allowed).
-
-    Parameters
-    ----------
-    W : array of shape (..., M, K)
-        Rows strictly inside the simplex.
-    H : array of shape (..., K, N)
-        Entries strictly inside (0, 1).
-
-    Returns
-    -------
-    dict
-        ``{"W": (..., M, K - 1), "H": (..., K, N)}``, the ``init_params`` of NUTS.
-    """
-    return {
-        "W": biject_to(constraints.simplex).inv(W),
-        "H": biject_to(constraints.unit_interval).inv(H),
-    }
