@@ -30,6 +30,9 @@ Arrays of 2 MiB: at 4 MiB glibc gives a chunk's temporaries back to the system a
 page-faults them in again for the next (measured in docs/ensembles.md).
 """
 
+BUCKET_RUNS = 4
+"""Runs of values sharing a bucket ranked again per row; rows with more are ranked exactly."""
+
 _SIGN = np.uint64(1 << 63)
 
 
@@ -69,16 +72,10 @@ def _fix_near_ties(rows, flat, near, z) -> np.ndarray:
     """
     n = rows.shape[1]
     # flat indices, not np.nonzero(near): far slower on a 2-D array (numpy 2.5, docs/ensembles.md)
-    row, position = np.divmod(np.flatnonzero(near), n - 1)
-    if row.size == 0:
-        return row
-    starts = np.ones(row.size, bool)
-    starts[1:] = (row[1:] != row[:-1]) | (position[1:] != position[:-1] + 1)
-    first = np.flatnonzero(starts)
-    last = np.append(first[1:], row.size) - 1
-    run_row, run_begin = row[first], position[first]
-    length = position[last] + 2 - run_begin
-    run = np.repeat(np.arange(first.size), length)
+    run_row, run_begin, length = _near_runs(np.divmod(np.flatnonzero(near), n - 1))
+    if run_row.size == 0:
+        return run_row
+    run = np.repeat(np.arange(run_row.size), length)
     offset = np.repeat(np.cumsum(length) - length, length)  # where each run starts below
     element = flat[run_row[run], run_begin[run] + np.arange(run.size) - offset]
     values = rows.ravel()[element]
@@ -114,10 +111,14 @@ class Workspace:
             np.empty((entries, n), np.uint64) for _ in range(3)
         )
         self.gaps = np.empty((entries, max(n - 1, 0)), np.uint64)
-        self.near = np.empty((entries, max(n - 1, 0)), bool)
+        self.near = np.empty((entries, n), bool)
         self.z, self.folded = np.empty((entries, n)), np.empty((entries, n))
         self.offsets = np.arange(entries)[:, None] * n
         self.tiled = _tiled_scores(entries, n)
+        self.bucketed, self.bucketed_sorted = (np.empty((entries, n), np.uint32) for _ in range(2))
+        self.bucket_gaps = np.empty((entries, n), np.uint32)
+        self.labels = np.empty((entries, n), np.uint8)
+        self.is_label = np.empty((entries, n), bool)
 
 
 def _scores(rows: np.ndarray, keys: np.ndarray, bits: int, work: Workspace):
@@ -136,7 +137,7 @@ def _scores(rows: np.ndarray, keys: np.ndarray, bits: int, work: Workspace):
     E, n = rows.shape
     low = np.uint64((1 << bits) - 1)
     gaps = np.bitwise_xor(keys[:, 1:], keys[:, :-1], out=work.gaps[:E])
-    near = np.less_equal(gaps, low, out=work.near[:E])
+    near = np.less_equal(gaps, low, out=work.near[:E, : n - 1])
     keys &= low
     flat = keys.view(np.int64)
     flat += work.offsets[:E]
@@ -187,10 +188,17 @@ def _basic_rhat(x: np.ndarray) -> np.ndarray:
     The within-chain variance from the sums of squares (two passes over ``x``, no
     centered copy): the normal scores it gets are within a few units of 0.
     """
-    chains, draws = x.shape[1:]
-    means = x.mean(axis=2)
-    squares = np.einsum("ecs,ecs->e", x, x) - draws * np.einsum("ec,ec->e", means, means)
-    within = squares / (chains * (draws - 1))
+    return _rhat_of_sums(x.sum(axis=2), np.einsum("ecs,ecs->e", x, x), x.shape[2])
+
+
+def _rhat_of_sums(sums: np.ndarray, squares: np.ndarray, draws: int) -> np.ndarray:
+    """Gelman-Rubin R-hat from each chain's sum (E, C) and the sum of squares (E,) of all draws.
+
+    Chains of ``draws`` draws each.
+    """
+    chains = sums.shape[1]
+    means = sums / draws
+    within = (squares - draws * np.einsum("ec,ec->e", means, means)) / (chains * (draws - 1))
     between = draws * means.var(axis=1, ddof=1)
     return np.sqrt((between / within + draws - 1) / draws)
 
@@ -200,9 +208,8 @@ def rank_rhat_rows(
 ) -> np.ndarray:
     """Rank-normalized split R-hat, ``max(bulk, tail)``, of (E, C, S) draws.
 
-    As ``arviz_stats.rhat`` (Vehtari et al. 2021). The folded draws ``|x - median|``
-    are sorted from the bulk order, where they form two sorted runs (below and above
-    the median), so their stable sort is a merge. Entries are ranked ``chunk_values``
+    As ``arviz_stats.rhat`` (Vehtari et al. 2021), from each split chain's sum of
+    normal scores (:func:`_rank_rhat_chunk`). Entries are ranked ``chunk_values``
     numbers at a time, or ``workspace.entries`` entries at a time in the arrays of
     ``workspace`` (a :class:`Workspace` for rows of ``2 * C * (S // 2)`` values).
 
@@ -224,8 +231,218 @@ def rank_rhat_rows(
 
 
 def _rank_rhat_chunk(draws: np.ndarray, work: Workspace) -> np.ndarray:
-    """:func:`rank_rhat_rows` of at most ``work.entries`` entries at once."""
+    """:func:`rank_rhat_rows` of at most ``work.entries`` entries at once.
+
+    R-hat needs only each split chain's sum of the normal scores and their sum of
+    squares. Without ties the scores of a row are the fixed scores of the ranks 1 ..
+    n, so these sums come from the split chain of each sorted position: keys of 32
+    bits hold a bucket of the value (an order-preserving map onto its high bits) and
+    the split chain (its low bits), and are sorted without the positions of the
+    draws. Values sharing a bucket (ties, near ties) are ranked again on their full
+    values (:func:`_score_sums`); the rows where that does not suffice (non-finite
+    or constant rows, many shared buckets, one at the median) go the exact way of
+    :func:`_exact_rank_rhat`.
+    """
     split = split_chains(np.ascontiguousarray(draws, float))
+    E, chains, half = split.shape
+    rows = split.reshape(E, -1)
+    bits = (chains - 1).bit_length()
+    top = 2.0 ** (32 - bits) - 1  # the largest bucket
+    low, high = rows.min(axis=1), rows.max(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        scale = top / (high - low)
+    exact = ~((scale > 0) & (scale < np.inf))  # NaN, infinite or constant rows
+    scale[exact] = 0.0
+    keys = _bucket_keys(rows, low, scale, bits, half, work)
+    sums, squares, ordered, crowded, middle_run = _score_sums(rows, keys, bits, chains, exact, work)
+    exact |= crowded | middle_run
+    middle, central = _middle_values(rows, keys, ordered, exact, work)
+    folded = np.subtract(rows, middle[:, None], out=work.folded[:E])
+    np.abs(folded, out=folded)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        folded_scale = top / np.maximum(high - middle, middle - low)  # the largest |x - middle|
+    exact |= ~((folded_scale > 0) & (folded_scale < np.inf))
+    folded_scale[exact] = 0.0
+    keys = _bucket_keys(folded, None, folded_scale, bits, half, work)
+    folded_sums, folded_squares, _, crowded, _ = _score_sums(
+        folded, keys, bits, chains, exact, work, smallest=central
+    )
+    exact |= crowded
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rhat = np.maximum(
+            _rhat_of_sums(sums, squares, half), _rhat_of_sums(folded_sums, folded_squares, half)
+        )
+    if exact.any():
+        rhat[exact] = _exact_rank_rhat(rows[exact].reshape(-1, chains, half), work)
+    return rhat
+
+
+def _bucket_keys(values, low, scale, bits: int, half: int, work: Workspace) -> np.ndarray:
+    """uint32 keys of (E, n) ``values``: bucket, then the split chain in the ``bits`` low bits.
+
+    The bucket ``floor((values - low) * scale)`` (``low`` None: 0) is monotone in
+    the value, each rounding being monotone: sorted keys are sorted values but
+    inside runs of a shared bucket. ``scale`` (E,) maps each row into the buckets.
+    Written into ``work.bucketed``.
+    """
+    E, n = values.shape
+    scaled, keys = work.z[:E], work.bucketed[:E]
+    with np.errstate(invalid="ignore"):  # rows of NaN or inf: ranked the exact way
+        if low is None:
+            np.multiply(values, scale[:, None], out=scaled)
+        else:
+            np.subtract(values, low[:, None], out=scaled)
+            scaled *= scale[:, None]
+        np.copyto(keys, scaled, casting="unsafe")
+    keys <<= bits
+    keys |= _chain_labels(n, half)
+    return keys
+
+
+@functools.lru_cache(maxsize=4)
+def _chain_labels(n: int, half: int) -> np.ndarray:
+    """Split chain of each of the n positions of a row: shape (n,), uint32."""
+    labels = np.arange(n, dtype=np.uint32) // half
+    labels.flags.writeable = False
+    return labels
+
+
+def _score_sums(values, keys, bits: int, chains: int, skip, work: Workspace, smallest=None):
+    """Each split chain's sum of normal scores, and the sum of squares, of (E, n) ``values``.
+
+    ``keys`` are their :func:`_bucket_keys`. Each run of sorted keys sharing a bucket
+    (at most :data:`BUCKET_RUNS` per row) is ranked on the full values, ties averaged
+    as :func:`_fix_near_ties`, and the sums corrected; rows in ``skip`` (E,) are not.
+    ``smallest`` (E, 2): where given, the elements of the two smallest values of
+    each row, whose run (the two alone) is ranked from them without a search.
+
+    Returns
+    -------
+    sums : ndarray of shape (E, chains)
+    squares : ndarray of shape (E,)
+    ordered : ndarray of uint32, shape (E, n)
+        The keys sorted row by row (``work.bucketed_sorted``).
+    crowded : ndarray of bool, shape (E,)
+        Rows with more runs than :data:`BUCKET_RUNS`, left uncorrected.
+    middle_run : ndarray of bool, shape (E,)
+        Rows with a run at one of the two middle positions.
+    """
+    E, n = values.shape
+    z = _tiled_scores(1, n)
+    ordered = work.bucketed_sorted[:E]
+    np.copyto(ordered, keys)
+    ordered.sort(axis=1)
+    labels = np.bitwise_and(ordered, (1 << bits) - 1, out=work.labels[:E], casting="unsafe")
+    sums = np.empty((E, chains))
+    for chain in range(chains - 1):
+        sums[:, chain] = np.equal(labels, chain, out=work.is_label[:E]) @ z
+    sums[:, -1] = z.sum() - sums[:, :-1].sum(axis=1)
+    squares = np.full(E, z @ z)
+    row, begin, length = _runs(ordered, bits, work)
+    keep = ~skip[row]
+    crowded = np.bincount(row[keep], minlength=E) > BUCKET_RUNS
+    middle_run = np.zeros(E, bool)
+    middle_run[row[(begin <= n // 2) & (begin + length > n // 2 - 1)]] = True
+    keep &= ~crowded[row]
+    pair = keep & (begin == 0) & (length == 2) if smallest is not None else np.zeros_like(keep)
+    keep &= ~pair
+    entry, element, position, right = _ranked_runs(
+        values, keys, ordered, bits, row[keep], begin[keep], length[keep]
+    )
+    if pair.any():
+        paired = row[pair]
+        element = np.concatenate([element, smallest[paired].ravel()])
+        first, second = values[paired, smallest[paired, 0]], values[paired, smallest[paired, 1]]
+        rank = 1.5 + 0.5 * np.sign(np.stack([first - second, second - first], axis=1))
+        entry = np.concatenate([entry, np.repeat(paired, 2)])
+        position = np.concatenate([position, np.tile([0, 1], paired.size)])
+        right = np.concatenate([right, _rank_z(rank.ravel(), n)])
+    if entry.size:
+        wrong = z[position]
+        half = n // chains
+        flat = np.concatenate(
+            [entry * chains + element // half, entry * chains + labels[entry, position]]
+        )
+        sums += np.bincount(flat, np.concatenate([right, -wrong]), E * chains).reshape(E, chains)
+        squares += np.bincount(entry, right * right - wrong * wrong, E)
+    return sums, squares, ordered, crowded, middle_run
+
+
+def _ranked_runs(values, keys, ordered, bits: int, row, begin, length):
+    """Normal scores of the elements of runs sharing a bucket, from their full values.
+
+    Runs: ``row``, ``begin``, ``length`` (R,) in the sorted ``ordered`` keys; their
+    elements are found in ``keys`` (E, n), unsorted, by their bucket, and ranked
+    by value, ties averaged as :func:`_fix_near_ties`.
+
+    Returns
+    -------
+    entry, element, position, score : ndarray of shape (sum of lengths,)
+        The row, the element (index in the row) of each slot of the runs, the
+        sorted position of that slot and its exact normal score.
+    """
+    n = values.shape[1]
+    bucket = ordered[row, begin] >> bits
+    run, element = np.divmod(np.flatnonzero((keys[row] >> bits) == bucket[:, None]), n)
+    value = values[row[run], element]
+    order = np.lexsort((value, run))  # by value within each run
+    run, element, value = run[order], element[order], value[order]
+    slot = np.arange(run.size)
+    new = np.ones(run.size, bool)
+    new[1:] = (run[1:] != run[:-1]) | (value[1:] != value[:-1])
+    last_of_group = np.append(new[1:], True)
+    group_first = np.maximum.accumulate(np.where(new, slot, 0))
+    group_last = np.minimum.accumulate(np.where(last_of_group, slot, run.size)[::-1])[::-1]
+    first = np.cumsum(length) - length  # each run's first slot
+    start = begin[run] - first[run]
+    score = _rank_z(start + (group_first + group_last) / 2 + 1, n)
+    return row[run], element, start + slot, score
+
+
+def _runs(ordered, bits: int, work: Workspace):
+    """Runs of sorted ``ordered`` keys (E, n) sharing a bucket: (row, first position, length)."""
+    E, n = ordered.shape
+    flat = ordered.reshape(-1)  # contiguous: faster than the 2-D views of neighbours
+    gaps = np.bitwise_xor(flat[1:], flat[:-1], out=work.bucket_gaps.reshape(-1)[: E * n - 1])
+    near = np.less(gaps, 1 << bits, out=work.near.reshape(-1)[: E * n - 1])
+    near[n - 1 :: n] = False  # the last of a row and the first of the next
+    return _near_runs(np.divmod(np.flatnonzero(near), n))
+
+
+def _near_runs(marked):
+    """Runs of consecutive marked neighbours, (row, position) of each: (row, first, length).
+
+    Position p marks the sorted neighbours p and p + 1 of its row.
+    """
+    row, position = marked
+    starts = np.ones(row.size, bool)
+    starts[1:] = (row[1:] != row[:-1]) | (position[1:] != position[:-1] + 1)
+    first = np.flatnonzero(starts)
+    last = np.flatnonzero(np.append(starts[1:], row.size > 0))
+    return row[first], position[first], position[last] + 2 - position[first]
+
+
+def _middle_values(values, keys, ordered, skip, work: Workspace):
+    """Median of each row of (E, n) ``values``: mean of the two middle ones (0 in ``skip``).
+
+    Their keys (``ordered``: ``keys`` sorted) are unique in their rows outside
+    ``skip``. Returns the medians (E,) and the two middle elements (E, 2).
+    """
+    E, n = values.shape
+    elements = np.empty((E, 2), np.intp)
+    for i, position in enumerate((n // 2 - 1, n // 2)):
+        found = np.equal(keys, ordered[:, position, None], out=work.is_label[:E])
+        elements[:, i] = found.argmax(axis=1)
+    lower, upper = values[np.arange(E)[:, None], elements].T
+    return np.where(skip, 0.0, (lower + upper) / 2), elements
+
+
+def _exact_rank_rhat(split: np.ndarray, work: Workspace) -> np.ndarray:
+    """R-hat of (E, 2C, S // 2) split draws by the ranks of 64-bit keys (value and position).
+
+    The folded draws are sorted from the bulk order, where they form two sorted runs
+    (below and above the median), so their stable sort is a merge.
+    """
     E = split.shape[0]
     rows = split.reshape(E, -1)
     n = rows.shape[1]

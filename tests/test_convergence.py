@@ -16,6 +16,7 @@ import pytest
 from scipy.special import ndtri
 
 import bernmf
+from bernmf import convergence
 from bernmf.convergence import Workspace, ess_rows, rank_rhat_rows
 from bernmf.posterior import rank_rhat
 
@@ -167,6 +168,68 @@ def test_rank_rhat_is_the_former_implementation_and_arviz(name):
         np.testing.assert_allclose(
             rank_rhat(x), arviz_stats.rhat(x, chain_axis=0, draw_axis=1), rtol=1e-12, atol=0
         )
+
+
+def _grid_draws(rng, C, S, entries, step):
+    """Draws on a grid of ``step``: ties in the draws and, around the median, in |x - median|."""
+    return np.round(autocorrelated(rng, (C, S, entries), 0.5) / step) * step
+
+
+def _tie_cases():
+    rng = np.random.default_rng(11)
+    repeated = rng.random((2, 120, 30))
+    repeated[:, 31] = repeated[:, 30]  # a sampler that stays put: a tie in every entry
+    repeated[1, 70:72] = repeated[1, 69]
+    crowded = _grid_draws(rng, 2, 100, 20, 2.0**-6)  # ties everywhere: ranked the exact way
+    crowded[:, :, :5] = rng.random((2, 100, 5))
+    edge = rng.random((2, 60, 8))
+    edge[:, :, 0] = -1.5  # constant
+    edge[1, 7, 1] = np.nan
+    edge[0, 3, 2] = np.inf
+    edge[:, :, 3] = 1e-300 * rng.random((2, 60))  # range 1e-300: the bucket scale overflows
+    edge[:, :, 4] = np.nextafter(0.5, 1) * (rng.random((2, 60)) < 0.5) + 0.5  # two values
+    edge[:, :, 5] = 6e307 * rng.random((2, 60)) - 3e307  # a range of 6e307: no overflow
+    return {
+        "grid, 2 chains": _grid_draws(rng, 2, 101, 40, 2.0**-14),
+        "grid, 3 chains, negative": _grid_draws(rng, 3, 64, 40, 2.0**-13) - 5.0,
+        "grid, 4 chains": _grid_draws(rng, 4, 30, 40, 2.0**-12),
+        "repeated draws": repeated,
+        "near ties": CASES["near ties"],
+        "crowded": crowded,
+        "edge rows": edge,
+    }
+
+
+TIE_CASES = _tie_cases()
+
+
+@pytest.mark.parametrize("name", TIE_CASES)
+def test_ties_in_shared_buckets_are_ranked_exactly(name, monkeypatch):
+    """Rows of ties and near ties, mostly without the exact fallback: the former R-hat.
+
+    On the grids, draws tie and so do |x - median| around the median (the middle
+    pair exactly): the runs of shared buckets are ranked again on the full values.
+    """
+    x = TIE_CASES[name]
+    fallback = []
+    exact = convergence._exact_rank_rhat
+    monkeypatch.setattr(
+        convergence,
+        "_exact_rank_rhat",
+        lambda split, work: fallback.append(len(split)) or exact(split, work),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = reference_rank_rhat(x)
+    expected[np.isnan(x).any(axis=(0, 1))] = np.nan  # as arviz (the former gave a number)
+    np.testing.assert_allclose(rank_rhat(x), expected, rtol=1e-12, atol=0)
+    entries = x.shape[2]
+    if name == "crowded":
+        assert sum(fallback) >= 15
+    elif name == "edge rows":
+        assert sum(fallback) == 5, fallback  # constant, NaN, inf, 1e-300, two values
+    else:
+        assert sum(fallback) <= entries // 4, fallback
 
 
 def test_rank_rhat_does_not_depend_on_the_chunking():
