@@ -247,6 +247,8 @@ def _rank_rhat_chunk(draws: np.ndarray, work: Workspace) -> np.ndarray:
     E, chains, half = split.shape
     rows = split.reshape(E, -1)
     bits = (chains - 1).bit_length()
+    if bits > 8:  # split chains beyond the labels of uint8
+        return _exact_rank_rhat(split, work)
     top = 2.0 ** (32 - bits) - 1  # the largest bucket
     low, high = rows.min(axis=1), rows.max(axis=1)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -256,7 +258,7 @@ def _rank_rhat_chunk(draws: np.ndarray, work: Workspace) -> np.ndarray:
     keys = _bucket_keys(rows, low, scale, bits, half, work)
     sums, squares, ordered, crowded, middle_run = _score_sums(rows, keys, bits, chains, exact, work)
     exact |= crowded | middle_run
-    middle, central = _middle_values(rows, keys, ordered, exact, work)
+    middle, central = _middle_values(rows, keys, ordered, bits, chains, exact)
     folded = np.subtract(rows, middle[:, None], out=work.folded[:E])
     np.abs(folded, out=folded)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -293,7 +295,8 @@ def _bucket_keys(values, low, scale, bits: int, half: int, work: Workspace) -> n
         else:
             np.subtract(values, low[:, None], out=scaled)
             scaled *= scale[:, None]
-        np.copyto(keys, scaled, casting="unsafe")
+        # buckets < 2**30 (at least 4 split chains): cast as int32, faster than as uint32
+        np.copyto(keys.view(np.int32), scaled, casting="unsafe")
     keys <<= bits
     keys |= _chain_labels(n, half)
     return keys
@@ -313,8 +316,9 @@ def _score_sums(values, keys, bits: int, chains: int, skip, work: Workspace, sma
     ``keys`` are their :func:`_bucket_keys`. Each run of sorted keys sharing a bucket
     (at most :data:`BUCKET_RUNS` per row) is ranked on the full values, ties averaged
     as :func:`_fix_near_ties`, and the sums corrected; rows in ``skip`` (E,) are not.
-    ``smallest`` (E, 2): where given, the elements of the two smallest values of
-    each row, whose run (the two alone) is ranked from them without a search.
+    ``smallest`` (E, 2): where given, two elements of each row that have the two
+    smallest values when they share the first bucket (the middle pair of the draws,
+    for the folded draws); a run of these two alone is ranked without a search.
 
     Returns
     -------
@@ -344,16 +348,27 @@ def _score_sums(values, keys, bits: int, chains: int, skip, work: Workspace, sma
     middle_run = np.zeros(E, bool)
     middle_run[row[(begin <= n // 2) & (begin + length > n // 2 - 1)]] = True
     keep &= ~crowded[row]
-    pair = keep & (begin == 0) & (length == 2) if smallest is not None else np.zeros_like(keep)
+    pair = keep & (begin == 0) & (length == 2)
+    if smallest is None:
+        pair[:] = False
+    else:  # the run of the two smallest values when both are in the first bucket
+        bucket = (ordered[row[pair], 0] >> bits)[:, None]
+        pair[pair] = ((keys[row[pair, None], smallest[row[pair]]] >> bits) == bucket).all(axis=1)
     keep &= ~pair
-    entry, element, position, right = _ranked_runs(
-        values, keys, ordered, bits, row[keep], begin[keep], length[keep]
-    )
+    if keep.any():
+        entry, element, position, right = _ranked_runs(
+            values, keys, ordered, bits, row[keep], begin[keep], length[keep]
+        )
+    else:
+        entry = element = position = np.zeros(0, np.intp)
+        right = np.zeros(0)
     if pair.any():
         paired = row[pair]
         element = np.concatenate([element, smallest[paired].ravel()])
         first, second = values[paired, smallest[paired, 0]], values[paired, smallest[paired, 1]]
-        rank = 1.5 + 0.5 * np.sign(np.stack([first - second, second - first], axis=1))
+        rank = np.empty((paired.size, 2))
+        rank[:, 0] = 1.5 + 0.5 * np.sign(first - second)  # ranks 1 and 2, or 1.5 for a tie
+        rank[:, 1] = 3 - rank[:, 0]
         entry = np.concatenate([entry, np.repeat(paired, 2)])
         position = np.concatenate([position, np.tile([0, 1], paired.size)])
         right = np.concatenate([right, _rank_z(rank.ravel(), n)])
@@ -422,18 +437,24 @@ def _near_runs(marked):
     return row[first], position[first], position[last] + 2 - position[first]
 
 
-def _middle_values(values, keys, ordered, skip, work: Workspace):
+def _middle_values(values, keys, ordered, bits: int, chains: int, skip):
     """Median of each row of (E, n) ``values``: mean of the two middle ones (0 in ``skip``).
 
     Their keys (``ordered``: ``keys`` sorted) are unique in their rows outside
-    ``skip``. Returns the medians (E,) and the two middle elements (E, 2).
+    ``skip``; each is looked for among the keys of its split chain alone. Returns
+    the medians (E,) and the two middle elements (E, 2).
     """
     E, n = values.shape
+    half = n // chains
+    entry = np.arange(E)
+    by_chain = keys.reshape(E, chains, half)
     elements = np.empty((E, 2), np.intp)
     for i, position in enumerate((n // 2 - 1, n // 2)):
-        found = np.equal(keys, ordered[:, position, None], out=work.is_label[:E])
-        elements[:, i] = found.argmax(axis=1)
-    lower, upper = values[np.arange(E)[:, None], elements].T
+        key = ordered[:, position]
+        chain = key & ((1 << bits) - 1)
+        found = by_chain[entry, chain] == key[:, None]
+        elements[:, i] = chain * half + found.argmax(axis=1)
+    lower, upper = values[entry[:, None], elements].T
     return np.where(skip, 0.0, (lower + upper) / 2), elements
 
 

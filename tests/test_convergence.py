@@ -197,6 +197,7 @@ def _tie_cases():
         "near ties": CASES["near ties"],
         "crowded": crowded,
         "edge rows": edge,
+        "258 split chains": rng.random((129, 4, 3)),
     }
 
 
@@ -226,6 +227,8 @@ def test_ties_in_shared_buckets_are_ranked_exactly(name, monkeypatch):
     entries = x.shape[2]
     if name == "crowded":
         assert sum(fallback) >= 15
+    elif name == "258 split chains":
+        assert fallback == [entries]
     elif name == "edge rows":
         assert sum(fallback) == 5, fallback  # constant, NaN, inf, 1e-300, two values
     else:
