@@ -6,12 +6,17 @@ milliseconds each: too slow for the 350,000 entries of W @ H on lastfm. Here the
 draws of E entries are one array of shape (E, C, S) (entries first, C chains of S
 draws, each entry's draws contiguous), and every step works on all entries at once.
 
-Ranks come from one sort per row of packed ``uint64`` keys: the order-preserving bits
-of the float64 value with its lowest bits replaced by the draw's position, so that
-sorting values alone (much faster than ``argsort``) also gives the permutation. Keys
-whose value bits agree (exact ties, such as a sampler that stays put, or values
-within about 1e-13 of each other) are few; their ranks are recomputed exactly from
-the full values, ties averaged, as ``scipy.stats.rankdata(method="average")``.
+R-hat needs only each split chain's sum of the normal scores of the ranks and their
+sum of squares. Those come from one sort per row of ``uint32`` keys: a bucket of the
+value (an order-preserving map of the row's range onto the high bits) and the split
+chain of the draw (the low bits), so that the split chain of each sorted position is
+known without the permutation. Values sharing a bucket (exact ties, such as a sampler
+that stays put, or values within about 1e-9 of the row's range) are few; they are
+ranked again on the full values, ties averaged as
+``scipy.stats.rankdata(method="average")``, and rows with many of them take an exact
+path: one sort per row of ``uint64`` keys, the order-preserving bits of the float64
+value with its lowest bits replaced by the draw's position, so that sorting values
+alone (much faster than ``argsort``) also gives the permutation (ESS ranks that way).
 """
 
 from __future__ import annotations
