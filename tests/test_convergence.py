@@ -235,6 +235,27 @@ def test_ties_in_shared_buckets_are_ranked_exactly(name, monkeypatch):
         assert sum(fallback) <= entries // 4, fallback
 
 
+def test_split_chain_sums_of_scores_trust_only_a_true_smallest_pair():
+    """Sums of scores by split chain against ranks; a wrong ``smallest`` pair is not used."""
+    rng = np.random.default_rng(5)
+    chains, half = 4, 50
+    values = rng.random((6, chains * half)) + 0.5
+    values[:, 3], values[:, 120] = 1e-12, 2e-12  # the two smallest share the first bucket
+    values[1, 120] = 1e-12  # a tie
+    values[2, [40, 41, 42]] = values[2, 60]  # a run elsewhere
+    z = _reference_z_scale(values.T[None])[0].T  # normal scores of the ranks, row by row
+    expected = z.reshape(6, chains, half).sum(axis=2), np.einsum("ij,ij->i", z, z)
+    work = Workspace(6, chains * half)
+    bits, skip = 2, np.zeros(6, bool)
+    scale = (2.0**30 - 1) / values.max(axis=1)  # onto buckets 0 .. 2**30 - 1
+    keys = convergence._bucket_keys(values, None, scale, bits, half, work)
+    for smallest in (None, [3, 120], [3, 17]):  # [3, 17]: not the smallest pair
+        pair = None if smallest is None else np.tile(smallest, (6, 1))
+        sums, squares = convergence._score_sums(values, keys, bits, chains, skip, work, pair)[:2]
+        np.testing.assert_allclose(sums, expected[0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(squares, expected[1], rtol=1e-14)
+
+
 def test_rank_rhat_does_not_depend_on_the_chunking():
     x = np.moveaxis(CASES["ties"], 2, 0)
     whole = rank_rhat_rows(x)
