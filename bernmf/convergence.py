@@ -35,7 +35,7 @@ Arrays of 2 MiB: at 4 MiB glibc gives a chunk's temporaries back to the system a
 page-faults them in again for the next (measured in docs/ensembles.md).
 """
 
-BUCKET_RUNS = 4
+BUCKET_RUNS = 16
 """Runs of values sharing a bucket ranked again per row; rows with more are ranked exactly."""
 
 _SIGN = np.uint64(1 << 63)
@@ -261,8 +261,13 @@ def _rank_rhat_chunk(draws: np.ndarray, work: Workspace) -> np.ndarray:
     exact = ~((scale > 0) & (scale < np.inf))  # NaN, infinite or constant rows
     scale[exact] = 0.0
     keys = _bucket_keys(rows, low, scale, bits, half, work)
-    sums, squares, ordered, crowded, middle_run = _score_sums(rows, keys, bits, chains, exact, work)
+    repeats = _repeated_draws(rows, half)
+    sums, squares, ordered, crowded, middle_run = _score_sums(
+        rows, keys, bits, chains, exact, work, repeats=repeats
+    )
     exact |= crowded | middle_run
+    if 2 * exact.sum() > E:  # mostly exact: no folded pass for the few others
+        return _exact_rank_rhat(split, work)
     middle, central = _middle_values(rows, keys, ordered, bits, chains, exact)
     folded = np.subtract(rows, middle[:, None], out=work.folded[:E])
     np.abs(folded, out=folded)
@@ -272,7 +277,7 @@ def _rank_rhat_chunk(draws: np.ndarray, work: Workspace) -> np.ndarray:
     folded_scale[exact] = 0.0
     keys = _bucket_keys(folded, None, folded_scale, bits, half, work)
     folded_sums, folded_squares, _, crowded, _ = _score_sums(
-        folded, keys, bits, chains, exact, work, smallest=central
+        folded, keys, bits, chains, exact, work, smallest=central, repeats=repeats
     )
     exact |= crowded
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -282,6 +287,24 @@ def _rank_rhat_chunk(draws: np.ndarray, work: Workspace) -> np.ndarray:
     if exact.any():
         rhat[exact] = _exact_rank_rhat(rows[exact].reshape(-1, chains, half), work)
     return rhat
+
+
+def _repeated_draws(rows: np.ndarray, half: int):
+    """Groups of draws equal in every row of (E, n) split ``rows`` (a sampler that stays put).
+
+    A group: consecutive draws of one split chain (of ``half``), each equal to the
+    one before it in every row. Returns (first draw, size) of each group, arrays of
+    shape (G,), or None without any.
+    """
+    repeated = np.flatnonzero(rows[0, 1:] == rows[0, :-1]) + 1  # candidates from row 0
+    repeated = repeated[repeated % half != 0]
+    repeated = repeated[(rows[:, repeated] == rows[:, repeated - 1]).all(axis=0)]
+    if repeated.size == 0:
+        return None
+    starts = np.ones(repeated.size, bool)
+    starts[1:] = repeated[1:] != repeated[:-1] + 1
+    first = repeated[starts] - 1
+    return first, repeated[np.append(starts[1:], True)] - first + 1
 
 
 def _bucket_keys(values, low, scale, bits: int, half: int, work: Workspace) -> np.ndarray:
@@ -315,7 +338,9 @@ def _chain_labels(n: int, half: int) -> np.ndarray:
     return labels
 
 
-def _score_sums(values, keys, bits: int, chains: int, skip, work: Workspace, smallest=None):
+def _score_sums(
+    values, keys, bits: int, chains: int, skip, work: Workspace, smallest=None, repeats=None
+):
     """Each split chain's sum of normal scores, and the sum of squares, of (E, n) ``values``.
 
     ``keys`` are their :func:`_bucket_keys`. Each run of sorted keys sharing a bucket
@@ -324,6 +349,8 @@ def _score_sums(values, keys, bits: int, chains: int, skip, work: Workspace, sma
     ``smallest`` (E, 2): where given, two elements of each row that have the two
     smallest values when they share the first bucket (the middle pair of the draws,
     for the folded draws); a run of these two alone is ranked without a search.
+    ``repeats``: where given, the groups of equal draws of :func:`_repeated_draws`;
+    a run of one group alone is one tie, ranked without a search either.
 
     Returns
     -------
@@ -334,7 +361,8 @@ def _score_sums(values, keys, bits: int, chains: int, skip, work: Workspace, sma
     crowded : ndarray of bool, shape (E,)
         Rows with more runs than :data:`BUCKET_RUNS`, left uncorrected.
     middle_run : ndarray of bool, shape (E,)
-        Rows with a run at one of the two middle positions.
+        Rows with a run at one of the two middle positions, but for a tie of
+        ``repeats`` (all its keys are the key of one value).
     """
     E, n = values.shape
     z = _tiled_scores(1, n)
@@ -349,10 +377,23 @@ def _score_sums(values, keys, bits: int, chains: int, skip, work: Workspace, sma
     squares = np.full(E, z @ z)
     row, begin, length = _runs(ordered, bits, work)
     keep = ~skip[row]
-    crowded = np.bincount(row[keep], minlength=E) > BUCKET_RUNS
+    tie = np.zeros_like(keep)
+    if repeats is not None:  # runs of one key, that of a group of repeated draws, of its size
+        first, size = repeats
+        candidate = np.flatnonzero(keep & (ordered[row, begin] == ordered[row, begin + length - 1]))
+        # (row, key) of every group, sorted, to look the runs' up
+        groups = (np.arange(E, dtype=np.uint64)[:, None] << 32) | keys[:, first]
+        order = np.argsort(groups, axis=None)
+        groups, sizes = groups.ravel()[order], np.tile(size, E)[order]
+        runs = (row[candidate].astype(np.uint64) << 32) | ordered[row[candidate], begin[candidate]]
+        found = np.minimum(np.searchsorted(groups, runs), groups.size - 1)
+        tie[candidate] = (groups[found] == runs) & (sizes[found] == length[candidate])
+    crowded = np.bincount(row[keep & ~tie], minlength=E) > BUCKET_RUNS
     middle_run = np.zeros(E, bool)
-    middle_run[row[(begin <= n // 2) & (begin + length > n // 2 - 1)]] = True
+    middle_run[row[(begin <= n // 2) & (begin + length > n // 2 - 1) & ~tie]] = True
     keep &= ~crowded[row]
+    tie &= keep
+    keep &= ~tie
     pair = keep & (begin == 0) & (length == 2)
     if smallest is None:
         pair[:] = False
@@ -360,16 +401,25 @@ def _score_sums(values, keys, bits: int, chains: int, skip, work: Workspace, sma
         bucket = (ordered[row[pair], 0] >> bits)[:, None]
         pair[pair] = ((keys[row[pair, None], smallest[row[pair]]] >> bits) == bucket).all(axis=1)
     keep &= ~pair
+    half = n // chains
     if keep.any():
         entry, element, position, right = _ranked_runs(
-            values, keys, ordered, bits, row[keep], begin[keep], length[keep]
+            values, keys, ordered, bits, chains, row[keep], begin[keep], length[keep]
         )
+        chain = element // half
     else:
-        entry = element = position = np.zeros(0, np.intp)
+        entry = chain = position = np.zeros(0, np.intp)
         right = np.zeros(0)
+    if tie.any():
+        tied, at, size = row[tie], begin[tie], length[tie]
+        slot = np.arange(size.sum()) - np.repeat(np.cumsum(size) - size, size)
+        entry = np.concatenate([entry, np.repeat(tied, size)])
+        chain = np.concatenate([chain, np.repeat(labels[tied, at], size)])
+        position = np.concatenate([position, np.repeat(at, size) + slot])
+        right = np.concatenate([right, np.repeat(_rank_z(at + (size + 1) / 2, n), size)])
     if pair.any():
         paired = row[pair]
-        element = np.concatenate([element, smallest[paired].ravel()])
+        chain = np.concatenate([chain, smallest[paired].ravel() // half])
         first, second = values[paired, smallest[paired, 0]], values[paired, smallest[paired, 1]]
         rank = np.empty((paired.size, 2))
         rank[:, 0] = 1.5 + 0.5 * np.sign(first - second)  # ranks 1 and 2, or 1.5 for a tie
@@ -379,21 +429,20 @@ def _score_sums(values, keys, bits: int, chains: int, skip, work: Workspace, sma
         right = np.concatenate([right, _rank_z(rank.ravel(), n)])
     if entry.size:
         wrong = z[position]
-        half = n // chains
-        flat = np.concatenate(
-            [entry * chains + element // half, entry * chains + labels[entry, position]]
-        )
+        flat = np.concatenate([entry * chains + chain, entry * chains + labels[entry, position]])
         sums += np.bincount(flat, np.concatenate([right, -wrong]), E * chains).reshape(E, chains)
         squares += np.bincount(entry, right * right - wrong * wrong, E)
     return sums, squares, ordered, crowded, middle_run
 
 
-def _ranked_runs(values, keys, ordered, bits: int, row, begin, length):
+def _ranked_runs(values, keys, ordered, bits: int, chains: int, row, begin, length):
     """Normal scores of the elements of runs sharing a bucket, from their full values.
 
     Runs: ``row``, ``begin``, ``length`` (R,) in the sorted ``ordered`` keys; their
-    elements are found in ``keys`` (E, n), unsorted, by their bucket, and ranked
-    by value, ties averaged as :func:`_fix_near_ties`.
+    elements are found in ``keys`` (E, n), unsorted: by their key among the keys of
+    their split chain when the run's keys are all one (ties of one split chain, as
+    a draw repeated), else by their bucket in the whole row; then ranked by value,
+    ties averaged as :func:`_fix_near_ties`.
 
     Returns
     -------
@@ -401,9 +450,23 @@ def _ranked_runs(values, keys, ordered, bits: int, row, begin, length):
         The row, the element (index in the row) of each slot of the runs, the
         sorted position of that slot and its exact normal score.
     """
-    n = values.shape[1]
-    bucket = ordered[row, begin] >> bits
-    run, element = np.divmod(np.flatnonzero((keys[row] >> bits) == bucket[:, None]), n)
+    E, n = values.shape
+    half = n // chains
+    key = ordered[row, begin]
+    one_key = key == ordered[row, begin + length - 1]
+    runs, elements = [], []
+    single = np.flatnonzero(one_key)
+    chain = key[single] & ((1 << bits) - 1)
+    found = keys.reshape(E, chains, half)[row[single], chain] == key[single, None]
+    run, element = np.divmod(np.flatnonzero(found), half)
+    runs.append(single[run])
+    elements.append(chain[run] * half + element)
+    mixed = np.flatnonzero(~one_key)
+    found = (keys[row[mixed]] >> bits) == (key[mixed, None] >> bits)
+    run, element = np.divmod(np.flatnonzero(found), n)
+    runs.append(mixed[run])
+    elements.append(element)
+    run, element = np.concatenate(runs), np.concatenate(elements)
     value = values[row[run], element]
     order = np.lexsort((value, run))  # by value within each run
     run, element, value = run[order], element[order], value[order]

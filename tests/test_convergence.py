@@ -180,9 +180,15 @@ def _tie_cases():
     repeated = rng.random((2, 120, 30))
     repeated[:, 31] = repeated[:, 30]  # a sampler that stays put: a tie in every entry
     repeated[1, 70:72] = repeated[1, 69]
+    stuck = rng.random((2, 200, 30))  # 20 repeated draws per chain, a few in a row
+    for chain, draws in enumerate([[5, 6, 7, 50, 99, 100, 101, 150], [1, 2, 60, 61, 62, 63, 199]]):
+        for s in draws + list(rng.choice(np.arange(8, 190), 13, replace=False)):
+            stuck[chain, s] = stuck[chain, s - 1]  # 100: the first of a split chain
+    stuck[0, 120, :10] = stuck[0, 5, :10]  # a tie with a group of repeated draws
+    stuck[0, 20, 10:20] = np.nextafter(stuck[0, 5, 10:20], 2)  # a near tie in its split chain
     crowded = _grid_draws(rng, 2, 100, 20, 2.0**-6)  # ties everywhere: ranked the exact way
     crowded[:, :, :5] = rng.random((2, 100, 5))
-    edge = rng.random((2, 60, 8))
+    edge = rng.random((2, 60, 16))
     edge[:, :, 0] = -1.5  # constant
     edge[1, 7, 1] = np.nan
     edge[0, 3, 2] = np.inf
@@ -194,6 +200,7 @@ def _tie_cases():
         "grid, 3 chains, negative": _grid_draws(rng, 3, 64, 40, 2.0**-13) - 5.0,
         "grid, 4 chains": _grid_draws(rng, 4, 30, 40, 2.0**-12),
         "repeated draws": repeated,
+        "stuck sampler": stuck,
         "near ties": CASES["near ties"],
         "crowded": crowded,
         "edge rows": edge,
