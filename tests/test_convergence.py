@@ -17,7 +17,7 @@ from scipy.special import ndtri
 
 import bernmf
 from bernmf import convergence
-from bernmf.convergence import Workspace, ess_rows, rank_rhat_rows
+from bernmf.convergence import Workspace, ess_rows, rank_rhat_rows, score_sums
 from bernmf.posterior import rank_rhat
 
 
@@ -255,10 +255,10 @@ def test_split_chain_sums_of_scores_trust_only_a_true_smallest_pair():
     work = Workspace(6, chains * half)
     bits, skip = 2, np.zeros(6, bool)
     scale = (2.0**30 - 1) / values.max(axis=1)  # onto buckets 0 .. 2**30 - 1
-    keys = convergence._bucket_keys(values, None, scale, bits, half, work)
+    keys = score_sums._bucket_keys(values, None, scale, bits, half, work)
     for smallest in (None, [3, 120], [3, 17]):  # [3, 17]: not the smallest pair
         pair = None if smallest is None else np.tile(smallest, (6, 1))
-        sums, squares = convergence._score_sums(values, keys, bits, chains, skip, work, pair)[:2]
+        sums, squares = score_sums._score_sums(values, keys, bits, chains, skip, work, pair)[:2]
         np.testing.assert_allclose(sums, expected[0], rtol=0, atol=1e-12)
         np.testing.assert_allclose(squares, expected[1], rtol=1e-14)
 
