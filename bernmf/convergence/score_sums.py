@@ -76,8 +76,8 @@ def _score_sums(
     """Each split chain's sum of normal scores, and the sum of squares, of (E, n) ``values``.
 
     ``keys`` are their :func:`_bucket_keys`. Each run of sorted keys sharing a bucket
-    (at most :data:`BUCKET_RUNS` per row) is ranked on the full values, ties averaged
-    as :func:`_fix_near_ties`, and the sums corrected; rows in ``skip`` (E,) are not.
+    (at most :data:`BUCKET_RUNS` per row) is ranked on the full values, ties averaged,
+    and the sums corrected; rows in ``skip`` (E,) are not.
     ``smallest`` (E, 2): where given, two elements of each row that have the two
     smallest values when they share the first bucket (the middle pair of the draws,
     for the folded draws); a run of these two alone is ranked without a search.
@@ -109,29 +109,14 @@ def _score_sums(
     squares = np.full(E, z @ z)
     row, begin, length = _runs(ordered, bits, work)
     keep = ~skip[row]
-    tie = np.zeros_like(keep)
-    if repeats is not None:  # runs of one key, that of a group of repeated draws, of its size
-        first, size = repeats
-        candidate = np.flatnonzero(keep & (ordered[row, begin] == ordered[row, begin + length - 1]))
-        # (row, key) of every group, sorted, to look the runs' up
-        groups = (np.arange(E, dtype=np.uint64)[:, None] << 32) | keys[:, first]
-        order = np.argsort(groups, axis=None)
-        groups, sizes = groups.ravel()[order], np.tile(size, E)[order]
-        runs = (row[candidate].astype(np.uint64) << 32) | ordered[row[candidate], begin[candidate]]
-        found = np.minimum(np.searchsorted(groups, runs), groups.size - 1)
-        tie[candidate] = (groups[found] == runs) & (sizes[found] == length[candidate])
+    tie = _repeat_ties(keys, ordered, repeats, row, begin, length, keep)
     crowded = np.bincount(row[keep & ~tie], minlength=E) > BUCKET_RUNS
     middle_run = np.zeros(E, bool)
     middle_run[row[(begin <= n // 2) & (begin + length > n // 2 - 1) & ~tie]] = True
     keep &= ~crowded[row]
     tie &= keep
     keep &= ~tie
-    pair = keep & (begin == 0) & (length == 2)
-    if smallest is None:
-        pair[:] = False
-    else:  # the run of the two smallest values when both are in the first bucket
-        bucket = (ordered[row[pair], 0] >> bits)[:, None]
-        pair[pair] = ((keys[row[pair, None], smallest[row[pair]]] >> bits) == bucket).all(axis=1)
+    pair = _smallest_pair(keys, ordered, bits, smallest, row, begin, length, keep)
     keep &= ~pair
     half = n // chains
     if keep.any():
@@ -167,6 +152,41 @@ def _score_sums(
     return sums, squares, ordered, crowded, middle_run
 
 
+def _repeat_ties(keys, ordered, repeats, row, begin, length, keep) -> np.ndarray:
+    """Which runs (R,) in ``keep`` are one group of ``repeats`` alone: its key, its size.
+
+    All elements of a group share one key, so its run holds them all; a run of that
+    key alone and of the group's size is the group, one tie.
+    """
+    tie = np.zeros_like(keep)
+    if repeats is None:
+        return tie
+    first, size = repeats
+    one_key = np.flatnonzero(keep & (ordered[row, begin] == ordered[row, begin + length - 1]))
+    groups = (np.arange(len(keys), dtype=np.uint64)[:, None] << 32) | keys[:, first]
+    order = np.argsort(groups, axis=None)  # (row, key) of each group, sorted
+    groups, sizes = groups.ravel()[order], np.tile(size, len(keys))[order]
+    runs = (row[one_key].astype(np.uint64) << 32) | ordered[row[one_key], begin[one_key]]
+    found = np.minimum(np.searchsorted(groups, runs), groups.size - 1)
+    tie[one_key] = (groups[found] == runs) & (sizes[found] == length[one_key])
+    return tie
+
+
+def _smallest_pair(keys, ordered, bits: int, smallest, row, begin, length, keep) -> np.ndarray:
+    """Which runs (R,) in ``keep`` are the two elements ``smallest`` (E, 2) of their row alone.
+
+    A run of two at the first position whose two elements are both in the first
+    bucket; none without ``smallest``.
+    """
+    pair = keep & (begin == 0) & (length == 2)
+    if smallest is None:
+        pair[:] = False
+        return pair
+    bucket = (ordered[row[pair], 0] >> bits)[:, None]
+    pair[pair] = ((keys[row[pair, None], smallest[row[pair]]] >> bits) == bucket).all(axis=1)
+    return pair
+
+
 def _ranked_runs(values, keys, ordered, bits: int, chains: int, row, begin, length):
     """Normal scores of the elements of runs sharing a bucket, from their full values.
 
@@ -174,7 +194,7 @@ def _ranked_runs(values, keys, ordered, bits: int, chains: int, row, begin, leng
     elements are found in ``keys`` (E, n), unsorted: by their key among the keys of
     their split chain when the run's keys are all one (ties of one split chain, as
     a draw repeated), else by their bucket in the whole row; then ranked by value,
-    ties averaged as :func:`_fix_near_ties`.
+    ties averaged (``scipy.stats.rankdata(method="average")``).
 
     Returns
     -------
