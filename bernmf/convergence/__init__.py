@@ -94,9 +94,9 @@ def _rank_rhat_chunk(draws: np.ndarray, work: Workspace) -> np.ndarray:
     bits hold a bucket of the value (an order-preserving map onto its high bits) and
     the split chain (its low bits), and are sorted without the positions of the
     draws. Values sharing a bucket (ties, near ties) are ranked again on their full
-    values (:func:`_score_sums`); the rows where that does not suffice (non-finite
-    or constant rows, many shared buckets, one at the median) go the exact way of
-    :func:`_exact_rank_rhat`.
+    values (``score_sums._score_sums``); the rows where that does not suffice
+    (non-finite or constant rows, many shared buckets, one at the median) go the
+    exact way of :func:`_exact_rank_rhat`.
     """
     split = split_chains(np.ascontiguousarray(draws, float))
     E, chains, half = split.shape

@@ -95,6 +95,8 @@ def _fix_near_ties(rows, flat, near, z) -> np.ndarray:
 class Workspace:
     """Arrays reused from chunk to chunk of ranks (one workspace per thread).
 
+    Those of the sums of scores from 32-bit keys (``score_sums``) and those of the
+    exact ranks from 64-bit keys (here), untouched (so never paged in) where unused.
     A chunk's temporaries of a few MiB are otherwise page-faulted in afresh whenever
     the allocator has given their memory back between chunks (glibc does).
 
