@@ -16,7 +16,8 @@ import pytest
 from scipy.special import ndtri
 
 import bernmf
-from bernmf.convergence import Workspace, ess_rows, rank_rhat_rows
+from bernmf import convergence
+from bernmf.convergence import Workspace, ess_rows, rank_rhat_rows, score_sums
 from bernmf.posterior import rank_rhat
 
 
@@ -167,6 +168,99 @@ def test_rank_rhat_is_the_former_implementation_and_arviz(name):
         np.testing.assert_allclose(
             rank_rhat(x), arviz_stats.rhat(x, chain_axis=0, draw_axis=1), rtol=1e-12, atol=0
         )
+
+
+def _grid_draws(rng, C, S, entries, step):
+    """Draws on a grid of ``step``: ties in the draws and, around the median, in |x - median|."""
+    return np.round(autocorrelated(rng, (C, S, entries), 0.5) / step) * step
+
+
+def _tie_cases():
+    rng = np.random.default_rng(11)
+    repeated = rng.random((2, 120, 30))
+    repeated[:, 31] = repeated[:, 30]  # a sampler that stays put: a tie in every entry
+    repeated[1, 70:72] = repeated[1, 69]
+    stuck = rng.random((2, 200, 30))  # 20 repeated draws per chain, a few in a row
+    for chain, draws in enumerate([[5, 6, 7, 50, 99, 100, 101, 150], [1, 2, 60, 61, 62, 63, 199]]):
+        for s in draws + list(rng.choice(np.arange(8, 190), 13, replace=False)):
+            stuck[chain, s] = stuck[chain, s - 1]  # 100: the first of a split chain
+    stuck[0, 120, :10] = stuck[0, 5, :10]  # a tie with a group of repeated draws
+    stuck[0, 20, 10:20] = np.nextafter(stuck[0, 5, 10:20], 2)  # a near tie in its split chain
+    crowded = _grid_draws(rng, 2, 100, 20, 2.0**-6)  # ties everywhere: ranked the exact way
+    crowded[:, :, :5] = rng.random((2, 100, 5))
+    edge = rng.random((2, 60, 16))
+    edge[:, :, 0] = -1.5  # constant
+    edge[1, 7, 1] = np.nan
+    edge[0, 3, 2] = np.inf
+    edge[:, :, 3] = 1e-300 * rng.random((2, 60))  # range 1e-300: the bucket scale overflows
+    edge[:, :, 4] = np.nextafter(0.5, 1) * (rng.random((2, 60)) < 0.5) + 0.5  # two values
+    edge[:, :, 5] = 6e307 * rng.random((2, 60)) - 3e307  # a range of 6e307: no overflow
+    return {
+        "grid, 2 chains": _grid_draws(rng, 2, 101, 40, 2.0**-14),
+        "grid, 3 chains, negative": _grid_draws(rng, 3, 64, 40, 2.0**-13) - 5.0,
+        "grid, 4 chains": _grid_draws(rng, 4, 30, 40, 2.0**-12),
+        "repeated draws": repeated,
+        "stuck sampler": stuck,
+        "near ties": CASES["near ties"],
+        "crowded": crowded,
+        "edge rows": edge,
+        "258 split chains": rng.random((129, 4, 3)),
+    }
+
+
+TIE_CASES = _tie_cases()
+
+
+@pytest.mark.parametrize("name", TIE_CASES)
+def test_ties_in_shared_buckets_are_ranked_exactly(name, monkeypatch):
+    """Rows of ties and near ties, mostly without the exact fallback: the former R-hat.
+
+    On the grids, draws tie and so do |x - median| around the median (the middle
+    pair exactly): the runs of shared buckets are ranked again on the full values.
+    """
+    x = TIE_CASES[name]
+    fallback = []
+    exact = convergence._exact_rank_rhat
+    monkeypatch.setattr(
+        convergence,
+        "_exact_rank_rhat",
+        lambda split, work: fallback.append(len(split)) or exact(split, work),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = reference_rank_rhat(x)
+    expected[np.isnan(x).any(axis=(0, 1))] = np.nan  # as arviz (the former gave a number)
+    np.testing.assert_allclose(rank_rhat(x), expected, rtol=1e-12, atol=0)
+    entries = x.shape[2]
+    if name == "crowded":
+        assert sum(fallback) >= 15
+    elif name == "258 split chains":
+        assert fallback == [entries]
+    elif name == "edge rows":
+        assert sum(fallback) == 5, fallback  # constant, NaN, inf, 1e-300, two values
+    else:
+        assert sum(fallback) <= entries // 4, fallback
+
+
+def test_split_chain_sums_of_scores_trust_only_a_true_smallest_pair():
+    """Sums of scores by split chain against ranks; a wrong ``smallest`` pair is not used."""
+    rng = np.random.default_rng(5)
+    chains, half = 4, 50
+    values = rng.random((6, chains * half)) + 0.5
+    values[:, 3], values[:, 120] = 1e-12, 2e-12  # the two smallest share the first bucket
+    values[1, 120] = 1e-12  # a tie
+    values[2, [40, 41, 42]] = values[2, 60]  # a run elsewhere
+    z = _reference_z_scale(values.T[None])[0].T  # normal scores of the ranks, row by row
+    expected = z.reshape(6, chains, half).sum(axis=2), np.einsum("ij,ij->i", z, z)
+    work = Workspace(6, chains * half)
+    bits, skip = 2, np.zeros(6, bool)
+    scale = (2.0**30 - 1) / values.max(axis=1)  # onto buckets 0 .. 2**30 - 1
+    keys = score_sums._bucket_keys(values, None, scale, bits, half, work)
+    for smallest in (None, [3, 120], [3, 17]):  # [3, 17]: not the smallest pair
+        pair = None if smallest is None else np.tile(smallest, (6, 1))
+        sums, squares = score_sums._score_sums(values, keys, bits, chains, skip, work, pair)[:2]
+        np.testing.assert_allclose(sums, expected[0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(squares, expected[1], rtol=1e-14)
 
 
 def test_rank_rhat_does_not_depend_on_the_chunking():

@@ -6,167 +6,23 @@ milliseconds each: too slow for the 350,000 entries of W @ H on lastfm. Here the
 draws of E entries are one array of shape (E, C, S) (entries first, C chains of S
 draws, each entry's draws contiguous), and every step works on all entries at once.
 
-Ranks come from one sort per row of packed ``uint64`` keys: the order-preserving bits
-of the float64 value with its lowest bits replaced by the draw's position, so that
-sorting values alone (much faster than ``argsort``) also gives the permutation. Keys
-whose value bits agree (exact ties, such as a sampler that stays put, or values
-within about 1e-13 of each other) are few; their ranks are recomputed exactly from
-the full values, ties averaged, as ``scipy.stats.rankdata(method="average")``.
+R-hat needs only each split chain's sum of the normal scores of the ranks and their
+sum of squares: :mod:`bernmf.convergence.score_sums` gets them from one sort per row
+of 32-bit keys (a bucket of the value, the split chain of the draw), without the
+permutation; the rows it cannot settle (many shared buckets, non-finite or constant
+values) are ranked exactly by :mod:`bernmf.convergence.ranks` (64-bit keys of value
+and position), as are the normal scores of bulk ESS.
 """
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
+
+from bernmf.convergence.ranks import CHUNK_VALUES, Workspace, _keys, _normal_scores, _scores
+from bernmf.convergence.score_sums import _bucket_keys, _middle_values, _repeated_draws, _score_sums
 
 TAIL_PROB = 0.05
 """Tail ESS is the smaller ESS of the indicators of the 5% and 95% quantiles."""
-
-CHUNK_VALUES = 2**18
-"""Numbers ranked at once: small enough for the cache and for memory the allocator reuses.
-
-Arrays of 2 MiB: at 4 MiB glibc gives a chunk's temporaries back to the system and
-page-faults them in again for the next (measured in docs/ensembles.md).
-"""
-
-_SIGN = np.uint64(1 << 63)
-
-
-def _keys(
-    values: np.ndarray, bits: int, out: np.ndarray | None = None, *, signed: bool = True
-) -> np.ndarray:
-    """Order-preserving uint64 keys of float64 ``values`` (E, n), position in the low bits.
-
-    The ``bits`` lowest bits of each value's key are replaced by its position in the
-    row, so sorting the keys sorts the values and also gives the permutation.
-    Written into ``out`` (E, n) when given; ``signed=False`` promises that no value
-    has its sign bit set (no check).
-    """
-    high = ~np.uint64((1 << bits) - 1)
-    keys = np.bitwise_and(values.view(np.uint64), high, out=out)
-    if signed and keys.max() >= _SIGN:  # negative values: flip their bits, so keys order as values
-        flipped = (values + 0.0).view(np.uint64)  # + 0.0 turns -0.0 into 0.0: they tie
-        keys[...] = np.where(flipped >= _SIGN, ~flipped, flipped | _SIGN) & high
-    keys |= np.arange(values.shape[1], dtype=np.uint64)
-    return keys
-
-
-def _rank_z(ranks, n: int) -> np.ndarray:
-    """Normal scores of 1-based ranks among n values (Blom's offset 3/8, as arviz)."""
-    from scipy.special import ndtri  # scipy.special loads on first use (0.2 s)
-
-    return ndtri((np.asarray(ranks, float) - 0.375) / (n + 0.25))
-
-
-def _fix_near_ties(rows, flat, near, z) -> np.ndarray:
-    """Exact ranks where sorted keys could not tell values apart; returns the rows touched.
-
-    ``near`` (E, n - 1) marks sorted neighbours whose keys agree but for the
-    position (``flat`` (E, n): their flat indices in ``rows``); each run of them is
-    ranked again on the full values, ties averaged, and its normal scores written
-    into ``z`` (flat) in place. Returns the rows whose runs cover the middle.
-    """
-    n = rows.shape[1]
-    # flat indices, not np.nonzero(near): far slower on a 2-D array (numpy 2.5, docs/ensembles.md)
-    row, position = np.divmod(np.flatnonzero(near), n - 1)
-    if row.size == 0:
-        return row
-    starts = np.ones(row.size, bool)
-    starts[1:] = (row[1:] != row[:-1]) | (position[1:] != position[:-1] + 1)
-    first = np.flatnonzero(starts)
-    last = np.append(first[1:], row.size) - 1
-    run_row, run_begin = row[first], position[first]
-    length = position[last] + 2 - run_begin
-    run = np.repeat(np.arange(first.size), length)
-    offset = np.repeat(np.cumsum(length) - length, length)  # where each run starts below
-    element = flat[run_row[run], run_begin[run] + np.arange(run.size) - offset]
-    values = rows.ravel()[element]
-    order = np.lexsort((values, run))  # by value within each run, runs kept in place
-    values, element = values[order], element[order]
-    new = np.ones(run.size, bool)
-    new[1:] = (run[1:] != run[:-1]) | (values[1:] != values[:-1])
-    last_of_group = np.append(new[1:], True)
-    slot = np.arange(run.size)
-    group_first = np.maximum.accumulate(np.where(new, slot, 0))
-    group_last = np.minimum.accumulate(np.where(last_of_group, slot, run.size)[::-1])[::-1]
-    z[element] = _rank_z(run_begin[run] - offset + (group_first + group_last) / 2 + 1, n)
-    return run_row[(run_begin <= n // 2) & (run_begin + length > (n - 1) // 2)]
-
-
-class Workspace:
-    """Arrays reused from chunk to chunk of ranks (one workspace per thread).
-
-    A chunk's temporaries of a few MiB are otherwise page-faulted in afresh whenever
-    the allocator has given their memory back between chunks (glibc does).
-
-    Parameters
-    ----------
-    entries : int
-        Rows per chunk, at most.
-    n : int
-        Values per row (split draws of one entry).
-    """
-
-    def __init__(self, entries: int, n: int):
-        self.entries, self.n = entries, n
-        self.keys, self.unordered_keys, self.folded_keys = (
-            np.empty((entries, n), np.uint64) for _ in range(3)
-        )
-        self.gaps = np.empty((entries, max(n - 1, 0)), np.uint64)
-        self.near = np.empty((entries, max(n - 1, 0)), bool)
-        self.z, self.folded = np.empty((entries, n)), np.empty((entries, n))
-        self.offsets = np.arange(entries)[:, None] * n
-        self.tiled = _tiled_scores(entries, n)
-
-
-def _scores(rows: np.ndarray, keys: np.ndarray, bits: int, work: Workspace):
-    """Normal scores of ``rows`` (E, n) from its keys sorted row by row (consumed).
-
-    Returns
-    -------
-    z : ndarray of shape (E, n)
-        ``ndtri((rank - 3/8) / (n + 1/4))``, ties averaged (as arviz's ``_z_scale``);
-        a view of ``work.z``, overwritten by the next call.
-    flat : ndarray of int64, shape (E, n)
-        Flat indices into ``rows`` in sorted order, row by row (``keys``' memory).
-    unsure : ndarray of int
-        Rows whose two middle sorted values may be out of order (near ties).
-    """
-    E, n = rows.shape
-    low = np.uint64((1 << bits) - 1)
-    gaps = np.bitwise_xor(keys[:, 1:], keys[:, :-1], out=work.gaps[:E])
-    near = np.less_equal(gaps, low, out=work.near[:E])
-    keys &= low
-    flat = keys.view(np.int64)
-    flat += work.offsets[:E]
-    z = work.z[:E].reshape(-1)
-    z[flat.ravel()] = work.tiled[: E * n]
-    unsure = _fix_near_ties(rows, flat, near, z)
-    return z.reshape(E, n), flat, unsure
-
-
-def _normal_scores(rows: np.ndarray) -> np.ndarray:
-    """Rank-normalize each row of (E, n) values, ties averaged (arviz's ``_z_scale``)."""
-    rows = np.ascontiguousarray(rows, float)
-    E, n = rows.shape
-    bits = max(1, (n - 1).bit_length())
-    work = Workspace(min(E, max(1, CHUNK_VALUES // n)), n)
-    z = np.empty((E, n))
-    for start in range(0, E, work.entries):
-        part = rows[start : start + work.entries]
-        keys = _keys(part, bits, work.keys[: len(part)])
-        keys.sort(axis=1)
-        z[start : start + len(part)] = _scores(part, keys, bits, work)[0]
-    return z
-
-
-@functools.lru_cache(maxsize=4)
-def _tiled_scores(E: int, n: int) -> np.ndarray:
-    """E copies of the normal scores of the ranks 1 .. n, end to end: shape (E * n,)."""
-    tiled = np.tile(_rank_z(np.arange(1, n + 1), n), E)
-    tiled.flags.writeable = False
-    return tiled
 
 
 def split_chains(draws: np.ndarray) -> np.ndarray:
@@ -187,10 +43,17 @@ def _basic_rhat(x: np.ndarray) -> np.ndarray:
     The within-chain variance from the sums of squares (two passes over ``x``, no
     centered copy): the normal scores it gets are within a few units of 0.
     """
-    chains, draws = x.shape[1:]
-    means = x.mean(axis=2)
-    squares = np.einsum("ecs,ecs->e", x, x) - draws * np.einsum("ec,ec->e", means, means)
-    within = squares / (chains * (draws - 1))
+    return _rhat_of_sums(x.sum(axis=2), np.einsum("ecs,ecs->e", x, x), x.shape[2])
+
+
+def _rhat_of_sums(sums: np.ndarray, squares: np.ndarray, draws: int) -> np.ndarray:
+    """Gelman-Rubin R-hat from each chain's sum (E, C) and the sum of squares (E,) of all draws.
+
+    Chains of ``draws`` draws each.
+    """
+    chains = sums.shape[1]
+    means = sums / draws
+    within = (squares - draws * np.einsum("ec,ec->e", means, means)) / (chains * (draws - 1))
     between = draws * means.var(axis=1, ddof=1)
     return np.sqrt((between / within + draws - 1) / draws)
 
@@ -200,9 +63,8 @@ def rank_rhat_rows(
 ) -> np.ndarray:
     """Rank-normalized split R-hat, ``max(bulk, tail)``, of (E, C, S) draws.
 
-    As ``arviz_stats.rhat`` (Vehtari et al. 2021). The folded draws ``|x - median|``
-    are sorted from the bulk order, where they form two sorted runs (below and above
-    the median), so their stable sort is a merge. Entries are ranked ``chunk_values``
+    As ``arviz_stats.rhat`` (Vehtari et al. 2021), from each split chain's sum of
+    normal scores (:func:`_rank_rhat_chunk`). Entries are ranked ``chunk_values``
     numbers at a time, or ``workspace.entries`` entries at a time in the arrays of
     ``workspace`` (a :class:`Workspace` for rows of ``2 * C * (S // 2)`` values).
 
@@ -224,8 +86,65 @@ def rank_rhat_rows(
 
 
 def _rank_rhat_chunk(draws: np.ndarray, work: Workspace) -> np.ndarray:
-    """:func:`rank_rhat_rows` of at most ``work.entries`` entries at once."""
+    """:func:`rank_rhat_rows` of at most ``work.entries`` entries at once.
+
+    R-hat needs only each split chain's sum of the normal scores and their sum of
+    squares. Without ties the scores of a row are the fixed scores of the ranks 1 ..
+    n, so these sums come from the split chain of each sorted position: keys of 32
+    bits hold a bucket of the value (an order-preserving map onto its high bits) and
+    the split chain (its low bits), and are sorted without the positions of the
+    draws. Values sharing a bucket (ties, near ties) are ranked again on their full
+    values (``score_sums._score_sums``); the rows where that does not suffice
+    (non-finite or constant rows, many shared buckets, one at the median) go the
+    exact way of :func:`_exact_rank_rhat`.
+    """
     split = split_chains(np.ascontiguousarray(draws, float))
+    E, chains, half = split.shape
+    rows = split.reshape(E, -1)
+    bits = (chains - 1).bit_length()
+    if bits > 8:  # split chains beyond the labels of uint8
+        return _exact_rank_rhat(split, work)
+    top = 2.0 ** (32 - bits) - 1  # the largest bucket
+    low, high = rows.min(axis=1), rows.max(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        scale = top / (high - low)
+    exact = ~((scale > 0) & (scale < np.inf))  # NaN, infinite or constant rows
+    scale[exact] = 0.0
+    keys = _bucket_keys(rows, low, scale, bits, half, work)
+    repeats = _repeated_draws(rows, half)
+    sums, squares, ordered, crowded, middle_run = _score_sums(
+        rows, keys, bits, chains, exact, work, repeats=repeats
+    )
+    exact |= crowded | middle_run
+    if 2 * exact.sum() > E:  # mostly exact: no folded pass for the few others
+        return _exact_rank_rhat(split, work)
+    middle, central = _middle_values(rows, keys, ordered, bits, chains, exact)
+    folded = np.subtract(rows, middle[:, None], out=work.folded[:E])
+    np.abs(folded, out=folded)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        folded_scale = top / np.maximum(high - middle, middle - low)  # the largest |x - middle|
+    exact |= ~((folded_scale > 0) & (folded_scale < np.inf))
+    folded_scale[exact] = 0.0
+    keys = _bucket_keys(folded, None, folded_scale, bits, half, work)
+    folded_sums, folded_squares, _, crowded, _ = _score_sums(
+        folded, keys, bits, chains, exact, work, smallest=central, repeats=repeats
+    )
+    exact |= crowded
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rhat = np.maximum(
+            _rhat_of_sums(sums, squares, half), _rhat_of_sums(folded_sums, folded_squares, half)
+        )
+    if exact.any():
+        rhat[exact] = _exact_rank_rhat(rows[exact].reshape(-1, chains, half), work)
+    return rhat
+
+
+def _exact_rank_rhat(split: np.ndarray, work: Workspace) -> np.ndarray:
+    """R-hat of (E, 2C, S // 2) split draws by the ranks of 64-bit keys (value and position).
+
+    The folded draws are sorted from the bulk order, where they form two sorted runs
+    (below and above the median), so their stable sort is a merge.
+    """
     E = split.shape[0]
     rows = split.reshape(E, -1)
     n = rows.shape[1]
