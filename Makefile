@@ -19,7 +19,7 @@ demo: setup
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q
 
 lint: setup
 	$(BIN)/ruff check .

@@ -531,10 +531,13 @@ def test_a_process_killed_during_the_fit_ends_the_other_with_one_line(folder, ki
     stderr = ended(processes[survivor], folder / f"p{survivor}.err", within=60)
     assert processes[survivor].returncode == 1, stderr
     line = last_line(stderr)
-    if killed == 1:  # its peer's connection broken: at the next exchange
-        assert line.startswith(f"bernmf: error: process {survivor} of 2 lost a peer"), stderr
-    else:  # its coordinator gone: JAX's runtime ends the process, in one line
-        assert line.startswith("bernmf: error: process 1 of 2 was ended by SIGABRT"), stderr
+    # process 1 killed: the coordinator finds its connection broken at the next exchange,
+    # unless its runtime notices the missing heartbeats first (seen under load); the
+    # coordinator killed: JAX's runtime ends process 1. Either way, one line.
+    lost = f"bernmf: error: process {survivor} of 2 lost a peer"
+    if not (killed == 1 and line.startswith(lost)):
+        expected = f"bernmf: error: process {survivor} of 2 was ended by SIGABRT"
+        assert line.startswith(expected), stderr
         said = [x for x in stderr.splitlines() if not x.startswith("bernmf fit: ")]  # heartbeats
         assert line.endswith("a peer or the coordinator is gone") and len(said) == 1, stderr
     assert time.monotonic() - begin < 60

@@ -123,7 +123,7 @@ def mm_cases(draw):
     return Y, O, K, prior, seed
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mm_cases())
 def test_objective_never_increases(case):
     Y, O, K, prior, seed = case
