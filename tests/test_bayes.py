@@ -352,8 +352,10 @@ def test_interior_start_has_a_finite_unconstrained_image():
     W_in, H_in = unconstrained.interior(W, H)
     np.testing.assert_allclose(W_in.sum(axis=1), 1)
     with jax.enable_x64(True):
-        W_image = unconstrained.from_simplex(jnp.asarray(W_in))
-        image = W_image, unconstrained.from_unit(jnp.asarray(H_in))
+        image = (
+            unconstrained.from_simplex(jnp.asarray(W_in)),
+            unconstrained.from_unit(jnp.asarray(H_in)),
+        )
     assert all(np.isfinite(np.asarray(v)).all() for v in image)
 
 

@@ -63,6 +63,25 @@ def _near_runs(marked):
     return row[first], position[first], position[last] + 2 - position[first]
 
 
+def _tied_slots(run: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Order elements by value within their runs, and each one's mean slot among its ties.
+
+    ``run`` (L,) and ``values`` (L,): the run and the value of each element. Returns
+    ``order`` (L,), the sort by run then value, and for each element in that order the
+    mean of the first and last slot (0-based, over all runs) of its group of equal
+    values in its run: ranks averaged as ``scipy.stats.rankdata(method="average")``.
+    """
+    order = np.lexsort((values, run))
+    run, values = run[order], values[order]
+    slot = np.arange(run.size)
+    new = np.ones(run.size, bool)
+    new[1:] = (run[1:] != run[:-1]) | (values[1:] != values[:-1])
+    last_of_group = np.append(new[1:], True)
+    group_first = np.maximum.accumulate(np.where(new, slot, 0))
+    group_last = np.minimum.accumulate(np.where(last_of_group, slot, run.size)[::-1])[::-1]
+    return order, (group_first + group_last) / 2
+
+
 def _fix_near_ties(rows, flat, near, z) -> np.ndarray:
     """Exact ranks where sorted keys could not tell values apart; returns the rows touched.
 
@@ -79,16 +98,8 @@ def _fix_near_ties(rows, flat, near, z) -> np.ndarray:
     run = np.repeat(np.arange(run_row.size), length)
     offset = np.repeat(np.cumsum(length) - length, length)  # where each run starts below
     element = flat[run_row[run], run_begin[run] + np.arange(run.size) - offset]
-    values = rows.ravel()[element]
-    order = np.lexsort((values, run))  # by value within each run, runs kept in place
-    values, element = values[order], element[order]
-    new = np.ones(run.size, bool)
-    new[1:] = (run[1:] != run[:-1]) | (values[1:] != values[:-1])
-    last_of_group = np.append(new[1:], True)
-    slot = np.arange(run.size)
-    group_first = np.maximum.accumulate(np.where(new, slot, 0))
-    group_last = np.minimum.accumulate(np.where(last_of_group, slot, run.size)[::-1])[::-1]
-    z[element] = _rank_z(run_begin[run] - offset + (group_first + group_last) / 2 + 1, n)
+    order, mean_slot = _tied_slots(run, rows.ravel()[element])  # runs kept in place
+    z[element[order]] = _rank_z(run_begin[run] - offset + mean_slot + 1, n)
     return run_row[(run_begin <= n // 2) & (run_begin + length > (n - 1) // 2)]
 
 

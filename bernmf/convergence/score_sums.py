@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from bernmf.convergence.ranks import Workspace, _near_runs, _rank_z, _tiled_scores
+from bernmf.convergence.ranks import Workspace, _near_runs, _rank_z, _tied_slots, _tiled_scores
 
 BUCKET_RUNS = 16
 """Runs of values sharing a bucket ranked again per row; rows with more are ranked exactly."""
@@ -219,19 +219,12 @@ def _ranked_runs(values, keys, ordered, bits: int, chains: int, row, begin, leng
     runs.append(mixed[run])
     elements.append(element)
     run, element = np.concatenate(runs), np.concatenate(elements)
-    value = values[row[run], element]
-    order = np.lexsort((value, run))  # by value within each run
-    run, element, value = run[order], element[order], value[order]
-    slot = np.arange(run.size)
-    new = np.ones(run.size, bool)
-    new[1:] = (run[1:] != run[:-1]) | (value[1:] != value[:-1])
-    last_of_group = np.append(new[1:], True)
-    group_first = np.maximum.accumulate(np.where(new, slot, 0))
-    group_last = np.minimum.accumulate(np.where(last_of_group, slot, run.size)[::-1])[::-1]
+    order, mean_slot = _tied_slots(run, values[row[run], element])
+    run, element = run[order], element[order]
     first = np.cumsum(length) - length  # each run's first slot
     start = begin[run] - first[run]
-    score = _rank_z(start + (group_first + group_last) / 2 + 1, n)
-    return row[run], element, start + slot, score
+    score = _rank_z(start + mean_slot + 1, n)
+    return row[run], element, start + np.arange(run.size), score
 
 
 def _runs(ordered, bits: int, work: Workspace):

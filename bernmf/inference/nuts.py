@@ -133,7 +133,6 @@ def mm_start_prior(prior: Prior) -> Prior:
 
 def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
     """Starting W (C, M, K) and H (C, K, N) of each chain, strictly inside the support."""
-
     M, N = data.shape
     if init is not None:
         W, H = check_init(init, M, N, rank)
