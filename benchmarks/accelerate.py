@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 import bernmf
-from bernmf import datasets
-from bernmf.split import paper_split
+from bernmf.data import datasets
+from bernmf.data.split import paper_split
 
 CASES = {  # dataset: (rank, alpha, beta) tuned on validation at that rank
     "animals": (4, 1.2, 1.8),

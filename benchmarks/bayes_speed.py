@@ -34,8 +34,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import bernmf  # noqa: E402
-from bernmf import datasets  # noqa: E402
-from bernmf.split import paper_split  # noqa: E402
+from bernmf.data import datasets  # noqa: E402
+from bernmf.data.split import paper_split  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 RANK = 10

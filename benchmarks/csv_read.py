@@ -1,4 +1,4 @@
-"""Time and peak memory of ``bernmf.datasets.read_csv`` against ``pandas.read_csv``.
+"""Time and peak memory of ``bernmf.data.datasets.read_csv`` against ``pandas.read_csv``.
 
 Writes binary CSVs of the shapes a user met (issue 27) with row and column names
 (as ``pandas.to_csv`` writes them): 374 x 1799 with 16% missing cells (a vote
@@ -26,11 +26,11 @@ import numpy as np
 
 READERS = {
     "pandas": "pandas.read_csv(path, index_col=0)",
-    "bernmf": "bernmf.datasets.read_csv(path)",
+    "bernmf": "bernmf.data.datasets.read_csv(path)",
 }
 CHILD = """
 import sys, time
-import pandas, bernmf.datasets
+import pandas, bernmf.data.datasets
 def peak():
     with open("/proc/self/status") as status:
         return next(int(l.split()[1]) for l in status if l.startswith("VmHWM")) * 1024

@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 import bernmf
-from bernmf import datasets
-from bernmf.split import paper_split
+from bernmf.data import datasets
+from bernmf.data.split import paper_split
 
 
 def timed_fit(Y, engine, rank, **options):

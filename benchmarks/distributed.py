@@ -48,7 +48,7 @@ def worker(port: int, count: int, index: int, rows: int, cols: int, iterations: 
     import numpy as np
 
     import bernmf
-    from bernmf.readers import rows_of
+    from bernmf.data.files.readers import rows_of
 
     start, stop = rows_of(index, count, rows)
     rng = np.random.default_rng(index)

@@ -2,7 +2,7 @@
 
 Everything runs in this process, pinned to one CPU core with one BLAS / XLA thread, on
 the real paleo (253 x 902) and lastfm (1226 x 285) matrices with the paper's training
-mask (:func:`bernmf.split.paper_split`), K = 4. One iteration is the whole step of R's
+mask (:func:`bernmf.data.split.paper_split`), K = 4. One iteration is the whole step of R's
 ``logisticSVD``: working matrix, main effects, rank-K SVD of the centred working
 matrix, new natural parameters and the loss that the stopping rule needs.
 
@@ -18,7 +18,7 @@ The numpy column is the same exact step written directly with a full thin LAPACK
 mean over its first ``NUMPY_ITERATIONS`` iterations. R's times are the issue's (21 ms
 paleo, 29 ms lastfm, on the issue's machine), not measured here.
 
-The datasets come from ``bernmf.datasets.load`` (``--data-dir``, default
+The datasets come from ``bernmf.data.datasets.load`` (``--data-dir``, default
 ``BERNMF_DATA_DIR`` or else ``../shared/data`` next to the repository when it exists).
 
 Run: ``.venv/bin/python benchmarks/logistic_speed.py [--out results/logistic_speed.csv]``
@@ -41,11 +41,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import bernmf  # noqa: E402
-import bernmf.datasets  # noqa: E402
-from bernmf.data import as_observed  # noqa: E402
+import bernmf.data.datasets  # noqa: E402
+from bernmf.data.observed import as_observed  # noqa: E402
+from bernmf.data.split import paper_split  # noqa: E402
 from bernmf.inference import logsvd  # noqa: E402
 from bernmf.inference._logistic import LogisticData  # noqa: E402
-from bernmf.split import paper_split  # noqa: E402
 
 CASES = ("paleo", "lastfm")
 R_MS = {"paleo": 21.0, "lastfm": 29.0}  # the measurements of R logisticSVD
@@ -115,7 +115,7 @@ def main() -> None:
         data_dir = SHARED_DATA
     rows = []
     for name in CASES:
-        Y = bernmf.datasets.load(name, data_dir)
+        Y = bernmf.data.datasets.load(name, data_dir)
         data = as_observed(Y, paper_split(Y.shape).train)
         M, N = data.shape
         q = np.where(data.mask, 2 * data.Y - 1, 0.0)

@@ -1,7 +1,7 @@
 """Which ``svd`` mode ``logsvd`` should default to: seconds and perplexity of both, one core.
 
 Each of the paper's datasets (animals 50 x 85, paleo 253 x 902, lastfm 1226 x 285) is
-fitted on its training entries (:func:`bernmf.split.paper_split`) with ``logsvd`` at
+fitted on its training entries (:func:`bernmf.data.split.paper_split`) with ``logsvd`` at
 each ``--ranks`` rank, default stopping rule (R's ``tol``, ``max_iter``), once with
 ``svd="exact"`` (R's iterates) and once with ``svd="subspace"`` (one warm-started block
 Krylov step per iteration). Printed per fit: run seconds (compilation excluded; each
@@ -24,8 +24,8 @@ import os  # noqa: E402
 import time  # noqa: E402
 
 import bernmf  # noqa: E402
-import bernmf.datasets  # noqa: E402
-from bernmf.split import paper_split  # noqa: E402
+import bernmf.data.datasets  # noqa: E402
+from bernmf.data.split import paper_split  # noqa: E402
 
 MODES = ("exact", "subspace")
 
@@ -41,7 +41,7 @@ def main(argv=None) -> None:
     totals = dict.fromkeys(MODES, 0.0)
     worst = 0.0
     for name in args.datasets:
-        Y = bernmf.datasets.load(name, args.data_dir).to_numpy(dtype=float)
+        Y = bernmf.data.datasets.load(name, args.data_dir).to_numpy(dtype=float)
         split = paper_split(Y.shape)
         for rank in args.ranks:
             results = {}

@@ -44,11 +44,11 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 import bernmf  # noqa: E402
-from bernmf import datasets  # noqa: E402
+from bernmf.data import datasets  # noqa: E402
+from bernmf.data.split import paper_split  # noqa: E402
 from bernmf.inference import _compile  # noqa: E402
 from bernmf.inference.mm import random_init  # noqa: E402
 from bernmf.models.spec import ZeroProbabilityWarning  # noqa: E402
-from bernmf.split import paper_split  # noqa: E402
 
 SIMULATED = [(300, 100, 8), (1226, 285, 8), (1226, 285, 16), (2000, 1000, 8), (3000, 2000, 8)]
 DATASETS = [("animals", 4), ("paleo", 8), ("lastfm", 8), ("lastfm", 16)]

@@ -42,8 +42,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import bernmf  # noqa: E402
-from bernmf import datasets  # noqa: E402
-from bernmf.split import paper_split  # noqa: E402
+from bernmf.data import datasets  # noqa: E402
+from bernmf.data.split import paper_split  # noqa: E402
 
 CASES = [(1226, 285, 4), (1226, 285, 8), (1226, 285, 16), (3000, 3000, 16)]
 PRIOR = bernmf.Prior(alpha=1.2, beta=1.5, gamma=1.0)

@@ -29,12 +29,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bernmf import datasets  # noqa: E402
-from bernmf.data import as_observed  # noqa: E402
+from bernmf.data import datasets  # noqa: E402
+from bernmf.data.observed import as_observed  # noqa: E402
+from bernmf.data.split import paper_split  # noqa: E402
 from bernmf.inference import layout as layouts  # noqa: E402
 from bernmf.inference.mm import kernel  # noqa: E402
 from bernmf.models.spec import Factors, Prior  # noqa: E402
-from bernmf.split import paper_split  # noqa: E402
 
 RANK = 16
 PRIOR = (1.8, 3.0, 1.0)  # benchmarks/accelerate.py's lastfm prior at K = 16

@@ -32,7 +32,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 import bernmf  # noqa: E402
-from bernmf.data import as_observed  # noqa: E402
+from bernmf.data.observed import as_observed  # noqa: E402
 from bernmf.inference import nuts  # noqa: E402
 from bernmf.models import unconstrained  # noqa: E402
 

@@ -31,10 +31,10 @@ import numpy as np
 import pandas as pd
 
 import bernmf
-from bernmf import datasets
-from bernmf.data import as_observed
+from bernmf.data import datasets
+from bernmf.data.observed import as_observed
+from bernmf.data.split import paper_split
 from bernmf.inference import mm
-from bernmf.split import paper_split
 
 
 def restart_rows(name, Y, rank, prior, restarts, common) -> list[tuple]:

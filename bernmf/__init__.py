@@ -9,11 +9,12 @@ Importing bernmf turns on JAX's persistent compilation cache in bernmf's cache f
 (:mod:`bernmf._cache`; ``BERNMF_COMPILE_CACHE=off`` turns it off).
 """
 
+from bernmf import _moved
 from bernmf._cache import enable_compile_cache
 from bernmf.api import fit
-from bernmf.comparison import compare
+from bernmf.fitting.modes import count_modes
+from bernmf.fitting.stack import stack
 from bernmf.inference import available as engines
-from bernmf.io import load
 from bernmf.models import (
     Prior,
     ZeroProbabilityWarning,
@@ -23,11 +24,12 @@ from bernmf.models import (
     perplexity,
     simulate,
 )
-from bernmf.modes import count_modes
-from bernmf.posterior import align_components, diagnostics
-from bernmf.results import Fit
-from bernmf.stacked import stack
+from bernmf.posterior.draws import align_components, diagnostics
+from bernmf.results.fit import Fit
+from bernmf.results.loading import load
+from bernmf.studies.compare import compare
 
+_moved.install()
 enable_compile_cache()
 
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from bernmf.cli import main
+from bernmf.cli.parser import main
 
 sys.exit(main())

@@ -1,13 +1,14 @@
-"""The single entry point, :func:`fit`: its request checked once (:func:`bernmf.plan.plan`)
-and run (:func:`bernmf.runner.run`), or run across processes (:mod:`bernmf.distributed`)."""
+"""The single entry point, :func:`fit`: its request checked once
+(:func:`bernmf.fitting.plan.plan`) and run (:func:`bernmf.fitting.runner.run`), or run
+across processes (:mod:`bernmf.fitting.distributed`)."""
 
 from __future__ import annotations
 
-from bernmf.data import check_flag
+from bernmf.data.observed import check_flag
+from bernmf.fitting.plan import plan
+from bernmf.fitting.runner import run
 from bernmf.models.spec import Prior
-from bernmf.plan import plan
-from bernmf.results import Fit
-from bernmf.runner import run
+from bernmf.results.fit import Fit
 
 
 def fit(
@@ -49,7 +50,7 @@ def fit(
         DataFrame mask of a DataFrame Y is aligned to Y's row and column labels
         (the same labels in any order, else a ValueError naming those that
         differ); any other mask applies by position (see
-        :func:`bernmf.data.as_observed`).
+        :func:`bernmf.data.observed.as_observed`).
     prior : Prior, optional
         ``Prior(alpha, beta, gamma)``: ``H[k, n] ~ Beta(alpha_k, beta_k)`` and
         ``W[m, :] ~ Dirichlet(gamma)``, each a scalar or of length K. Default:
@@ -61,7 +62,7 @@ def fit(
         Initial factors, W of shape (M, K) with rows on the simplex and H of
         shape (K, N) in [0, 1]; replaces the random initialization.
     restarts : int, default 1
-        R > 1 fits an ensemble of R members (:mod:`bernmf.ensemble`) from seeds
+        R > 1 fits an ensemble of R members (:mod:`bernmf.fitting.ensemble`) from seeds
         ``seed, ..., seed + R - 1``: for ``mm`` and ``em`` R fits in one compiled
         call, for ``nuts`` and ``gibbs`` R chains (``num_chains`` is set to R), for
         the other engines one fit per seed. For ``nuts`` and ``gibbs`` an ensemble
@@ -83,7 +84,7 @@ def fit(
         True: Y (and mask, init's W) are this process's block of rows, and the fit
         runs across every process started with ``jax.distributed.initialize`` (the
         blocks in process index order), for ``mm`` and ``em`` (see
-        :func:`bernmf.distributed.fit`); ``W``, ``probs`` and ``validation`` are then
+        :func:`bernmf.fitting.distributed.fit`); ``W``, ``probs`` and ``validation`` are then
         this process's rows only.
     **options
         Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
@@ -128,7 +129,7 @@ def fit(
     """
     check_flag("distributed", distributed)
     if distributed:
-        from bernmf.distributed import fit as fit_distributed
+        from bernmf.fitting.distributed import fit as fit_distributed
 
         return fit_distributed(
             Y,

@@ -15,7 +15,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bernmf.api import fit as fit_engine
-from bernmf.data import Observed, as_observed
+from bernmf.data.observed import Observed, as_observed
 from bernmf.inference import get_engine
 from bernmf.inference.fold_in import fold_in
 from bernmf.models.spec import Prior, observed_probability, warn_zero_probability

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bernmf.results import Fit
+from bernmf.results.fit import Fit
 
 
 def _finish(fig: Figure, path) -> Figure:
@@ -274,7 +274,7 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
     ----------
     board : DataFrame
         One row per engine and setting: ``dataset``, ``engine``, ``setting``,
-        ``seconds``, ``perplexity`` (as :func:`bernmf.report_page.leaderboard`).
+        ``seconds``, ``perplexity`` (as :func:`bernmf.studies.report.page.leaderboard`).
 
     Returns
     -------

@@ -1,7 +1,7 @@
 """Hyperparameter search for the MM engine: rank x alpha x beta (x restarts) on validation.
 
 The prior is data, not structure, so every (alpha, beta, seed) of one rank runs in a
-single compiled program (:func:`bernmf.runner.members`, through mm's
+single compiled program (:func:`bernmf.fitting.runner.members`, through mm's
 :func:`~bernmf.inference.mm.run_many`: the fits of
 ``bernmf.fit(Y, "mm", ...)`` mapped over priors and seeds, one after the other on a
 CPU, vmapped on an accelerator); a fit of the grid equals ``bernmf.fit(Y, "mm", rank,
@@ -10,7 +10,7 @@ mask=mask, prior=Prior(alpha, beta, gamma), seed=seed)`` to rounding.
 Examples
 --------
 >>> import bernmf, bernmf.tune
->>> from bernmf.split import random_split
+>>> from bernmf.data.split import random_split
 >>> Y, _, _ = bernmf.simulate(0, 60, 40, 3)
 >>> split = random_split(Y.shape, seed=0)
 >>> result = bernmf.tune.grid(Y, [2, 3], [1.0, 1.5], [1.0, 1.5], mask=split.train,
@@ -28,17 +28,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bernmf._budget import check_fit_bytes
 from bernmf._progress import say, working_on
-from bernmf.data import as_observed, check_count, check_rank
-from bernmf.ensemble import MAX_RESTARTS
+from bernmf.data.budget import check_fit_bytes
+from bernmf.data.observed import as_observed, check_count, check_rank
+from bernmf.fitting.ensemble import MAX_RESTARTS
+from bernmf.fitting.plan import held_out_entries
+from bernmf.fitting.runner import Member, members
+from bernmf.fitting.stack import stack
+from bernmf.fitting.stacking import entries_lpd
 from bernmf.inference import get_engine
 from bernmf.models.spec import Prior
-from bernmf.plan import held_out_entries
-from bernmf.results import Fit
-from bernmf.runner import Member, members
-from bernmf.stacked import stack
-from bernmf.stacking import entries_lpd
+from bernmf.results.fit import Fit
 
 __all__ = ["Tuning", "grid"]
 
@@ -78,9 +78,9 @@ class Tuning:
     ensembles : DataFrame or None
         With ``combine`` "mean" or "best": one row per (rank, alpha, beta): gamma,
         members and the validation perplexity of the ensemble of its ``restarts`` fits.
-    members : list of bernmf.runner.Member
+    members : list of bernmf.fitting.runner.Member
         Every fit (a row of ``table``, in its order) with its setting and validation
-        perplexity (:func:`bernmf.runner.members`), e.g. to stack them.
+        perplexity (:func:`bernmf.fitting.runner.members`), e.g. to stack them.
     stacked : Fit or None
         With ``combine="stack"``: :func:`bernmf.stack` of every fit of the grid (the
         members of every setting and rank, a setting's seeds sharing one weight) and
@@ -151,7 +151,7 @@ def grid(
         same seeds for every (alpha, beta), so settings are compared on equal footing.
     combine : {"mean", "best", "stack"}, optional
         ``"mean"``, ``"best"``: also score, and choose the setting by, the ensemble of
-        each setting's ``restarts`` fits (:mod:`bernmf.ensemble`): the uniform mixture
+        each setting's ``restarts`` fits (:mod:`bernmf.fitting.ensemble`): the uniform mixture
         of their probabilities, or the fit of lowest objective. ``"stack"``: stack
         every fit of the grid on the validation entries (:func:`bernmf.stack` with its
         default ``seeds="mean"``: a setting's ``restarts`` fits share one weight;

@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 import bernmf
-from bernmf import datasets
-from bernmf.split import paper_split
+from bernmf.data import datasets
+from bernmf.data.split import paper_split
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATASETS = ("animals", "paleo", "lastfm")

@@ -12,7 +12,7 @@ for R members per setting (an R larger than the pool is skipped):
   validation;
 * ``uniform R``: per setting the uniform mixture of the R fits, chosen on validation;
 * ``stacked R``: the R fits of the setting ``uniform R`` chose, weighted by stacking
-  on the validation entries (:func:`bernmf.stacking.stacking_weights`), with the
+  on the validation entries (:func:`bernmf.fitting.stacking.stacking_weights`), with the
   smoothed column frequency as one more member (as :func:`bernmf.stack` adds it);
 * ``grid-stacked R``: the R fits of *every* setting (and the column frequency),
   weighted by stacking on the validation entries: ranks and priors mixed, the weights
@@ -50,12 +50,12 @@ import numpy as np
 import pandas as pd
 
 import bernmf
-from bernmf import datasets
-from bernmf.data import as_observed
+from bernmf.data import datasets
+from bernmf.data.observed import as_observed
+from bernmf.data.split import paper_split
+from bernmf.fitting.stack import baseline
+from bernmf.fitting.stacking import bernoulli_lpd, mixture_lpd, stacking_weights
 from bernmf.inference import mm
-from bernmf.split import paper_split
-from bernmf.stacked import baseline
-from bernmf.stacking import bernoulli_lpd, mixture_lpd, stacking_weights
 
 ANIMALS_PRIORS = tuple((a, b) for a in (1, 1.5, 2, 2.5, 3) for b in (1, 1.5, 2, 2.5, 3))
 CORNERS = ((1, 1), (1, 3), (3, 1), (3, 3))
@@ -105,7 +105,7 @@ class Pool(NamedTuple):
     ``validation`` and ``test`` hold each fit's log density of every validation and
     test entry, shape (settings, pool, entries); ``objective`` and ``seconds`` have
     shape (settings, pool); ``baseline`` the log densities (1, validation entries) and
-    (1, test entries) of the smoothed column frequency (:func:`bernmf.stacked.baseline`).
+    (1, test entries) of the smoothed column frequency (:func:`bernmf.fitting.stack.baseline`).
     """
 
     settings: list[tuple[int, float, float]]

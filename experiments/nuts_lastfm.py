@@ -65,8 +65,8 @@ def main(argv=None) -> None:
     import pandas as pd
 
     import bernmf
-    from bernmf import datasets
-    from bernmf.split import paper_split
+    from bernmf.data import datasets
+    from bernmf.data.split import paper_split
 
     data = datasets.load(args.dataset, data_dir=args.data_dir)
     split = paper_split(data.shape)

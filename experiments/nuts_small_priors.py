@@ -39,8 +39,8 @@ def main(argv=None) -> None:
     import pandas as pd
 
     import bernmf
-    from bernmf import datasets
-    from bernmf.split import Split
+    from bernmf.data import datasets
+    from bernmf.data.split import Split
 
     warnings.simplefilter("ignore", UserWarning)
     Y = datasets.load(args.dataset, data_dir=args.data_dir)

@@ -233,8 +233,9 @@ def dataset_study(name, args):
     import pandas as pd
 
     import bernmf
-    from bernmf import datasets, tune
-    from bernmf.split import paper_split
+    from bernmf import tune
+    from bernmf.data import datasets
+    from bernmf.data.split import paper_split
 
     data = datasets.load(name, data_dir=args.data_dir)
     split = paper_split(data.shape)

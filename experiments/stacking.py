@@ -59,11 +59,11 @@ import numpy as np
 import pandas as pd
 
 import bernmf
-from bernmf import datasets
-from bernmf.data import as_observed
+from bernmf.data import datasets
+from bernmf.data.observed import as_observed
+from bernmf.data.split import paper_split
+from bernmf.fitting.stack import members_table
 from bernmf.inference import mm
-from bernmf.split import paper_split
-from bernmf.stacked import members_table
 
 sys.path.insert(0, str(Path(__file__).parent))  # the modes study beside this script
 from modes import GRIDS as MODES_GRIDS

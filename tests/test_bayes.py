@@ -19,7 +19,7 @@ import pytest
 from numpyro.infer.util import log_density
 
 import bernmf
-from bernmf.data import as_observed
+from bernmf.data.observed import as_observed
 from bernmf.inference import _compile, mm, nuts
 from bernmf.models import numpyro_model, unconstrained
 from bernmf.models.spec import log_joint, log_likelihood, masked_log_likelihood_terms
@@ -370,7 +370,7 @@ def test_masked_terms_are_what_the_log_likelihood_group_sums():
 
 
 def test_rank_rhat_is_arviz_rhat_with_ties_and_an_odd_number_of_draws():
-    from bernmf.posterior import rank_rhat
+    from bernmf.posterior.draws import rank_rhat
 
     rng = np.random.default_rng(5)
     x = rng.random((3, 101, 4, 5))

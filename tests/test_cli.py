@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 
 import bernmf
-import bernmf.split
-from bernmf import cli, commands, plot, study_commands
-from bernmf.cli import main
-from bernmf.data import bits_sha256
+import bernmf.data.split
+from bernmf import plot
+from bernmf.cli import commands, study_commands
+from bernmf.cli import parser as cli
+from bernmf.cli.parser import main
+from bernmf.data.observed import bits_sha256
 
 
 def test_demo_prints_the_table(capsys):
@@ -183,7 +185,7 @@ def test_compare_on_simulated_data_offline(tmp_path, capsys):
 
 def test_tune_with_a_split_file(data_csv, tmp_path, capsys):
     path, frame = data_csv
-    codes = bernmf.split.random_split(frame.shape, seed=3).codes()
+    codes = bernmf.data.split.random_split(frame.shape, seed=3).codes()
     np.savez(tmp_path / "split.npz", Y=codes)
     out = tmp_path / "tune"
     argv = ["tune", str(path), "--split", str(tmp_path / "split.npz"), "--ranks", "2,3"]
@@ -217,7 +219,7 @@ def test_demo_json_is_machine_readable(capsys):
 
 
 def test_reproduce_runs_the_paper_script_with_the_options(tmp_path, monkeypatch, capsys):
-    """The command hands its options to bernmf.experiments.paper.main (here a stand-in that
+    """The command hands its options to bernmf.studies.paper.main (here a stand-in that
     records them; tests/test_paper_quick.py runs the real one)."""
 
     def stand_in(argv):
@@ -287,7 +289,7 @@ def test_a_labelled_mask_csv_is_aligned_to_the_data(data_csv, tmp_path, capsys):
 def test_tune_with_a_codes_csv_like_the_papers(data_csv, tmp_path, capsys):
     """The paper's split files hold codes 2/1/0, no header and no row names."""
     path, frame = data_csv
-    codes = bernmf.split.random_split(frame.shape, seed=3).codes()
+    codes = bernmf.data.split.random_split(frame.shape, seed=3).codes()
     np.savetxt(tmp_path / "codes.csv", codes, fmt="%d", delimiter=",")
     out = tmp_path / "tune"
     argv = ["tune", str(path), "--split", str(tmp_path / "codes.csv"), "--ranks", "2"]
@@ -350,7 +352,7 @@ REPORT_READ = {"ranks": [3, 5], "seeds": 2, "ensembles": ["em"]}
         (bernmf.api.fit, ["fit", "d.csv", "--rank", "2", "--out", "o"], {"engine": "em"}, {}),
         (bernmf.tune.grid, ["tune", "--out", "o"], {"gamma": 0.5, "restarts": 2, "seed": 4}, {}),
         (bernmf.compare, ["compare", "--out", "o"], {"seeds": range(5)}, {"seeds": 5}),
-        (bernmf.report.run, ["report", "--out", "o"], REPORT_DEFAULTS, REPORT_READ),
+        (bernmf.studies.report.run.run, ["report", "--out", "o"], REPORT_DEFAULTS, REPORT_READ),
     ],
 )
 def test_the_commands_take_their_defaults_from_the_functions_they_call(
@@ -358,7 +360,7 @@ def test_the_commands_take_their_defaults_from_the_functions_they_call(
 ):
     """No default written twice: a command's default (and its help) is the one the
     function it calls declares, read from that function's signature."""
-    from bernmf.cli import build_parser
+    from bernmf.cli.parser import build_parser
 
     code = function.__code__
     positional = code.co_varnames[: code.co_argcount]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf import comparison
-from bernmf.split import random_split
+from bernmf.data.split import random_split
+from bernmf.studies import compare as comparison
 
 OPTIONS = {"mm": {"max_iter": 30}, "em": {"max_iter": 30}}
 
@@ -137,7 +137,7 @@ def test_bad_arguments_fail_before_any_fit(data, monkeypatch, change, error, mes
 
 
 def test_the_module_stays_a_module():
-    assert importlib.import_module("bernmf.comparison").compare is bernmf.compare
+    assert importlib.import_module("bernmf.studies.compare").compare is bernmf.compare
     assert "compare" in bernmf.__all__
 
 
@@ -163,10 +163,10 @@ def test_an_engine_compared_as_an_ensemble():
 
 
 def test_the_seeds_of_an_engine_and_rank_are_one_runner_call(data, monkeypatch):
-    """compare runs each engine and rank's seeds as one bernmf.runner.members call and
+    """compare runs each engine and rank's seeds as one bernmf.fitting.runner.members call and
     scores them at the test entries only (Fit.probs_at), never on M x N probabilities."""
-    from bernmf import runner
-    from bernmf.results import Fit
+    from bernmf.fitting import runner
+    from bernmf.results.fit import Fit
 
     Y, split = data
     calls = []

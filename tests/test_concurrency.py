@@ -24,7 +24,7 @@ import pytest
 
 import bernmf
 from bernmf import _output
-from bernmf.cli import main
+from bernmf.cli.parser import main
 
 ROOT = Path(__file__).parents[1]  # the checkout, for the processes' PYTHONPATH
 FIT_FILES = {"W.csv", "H.csv", "trace.csv", "summary.json", "fit.npz", "factors.png", "trace.png"}
@@ -117,7 +117,7 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
     import numpy as np
     from bernmf import _output
-    from bernmf.results import Fit
+    from bernmf.results.fit import Fit
 
     kind, go, target, seed = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
     publish = _output._publish

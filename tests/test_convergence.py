@@ -1,4 +1,4 @@
-"""Fast R-hat / ESS (bernmf.convergence) against arviz_stats and the former implementation.
+"""Fast R-hat / ESS (bernmf.posterior.convergence) vs arviz_stats and the former implementation.
 
 ``reference_*`` below is the slow implementation that ``bernmf.diagnostics`` had before
 (a stable argsort per block of entries, arviz_stats' ``ess`` entry by entry): kept here,
@@ -16,9 +16,9 @@ import pytest
 from scipy.special import ndtri
 
 import bernmf
-from bernmf import convergence
-from bernmf.convergence import Workspace, ess_rows, rank_rhat_rows, score_sums
-from bernmf.posterior import rank_rhat
+from bernmf.posterior import convergence
+from bernmf.posterior.convergence import Workspace, ess_rows, rank_rhat_rows, score_sums
+from bernmf.posterior.draws import rank_rhat
 
 
 def _reference_average_ranks(rows: np.ndarray) -> np.ndarray:

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from conftest import SHARED, shared_file
 
-from bernmf import csv_reader, datasets
+from bernmf.data import datasets
+from bernmf.data.files import csv_table as csv_reader
 
 
 @pytest.fixture
@@ -150,7 +151,7 @@ def test_read_csv_refuses_numbers_as_names_saying_how_it_read(tmp_path, text, re
 
 @pytest.mark.parametrize("suffix", [".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip"])
 def test_a_compressed_csv_reads_as_the_plain_one_everywhere(tmp_path, suffix):
-    from bernmf import readers
+    from bernmf.data.files import readers
 
     Y = (np.random.default_rng(1).random((23, 7)) < 0.3).astype(float)
     Y[2, 3] = np.nan

@@ -17,8 +17,8 @@ import pytest
 from scipy import sparse
 
 import bernmf
-import bernmf.readers
-from bernmf import launch as launch_module
+import bernmf.data.files.readers
+from bernmf.cli import launch as launch_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +48,7 @@ WORKER = textwrap.dedent(
     fit = bernmf.fit(Y[first:stop], "mm", 3, mask=O[first:stop], validation=V[first:stop],
                      distributed=True, **ENSEMBLE)
     record = fit.extras["restarts"]
-    from bernmf.distributed import perplexity
+    from bernmf.fitting.distributed import perplexity
     np.savez(f"{out}/ensemble-{index}.npz", W=fit.W, H=fit.H, probs=fit.probs,
              weights=record["weights"], scores=record["validation_perplexity"],
              perplexity=perplexity(fit, Y[first:stop], V[first:stop]))
@@ -210,11 +210,11 @@ def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_pa
 
 
 def test_rows_of_gives_balanced_blocks_in_process_order():
-    blocks = [bernmf.readers.rows_of(i, 4, 10) for i in range(4)]
+    blocks = [bernmf.data.files.readers.rows_of(i, 4, 10) for i in range(4)]
     assert blocks == [(0, 3), (3, 6), (6, 8), (8, 10)]
-    assert bernmf.readers.rows_of(2, 3, 2) == (2, 2)  # more processes than rows: empty
+    assert bernmf.data.files.readers.rows_of(2, 3, 2) == (2, 2)  # more processes than rows: empty
     with pytest.raises(ValueError, match="process_index"):
-        bernmf.readers.rows_of(4, 4, 10)
+        bernmf.data.files.readers.rows_of(4, 4, 10)
 
 
 def test_read_rows_gives_the_rows_of_every_format(tmp_path):
@@ -231,14 +231,14 @@ def test_read_rows_gives_the_rows_of_every_format(tmp_path):
         for start, stop in [(0, 10), (10, 37), (30, 50), (5, 5)]:
             if name.endswith(".csv") and start == stop:
                 continue
-            rows = bernmf.readers.read_rows(tmp_path / name, start, stop)
+            rows = bernmf.data.files.readers.read_rows(tmp_path / name, start, stop)
             rows = rows.toarray() if sparse.issparse(rows) else np.asarray(rows)
             np.testing.assert_array_equal(rows, Y[start:stop], err_msg=f"{name} {start}:{stop}")
-        assert bernmf.readers.count_rows(tmp_path / name) == 37
-    frame = bernmf.readers.read_rows(tmp_path / "h.csv", 3, 5)
+        assert bernmf.data.files.readers.count_rows(tmp_path / name) == 37
+    frame = bernmf.data.files.readers.read_rows(tmp_path / "h.csv", 3, 5)
     assert list(frame.index) == ["r3", "r4"] and list(frame.columns) == list("abcdef")
     with pytest.raises(ValueError, match="0 <= start <= stop"):
-        bernmf.readers.read_rows(tmp_path / "a.npy", 5, 2)
+        bernmf.data.files.readers.read_rows(tmp_path / "a.npy", 5, 2)
 
 
 @pytest.mark.parametrize("labels", ["strings", "range", "stepped range"])
@@ -257,7 +257,7 @@ def test_read_rows_of_parquet_reads_only_the_row_groups_of_its_block(tmp_path, l
         tmp_path / "y.parquet", row_group_size=7
     )
     path = tmp_path / "y.parquet"
-    whole = bernmf.readers.read_matrix(path)
+    whole = bernmf.data.files.readers.read_matrix(path)
     pd.testing.assert_frame_equal(whole, pd.read_parquet(path), check_index_type=True)
     read = []
     with pytest.MonkeyPatch.context() as patch:
@@ -271,14 +271,14 @@ def test_read_rows_of_parquet_reads_only_the_row_groups_of_its_block(tmp_path, l
         for count in (1, 3, 4, 9):
             blocks = []
             for index in range(count):
-                start, stop = bernmf.readers.rows_of(index, count, 50)
-                blocks.append(bernmf.readers.read_rows(path, start, stop))
+                start, stop = bernmf.data.files.readers.rows_of(index, count, 50)
+                blocks.append(bernmf.data.files.readers.read_rows(path, start, stop))
                 expected = whole.iloc[start:stop]
                 pd.testing.assert_frame_equal(blocks[-1], expected, check_index_type=True)
                 assert read.pop() == sorted({row // 7 for row in range(start, stop)})
             pd.testing.assert_frame_equal(pd.concat(blocks), whole)
         for start, stop in [(3, 3), (50, 50), (60, 70)]:  # no rows: N columns, no groups read
-            rows = bernmf.readers.read_rows(path, start, stop)
+            rows = bernmf.data.files.readers.read_rows(path, start, stop)
             pd.testing.assert_frame_equal(rows, whole.iloc[start:stop], check_index_type=True)
             assert rows.shape == (0, 5) and read.pop() == []
 
@@ -292,7 +292,7 @@ def test_count_rows_of_parquet_reads_no_data(tmp_path):
     (tmp_path / "y.pq").write_bytes(content)
     with pytest.raises(OSError):  # reading data fails: the pages are gone
         pd.read_parquet(tmp_path / "y.pq")
-    assert bernmf.readers.count_rows(tmp_path / "y.pq") == 23
+    assert bernmf.data.files.readers.count_rows(tmp_path / "y.pq") == 23
 
 
 @pytest.mark.parametrize("statistics", [True, False])
@@ -308,10 +308,10 @@ def test_read_rows_of_parquet_without_pandas_metadata_keeps_the_columns_dtypes(
         pa.table({"a": ints, "b": bools}), tmp_path / "y.parquet", row_group_size=7,
         write_statistics=statistics,
     )  # fmt: skip
-    whole = bernmf.readers.read_matrix(tmp_path / "y.parquet")
+    whole = bernmf.data.files.readers.read_matrix(tmp_path / "y.parquet")
     assert list(whole.dtypes) == [np.dtype(float), np.dtype(object)]  # as with nulls
     for start, stop in [(0, 7), (7, 14), (10, 20), (20, 20)]:
-        rows = bernmf.readers.read_rows(tmp_path / "y.parquet", start, stop)
+        rows = bernmf.data.files.readers.read_rows(tmp_path / "y.parquet", start, stop)
         pd.testing.assert_frame_equal(rows, whole.iloc[start:stop], check_index_type=True)
 
 
@@ -320,9 +320,9 @@ def test_parquet_without_pyarrow_names_the_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     for read in (
-        lambda: bernmf.readers.read_matrix(tmp_path / "y.parquet"),
-        lambda: bernmf.readers.read_rows(tmp_path / "y.parquet", 0, 2),
-        lambda: bernmf.readers.count_rows(tmp_path / "y.parquet"),
+        lambda: bernmf.data.files.readers.read_matrix(tmp_path / "y.parquet"),
+        lambda: bernmf.data.files.readers.read_rows(tmp_path / "y.parquet", 0, 2),
+        lambda: bernmf.data.files.readers.count_rows(tmp_path / "y.parquet"),
     ):
         with pytest.raises(ImportError, match=r"pip install pyarrow \(or 'bernmf\[parquet\]'\)"):
             read()
@@ -546,9 +546,10 @@ def test_a_process_killed_during_the_fit_ends_the_other_with_one_line(folder, ki
 def test_read_rows_of_a_csv_without_names_labels_rows_by_their_global_index(tmp_path):
     Y = (np.random.default_rng(0).random((9, 4)) < 0.5).astype(np.int64)
     pd.DataFrame(Y).to_csv(tmp_path / "n.csv", header=False, index=False)
-    rows = bernmf.readers.read_rows(tmp_path / "n.csv", 5, 9)
+    rows = bernmf.data.files.readers.read_rows(tmp_path / "n.csv", 5, 9)
     assert list(rows.index) == [5, 6, 7, 8]
-    pd.testing.assert_frame_equal(rows, bernmf.readers.read_matrix(tmp_path / "n.csv")[5:9])
+    whole = bernmf.data.files.readers.read_matrix(tmp_path / "n.csv")
+    pd.testing.assert_frame_equal(rows, whole[5:9])
 
 
 def test_a_second_process_1_ends_every_process_with_one_line(folder):

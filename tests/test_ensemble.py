@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf.data import as_observed
-from bernmf.ensemble import combine_members
+from bernmf.data.observed import as_observed
+from bernmf.fitting.ensemble import combine_members
 from bernmf.inference import registry
 
 M, N, K = 120, 80, 3
@@ -198,7 +198,7 @@ def test_chain_stacking_without_validation_keeps_the_arviz_export():
 
 
 def test_a_column_without_observed_entries_warns_at_the_caller():
-    """The warning of the request (bernmf.plan) points at the code that called fit."""
+    """The warning of the request (bernmf.fitting.plan) points at the code that called fit."""
     small, _, _ = bernmf.simulate(1, 20, 10, 2)
     mask = np.ones(small.shape, bool)
     mask[:, 0] = False

@@ -16,7 +16,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import check_estimator
 
 import bernmf
-from bernmf.data import as_observed
+from bernmf.data.observed import as_observed
 from bernmf.estimator import EXPECTED_FAILED_CHECKS, NBMF
 from bernmf.inference.fold_in import fold_in
 

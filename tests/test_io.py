@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bernmf
-from bernmf.data import Observed, as_observed
-from bernmf.io import load_metadata
-from bernmf.results import Fit
+from bernmf.data.observed import Observed, as_observed
+from bernmf.results.fit import Fit
+from bernmf.results.loading import load_metadata
 
 
 def assert_same(saved, loaded, where="fit"):
@@ -421,9 +421,9 @@ def test_a_large_deflated_array_is_refused_before_it_is_inflated(saved, monkeypa
     deflated_zeros(saved, "H.npy", (2**20, 8))
     assert saved.stat().st_size < 2**20
     inflated = []
-    original = bernmf.io.Archive.read_array
+    original = bernmf.results.loading.Archive.read_array
     monkeypatch.setattr(
-        bernmf.io.Archive,
+        bernmf.results.loading.Archive,
         "read_array",
         lambda self, name, *a: inflated.append(name) or original(self, name, *a),
     )

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bernmf._labels import decode_index, encode_index
+from bernmf.results.labels import decode_index, encode_index
 
 NAMES = st.one_of(
     st.none(),

@@ -1,4 +1,5 @@
-"""The package's modules import one way: models -> data -> results -> inference -> api -> cli.
+"""The package's folders import one way: models -> data -> posterior -> results -> inference
+-> fitting -> studies -> cli (docs/layout.md).
 
 Walks every module's imports with ``ast`` (those inside functions too, not those under
 ``if TYPE_CHECKING:``, which never run) and fails on an import of a higher layer, or on
@@ -15,22 +16,14 @@ import pytest
 PACKAGE = Path(__file__).parents[1] / "bernmf"
 
 LAYERS = [
-    {"bernmf.models"},  # the model: priors, likelihood, simulation
-    {"bernmf.data", "bernmf.split", "bernmf.datasets", "bernmf.csv_reader", "bernmf.readers"}
-    | {"bernmf._output", "bernmf._labels", "bernmf._archive", "bernmf._progress"}
-    | {"bernmf._budget", "bernmf._cache", "bernmf._npz"},  # writers, label codec, zip
-    # reader, progress lines, memory budget, cache folders, the readers' .npz files
-    {"bernmf.results", "bernmf.frames", "bernmf.io", "bernmf.saving", "bernmf._saved_checks"}
-    | {"bernmf.posterior", "bernmf.plot"}
-    | {"bernmf.convergence", "bernmf.modes", "bernmf.stacking", "bernmf.psis"}
-    | {"bernmf.export", "bernmf.mixture"},  # what a fit is, its summaries and ArviZ export
+    {"bernmf.models", "bernmf._moved", "bernmf._cache", "bernmf._progress", "bernmf._output"},
+    {"bernmf.data"},  # a user's data checked, splits, datasets, the memory budget, files
+    {"bernmf.posterior"},  # draws: summaries, alignment, diagnostics, PSIS, ArviZ export
+    {"bernmf.results", "bernmf.plot"},  # what a fit is, saving and loading it, its plots
     {"bernmf.inference"},  # the engines
-    {"bernmf.api", "bernmf.tune", "bernmf.comparison", "bernmf.ensemble"}
-    | {"bernmf.plan", "bernmf.runner", "bernmf.stacked"}  # the request, its runner, stacks
-    | {"bernmf.report", "bernmf.quick", "bernmf.report_page"}  # the report, its budget, page
-    | {"bernmf.experiments", "bernmf.distributed"},  # running engines
-    {"bernmf.cli", "bernmf.commands", "bernmf.study_commands", "bernmf.launch"}
-    | {"bernmf.estimator", "bernmf.__main__"},  # front ends
+    {"bernmf.fitting", "bernmf.api", "bernmf.tune"},  # the request, its runner, ensembles
+    {"bernmf.studies"},  # compare, the report, the paper's protocol
+    {"bernmf.cli", "bernmf.estimator", "bernmf.__main__"},  # front ends
     {"bernmf"},  # the package's namespace re-exports everything
 ]
 
@@ -123,14 +116,8 @@ def test_the_cycle_finder_finds_a_function_level_cycle():
     # the test above cannot pass by finding nothing
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
-    assert "bernmf.export" in imports("bernmf.results")  # inside Fit.to_arviz
-    assert "bernmf.export" not in imports("bernmf.results", top_level_only=True)
-
-
-def test_no_module_is_over_450_lines():
-    lines = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()}
-    long = {name: n for name, n in lines.items() if n > 450}
-    assert not long, f"modules over 450 lines: {long}"
+    assert "bernmf.posterior.arviz" in imports("bernmf.results.fit")  # inside Fit.to_arviz
+    assert "bernmf.posterior.arviz" not in imports("bernmf.results.fit", top_level_only=True)
 
 
 def test_no_cycle_among_the_imports_run_at_load_time():
@@ -166,5 +153,31 @@ def test_no_two_classes_share_a_name():
 def test_the_checker_sees_an_upward_import():
     # the test above cannot pass by reading nothing
     assert "bernmf.inference.mm" in imports("bernmf.inference.nuts")
-    assert layer("bernmf.inference.mm") > layer("bernmf.data")
-    assert layer("bernmf.cli") > layer("bernmf.api") > layer("bernmf.inference.registry")
+    assert layer("bernmf.inference.mm") > layer("bernmf.data.observed")
+    assert layer("bernmf.cli.parser") > layer("bernmf.api") > layer("bernmf.inference.registry")
+
+
+def test_old_module_paths_import_the_moved_modules():
+    import importlib
+
+    from bernmf._moved import MOVED
+
+    for old, new in MOVED.items():
+        module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
+        assert module.__spec__.name == new  # its own spec, not the old path's
+
+
+def test_no_module_of_the_package_imports_an_old_path():
+    from bernmf._moved import MOVED
+
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                named = {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                named = {alias.name for alias in node.names}
+            else:
+                continue
+            assert not named & MOVED.keys(), f"{name} imports {sorted(named & MOVED.keys())}"

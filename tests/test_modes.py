@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf.modes import count_modes, h_distances
+from bernmf.fitting.modes import count_modes, h_distances
 
 K, N = 3, 12
 

@@ -11,7 +11,7 @@ from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 
 import bernmf
-from bernmf.data import as_observed
+from bernmf.data.observed import as_observed
 from bernmf.inference import _compile, nuts
 from bernmf.models import numpyro_model, unconstrained
 

@@ -1,5 +1,5 @@
 """The paper's experiment: its published iteration (defects included), and a smoke run of
-bernmf.experiments.paper --quick in both variants."""
+bernmf.studies.paper --quick in both variants."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pandas as pd
 from conftest import shared_file
 
 import bernmf
-from bernmf.data import as_observed
-from bernmf.experiments import paper, published
-from bernmf.split import random_split
+from bernmf.data.observed import as_observed
+from bernmf.data.split import random_split
+from bernmf.studies import paper, published
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 

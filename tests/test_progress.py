@@ -12,8 +12,8 @@ import numpy as np
 
 import bernmf
 from bernmf import _progress as progress
-from bernmf import cli
 from bernmf._progress import Heartbeat, Progress, is_terminal, note, working_on
+from bernmf.cli import parser as cli
 from bernmf.inference import _batch, _loop
 
 

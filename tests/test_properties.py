@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bernmf
-from bernmf import readers
+from bernmf.data.files import readers
 from bernmf.inference import get_engine, nuts
 
 ENGINES = bernmf.engines()

@@ -1,4 +1,4 @@
-"""bernmf.report and ``bernmf report``: tuned on validation, scored on test, written as HTML."""
+"""``bernmf report`` (bernmf.studies.report): tuned on validation, scored on test, as HTML."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 import bernmf
-from bernmf import quick, report
-from bernmf.cli import main
+from bernmf.cli.parser import main
+from bernmf.studies.report import budget as quick
+from bernmf.studies.report import run as report
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_tuning_uses_the_validation_entries_not_the_test_ones(small, monkeypatch
 
     monkeypatch.setattr(report, "compare", spy)
     report.run({"small": small}, ["em"], ranks=(2, 3), seeds=[0], ensembles=(), progress=False)
-    split = bernmf.split.paper_split(small.shape)
+    split = bernmf.data.split.paper_split(small.shape)
     assert np.array_equal(seen[0], split.validation)
     assert all(np.array_equal(mask, split.test) for mask in seen[1:])
 
@@ -130,7 +131,7 @@ def test_report_command_on_a_data_file(small, tmp_path, capsys):
 def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatch):
     import warnings
 
-    from bernmf import runner
+    from bernmf.fitting import runner
 
     real = runner.combine_members
 
@@ -140,7 +141,7 @@ def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatc
         return real(*args, **kwargs)
 
     monkeypatch.setattr(runner, "combine_members", combine_with_modes)
-    split = bernmf.split.paper_split(small.shape)
+    split = bernmf.data.split.paper_split(small.shape)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rows = report._ensemble_rows(small, split, "mm", 2, None, [0], 2, "mean", {})
@@ -210,7 +211,7 @@ def test_quick_leaves_out_the_engines_over_its_budget_and_says_so(small, monkeyp
 
 def test_the_estimate_of_a_fit_is_near_its_time():
     Y, _, _ = bernmf.simulate(1, 300, 200, 4, bernmf.Prior(0.3, 0.6, 0.5))
-    split = bernmf.split.paper_split(Y.shape)
+    split = bernmf.data.split.paper_split(Y.shape)
     options = {"max_iter": 300, "tol": 0.0}  # exactly 300 iterations
     report.estimate(Y, split, "em", 4, options, 1)  # compiles
     compiled = report.estimate(Y, split, "em", 4, options, 0)
@@ -224,7 +225,7 @@ def test_the_estimate_of_a_fit_is_near_its_time():
 def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):
     """The ensemble rows of seeds 0 and 1 (members 0, 1 and 1, 2) fit members 0, 1, 2
     once, in one runner call, and equal bernmf.fit's ensembles scored on test."""
-    from bernmf import runner
+    from bernmf.fitting import runner
 
     calls = []
     real = runner.members
@@ -234,7 +235,7 @@ def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):
         return real(engine, data, rank, priors, seeds, options, held_out, **batching)
 
     monkeypatch.setattr(runner, "members", spy)
-    split = bernmf.split.paper_split(small.shape)
+    split = bernmf.data.split.paper_split(small.shape)
     options = {"max_iter": 50}
     rows = report._ensemble_rows(small, split, "mm", 2, None, [0, 1], 2, "mean", options)
     assert calls == [[0, 1, 2]]

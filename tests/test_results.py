@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf import results
 from bernmf.models.spec import perplexity, probability
+from bernmf.results import fit as results
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import pytest
 from scipy import sparse
 
 import bernmf
-from bernmf.data import as_observed
+from bernmf.data.observed import as_observed
 from bernmf.inference import layout, mm
 from bernmf.inference._compile import cache_size
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from conftest import shared_file
 
-from bernmf.datasets import SHAPES
-from bernmf.split import Split, paper_split, random_split
+from bernmf.data.datasets import SHAPES
+from bernmf.data.split import Split, paper_split, random_split
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

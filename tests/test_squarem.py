@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from test_mm import mm_cases, random_problem
 
 import bernmf
-from bernmf.data import as_observed
+from bernmf.data.observed import as_observed
 from bernmf.inference import layout as mm_layouts
 from bernmf.inference import mm, squarem
 from bernmf.inference._compile import cache_size

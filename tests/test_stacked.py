@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf.split import random_split
-from bernmf.stacked import BASELINE_FLOOR, baseline, members_table
-from bernmf.stacking import stacking_weights
+from bernmf.data.split import random_split
+from bernmf.fitting.stack import BASELINE_FLOOR, baseline, members_table
+from bernmf.fitting.stacking import stacking_weights
 
 
 def logsvd_and_ensemble(Y, train):
@@ -173,12 +173,12 @@ def test_a_uniformly_worse_member_gets_no_weight(problem):
 
 def test_mismatched_fits_are_refused_before_any_work(problem, monkeypatch):
     Y, split, fits = problem
-    import bernmf.stacked
+    import bernmf.fitting.stack
 
     def fail(*args, **kwargs):
         raise AssertionError("stacking started")
 
-    monkeypatch.setattr(bernmf.stacked, "stacking_weights", fail)
+    monkeypatch.setattr(bernmf.fitting.stack, "stacking_weights", fail)
     other = random_split(Y.shape, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -243,7 +243,7 @@ def test_an_outcome_of_probability_zero_scores_inf_and_says_how_many():
         warnings.simplefilter("error")
         finite = bernmf.perplexity(Y, probs, mask=np.array([[0, 1, 1], [1, 1, 1]], bool))
     assert finite == pytest.approx(-np.log(0.5) * 2 / 4)
-    from bernmf.stacking import entries_lpd
+    from bernmf.fitting.stacking import entries_lpd
 
     assert entries_lpd(np.array([1.0, 0.0]), np.array([0.0, 0.0]))[0] == -np.inf
 
@@ -299,7 +299,7 @@ def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
     import pandas as pd
 
     from bernmf import tune
-    from bernmf.cli import main
+    from bernmf.cli.parser import main
 
     Y, split, _ = problem
     result = tune.grid(
@@ -335,7 +335,7 @@ def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
 
 def test_grid_stacking_refits_with_the_grids_options(structured, tmp_path):
     from bernmf import tune
-    from bernmf.cli import main
+    from bernmf.cli.parser import main
 
     Y, split, _ = structured
     both = split.train | split.validation
@@ -367,8 +367,8 @@ def test_grid_stacking_refits_with_the_grids_options(structured, tmp_path):
 
 
 def test_the_reports_stacked_rows_give_a_setting_one_weight(structured):
-    from bernmf.comparison import STACKED_ALL, stacked_rows
-    from bernmf.data import as_observed
+    from bernmf.data.observed import as_observed
+    from bernmf.studies.compare import STACKED_ALL, stacked_rows
 
     Y, split, fits = structured
     test = as_observed(Y, split.test, warn_empty=False)

@@ -13,16 +13,16 @@ import pytest
 import scipy.optimize
 
 import bernmf
-from bernmf import mixture
-from bernmf.export import pointwise_log_likelihood
-from bernmf.models import ZeroProbabilityWarning, simulate
-from bernmf.psis import _mean_log1p, psis_loo
-from bernmf.stacking import (
+from bernmf.fitting import mixture
+from bernmf.fitting.stacking import (
     bernoulli_lpd,
     chain_stacking,
     mixture_lpd,
     stacking_weights,
 )
+from bernmf.models import ZeroProbabilityWarning, simulate
+from bernmf.posterior.arviz import pointwise_log_likelihood
+from bernmf.posterior.psis import _mean_log1p, psis_loo
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ def test_python_m_bernmf_help_loads_no_heavy_library():
 def test_checking_an_array_loads_neither_pandas_nor_scipy():
     statement = (
         "import numpy as np\n"
-        "from bernmf.data import as_observed\n"
+        "from bernmf.data.observed import as_observed\n"
         "print(as_observed(np.array([[1.0, np.nan], [0.0, 1.0]])).mask.sum())"
     )
     out = run_python(LOADED.format(statement=statement, heavy=("pandas", "scipy")))
@@ -74,7 +74,7 @@ def test_dataframe_and_sparse_inputs_are_still_recognized():
     statement = (
         "import numpy as np, pandas as pd\n"
         "from scipy import sparse\n"
-        "from bernmf.data import as_observed\n"
+        "from bernmf.data.observed import as_observed\n"
         "frame = pd.DataFrame([[1, 0], [0, 1]], index=['a', 'b'])\n"
         "print(list(as_observed(frame).row_labels))\n"
         "print(as_observed(sparse.csr_array(np.eye(2)), mask=sparse.eye_array(2)).mask.sum())"

@@ -20,10 +20,10 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer import Trace_ELBO, autoguide, init_to_value
 
 import bernmf
-from bernmf import posterior
 from bernmf.inference import _compile, _guides, svi
 from bernmf.models import numpyro_model, unconstrained
 from bernmf.models.spec import log_joint, log_prior_constant
+from bernmf.posterior import draws as posterior
 
 M, N, K = 5, 4, 3
 SHAPES = ((M, K - 1), (K, N))

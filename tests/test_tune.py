@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf import _progress, runner, tune
-from bernmf.data import as_observed
+from bernmf import _progress, tune
+from bernmf.data.observed import as_observed
+from bernmf.data.split import random_split
+from bernmf.fitting import runner
 from bernmf.inference import get_engine, mm
 from bernmf.inference._compile import cache_size
-from bernmf.split import random_split
 
 
 def small_problem(seed=0, M=30, N=20, K=3, empty_row=False):

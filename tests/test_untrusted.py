@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from bernmf import readers
+from bernmf.data.files import readers
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS, FILES = 2, 1100

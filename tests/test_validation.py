@@ -10,7 +10,7 @@ import pytest
 from scipy import sparse
 
 import bernmf
-import bernmf.split
+import bernmf.data.split
 from bernmf.inference._compile import cache_size
 
 Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
@@ -204,10 +204,10 @@ def test_tune_grid_checks_restarts_and_validation_before_any_fit(monkeypatch):
 def test_a_split_file_without_validation_or_test_entries_is_refused_first(
     tmp_path, capsys, missing, part
 ):
-    from bernmf.cli import main
+    from bernmf.cli.parser import main
 
     np.savetxt(tmp_path / "y.csv", Y, fmt="%d", delimiter=",")
-    codes = bernmf.split.random_split(Y.shape, seed=0).codes()
+    codes = bernmf.data.split.random_split(Y.shape, seed=0).codes()
     codes[codes == missing] = 2
     np.savetxt(tmp_path / "split.csv", codes, fmt="%d", delimiter=",")
     argv = ["tune", str(tmp_path / "y.csv"), "--split", str(tmp_path / "split.csv")]

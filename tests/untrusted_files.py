@@ -186,8 +186,8 @@ def damaged(kind: str, rng: random.Random, folder: Path) -> bytes:
 def readers(kind: str, path: Path) -> dict:
     """Every reader of a file of ``kind``: name -> call."""
     import bernmf
-    from bernmf import readers as r
-    from bernmf.io import load_metadata
+    from bernmf.data.files import readers as r
+    from bernmf.results.loading import load_metadata
 
     if kind == "fit":
         return {"load": lambda: bernmf.load(path), "load_metadata": lambda: load_metadata(path)}
@@ -209,7 +209,7 @@ def touch(result) -> None:
 
 
 def bernmf_fit():
-    from bernmf.results import Fit
+    from bernmf.results.fit import Fit
 
     return Fit
 
@@ -224,8 +224,8 @@ def saved_fits(folder: Path) -> list[bytes]:
     """
     import dataclasses
 
-    from bernmf.data import as_observed
-    from bernmf.results import Fit
+    from bernmf.data.observed import as_observed
+    from bernmf.results.fit import Fit
 
     rng = np.random.default_rng(0)
     Y = pd.DataFrame((rng.random((6, 5)) < 0.4).astype(float), index=list("abcdef"))

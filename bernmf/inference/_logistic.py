@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data import Observed
+from bernmf.data.observed import Observed
 from bernmf.inference._loop import Solution, iterate_until
 from bernmf.models.spec import masked_log_likelihood_sum
 

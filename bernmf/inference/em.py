@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from bernmf.data import Observed
+from bernmf.data.observed import Observed
 from bernmf.inference import mm
 from bernmf.inference.registry import register
 from bernmf.models.spec import Prior
-from bernmf.results import Fit
+from bernmf.results.fit import Fit
 
 
 def run(data: Observed, rank: int, prior: None, seed: int, init=None, **options) -> Fit:

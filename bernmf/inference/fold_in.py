@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data import Observed, check_stopping
+from bernmf.data.observed import Observed, check_stopping
 from bernmf.inference import layout, mm
 from bernmf.inference._compile import compiled
 from bernmf.models.spec import Prior, masked_log_likelihood_terms

@@ -36,15 +36,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf._progress import Progress
-from bernmf.data import MAX_ITER, Observed, check_count, check_flag
+from bernmf.data.observed import MAX_ITER, Observed, check_count, check_flag
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts, collapsed_log_joint, posterior_means
 from bernmf.inference._compile import compiled
 from bernmf.inference.members import by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
-from bernmf.posterior import mean_probability
-from bernmf.results import Fit
+from bernmf.posterior.draws import mean_probability
+from bernmf.results.fit import Fit
 
 COUNT_DTYPE = jnp.float32
 

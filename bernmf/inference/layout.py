@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from bernmf.data import Observed
+from bernmf.data.observed import Observed
 from bernmf.inference.layout_kinds import (
     BlockTotals,
     Dense,

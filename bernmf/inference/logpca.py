@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data import Observed, as_observed, check_real, check_stopping
+from bernmf.data.observed import Observed, as_observed, check_real, check_stopping
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
     LogisticData,
@@ -46,7 +46,7 @@ from bernmf.inference._logistic import (
 )
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import perplexity
-from bernmf.results import Fit
+from bernmf.results.fit import Fit
 
 DEFAULT_M_GRID = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data import Observed, check_stopping
+from bernmf.data.observed import Observed, check_stopping
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
     LogisticData,
@@ -50,7 +50,7 @@ from bernmf.inference._logistic import (
     working_matrix,
 )
 from bernmf.inference.registry import Engine, register
-from bernmf.results import Fit
+from bernmf.results.fit import Fit
 
 SVD_MODES = ("exact", "subspace")
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from bernmf.data import Observed
+from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
-from bernmf.posterior import component_permutations, mean_probability, permute_draws
-from bernmf.results import Fit
+from bernmf.posterior.draws import component_permutations, mean_probability, permute_draws
+from bernmf.results.fit import Fit
 
 
 def split_chains(fit: Fit) -> list[Fit]:

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf._progress import say
-from bernmf.data import (
+from bernmf.data.observed import (
     DTYPES,
     MAX_ITER,
     Observed,
@@ -60,13 +60,13 @@ from bernmf.inference.members import by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models import unconstrained
 from bernmf.models.spec import Prior
-from bernmf.posterior import (
+from bernmf.posterior.draws import (
     component_permutations,
     log_joint_draws,
     mean_probability,
     permute_draws,
 )
-from bernmf.results import Fit
+from bernmf.results.fit import Fit
 
 STARTS = ("mm", "prior")
 CHAIN_METHODS = ("parallel", "sequential", "vectorized")

@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bernmf.data import Observed
+from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
-from bernmf.results import Fit
+from bernmf.results.fit import Fit
 
 
 class Engine(NamedTuple):
@@ -29,7 +29,7 @@ class Engine(NamedTuple):
         The name given to :func:`bernmf.fit`.
     run : callable
         ``run(data, rank, prior, seed, init, **options) -> Fit``: ``data`` is a
-        validated :class:`bernmf.data.Observed`, ``prior`` a :class:`Prior` of
+        validated :class:`bernmf.data.observed.Observed`, ``prior`` a :class:`Prior` of
         arrays of shape (rank,) (None for engines without a prior), and every
         option of :attr:`options` is passed. Call it through :meth:`fit`.
     options : mapping
@@ -62,7 +62,7 @@ class Engine(NamedTuple):
     seed_count : str, optional
         The option that counts consecutive seeds a fit uses (``seed, ..., seed + n -
         1``): ``"num_chains"`` for the samplers, whose chain c is the one-chain fit
-        of seed ``seed + c``; :func:`bernmf.plan.check_arguments` bounds the last one
+        of seed ``seed + c``; :func:`bernmf.fitting.plan.check_arguments` bounds the last one
         (and that of ``restarts``, which every engine takes through :func:`bernmf.fit`).
         With :attr:`run_members`, an ensemble's members are those fits (the chains):
         ``num_chains`` of them, unless ``restarts`` (> 1) says how many.
@@ -79,7 +79,7 @@ class Engine(NamedTuple):
     run_settings : callable, optional
         ``run_settings(data, rank, priors, seeds, **options) -> list[Fit]``: one fit
         per (prior, seed) pair in one call, for an engine that takes its prior as
-        data (mm's grids: :func:`bernmf.runner.members`); ``options`` may add those
+        data (mm's grids: :func:`bernmf.fitting.runner.members`); ``options`` may add those
         of the batched call (``batch_size``, ``workers``, ``progress``, ...).
     """
 

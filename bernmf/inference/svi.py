@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf._progress import Progress
-from bernmf.data import (
+from bernmf.data.observed import (
     DTYPES,
     MAX_ITER,
     Observed,
@@ -48,8 +48,8 @@ from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register
 from bernmf.models import unconstrained
 from bernmf.models.spec import Prior, log_prior_constant
-from bernmf.posterior import log_joint_draws, mean_probability
-from bernmf.results import Fit
+from bernmf.posterior.draws import log_joint_draws, mean_probability
+from bernmf.results.fit import Fit
 
 GUIDES = _guides.GUIDES
 OPTIMIZERS = ("adam", "clipped_adam")

@@ -44,14 +44,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import digamma, gammaln
 
-from bernmf.data import Observed, check_stopping
+from bernmf.data.observed import Observed, check_stopping
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts
 from bernmf.inference._compile import compiled
 from bernmf.inference._loop import Solution, iterate_until
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
-from bernmf.results import Fit
+from bernmf.results.fit import Fit
 
 VARIANTS = ("cvb0", "meanfield")
 

@@ -9,7 +9,7 @@ import numpy as np
 from bernmf.inference._loop import Solution
 from bernmf.inference.mm.kernel import Polished, sweeps
 from bernmf.models.spec import Prior, probability
-from bernmf.results import Fit
+from bernmf.results.fit import Fit
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from bernmf.data import (
+from bernmf.data.observed import (
     DTYPES,
     Observed,
     check_count,
@@ -28,7 +28,7 @@ from bernmf.inference.mm.batch import Batch
 from bernmf.inference.mm.sharding import solve_from, solve_from_draws, solve_from_seed
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Factors, Prior
-from bernmf.results import Fit
+from bernmf.results.fit import Fit
 
 
 def check_prior(prior: Prior) -> None:

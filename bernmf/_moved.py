@@ -1,0 +1,64 @@
+"""Module paths from before the layer folders, kept importable: ``bernmf.datasets`` is
+:mod:`bernmf.data.datasets`, ``bernmf.stacked`` is :mod:`bernmf.fitting.stack`, and so on.
+
+An old path imports the module at its new place (the same module object, not a copy), so
+code and saved commands written against the old paths keep working.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+
+MOVED = {
+    "bernmf.split": "bernmf.data.split",
+    "bernmf.datasets": "bernmf.data.datasets",
+    "bernmf.csv_reader": "bernmf.data.files.csv_table",
+    "bernmf.readers": "bernmf.data.files.readers",
+    "bernmf.io": "bernmf.results.loading",
+    "bernmf.saving": "bernmf.results.saving",
+    "bernmf.frames": "bernmf.results.frames",
+    "bernmf.export": "bernmf.posterior.arviz",
+    "bernmf.psis": "bernmf.posterior.psis",
+    "bernmf.convergence": "bernmf.posterior.convergence",
+    "bernmf.modes": "bernmf.fitting.modes",
+    "bernmf.mixture": "bernmf.fitting.mixture",
+    "bernmf.stacking": "bernmf.fitting.stacking",
+    "bernmf.stacked": "bernmf.fitting.stack",
+    "bernmf.plan": "bernmf.fitting.plan",
+    "bernmf.runner": "bernmf.fitting.runner",
+    "bernmf.ensemble": "bernmf.fitting.ensemble",
+    "bernmf.distributed": "bernmf.fitting.distributed",
+    "bernmf.comparison": "bernmf.studies.compare",
+    "bernmf.report": "bernmf.studies.report.run",
+    "bernmf.quick": "bernmf.studies.report.budget",
+    "bernmf.report_page": "bernmf.studies.report.page",
+    "bernmf.experiments": "bernmf.studies",
+    "bernmf.experiments.paper": "bernmf.studies.paper",
+    "bernmf.experiments.published": "bernmf.studies.published",
+}
+
+
+class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds an old path before the path finder does, and loads it as its new module."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name in MOVED:
+            return importlib.util.spec_from_loader(name, self)
+        return None
+
+    def create_module(self, spec):
+        module = importlib.import_module(MOVED[spec.name])
+        spec.loader_state = module.__spec__  # the import system sets the old path's spec
+        return module
+
+    def exec_module(self, module):
+        module.__spec__ = module.__spec__.loader_state  # its own spec back
+
+
+def install() -> None:
+    """Put the finder first on ``sys.meta_path`` (once)."""
+    if not any(isinstance(finder, _OldPaths) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _OldPaths())

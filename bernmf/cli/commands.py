@@ -1,0 +1,359 @@
+"""The commands of the ``bernmf`` command line (:mod:`bernmf.cli.parser` parses the arguments).
+
+One function per command, ``<name>_command(args) -> exit code``, and the helpers
+they share: reading the data, parsing ``--option``, messages and tables. The commands
+that run a study (tune, report, reproduce) are in :mod:`bernmf.cli.study_commands`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bernmf import _progress as progress
+from bernmf._output import atomic_output, check_output, to_json, write_json
+from bernmf.api import fit
+from bernmf.data import datasets
+from bernmf.data.files.readers import read_mask, read_matrix
+from bernmf.data.split import paper_split, random_split
+from bernmf.inference import available, get_engine
+from bernmf.models import Prior, perplexity, simulate
+from bernmf.results.loading import versions
+from bernmf.studies.compare import compare
+
+
+def demo(args: argparse.Namespace) -> int:
+    """Fit ``em`` and ``mm`` at several ranks on data simulated from the model."""
+    truth_prior = Prior(alpha=args.alpha, beta=args.beta, gamma=args.gamma)
+    map_prior = Prior(alpha=args.mm_alpha, beta=args.mm_beta)
+    Y, W, H = simulate(args.seed, args.rows, args.cols, args.true_rank, truth_prior)
+    split = random_split(Y.shape, (1 - args.holdout, 0.0, args.holdout), seed=args.seed)
+    train, test = split.train, split.test
+    say(
+        args,
+        f"Simulated Y: {args.rows} x {args.cols}, true rank {args.true_rank}, "
+        f"H ~ Beta({args.alpha}, {args.beta}), W ~ Dirichlet({args.gamma}), "
+        f"density {Y.mean():.3f}; "
+        f"{test.mean():.0%} of entries held out for testing.",
+    )
+    fits = compare(
+        Y,
+        ["em", "mm"],
+        args.ranks,
+        [args.seed],
+        train=train,
+        test=test,
+        priors={"mm": map_prior},
+        measure=lambda result: {"train objective": result.objective},
+        progress=False,
+    ).fits
+    table = fits[["engine", "rank", "iterations", "train objective"]].assign(
+        **{
+            "held-out perplexity": fits["perplexity"],
+            "seconds": fits["seconds"] + fits["compile_seconds"],
+        }
+    )
+    truth = perplexity(Y, W @ H, test)
+    show(args, table, {"fits": table.to_dict(orient="records"), "true_perplexity": truth})
+    say(args, "(seconds include compilation the first time a shape is seen)")
+    say(
+        args,
+        f"true W @ H: held-out perplexity {truth:.4g} "
+        f"(perplexity = mean negative log-likelihood per held-out entry, nats; lower is better)",
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# arguments and messages
+
+
+SPARSE_HINT = 0.01
+"""A CSV of at least a million cells with fewer ones than this fraction gets a hint to
+store it sparse (:func:`read_data`)."""
+
+
+def read_data(args, path):
+    """``read_matrix(path)``; for a large, mostly-zero table, a line on stderr saying that
+    a sparse ``.npz`` file reads faster (see docs/data.md)."""
+    Y = read_matrix(path)
+    if isinstance(Y, pd.DataFrame) and Y.size >= 1_000_000:
+        values = Y.to_numpy()
+        density = np.nansum(values) / max(np.count_nonzero(~np.isnan(values)), 1)
+        if density < SPARSE_HINT:
+            tell(
+                args,
+                f"{path} is {density:.2%} ones: stored sparse (scipy.sparse.save_npz of the "
+                "ones, a .npz file) it reads in a fraction of the time and memory; see "
+                "docs/data.md",
+            )
+    return Y
+
+
+def load_data(args) -> tuple[object, str]:
+    """The data of ``compare`` and ``tune``: DATA, ``--dataset`` or a simulation."""
+    if args.data is not None and args.dataset is not None:
+        raise ValueError("give either DATA or --dataset, not both")
+    if args.data is not None:
+        return read_data(args, args.data), str(args.data)
+    if args.dataset is not None:
+        return datasets.load(args.dataset, data_dir=args.data_dir), args.dataset
+    return None, "simulated"
+
+
+def parse_options(items: list[str], scoped: bool) -> dict:
+    """``key=value`` (or ``engine.key=value`` when ``scoped``) with JSON values, else strings.
+
+    Returns ``{key: value}``, or ``{engine: {key: value}}`` when ``scoped``.
+    """
+    options: dict = {}
+    for item in items or []:
+        key, equals, text = item.partition("=")
+        if not equals or not key:
+            raise ValueError(f"--option takes key=value, got {item!r}")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        if scoped:
+            engine, dot, name = key.partition(".")
+            if not dot or not name:
+                raise ValueError(f"--option takes engine.key=value here, got {item!r}")
+            options.setdefault(engine, {})[name] = value
+        else:
+            options[key.replace("-", "_")] = value
+    return options
+
+
+def say(args, message: str) -> None:
+    """An informational line on stdout, unless --quiet or --json."""
+    if not (args.quiet or args.json):
+        print(message, flush=True)
+
+
+def tell(args, message: str) -> None:
+    """A progress line on stderr (what starts now), unless --quiet or --json."""
+    progress.say(not (args.quiet or args.json), message)
+
+
+def show(args, table: pd.DataFrame, summary: dict) -> None:
+    """The result: JSON on stdout with --json, else the table (nothing with --quiet)."""
+    if args.json:
+        print(json.dumps(to_json(summary), indent=2, allow_nan=False))
+    elif not args.quiet:
+        with pd.option_context("display.width", 160, "display.max_columns", 30):
+            print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+
+
+def prior_of(args, engine: str) -> Prior | None:
+    """The --alpha/--beta/--gamma prior for an engine that takes one (those not given at the
+    engine's defaults: :meth:`~bernmf.inference.registry.Engine.prior_from`), else None."""
+    chosen = get_engine(engine)
+    if not chosen.takes_prior:
+        return None
+    return chosen.prior_from(args.alpha, args.beta, args.gamma)
+
+
+def members_table(result) -> pd.DataFrame | None:
+    """One row per member of an ensemble (seed, objective, weight, mode, ...); None for one fit."""
+    if not result.members:
+        return None
+    record = result.extras["restarts"]
+    columns = ("seeds", "objectives", "n_iter", "converged", "weights", "modes")
+    columns += ("validation_perplexity",) * ("validation_perplexity" in record)
+    table = pd.DataFrame({k: record[k] for k in columns})
+    singular = {"seeds": "seed", "objectives": "objective", "weights": "weight", "modes": "mode"}
+    return table.rename(columns=singular)
+
+
+def stopped_early(result) -> str:
+    """The warning for a fit that stopped at its ``max_iter`` before converging, else "".
+
+    ``tol=0`` asks for exactly ``max_iter`` iterations: no warning then.
+    """
+    options = result.extras["run"]["options"]
+    limit = options.get("max_iter")
+    if result.converged or limit is None or result.n_iter < limit or options.get("tol") == 0:
+        return ""
+    return (
+        f"{result.engine} stopped at max_iter={limit} iterations without converging "
+        f"(tol {options.get('tol')}); the factors may still change: raise --max-iter, "
+        "or see the objective in trace.png"
+    )
+
+
+def scored(Y, result, mask) -> float:
+    """Perplexity of ``result`` on the entries of Y selected by ``mask`` (NaN never scored)."""
+    return result.perplexity(Y, mask)
+
+
+# ---------------------------------------------------------------------------------------
+# commands
+
+
+def fit_command(args) -> int:
+    """Fit one engine to DATA and write factors, trace, summary, saved fit and figures."""
+    out = Path(args.out)
+    target = check_output(out, args.force, keep=(args.data, args.mask, args.validation))
+    Y = read_data(args, args.data)
+    mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
+    validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
+    options = parse_options(args.option, scoped=False)
+    if args.max_iter is not None:
+        options["max_iter"] = args.max_iter
+    if args.tol is not None:
+        options["tol"] = args.tol
+    given = (args.alpha, args.beta, args.gamma)
+    prior = None
+    if any(v is not None for v in given):
+        prior = Prior(*(1.0 if v is None else v for v in given))
+    chosen = get_engine(args.engine)  # an unknown name fails before anything is read or said
+    if "progress" in chosen.options and (args.quiet or args.json):
+        options.setdefault("progress", False)
+    tell(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
+    result = fit(
+        Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed,
+        restarts=args.restarts, combine=args.combine, validation=validation, **options,
+    )  # fmt: skip
+    if stopped_early(result):
+        warnings.warn(stopped_early(result), UserWarning, stacklevel=1)
+    members = members_table(result)
+    summary = {
+        "engine": result.engine,
+        "rank": result.rank,
+        "prior": None if result.prior is None else result.prior._asdict(),
+        "data": str(args.data),
+        "shape": list(result.shape),
+        "observed_entries": int(result.observed.mask.sum()),
+        "options": options,
+        "seed": result.seed,
+        "n_iter": result.n_iter,
+        "converged": result.converged,
+        "objective": result.objective,
+        "train_perplexity": scored(Y, result, result.observed.mask),
+        "timings": dict(result.timings),
+        "versions": versions(),
+        "run": result.extras["run"],
+    }
+    if members is not None:
+        summary["ensemble"] = {
+            "combine": args.combine,
+            "members": len(members),
+            "modes": int(members["mode"].nunique()),
+        }
+    if validation is not None:
+        summary["validation_perplexity"] = result.perplexity(Y, validation)
+    top = result.top_columns(10)
+    progress.working_on(f"writing {out}")
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
+    with atomic_output(target, folder=True) as folder:
+        if members is not None:
+            members.to_csv(folder / "members.csv", index=False)
+        result.frames.W.to_csv(folder / "W.csv")
+        result.frames.H.to_csv(folder / "H.csv")
+        top.to_csv(folder / "top_columns.csv", index=False)
+        trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
+        trace.to_csv(folder / "trace.csv", index=False)
+        write_json(folder / "summary.json", summary)
+        result.save(folder / "fit.npz", metadata={"options": options, "data": str(args.data)})
+        plot.factors(result, path=folder / "factors.png")
+        plot.traces(result, path=folder / "trace.png")
+    summary["out"] = str(out)
+    shown = ("engine", "rank", "n_iter", "converged", "objective", "train_perplexity")
+    shown += ("validation_perplexity",) * (validation is not None)
+    table = pd.DataFrame([{k: summary[k] for k in shown}])
+    show(args, table, summary)
+    if members is not None:
+        ensemble = summary["ensemble"]
+        say(
+            args,
+            f"ensemble of {ensemble['members']} members ({args.combine}) in "
+            f"{ensemble['modes']} distinct mode(s); members.csv lists them",
+        )
+    say(args, "top columns of each component (H):\n" + top_lines(top))
+    say(args, f"results in {out}")
+    return 0
+
+
+def top_lines(top: pd.DataFrame, shown: int = 5) -> str:
+    """One line per component of :meth:`bernmf.Fit.top_columns`: its first columns and H."""
+    lines = []
+    for component, group in top.groupby("component", sort=False):
+        first = group.head(shown)
+        named = ", ".join(f"{c} {h:.2f}" for c, h in zip(first["column"], first["H"], strict=True))
+        lines.append(f"  {component}: {named}" + (", ..." if len(group) > shown else ""))
+    return "\n".join(lines)
+
+
+def compare_command(args) -> int:
+    """Engines x ranks x seeds on one train/test split; a table of held-out perplexity."""
+    out = Path(args.out)
+    target = check_output(out, args.force, keep=(args.data, args.data_dir))
+    engines_ = available() if args.engines == ["all"] else args.engines
+    for name in engines_:
+        get_engine(name)  # unknown names fail here, before any fit
+    options = parse_options(args.option, scoped=True)
+    unknown = sorted(set(options) - set(engines_))
+    if unknown:
+        raise ValueError(f"--option names engine(s) {unknown} that are not compared")
+    Y, source = load_data(args)
+    if Y is None:
+        truth = Prior(0.3, 0.6, 0.5)
+        Y, _, _ = simulate(args.seed, args.rows, args.cols, args.true_rank, truth)
+        source = (
+            f"simulated {args.rows} x {args.cols}, rank {args.true_rank}, "
+            f"H ~ Beta(0.3, 0.6), W ~ Dirichlet(0.5), seed {args.seed}"
+        )
+    shape = np.shape(Y)
+    validation = None
+    if args.dataset is not None:  # its validation entries weigh the stacked rows
+        split, validation = paper_split(shape), paper_split(shape).validation
+        split_name = "the paper's split (train 70%, validation 15%: stacking, test 15%)"
+    else:
+        split = random_split(shape, (1 - args.test, 0.0, args.test), seed=args.seed)
+        split_name = f"random entries, {args.test:.0%} test (seed {args.seed})"
+    say(args, f"data: {source}; split: {split_name}")
+    comparison = compare(
+        Y,
+        engines_,
+        args.ranks,
+        range(args.seeds),
+        train=split.train,
+        test=split.test,
+        priors={engine: prior_of(args, engine) for engine in engines_},
+        options=options,
+        progress=not (args.quiet or args.json),
+        validation=validation,
+    )
+    fits, table = comparison.fits, comparison.summary
+    summary = {
+        "data": source,
+        "split": split_name,
+        "shape": list(shape),
+        "options": options,
+        "table": table.to_dict(orient="records"),
+        "versions": versions(),
+    }
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
+    with atomic_output(target, folder=True) as folder:
+        fits.to_csv(folder / "fits.csv", index=False)
+        table.to_csv(folder / "summary.csv", index=False)
+        write_json(folder / "summary.json", summary)
+        ranks = np.where(fits["rank"] > 0, " K=" + fits["rank"].astype(str), "")  # 0: stacked
+        labelled = fits.assign(engine=fits["engine"] + ranks)
+        plot.perplexity_boxplot(labelled, path=folder / "perplexity.png")
+    summary["out"] = str(out)
+    show(args, table, summary)
+    say(
+        args,
+        "perplexity: mean negative log-likelihood per test entry (nats), mean ± sd over "
+        f"seeds; seconds: run time per fit, without compilation\nresults in {out}",
+    )
+    return 0

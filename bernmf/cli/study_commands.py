@@ -1,0 +1,153 @@
+"""The commands that run a study: ``bernmf tune``, ``bernmf report`` and ``bernmf reproduce``.
+
+Each is ``<name>_command(args) -> exit code``, as those of :mod:`bernmf.cli.commands`, whose
+helpers (reading the data, messages and tables) they share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bernmf import tune
+from bernmf._output import atomic_output, check_output, to_json, write_json
+from bernmf.api import fit
+from bernmf.cli.commands import load_data, read_data, say, scored, show, tell
+from bernmf.data import datasets
+from bernmf.data.files.readers import read_codes
+from bernmf.data.split import TEST, VALIDATION, paper_split, random_split
+from bernmf.fitting.stack import members_table as stack_members
+from bernmf.inference import available, get_engine
+from bernmf.models import Prior
+from bernmf.results.loading import versions
+from bernmf.studies import paper
+from bernmf.studies.report import run as report
+
+
+def tune_command(args) -> int:
+    """MM over rank x alpha x beta on validation entries; best setting scored on test."""
+    out = Path(args.out)
+    target = check_output(out, args.force, keep=(args.data, args.data_dir, args.split))
+    ranks, alphas, betas = args.ranks, args.alphas, args.betas
+    Y, source = load_data(args)
+    if Y is None:
+        raise ValueError("tune needs DATA or --dataset")
+    shape = np.shape(Y)
+    if args.split is not None:
+        split = read_codes(args.split, Y)
+        split_name = f"codes from {args.split}"
+        for part, code in (("validation", VALIDATION), ("test", TEST)):  # before any fit
+            if not getattr(split, part).any():
+                raise ValueError(f"the split {args.split} has no {part} entry (code {code})")
+    elif args.dataset is not None:
+        split, split_name = paper_split(shape), "the paper's split (70/15/15, seed 12345)"
+    else:
+        split = random_split(shape, seed=args.seed)
+        split_name = f"random entries 70/15/15 (seed {args.seed})"
+    say(args, f"data: {source} {shape}; split: {split_name}")
+    options = {"max_iter": args.max_iter, "tol": args.tol}
+    tuning = tune.grid(
+        Y,
+        ranks,
+        alphas,
+        betas,
+        mask=split.train,
+        validation=split.validation,
+        gamma=args.gamma,
+        restarts=args.restarts,
+        combine=args.combine,
+        refit=args.refit,
+        seed=args.seed,
+        progress=not (args.quiet or args.json),
+        **options,
+    )
+    best = tuning.best
+    prior = Prior(best["alpha"], best["beta"], args.gamma)
+    if args.combine == "stack":  # every fit of the grid, stacked on validation (--refit)
+        result = tuning.stacked
+        stacked = result.extras["stack"]["validation_perplexity"]
+        best = {**best, "stack_validation_perplexity": stacked}
+    elif args.combine is None:
+        chosen = {"seed": best["seed"]}
+    else:  # the ensemble the grid scored, refitted with its members
+        chosen = {"seed": args.seed, "restarts": args.restarts, "combine": args.combine}
+    if args.combine != "stack":
+        result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, **chosen, **options)
+    best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
+    summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
+    with atomic_output(target, folder=True) as folder:
+        tuning.table.to_csv(folder / "grid.csv", index=False)
+        if tuning.ensembles is not None:
+            tuning.ensembles.to_csv(folder / "ensembles.csv", index=False)
+        if tuning.stacked is not None:
+            stack_members(tuning.stacked).to_csv(folder / "members.csv", index=False)
+        write_json(folder / "summary.json", summary)
+        plot.validation_heatmap(tuning.table, best["rank"], path=folder / "validation.png")
+        result.save(folder / "best_fit.npz", metadata={"options": options, "data": source})
+    summary["out"] = str(out)
+    show(args, pd.DataFrame([best]), summary)
+    say(args, f"results in {out}")
+    return 0
+
+
+def report_command(args) -> int:
+    """Every engine, tuned on validation, scored on test: CSV, Pareto plot and HTML page."""
+    out = Path(args.out)
+    target = check_output(out, args.force, keep=(args.data, args.data_dir))
+    engines_ = available() if args.engines == ["all"] else args.engines
+    for name in engines_:
+        get_engine(name)  # unknown names fail here, before any data is read
+    if args.data is not None and args.datasets is not None:
+        raise ValueError("give either DATA or --datasets, not both")
+    if args.data is not None:
+        data = {Path(args.data).name.split(".")[0]: read_data(args, args.data)}
+    else:
+        names = args.datasets or (["animals"] if args.quick else list(datasets.DATASETS))
+        data = {name: datasets.load(name, data_dir=args.data_dir) for name in names}
+    tell(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
+    result = report.run(
+        data, engines_, ranks=args.ranks, shared_rank=args.shared_rank, seeds=range(args.seeds),
+        ensembles=args.ensembles, restarts=args.restarts, quick=args.quick,
+        progress=not (args.quiet or args.json),
+    )  # fmt: skip
+    with atomic_output(target, folder=True) as folder:
+        report.write(result, folder)
+        write_json(folder / "environment.json", result.environment)
+    board = report.leaderboard(result.fits)
+    summary = {"out": str(out), "leaderboard": board.to_dict(orient="records")}
+    show(args, board, summary)
+    say(args, f"results in {out}: report.html, fits.csv, leaderboard.csv, pareto.png")
+    return 0
+
+
+def reproduce_command(args) -> int:
+    """Run :func:`bernmf.studies.paper.main` (the paper's protocol) with these options."""
+    out = Path(args.out)
+    variant = out / ("as_published" if args.as_published else "corrected")
+    check_output(variant, args.force)
+    argv = ["--out", str(out)]
+    argv += ["--as-published"] * args.as_published + ["--quick"] * args.quick
+    argv += ["--quiet"] * (args.quiet or args.json)
+    if args.datasets:
+        argv += ["--datasets", *args.datasets]
+    if args.data_dir:
+        argv += ["--data-dir", str(args.data_dir)]
+    if args.json:
+        with contextlib.redirect_stdout(sys.stderr):
+            code = paper.main(argv)
+        summary = pd.read_csv(variant / "summary.csv")
+        records = to_json(summary.to_dict("records"))
+        print(json.dumps({"out": str(variant), "summary": records}, allow_nan=False))
+        return code
+    if args.quiet:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return paper.main(argv)
+    return paper.main(argv)

@@ -1,0 +1,257 @@
+"""Reading a user's binary table from a CSV file, with or without names: :func:`read_csv`.
+
+The layout (a header line, a column of row names) is told from the first lines, the
+file parsed once by pandas' C parser, and read again cell by cell only to explain a
+refusal. :func:`binary_frame` checks the cells of any table (the ``.rda`` files of
+:mod:`bernmf.data.datasets` too). ``bernmf.data.datasets.read_csv`` is this :func:`read_csv`.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["COMPRESSIONS", "HEAD_ROWS", "MISSING", "binary_frame", "read_csv"]
+
+
+def binary_frame(frame: pd.DataFrame, source: str, values=(0, 1), layout: str = "") -> pd.DataFrame:
+    """Check that ``frame`` holds only ``values`` and NaN; int64 without NaN, float64 with.
+
+    ``layout`` (how the file was read) is added to the message of an error.
+    """
+    allowed = ", ".join(str(v) for v in values)
+    cells = frame.to_numpy()
+    numbers = _numbers(cells)
+    non_numeric = np.isnan(numbers) & ~pd.isna(cells)
+    if non_numeric.any():
+        examples = pd.unique(cells[non_numeric])[:5].tolist()
+        raise ValueError(f"{source}: cells must be {allowed} or empty; found {examples}{layout}")
+    bad = ~np.isnan(numbers) & ~np.isin(numbers, values)
+    if bad.any():
+        examples = np.unique(numbers[bad])[:5].tolist()
+        raise ValueError(f"{source}: cells must be {allowed} or empty; found {examples}{layout}")
+    dtype = float if np.isnan(numbers).any() else np.int64
+    return pd.DataFrame(numbers.astype(dtype), index=frame.index, columns=frame.columns)
+
+
+def _numbers(cells: np.ndarray) -> np.ndarray:
+    """``cells`` (any objects, NaN or None when missing) as floats, NaN where not a number."""
+    flat = pd.Series(np.ravel(cells), dtype=object)
+    return pd.to_numeric(flat, errors="coerce").to_numpy(float).reshape(np.shape(cells))
+
+
+def _layout(first_line, first_column, values, source: str) -> tuple[bool, bool]:
+    """Whether the first line of a CSV is a header, and whether its first column holds row
+    names; the rule of :func:`read_csv`, from those cells as strings (the first column
+    from the first line down: the corner cell is in both)."""
+    line, column = np.asarray(first_line, object), np.asarray(first_column, object)
+    kinds = []
+    for cells in (line, column):
+        empty = np.isin(cells, MISSING)
+        numbers = _numbers(np.where(empty, None, cells))
+        text = ~empty & np.isnan(numbers)
+        kinds.append((empty, text, ~empty & ~text, ~empty & ~np.isin(numbers, values)))
+    (empty, text_line, number_line, other_line), (_, text_column, number_column, other_column) = (
+        kinds
+    )
+    if line.size == 1:  # one column: data, under a header if it starts with text
+        return bool(text_line[0]), False
+    corner = bool(empty[0] and (other_line[1:].any() or other_column[1:].any()))
+    header = corner or bool(text_line[1:].any())
+    names = corner or bool(text_column[int(header) :].any())
+    for found, where, text, number in (
+        (header, "first line", text_line[1:], number_line[1:]),
+        (names, "first column", text_column[int(header) :], number_column[int(header) :]),
+    ):
+        if found and not corner and text.any() and number.any():
+            raise ValueError(
+                f"{source}: the {where} mixes names and numbers, so it is neither names nor "
+                "data; give every name, or none (see bernmf.data.datasets.read_csv)"
+            )
+    return header, names
+
+
+def _head(path) -> tuple[list[str], list[str]]:
+    """The first line's cells and the first column's first :data:`HEAD_ROWS` cells, read
+    without parsing the rest of the lines."""
+    first_column, first_line = _first_column(path, HEAD_ROWS)
+    if not first_column:
+        raise ValueError(f"{path}: the file is empty")
+    return first_line, first_column
+
+
+def _first_column(path, rows: int | None = None) -> tuple[list[str], list[str]]:
+    """The first cell of each line (of the first ``rows``), and the first line's cells.
+
+    Only a line whose first cell is quoted is parsed in full (by :mod:`csv`).
+    """
+    if hasattr(path, "seek"):
+        path.seek(0)
+    handle = path if hasattr(path, "read") else _open(path)
+    try:
+        lines = itertools.islice(handle, rows)
+        first = next(lines, None)
+        if first is None:
+            return [], []
+        first_line = next(csv.reader([first]), [""])
+        column = [first_line[0] if first_line else ""]
+        for line in lines:
+            cell = line.split(",", 1)[0].rstrip("\r\n")
+            column.append(next(csv.reader([line]))[0] if cell.startswith('"') else cell)
+    finally:
+        if handle is not path:
+            handle.close()
+    return column, first_line
+
+
+def _open(path):
+    """``path`` as a text file, decompressed as pandas would (by its suffix)."""
+    from pandas.io.common import get_handle
+
+    return get_handle(path, "r", compression="infer", encoding="utf-8").handle
+
+
+MISSING = ("", "NA")
+"""The spellings of a missing cell in a CSV: an empty cell and ``NA`` (R's ``write.csv``)."""
+
+COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip", ".zst")
+"""Suffixes of compressed files that :func:`read_csv` reads (as pandas does: ``.zst`` needs
+the ``zstandard`` package, ``.zip`` one file)."""
+
+HEAD_ROWS = 64
+"""Lines of a CSV from which :func:`read_csv` tells its layout before the whole read."""
+
+
+def read_csv(path, values=(0, 1)) -> pd.DataFrame:
+    """Read a user's binary table from a CSV file, with or without names.
+
+    Cells are 0 or 1 (or ``values``); an empty cell or ``NA`` (:data:`MISSING`, and
+    no other spelling: ``null`` or ``NaN`` is refused) is a missing value and
+    becomes NaN, which every engine treats as not observed. Names are never missing:
+    a row or column named ``NA`` keeps its name. The file may be compressed
+    (:data:`COMPRESSIONS`: ``data.csv.gz``). The layout is detected, with a cell
+    counted as *text* when it is not missing and not a number:
+
+    * the first line is a header of column names when one of its cells after the
+      first is text;
+    * the first column holds row names when one of its cells below the header (all
+      of them without a header) is text;
+    * both, when the first cell is empty and the rest of the first line or of the
+      first column holds anything but empty cells and ``values`` (the layout that R's
+      ``write.csv`` and pandas' ``to_csv`` write, numbered names included).
+
+    So numbers are never names unless the first cell is empty: a first line or column
+    of numbers other than ``values`` (years as column names, say) is read as data and
+    refused, the message saying how the file was read; one that mixes text and numbers
+    (a name missing, or a stray word in the data) is refused; a first line or column of
+    names that are all 0 or 1 cannot be told from data and is read as data. A file of
+    one column is data, under a header when its first cell is text. Names are
+    kept as strings; an axis without names gets pandas' default labels 0, 1, ...,
+    which a mask aligns by position (:func:`bernmf.data.observed.as_observed`).
+
+    The layout is told from the first :data:`HEAD_ROWS` lines; the whole file is then
+    parsed once as numbers by pandas' C parser and checked, so that reading costs
+    about what ``pandas.read_csv`` does (``benchmarks/csv_read.py``). A file that
+    fails there (text in the data, a name far down the first column) is read again
+    cell by cell as text, for the rule above and a message that names the cells.
+
+    Parameters
+    ----------
+    path : str, path-like or text file
+    values : tuple of int, default (0, 1)
+        The values a cell may hold (``(0, 1, 2)`` for split codes).
+
+    Returns
+    -------
+    pandas.DataFrame
+        int64 when nothing is missing, float64 with NaN otherwise.
+
+    Raises
+    ------
+    ValueError
+        If a cell of the data is anything other than ``values`` or missing, or the
+        file has no data cell.
+    """
+    try:
+        return _read_numbers(path, values)
+    except ValueError:  # text in the data, or a layout the first lines did not show
+        if hasattr(path, "seek"):
+            path.seek(0)
+    return _read_cells(path, values)
+
+
+def _text(path, **options) -> np.ndarray:
+    """Cells of a CSV as an object array of strings, none missing (empty cells are ``""``)."""
+    cells = pd.read_csv(
+        path, header=None, dtype=object, na_filter=False, encoding="utf-8", **options
+    )
+    return cells.to_numpy(object)
+
+
+def _describe(header: bool, names: bool) -> str:
+    return (
+        f" (read with {'a' if header else 'no'} header line and "
+        f"{'' if names else 'no '}row names; see bernmf.data.datasets.read_csv)"
+    )
+
+
+def _read_numbers(path, values) -> pd.DataFrame:
+    """:func:`read_csv` by one numeric parse after a layout told from the first lines.
+
+    ValueError if the file is not numbers in that layout, or a cell is not a value.
+    """
+    first_line, first_column = _head(path)
+    header, names = _layout(first_line, first_column, values, str(path))
+    if hasattr(path, "seek"):
+        path.seek(0)
+    frame = pd.read_csv(
+        path,
+        header=None,
+        skiprows=int(header),
+        index_col=0 if names else None,
+        keep_default_na=False,
+        na_values=list(MISSING),
+        encoding="utf-8",
+        engine="c",
+    )  # fmt: skip  (dtypes inferred as pandas.read_csv does: the fastest; names apart)
+    if frame.size == 0 or frame.shape[1] != len(first_line) - int(names):
+        raise ValueError(f"{path}: no data cell, or lines of different lengths")
+    kinds = {dtype.kind for dtype in frame.dtypes.unique()}
+    if not kinds <= set("biuf"):
+        raise ValueError(f"{path}: a cell is not a number")
+    length = len(frame)
+    array = frame.to_numpy(np.int64 if kinds <= set("iu") else np.float64)  # no NaN: integers
+    del frame  # one (M, N) array from here on
+    allowed = np.isnan(array) if array.dtype.kind == "f" else np.zeros(array.shape, bool)
+    missing = bool(allowed.any())
+    for value in values:
+        allowed |= array == value
+    if not allowed.all():
+        raise ValueError(f"{path}: a cell is not among {values}")
+    del allowed
+    index = pd.RangeIndex(length)
+    if names:  # as written: "007" and "NA" are names, not numbers or missing
+        index = np.asarray(_first_column(path)[0][int(header) :], object)
+        if len(index) != length:
+            raise ValueError(f"{path}: a line break inside a name")
+    columns = np.asarray(first_line[int(names) :], object) if header else None
+    data = array if array.dtype.kind == "i" or missing else array.astype(np.int64)
+    return pd.DataFrame(data, index=index, columns=columns, copy=False)
+
+
+def _read_cells(path, values) -> pd.DataFrame:
+    """:func:`read_csv` cell by cell as text: slower, and every refusal explained."""
+    raw = _text(path)  # everything as text, so that names such as "1" or "007" stay strings
+    header, names = _layout(raw[0], raw[:, 0], values, str(path))
+    cells = raw[int(header) :, int(names) :]
+    if cells.size == 0:
+        raise ValueError(f"{path}: no data cell (header {header}, row names {names})")
+    frame = pd.DataFrame(
+        np.where(np.isin(cells, MISSING), None, cells),
+        index=raw[int(header) :, 0] if names else None,
+        columns=raw[0, int(names) :] if header else None,
+    )
+    return binary_frame(frame, str(path), values, _describe(header, names))

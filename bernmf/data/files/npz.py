@@ -1,0 +1,132 @@
+"""The ``.npz`` files of the readers, untrusted: a dense array, or a scipy.sparse matrix.
+
+:func:`sparse_layout` checks the fields of a ``scipy.sparse.save_npz`` file (their
+headers, lengths and dtypes, and the shape against the memory budget) before any
+index is read, and :func:`npz_rows` reads rows of either kind, every index checked
+before scipy sees it. Used by :mod:`bernmf.data.files.readers`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+
+from bernmf.data.budget import check_bytes
+from bernmf.data.files.archive import Archive
+
+__all__ = ["SPARSE_FIELDS", "dense_member", "npz_rows", "sparse_layout"]
+
+
+def dense_member(archive: Archive) -> str:
+    """The member of an ``.npz`` that holds the matrix: ``Y.npy`` or its only ``.npy``."""
+    arrays = [name for name in archive.names if name.endswith(".npy")]
+    if "Y.npy" in arrays:
+        return "Y.npy"
+    if len(arrays) == 1 and len(archive.names) == 1:
+        return arrays[0]
+    found = [name.removesuffix(".npy") for name in archive.names]
+    raise ValueError(f"an .npz file must hold an array named 'Y', found {found}")
+
+
+SPARSE_FIELDS = {"csr": ("indptr", "indices"), "csc": ("indptr", "indices"), "coo": ("row", "col")}
+"""The index fields of each layout that ``scipy.sparse.save_npz`` writes, read here."""
+
+
+def sparse_layout(archive: Archive) -> tuple[str, tuple[int, int]] | None:
+    """``(layout, (M, N))`` of a ``scipy.sparse.save_npz`` file, its fields checked; None if dense.
+
+    Every field's header is checked against the others (lengths, integer index
+    dtypes, numeric data) and M x N against the memory budget (a fit holds the
+    entries densely), before any index is read.
+    """
+    if not {"format.npy", "shape.npy", "data.npy"} <= set(archive.names):
+        return None
+    layout = archive.read_array("format.npy")
+    if layout.shape != () or layout.dtype.kind not in "SU":
+        raise ValueError(f"field 'format' must be a string, got {layout.dtype} {layout.shape}")
+    layout = layout.item()
+    layout = layout.decode("ascii", "replace") if isinstance(layout, bytes) else layout
+    if layout not in SPARSE_FIELDS:
+        raise ValueError(
+            f"field 'format' must be one of {sorted(SPARSE_FIELDS)}, got {layout!r:.20}"
+        )
+    shape = archive.header("shape.npy")
+    if shape.shape != (2,) or shape.dtype.kind not in "iu":
+        raise ValueError("field 'shape' must be 2 integers (rows, columns)")
+    M, N = (int(n) for n in archive.read_array("shape.npy"))
+    if M < 0 or N < 0:
+        raise ValueError(f"field 'shape' must be 2 integers >= 0, got {(M, N)}")
+    check_bytes(M * N, f"its field 'shape' ({M}, {N}), held densely by a fit (1 byte an entry)")
+    data = archive.header("data.npy")
+    if len(data.shape) != 1 or data.dtype.kind not in "biuf":
+        raise ValueError(f"field 'data' must be 1-D numbers, got {data.dtype} {data.shape}")
+    pointers = {"csr": M + 1, "csc": N + 1}.get(layout)
+    for field in SPARSE_FIELDS[layout]:
+        if f"{field}.npy" not in archive.names:
+            raise ValueError(f"a {layout} matrix needs the field {field!r}")
+        header = archive.header(f"{field}.npy")
+        length = pointers if field == "indptr" else data.shape[0]
+        if header.shape != (length,) or header.dtype.kind not in "iu":
+            raise ValueError(
+                f"field {field!r} must be {length} integers, got {header.dtype} {header.shape}"
+            )
+    return layout, (M, N)
+
+
+def _checked_indices(array: np.ndarray, bound: int, field: str) -> np.ndarray:
+    """``array`` as int64 after checking it is in [0, bound)."""
+    array = array.astype(np.int64)  # an unsigned index past int64 becomes negative: refused
+    if array.size and (array.min() < 0 or array.max() >= bound):
+        bad = array[(array < 0) | (array >= bound)][0]
+        raise ValueError(f"field {field!r} holds {bad}, outside [0, {bound})")
+    return array
+
+
+def _checked_pointers(indptr: np.ndarray, count: int, first: bool, last: bool) -> np.ndarray:
+    """Pointers as int64, nondecreasing in [0, count]; 0 at the ``first``, count at the ``last``."""
+    indptr = indptr.astype(np.int64)
+    bad = indptr.size and (indptr.min() < 0 or indptr.max() > count or (np.diff(indptr) < 0).any())
+    if bad or (first and indptr[0] != 0) or (last and indptr[-1] != count):
+        raise ValueError(
+            f"field 'indptr' must be nondecreasing from 0 to {count} (the entries of 'data')"
+        )
+    return indptr
+
+
+def _sparse_rows(archive: Archive, layout: str, shape, start: int, stop: int):
+    """Rows ``start:stop`` of a checked sparse layout (:func:`sparse_layout`): a csr_array.
+
+    CSR reads only the rows' pointers, indices and data; CSC and COO read the whole
+    matrix. Every index is checked against the shape before scipy sees it.
+    """
+    (M, N), count = shape, archive.header("data.npy").shape[0]
+    stop = min(stop, M)
+    start = min(start, stop)
+    if layout == "csr":
+        indptr = archive.read_array("indptr.npy", start, stop + 1)
+        indptr = _checked_pointers(indptr, count, start == 0, stop == M)
+        first, last = int(indptr[0]), int(indptr[-1])
+        data = archive.read_array("data.npy", first, last)
+        indices = _checked_indices(archive.read_array("indices.npy", first, last), N, "indices")
+        return sparse.csr_array((data, indices, indptr - first), shape=(stop - start, N))
+    data = archive.read_array("data.npy")
+    if layout == "csc":
+        indptr = _checked_pointers(archive.read_array("indptr.npy"), count, True, True)
+        indices = _checked_indices(archive.read_array("indices.npy"), M, "indices")
+        matrix = sparse.csc_array((data, indices, indptr), shape=(M, N))
+    else:
+        row = _checked_indices(archive.read_array("row.npy"), M, "row")
+        col = _checked_indices(archive.read_array("col.npy"), N, "col")
+        matrix = sparse.coo_array((data, (row, col)), shape=(M, N))
+    return sparse.csr_array(matrix)[start:stop]
+
+
+def npz_rows(path: Path, start: int, stop: int | None):
+    """Rows of an ``.npz``: of ``Y`` or its only array, or of a scipy.sparse matrix."""
+    with Archive(path) as archive:
+        layout = sparse_layout(archive)
+        if layout is not None:
+            return _sparse_rows(archive, *layout, start, np.inf if stop is None else stop)
+        return archive.read_array(dense_member(archive), start, stop)

@@ -1,0 +1,446 @@
+"""Validation and conversion of user input, done once, before any compilation."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True, eq=False)
+class Observed:
+    """A validated binary matrix and its mask of observed entries, stored compactly.
+
+    The data are kept as two boolean matrices (one byte per entry), so that a large
+    matrix is never held as float64; :attr:`Y` gives the float64 view for the engines
+    that want it.
+
+    Attributes
+    ----------
+    ones : ndarray of shape (M, N), bool
+        True where the entry is observed and equal to 1. (A 0/1 numeric array is
+        accepted when constructing and converted to bool.)
+    mask : ndarray of shape (M, N), bool
+        True where the entry is observed (given by the user's mask and not NaN).
+    row_labels, col_labels : pandas.Index or None
+        Labels of a DataFrame input.
+    """
+
+    ones: np.ndarray
+    mask: np.ndarray
+    row_labels: pd.Index | None = None
+    col_labels: pd.Index | None = None
+
+    def __post_init__(self):
+        ones = np.asarray(self.ones)
+        if ones.dtype != bool:
+            object.__setattr__(self, "ones", (ones == 1) & self.mask)
+
+    @property
+    def Y(self) -> np.ndarray:
+        """Float64 array of shape (M, N): 1.0 and 0.0, and 0.0 wherever not observed.
+
+        A new array on each access (8 bytes per entry): engines that work on the
+        compact data use :attr:`ones` and :attr:`mask` instead.
+        """
+        return self.ones.astype(float)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.ones.shape
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows, columns and 0.0/1.0 values of the observed entries, each (n,), row-major."""
+        rows, columns = np.nonzero(self.mask)
+        return rows, columns, self.ones[rows, columns].astype(float)
+
+    def digests(self) -> dict[str, str]:
+        """SHA-256 of the mask and of the observed ones, as :func:`bits_sha256` gives them.
+
+        Two fits made on the same entries of the same data have equal digests, so a
+        saved fit names its training split (and data) without storing them.
+        """
+        return {"mask_sha256": bits_sha256(self.mask), "ones_sha256": bits_sha256(self.ones)}
+
+
+def bits_sha256(bits) -> str:
+    """Hex SHA-256 of a bool array of shape (M, N): its shape, then its bits packed row-major.
+
+    ``hashlib.sha256(b"M,N;" + numpy.packbits(bits, axis=None).tobytes())``: reproducible
+    from the array with numpy alone, and the same for equal arrays of any memory layout.
+    """
+    bits = np.asarray(bits, dtype=bool)
+    header = ",".join(map(str, bits.shape)).encode() + b";"
+    return hashlib.sha256(header + np.packbits(bits, axis=None).tobytes()).hexdigest()
+
+
+def _check_numeric_dtype(dtype, what: str, kind: str = "") -> None:
+    if dtype.kind not in "biuf":
+        raise TypeError(f"{what} must be numeric (bool, int or float), got {kind}dtype {dtype}")
+
+
+def _check_values(values: np.ndarray, what: str) -> np.ndarray:
+    """Check that ``values`` (any shape) holds only 0, 1 and NaN; return where it is NaN."""
+    if values.dtype.kind == "b":
+        return np.zeros(values.shape, bool)
+    if values.dtype.kind == "f" and np.isinf(values).any():
+        raise ValueError(f"{what} contains inf at {int(np.isinf(values).sum())} entries")
+    is_nan = np.isnan(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
+    bad = (values != 0) & (values != 1)
+    bad &= ~is_nan
+    if bad.any():
+        examples = np.unique(values[bad]).astype(float)[:5].tolist()
+        raise ValueError(
+            f"{what} must hold only 0, 1 or NaN (missing); found {int(bad.sum())} other "
+            f"values, e.g. {examples}"
+        )
+    return is_nan
+
+
+def is_dataframe(value) -> bool:
+    """Whether ``value`` is a DataFrame, without importing pandas (which loads in 0.5 s)."""
+    pandas = sys.modules.get("pandas")  # no instance without its class's module loaded
+    return pandas is not None and isinstance(value, pandas.DataFrame)
+
+
+def is_sparse(value) -> bool:
+    """Whether ``value`` is a scipy.sparse matrix or array, without importing scipy."""
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(value)
+
+
+def _check_shape(shape: tuple[int, ...], what: str) -> None:
+    if len(shape) != 2:
+        raise ValueError(f"{what} must be 2-D (rows x columns), got {len(shape)} dimension(s)")
+    if shape[0] * shape[1] == 0:
+        raise ValueError(f"{what} is empty (shape {shape})")
+
+
+def _dense_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a dense array or DataFrame; return bool ``(Y == 1, Y is NaN)``.
+
+    Bool and integer input is checked and compared in its own dtype (never
+    converted to float), so a large bool / int8 matrix costs a few bytes per entry.
+    """
+    if isinstance(Y, np.ma.MaskedArray):
+        values, hidden = _unmasked(Y, what)
+        ones, is_nan = _dense_ones_and_missing(values, what)
+        return ones & ~hidden, is_nan | hidden
+    if is_dataframe(Y):
+        from pandas.api.types import is_numeric_dtype
+
+        bad = [c for c, t in Y.dtypes.items() if not is_numeric_dtype(t)]
+        if bad:
+            raise TypeError(f"{what} must be numeric; non-numeric columns: {bad[:5]}")
+        values = Y.to_numpy(dtype=float, na_value=np.nan)
+    else:
+        values = np.asarray(Y)
+        _check_numeric_dtype(values.dtype, what)
+    _check_shape(values.shape, what)
+    is_nan = _check_values(values, what)
+    return (values == 1) if values.dtype != bool else values.copy(), is_nan
+
+
+def _unmasked(Y: np.ma.MaskedArray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """The data of a masked array with its masked entries set to 0, and its mask.
+
+    The masked entries' values are never looked at (they may be anything), and the
+    mask counts as missing, as NaN does.
+    """
+    _check_numeric_dtype(Y.dtype, what)
+    hidden = np.ma.getmaskarray(Y)
+    return np.where(hidden, np.zeros((), Y.dtype), np.ma.getdata(Y)), hidden
+
+
+def _sparse_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a scipy.sparse matrix; return dense bool ``(Y == 1, Y is NaN)``.
+
+    Only the stored entries are checked and converted; entries not stored are
+    observed zeros. Duplicate stored entries are summed, as ``toarray`` does.
+    """
+    _check_numeric_dtype(Y.dtype, what, kind="sparse ")
+    _check_shape(Y.shape, what)
+    from scipy.sparse import coo_array
+
+    stored = coo_array(Y, copy=True)
+    stored.sum_duplicates()
+    is_nan_stored = _check_values(stored.data, what)
+    ones = np.zeros(stored.shape, bool)
+    is_one = stored.data == 1
+    ones[stored.row[is_one], stored.col[is_one]] = True
+    is_nan = np.zeros(stored.shape, bool)
+    is_nan[stored.row[is_nan_stored], stored.col[is_nan_stored]] = True
+    return ones, is_nan
+
+
+def as_observed(
+    Y, mask=None, *, warn_empty: bool = True, require_entries: bool = True, mask_name: str = "mask"
+) -> Observed:
+    """Validate a binary matrix and its mask.
+
+    Parameters
+    ----------
+    Y : array-like, pandas.DataFrame or scipy.sparse matrix of shape (M, N)
+        Values 0 and 1; NaN means "missing" (not observed). Bool and integer
+        arrays (e.g. int8) are validated without conversion to float. The masked
+        entries of a ``numpy.ma.MaskedArray`` are missing, as NaN. For a
+        scipy.sparse matrix (CSR, CSC, COO, ...), the stored entries must be 1
+        (or 0, or NaN for missing) and every entry that is not stored is an
+        observed 0; express other missing entries with ``mask``.
+    mask : array-like, DataFrame or scipy.sparse matrix of shape (M, N), boolean, optional
+        True where the entry is observed (for example the training entries).
+        Combined with the NaNs of Y. Default: every non-NaN entry. A DataFrame mask
+        of a DataFrame Y is aligned to Y's labels (same labels, any order); an axis
+        where the mask has pandas' default labels 0, 1, ..., and every other mask
+        or Y, is taken by position.
+
+    Returns
+    -------
+    Observed
+
+    Raises
+    ------
+    TypeError
+        Non-numeric Y, or a mask that is not boolean-valued.
+    ValueError
+        Y not 2-D, empty, with inf or values other than 0/1/NaN; a mask of
+        another shape or with other labels than Y; no observed entry at all.
+
+    Warns
+    -----
+    UserWarning
+        Once, if some rows or columns have no observed entry (allowed: their
+        factors are then set by the prior, or kept), unless ``warn_empty`` is
+        False (entries held out for scoring, where that is expected).
+
+    With ``require_entries=False`` (one process's block of rows, checked with the
+    others' by :mod:`bernmf.fitting.distributed`) no observed entry is not an error.
+    ``mask_name`` is the argument the errors about the mask name (``"validation"``
+    for held-out entries).
+    """
+    if is_sparse(Y):
+        ones, is_nan = _sparse_ones_and_missing(Y, "Y")
+    else:
+        ones, is_nan = _dense_ones_and_missing(Y, "Y")
+    observed = ~is_nan
+    del is_nan
+    if mask is not None:
+        observed &= _boolean_mask(aligned(mask, Y, mask_name), ones.shape, mask_name)
+    if require_entries and not observed.any():
+        raise ValueError(NO_ENTRY if mask_name == "mask" else f"{mask_name} {NO_SELECTED}")
+    if warn_empty:
+        warn_empty_lines(observed.any(axis=1), observed.any(axis=0), stacklevel=4)
+    ones &= observed
+    labels = (Y.index.copy(), Y.columns.copy()) if is_dataframe(Y) else (None, None)
+    return Observed(ones, observed, *labels)
+
+
+NO_ENTRY = "no entry of Y is observed (the mask and the NaNs of Y leave nothing)"
+NO_SELECTED = "selects no observed entry of Y (none of its True entries is 0 or 1 in Y)"
+"""What is said of a mask other than the training mask (``validation``) that selects none."""
+
+
+def warn_empty_lines(rows_seen, columns_seen, stacklevel: int) -> None:
+    """Warn once if a row or column has no observed entry (bool arrays (M,), (N,)).
+
+    Allowed (their factors are then set by the prior, or kept), but often a mistake.
+    """
+    empty_rows, empty_cols = int((~rows_seen).sum()), int((~columns_seen).sum())
+    if empty_rows or empty_cols:
+        warnings.warn(
+            f"{empty_rows} row(s) and {empty_cols} column(s) of Y have no observed entry; "
+            "their factors are determined by the prior (or kept at their initial value)",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+
+
+def _is_default(labels: pd.Index) -> bool:
+    """Whether ``labels`` are pandas' default 0, 1, ..., n - 1 of an unlabelled axis."""
+    from pandas import RangeIndex
+
+    return isinstance(labels, RangeIndex) and labels.start == 0 and labels.step == 1
+
+
+def aligned(mask, Y, name: str = "mask"):
+    """``mask`` with its rows and columns in the order of Y's labels, or as it was.
+
+    A DataFrame mask is aligned to a DataFrame Y axis by axis: an axis where the
+    mask has pandas' default labels (0, 1, ..., as ``pd.DataFrame(array)`` gives) is
+    taken by position; on any other axis the mask must have the same set of labels
+    as Y, in any order. Any other mask, or any mask of an unlabelled Y, is taken by
+    position.
+
+    Raises
+    ------
+    ValueError
+        The mask's labels on an aligned axis differ from Y's; the message names some.
+    """
+    if not (is_dataframe(mask) and is_dataframe(Y)):
+        return mask
+    for axis, axis_name in ((0, "row"), (1, "column")):
+        ours, theirs = mask.axes[axis], Y.axes[axis]
+        if _is_default(ours) or ours.equals(theirs):
+            continue
+        if ours.has_duplicates or theirs.has_duplicates or set(ours) != set(theirs):
+            missing = [str(x) for x in theirs.difference(ours)[:5]]
+            extra = [str(x) for x in ours.difference(theirs)[:5]]
+            raise ValueError(
+                f"the {name}'s {axis_name} labels differ from Y's (they must be the same set, "
+                f"in any order, and unique): Y's not in the {name} {missing}, the {name}'s not "
+                f"in Y {extra}; pass {name}.to_numpy() to apply it by position"
+            )
+        mask = mask.reindex(theirs, axis=axis)
+    return mask
+
+
+def _boolean_mask(mask, shape, name: str = "mask") -> np.ndarray:
+    """Return a bool copy of ``mask`` after checking its shape and values."""
+    if is_dataframe(mask):
+        mask = mask.to_numpy()
+    elif is_sparse(mask):
+        mask = mask.toarray()
+    mask = np.asarray(mask)
+    if mask.shape != shape:
+        raise ValueError(f"{name} has shape {mask.shape} but Y has shape {shape}")
+    if mask.dtype == bool:
+        return mask.copy()
+    if mask.dtype.kind in "iuf" and np.isin(mask, (0, 1)).all():
+        return mask.astype(bool)
+    raise TypeError(
+        f"{name} must be boolean (True = observed), got dtype {mask.dtype} with values other "
+        "than 0 and 1"
+    )
+
+
+def check_rank(rank) -> int:
+    """Return ``rank`` as an int after checking that it is an integer >= 1."""
+    if rank is None:
+        raise TypeError("rank is required: the number of components K, an integer >= 1")
+    if isinstance(rank, bool) or not isinstance(rank, int | np.integer):
+        raise TypeError(f"rank must be an integer, got {type(rank).__name__} {rank!r}")
+    if rank < 1:
+        raise ValueError(f"rank must be >= 1, got {rank}")
+    return int(rank)
+
+
+def check_count(name: str, value, least: int = 1, most: int | None = None) -> None:
+    """Raise ValueError unless ``value`` is an integer (not a bool) in [least, most]."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | np.integer)
+        or value < least
+        or (most is not None and value > most)
+    ):
+        bound = f">= {least}" if most is None else f"in [{least}, {most}]"
+        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
+
+
+def check_real(
+    name: str, value, low: float = -np.inf, high: float = np.inf, *, closed: str = "both"
+) -> None:
+    """Raise unless ``value`` is a finite real number (not a bool) between ``low`` and ``high``.
+
+    ``closed`` says which ends belong to the range: ``"both"``, ``"left"``,
+    ``"right"`` or ``"neither"``. TypeError for a value that is no number,
+    ValueError for NaN, an infinity or a number outside the range.
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(
+        value, int | float | np.integer | np.floating
+    ):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    above = value >= low if closed in ("both", "left") else value > low
+    below = value <= high if closed in ("both", "right") else value < high
+    if not (np.isfinite(value) and above and below):
+        left = "[" if closed in ("both", "left") else "("
+        right = "]" if closed in ("both", "right") else ")"
+        raise ValueError(
+            f"{name} must be a finite number in {left}{low}, {high}{right}, got {value!r}"
+        )
+
+
+MAX_ITER = 10**6
+"""Largest ``max_iter`` and other counts of iterations, sweeps or draws (svi ``steps``,
+nuts and gibbs ``num_warmup``, ``num_samples``, ``thinning``): the traces hold one value
+per iteration, preallocated (8 MB per fit at this bound), so a larger limit would
+allocate gigabytes for fits that stop after a few iterations."""
+
+
+def check_stopping(max_iter, tol) -> None:
+    """Raise ValueError unless ``max_iter`` is an integer in [1, :data:`MAX_ITER`] and
+    ``tol`` a finite number >= 0."""
+    check_count("max_iter", max_iter, most=MAX_ITER)
+    check_real("tol", tol, 0.0)
+
+
+SEED_LIMIT = 2**32
+"""Seeds are 32-bit (JAX keys, the uint32 seeds of batched MM fits): each seed a fit
+uses must be below this bound, or distinct seeds would give the same fit."""
+
+
+def check_seed(seed, count: int = 1) -> None:
+    """Raise unless ``seed`` is an integer with ``0 <= seed`` and ``seed + count - 1 <
+    SEED_LIMIT`` (a fit using ``count`` consecutive seeds)."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise TypeError(f"seed must be an integer, got {type(seed).__name__} {seed!r}")
+    if seed < 0 or int(seed) + count - 1 >= SEED_LIMIT:
+        used = "" if count == 1 else f" (this fit uses seeds seed, ..., seed + {count - 1})"
+        raise ValueError(f"seed must be in [0, 2**32 - {count}]{used}, got {seed!r}")
+
+
+DTYPES = {"float64": np.float64, "float32": np.float32}
+"""The float dtypes an engine's ``dtype`` option names."""
+
+
+def check_dtype(dtype: str) -> None:
+    """Raise ValueError unless ``dtype`` is one of :data:`DTYPES`."""
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+
+
+def check_flag(name: str, value) -> None:
+    """Raise TypeError unless ``value`` is a bool."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def check_rank_fits(rank: int, shape: tuple[int, int]) -> None:
+    """Raise ValueError unless ``rank <= max(M, N)``.
+
+    K = M components already express every probability matrix (W = I, H = P), so more
+    than max(M, N) only costs memory (W and H grow with K).
+    """
+    if len(shape) == 2 and rank > max(shape):
+        raise ValueError(
+            f"rank must be <= max(M, N) = {max(shape)} for Y of shape {shape}, got {rank}"
+        )
+
+
+def check_init(init, M: int, N: int, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Validate user-given initial factors; return ``(W, H)`` as float64 arrays.
+
+    W must be (M, K), nonnegative with rows summing to one (renormalized exactly
+    here), and H (K, N) in [0, 1].
+    """
+    if len(init) != 2:
+        raise ValueError("init must be a pair (W, H)")
+    W, H = (np.array(a, dtype=float) for a in init)
+    if W.shape != (M, K) or H.shape != (K, N):
+        raise ValueError(
+            f"init must have W of shape {(M, K)} and H of shape {(K, N)}, "
+            f"got {W.shape} and {H.shape}"
+        )
+    if not (np.isfinite(W).all() and np.isfinite(H).all()):
+        raise ValueError("init W and H must be finite")
+    if (W < 0).any() or not np.allclose(W.sum(axis=1), 1, atol=1e-6):
+        raise ValueError("init W must be nonnegative with rows summing to 1")
+    if (H < 0).any() or (H > 1).any():
+        raise ValueError("init H must lie in [0, 1]")
+    return W / W.sum(axis=1, keepdims=True), H

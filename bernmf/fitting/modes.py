@@ -1,0 +1,188 @@
+"""How many distinct modes the members of a multi-start fit reached.
+
+Fits from different seeds (members) of a non-convex objective may stop at different
+local optima. Two members are in the same mode when their objectives agree within
+a relative tolerance AND their H agree once their components are matched (the
+components are only defined up to a permutation, see
+:func:`bernmf.posterior.draws.component_permutations`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from bernmf.posterior.draws import component_permutations
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+OBJECTIVE_RTOL = 1e-4
+"""Objectives of one mode agree to this relative tolerance: MM stops when the relative
+change of an iteration is below its ``tol`` (1e-5), which leaves members of one mode a
+few 1e-5 apart; distinct modes can still be closer, hence the test on H as well."""
+
+H_TOL = 0.05
+"""Members of one mode have H within this root-mean-square difference (H is a
+probability: 0.05 is 5 points on average). Converged members of one mode agree to
+about 1e-3; distinct modes differ in whole components. RMS rather than the maximum,
+which a single poorly determined entry (a column with few observed ones) can swing."""
+
+GAP_PER_ENTRY = 1e-3
+"""Members disagree strongly when the best objectives of the best and the worst modes
+differ by more than this many nats per observed entry: the objective per observed
+entry is the training perplexity (mean negative log-likelihood) plus the prior's share,
+so the seed then moves the perplexity in its third decimal."""
+
+
+@dataclass(frozen=True)
+class Modes:
+    """Result of :func:`count_modes`.
+
+    Attributes
+    ----------
+    labels : ndarray of int, shape (R,)
+        The mode of each member; mode 0 has the best (lowest) objective.
+    count : int
+        Number of distinct modes.
+    objectives : ndarray of shape (count,)
+        The best objective reached in each mode, increasing.
+    distance : ndarray of shape (R, R)
+        Root-mean-square difference of the members' H after matching components.
+    table : DataFrame
+        One row per mode: ``members`` (list of member indices), ``size``,
+        ``best_objective`` and ``spread`` (largest minus smallest objective in it).
+    disagree : bool
+        More than one mode and a gap between the best objectives of the best and the
+        worst mode above ``gap_per_entry`` nats per observed entry.
+    gap_per_entry : float
+        That gap divided by the number of observed entries (0 with one mode).
+    """
+
+    labels: np.ndarray
+    count: int
+    objectives: np.ndarray
+    distance: np.ndarray
+    table: pd.DataFrame
+    disagree: bool
+    gap_per_entry: float
+
+
+def h_distances(H) -> np.ndarray:
+    """RMS difference of every pair of members' H, components matched pair by pair.
+
+    Parameters
+    ----------
+    H : array of shape (R, K, N)
+
+    Returns
+    -------
+    ndarray of shape (R, R)
+        Symmetric, zero on the diagonal; member j's rows of H are permuted to best
+        match member i's (Hungarian matching on squared distance).
+    """
+    H = np.asarray(H, float)
+    R = H.shape[0]
+    distance = np.zeros((R, R))
+    for i in range(R):
+        for j in range(i + 1, R):
+            permutation = component_permutations(H[j][None, None], reference=H[i])[0]
+            distance[i, j] = distance[j, i] = np.sqrt(np.mean((H[i] - H[j][permutation]) ** 2))
+    return distance
+
+
+def count_modes(
+    H,
+    objectives,
+    n_observed: int,
+    *,
+    objective_rtol: float = OBJECTIVE_RTOL,
+    h_tol: float = H_TOL,
+    gap_per_entry: float = GAP_PER_ENTRY,
+    warn: bool = False,
+) -> Modes:
+    """Group the members of a multi-start fit into distinct modes.
+
+    Members are taken from the best objective to the worst; each joins the first
+    mode whose best member it matches (objectives within ``objective_rtol``
+    relative AND H within ``h_tol`` RMS after matching components), or starts a
+    new one. Comparing with each mode's best member, not with any member, keeps a
+    chain of small steps from merging distant modes.
+
+    Parameters
+    ----------
+    H : array of shape (R, K, N)
+        The H of each of R members (e.g. ``fit.H`` of fits from different seeds).
+    objectives : array of shape (R,)
+        Their objectives (lower is better, e.g. ``fit.objective``).
+    n_observed : int
+        Observed (training) entries of the data, to put objective gaps per entry.
+    objective_rtol, h_tol, gap_per_entry : float
+        See :data:`OBJECTIVE_RTOL`, :data:`H_TOL` and :data:`GAP_PER_ENTRY`.
+    warn : bool, default False
+        Warn (UserWarning) when the members disagree strongly (``disagree``).
+
+    Returns
+    -------
+    Modes
+    """
+    H = np.asarray(H, float)
+    objectives = np.asarray(objectives, float)
+    if H.ndim != 3:
+        raise ValueError(f"H must have shape (members, K, N), got {H.shape}")
+    if objectives.shape != H.shape[:1]:
+        raise ValueError(
+            f"objectives must have one value per member, shape {H.shape[:1]}, "
+            f"got {objectives.shape}"
+        )
+    if not np.isfinite(objectives).all():
+        raise ValueError("objectives must be finite")
+    if int(n_observed) < 1:
+        raise ValueError(f"n_observed must be a positive count, got {n_observed}")
+    distance = h_distances(H)
+    labels = np.full(H.shape[0], -1)
+    leaders: list[int] = []
+    for member in np.argsort(objectives, kind="stable"):
+        for mode, leader in enumerate(leaders):
+            scale = max(abs(objectives[leader]), abs(objectives[member]))
+            close = abs(objectives[member] - objectives[leader]) <= objective_rtol * scale
+            if close and distance[member, leader] < h_tol:
+                labels[member] = mode
+                break
+        else:
+            labels[member] = len(leaders)
+            leaders.append(member)
+    best = objectives[leaders]
+    import pandas as pd  # on first use: it loads in 0.5 s
+
+    table = pd.DataFrame(
+        {
+            "members": [np.flatnonzero(labels == mode).tolist() for mode in range(len(leaders))],
+            "size": np.bincount(labels, minlength=len(leaders)),
+            "best_objective": best,
+            "spread": [np.ptp(objectives[labels == mode]) for mode in range(len(leaders))],
+        },
+        index=pd.RangeIndex(len(leaders), name="mode"),
+    )
+    gap = float(best[-1] - best[0]) / int(n_observed)
+    disagree = len(leaders) > 1 and gap > gap_per_entry
+    if warn and disagree:
+        warnings.warn(
+            f"the members reached {len(leaders)} distinct modes whose best objectives differ "
+            f"by {gap:.2g} nats per observed entry (more than {gap_per_entry:g}): the result "
+            "depends on the seed; use more restarts or keep the best member",
+            UserWarning,
+            stacklevel=2,
+        )
+    return Modes(
+        labels=labels,
+        count=len(leaders),
+        objectives=best,
+        distance=distance,
+        table=table,
+        disagree=disagree,
+        gap_per_entry=gap,
+    )

@@ -1,0 +1,253 @@
+"""A fit's request, validated once: what :func:`bernmf.fit`, the distributed fit,
+:mod:`bernmf.tune` and :func:`bernmf.compare` run (:func:`plan`), and the record of it.
+
+:func:`plan` turns ``fit``'s arguments (engine, options with the engine's declared
+defaults, prior, seeds or chains, masks, validation entries, combine) into a
+:class:`Plan`, checking every one before anything is compiled; the runners
+(:mod:`bernmf.fitting.runner`, :mod:`bernmf.fitting.distributed`) differ only in how they run it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bernmf.data.budget import check_fit_bytes
+from bernmf.data.observed import (
+    Observed,
+    as_observed,
+    check_rank,
+    check_rank_fits,
+    check_seed,
+    warn_empty_lines,
+)
+from bernmf.fitting.ensemble import check_combine
+from bernmf.inference import Engine, get_engine
+from bernmf.models.spec import Prior
+from bernmf.results.loading import versions
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated request of :func:`bernmf.fit`.
+
+    Attributes
+    ----------
+    engine : Engine
+    rank : int
+    prior : Prior or None
+        Broadcast to shape (rank,): the engine's default when none was given.
+    options : dict
+        Every option of the engine, its declared defaults included (for an ensemble of
+        a sampler's chains, ``num_chains`` is the number of members).
+    seeds : tuple of int
+        The members' seeds, consecutive from ``seed``; one for a single fit.
+    combine : str
+    ensemble : bool
+        Whether the members are combined (:func:`bernmf.fitting.ensemble.combine_members`):
+        more than one seed, validation entries, or a ``combine`` other than ``"best"``.
+    init : tuple (W, H) or None
+    data : Observed
+        The training entries.
+    held_out : Observed or None
+        The validation entries.
+    """
+
+    engine: Engine
+    rank: int
+    prior: Prior | None
+    options: dict
+    seeds: tuple[int, ...]
+    combine: str
+    ensemble: bool
+    init: tuple | None
+    data: Observed
+    held_out: Observed | None
+
+    def record(self) -> dict:
+        """How the fit was made (:func:`run_record` with ``data``: :func:`data_record`)."""
+        record = run_record(
+            self.engine, self.rank, self.prior, self.seeds[0], self.init, len(self.seeds),
+            self.combine, self.options,
+        )  # fmt: skip
+        return {**record, "data": data_record(self.data, self.held_out)}
+
+
+def plan(
+    Y,
+    engine: str,
+    rank,
+    *,
+    mask=None,
+    prior: Prior | None = None,
+    seed: int = 0,
+    init=None,
+    restarts: int = 1,
+    combine: str = "best",
+    validation=None,
+    options: dict | None = None,
+    part: bool = False,
+) -> Plan:
+    """The :class:`Plan` of ``bernmf.fit(Y, engine, rank, ...)``: every argument checked.
+
+    ``part=True``: Y is this process's block of rows of a fit across processes
+    (:mod:`bernmf.fitting.distributed`), which may have no observed or validation entry and
+    whose empty rows and columns, and the rank, the caller checks over all processes.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`bernmf.fit` documents, before anything is compiled.
+    """
+    given = dict(options or {})
+    chosen = get_engine(engine)
+    restarts = check_combine(chosen, restarts, combine, validation is not None, init is not None)
+    data = as_observed(Y, mask, warn_empty=False, require_entries=not part)
+    if not part:  # at the caller of bernmf.fit, two frames up
+        warn_empty_lines(data.mask.any(axis=1), data.mask.any(axis=0), stacklevel=4)
+    chosen, rank, prior, options = check_arguments(
+        engine, rank, prior, seed, given, None if part else data.shape, restarts=restarts
+    )
+    held_out = None
+    if validation is not None:
+        held_out = held_out_entries(Y, data, validation, require_entries=not part)
+    ensemble = restarts > 1 or held_out is not None or combine != "best"
+    if ensemble:
+        if "num_chains" in given and given["num_chains"] != restarts and restarts > 1:
+            raise ValueError(
+                f"restarts={restarts} runs {restarts} chains of engine {engine!r}: leave "
+                f"num_chains out (it was {given['num_chains']!r})"
+            )
+        restarts = member_count(chosen, restarts, options)
+        if restarts > 1 and chosen.run_members is not None and "num_chains" in options:
+            options = {**options, "num_chains": restarts}  # the members are the chains
+    seeds = tuple(range(int(seed), int(seed) + restarts))
+    return Plan(chosen, rank, prior, options, seeds, combine, ensemble, init, data, held_out)
+
+
+def member_count(engine: Engine, restarts: int, options: dict) -> int:
+    """The members of an ensemble: ``restarts``, or for an engine whose members are its
+    chains (:attr:`~bernmf.inference.registry.Engine.seed_count` with
+    :attr:`~bernmf.inference.registry.Engine.run_members`) and ``restarts`` 1, its
+    ``num_chains`` (so that ``combine`` or ``validation`` alone keep the chains asked for).
+    """
+    if restarts == 1 and engine.seed_count is not None and engine.run_members is not None:
+        return int(options[engine.seed_count])
+    return restarts
+
+
+def run_record(
+    engine: Engine, rank: int, prior: Prior | None, seed: int, init, restarts, combine, options
+) -> dict:
+    """How a fit was made, as plain JSON values: :func:`fit` keeps it in ``extras["run"]``.
+
+    Returns
+    -------
+    dict
+        ``engine``, ``rank``, ``options`` (every option the engine ran with, its
+        defaults included; a value that is not a JSON number, string, list or dict
+        as its ``repr``), ``prior`` (``{"alpha": [...], "beta": [...], "gamma":
+        [...]}`` of length rank, or None), ``seeds`` (one per member), ``restarts``,
+        ``combine``, ``init`` (``"given"`` or ``"random"``) and ``versions``
+        (:func:`bernmf.results.loading.versions`). :func:`fit` adds ``data``
+        (:func:`data_record`).
+    """
+    return {
+        "engine": engine.name,
+        "rank": rank,
+        "options": {name: _plain(value) for name, value in options.items()},
+        "prior": None if prior is None else {k: _plain(v) for k, v in prior._asdict().items()},
+        "seeds": list(range(seed, seed + restarts)),
+        "restarts": restarts,
+        "combine": combine,
+        "init": "random" if init is None else "given",
+        "versions": versions(),
+    }
+
+
+def data_record(data: Observed, held_out: Observed | None) -> dict:
+    """The data a fit was made on, by digest: ``shape``, ``observed`` (count of
+    training entries), ``mask_sha256``, ``ones_sha256`` (:meth:`Observed.digests`)
+    and ``validation_sha256`` (that of the validation mask, or None)."""
+    return {
+        "shape": list(data.shape),
+        "observed": int(data.mask.sum()),
+        **data.digests(),
+        "validation_sha256": None if held_out is None else held_out.digests()["mask_sha256"],
+    }
+
+
+def _plain(value):
+    """``value`` as JSON-ready numbers, strings, lists and dicts; ``repr`` for anything else."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return repr(value)
+
+
+def held_out_entries(Y, data: Observed, validation, require_entries: bool = True) -> Observed:
+    """The validation entries of Y as :class:`Observed`, checked against the training mask.
+
+    ``require_entries`` as :func:`bernmf.data.observed.as_observed`'s.
+
+    Raises
+    ------
+    ValueError
+        A mask of the wrong shape, one that overlaps the training entries, or one
+        without an observed entry (:func:`bernmf.data.observed.as_observed`).
+    """
+    held_out = as_observed(
+        Y, validation, warn_empty=False, require_entries=require_entries, mask_name="validation"
+    )
+    if (held_out.mask & data.mask).any():
+        raise ValueError(
+            "validation entries must not be training entries: validation and mask overlap "
+            f"in {int((held_out.mask & data.mask).sum())} entries"
+        )
+    return held_out
+
+
+def check_arguments(
+    engine: str,
+    rank,
+    prior: Prior | None,
+    seed,
+    options: dict,
+    shape: tuple[int, int] | None,
+    *,
+    restarts: int = 1,
+) -> tuple[Engine, int, Prior | None, dict]:
+    """Check the arguments of :func:`fit` other than the data, without fitting anything.
+
+    :func:`bernmf.compare` calls it for every fit before the first one starts. ``shape``
+    is the data's (M, N), which bounds the rank (before the prior is broadcast to it;
+    None: the caller checks it, e.g. against the rows of all processes);
+    ``restarts`` members use seeds up to ``seed + restarts - 1``, which are bounded too.
+
+    Returns
+    -------
+    (Engine, int, Prior or None, dict)
+        The engine, the rank, the prior broadcast to shape (rank,) (the engine's
+        default when ``prior`` is None; None for an engine without a prior), and
+        every option of the engine (its defaults for those not given).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`fit` does: unknown engine or option, bad rank, seed or prior, or
+        traces and draws beyond the memory budget (:mod:`bernmf.data.budget`).
+    """
+    chosen = get_engine(engine)
+    options = chosen.with_defaults(options)
+    rank = check_rank(rank)
+    if shape is not None:
+        check_rank_fits(rank, shape)
+    check_seed(seed, max(restarts, options[chosen.seed_count] if chosen.seed_count else 1))
+    check_fit_bytes(options, restarts, shape, rank)  # traces and draws, before compiling
+    return chosen, rank, chosen.prior_for(prior, rank), options

@@ -1,0 +1,218 @@
+"""The one runner of settings x seeds: members fitted, scored on validation entries.
+
+:func:`members` fits every (setting, seed) pair of one engine on the training entries
+and scores each member on the validation entries through :meth:`bernmf.Fit.probs_at`
+(:func:`bernmf.fitting.ensemble.validation_lpd`: no M x N array per fit, NaN never scored), so
+every runner's validation score equals ``fit.perplexity(Y, validation)``. An engine
+that takes its prior as data (``mm``, ``em``: :attr:`Engine.run_settings`) fits all
+pairs of a rank in one compiled call; a sampler's members are its chains. :func:`run`
+runs a :class:`bernmf.fitting.plan.Plan`: :func:`bernmf.fit` is ``run(plan(...))``, and
+``restarts`` and :func:`bernmf.tune.grid` go through :func:`members`;
+:func:`runs` gives a plan's fit from each of several seeds, sharing their members
+(:func:`bernmf.compare` and the report's ensembles).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from bernmf._progress import working_on
+from bernmf.data.observed import Observed, check_seed
+from bernmf.fitting.ensemble import combine_members, run_members, validation_lpd
+from bernmf.fitting.plan import Plan
+from bernmf.inference import Engine
+from bernmf.models.spec import Prior, ZeroProbabilityWarning
+from bernmf.results.fit import BLOCK_ENTRIES, Fit
+
+
+class Member(NamedTuple):
+    """One fit of a setting x seeds run.
+
+    Attributes
+    ----------
+    rank : int
+    prior : Prior or None
+        The setting's prior, broadcast to (rank,).
+    fit : Fit
+    validation_perplexity : float or None
+        ``fit.perplexity`` on the validation entries (None without them).
+    """
+
+    rank: int
+    prior: Prior | None
+    fit: Fit
+    validation_perplexity: float | None
+
+
+def members(
+    engine: Engine,
+    data: Observed,
+    rank: int,
+    priors: Sequence[Prior | None],
+    seeds: Sequence[int],
+    options: dict,
+    held_out: Observed | None = None,
+    **batching,
+) -> list[Member]:
+    """Every (prior, seed) pair of one rank fitted, priors outermost, and scored.
+
+    Parameters
+    ----------
+    engine : Engine
+    data : Observed
+        The training entries.
+    rank : int
+    priors : sequence of Prior or None
+        The settings (each checked and broadcast by :meth:`Engine.prior_for`).
+    seeds : sequence of int
+        The same seeds for every prior (a sampler's: consecutive, one per chain).
+    options : dict
+        Every option of the engine (:meth:`Engine.with_defaults`).
+    held_out : Observed, optional
+        The validation entries that score every member.
+    **batching
+        For an engine with :attr:`Engine.run_settings`: ``batch_size``, ``workers``,
+        ``progress``, ``label``, ``stream`` (:func:`bernmf.inference.mm.run_many`).
+
+    Returns
+    -------
+    list of Member
+        ``len(priors) * len(seeds)`` members.
+    """
+    priors = [engine.prior_for(p, rank) for p in priors]
+    pairs = [(p, int(s)) for p in priors for s in seeds]
+    if engine.run_settings is not None:
+        fits = engine.run_settings(
+            data, rank, [p for p, _ in pairs], [s for _, s in pairs], **options, **batching
+        )
+    else:
+        fits = [f for p in priors for f in run_members(engine, data, rank, p, seeds, options)]
+    scores = [None] * len(fits)
+    if held_out is not None:
+        scores = (-validation_lpd(fits, held_out).mean(axis=0)).tolist()
+    return [
+        Member(rank, prior, fit, score)
+        for (prior, _), fit, score in zip(pairs, fits, scores, strict=True)
+    ]
+
+
+def run(request: Plan) -> Fit:
+    """The :class:`Fit` of ``request``: one run, or its members combined; with its record.
+
+    Returns
+    -------
+    Fit
+        As :func:`bernmf.fit` documents, ``extras["run"]`` from :meth:`Plan.record`.
+    """
+    engine, data = request.engine, request.data
+    count = len(request.seeds)
+    working_on(f"{engine.name} K={request.rank}" + (f", {count} restarts" if count > 1 else ""))
+    if not request.ensemble:
+        seed = request.seeds[0]
+        result = engine.run(
+            data, request.rank, request.prior, seed, request.init, **request.options
+        )
+    else:
+        fitted = members(
+            engine, data, request.rank, [request.prior], request.seeds, request.options
+        )
+        result = _combined([m.fit for m in fitted], request, stacklevel=4)
+    return _finished(result, request, stacklevel=4)  # _finished, run, bernmf.fit, its caller
+
+
+def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Member]:
+    """:func:`run` of ``request`` from each seed of ``seeds``, scored on ``scored``.
+
+    The fit of seed s is that of ``request`` with its members' seeds starting at s
+    (``s, ..., s + R - 1`` for R restarts): every member of every seed is fitted once, in
+    one :func:`members` call (one compiled call for mm and em), and the ensembles share
+    the members they have in common. A sampler's fit that is several chains without
+    being an ensemble (its members would be chains of one run) is :func:`run` per seed.
+
+    Parameters
+    ----------
+    request : Plan
+        Its ``seeds[0]`` is ignored; its number of seeds is R.
+    seeds : sequence of int
+        Each checked as ``bernmf.fit``'s ``seed`` with R members.
+    scored : Observed
+        The entries that score each fit (e.g. test entries): ``fit.perplexity`` on
+        them, through :meth:`Fit.probs_at` (no M x N array per fit).
+
+    Returns
+    -------
+    list of Member
+        One per seed, in order: the fit as :func:`run` gives it, and its score.
+    """
+    count = len(request.seeds)
+    chains = request.engine.seed_count is not None
+    for seed in seeds:
+        check_seed(seed, max(count, request.options[request.engine.seed_count] if chains else 1))
+    at = [dataclasses.replace(request, seeds=tuple(range(s, s + count))) for s in seeds]
+    if chains and not request.ensemble:
+        fits = [run(one) for one in at]
+    else:
+        needed = sorted({s for one in at for s in one.seeds})
+        working_on(f"{request.engine.name} K={request.rank}, {len(needed)} fits")
+        made = members(
+            request.engine, request.data, request.rank, [request.prior], needed, request.options
+        )
+        by_seed = {seed: m.fit for seed, m in zip(needed, made, strict=True)}
+        fits = []
+        for one in at:
+            group = [by_seed[s] for s in one.seeds]
+            result = _combined(group, one, stacklevel=3) if one.ensemble else group[0]
+            fits.append(_finished(result, one, stacklevel=3))  # _finished, runs, its caller
+    scores = -validation_lpd(fits, scored).mean(axis=0)
+    return [
+        Member(request.rank, request.prior, fit, float(score))
+        for fit, score in zip(fits, scores, strict=True)
+    ]
+
+
+def _combined(fits: list[Fit], request: Plan, stacklevel: int) -> Fit:
+    """The members of ``request`` combined (:func:`bernmf.fitting.ensemble.combine_members`), a
+    warning on their modes pointing ``stacklevel`` frames up (1: this function)."""
+    return combine_members(
+        fits, request.combine, request.data, request.held_out,
+        score=request.engine.score, stacklevel=stacklevel + 1,
+    )  # fmt: skip
+
+
+def _finished(result: Fit, request: Plan, stacklevel: int) -> Fit:
+    """``result`` with the record of ``request``, the data's labels and the data, after
+    :func:`warn_certain` (its warning pointing ``stacklevel`` frames up, 1: this function)."""
+    warn_certain(result, request.data, stacklevel=stacklevel + 1)
+    return dataclasses.replace(
+        result,
+        extras={**result.extras, "run": request.record()},
+        row_labels=request.data.row_labels,
+        col_labels=request.data.col_labels,
+        observed=request.data,
+    )
+
+
+def warn_certain(result: Fit, data: Observed, stacklevel: int = 2) -> None:
+    """A :class:`~bernmf.models.spec.ZeroProbabilityWarning` when ``probs`` is exactly 0 or 1
+    at entries outside the training mask: a held-out entry there of the other outcome
+    would score inf. ``probs`` is read a block of rows at a time; the warning points
+    ``stacklevel`` frames up (2: the caller)."""
+    M, N = result.shape
+    step = M if result.stored_probs is not None else max(1, BLOCK_ENTRIES // N)
+    certain = 0
+    for a in range(0, M, step):
+        p = result.probs_rows(a, a + step)
+        certain += int(((p == 0) | (p == 1))[~data.mask[a : a + step]].sum())
+    if certain:
+        warnings.warn(
+            f"P(Y=1) is exactly 0 or 1 at {certain} of {int((~data.mask).sum())} entries outside "
+            "the training mask: a held-out entry there of the other outcome scores inf "
+            f"(bernmf.perplexity). For {result.engine!r}: H at 0 or 1 (a flat prior) or a "
+            "saturated logistic; a prior with alpha, beta > 1 (e.g. Prior(1.2, 1.2)) keeps H "
+            "inside (0, 1), and bernmf.stack adds a baseline member that never gives 0 or 1",
+            ZeroProbabilityWarning,
+            stacklevel=stacklevel,
+        )

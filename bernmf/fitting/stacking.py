@@ -1,0 +1,302 @@
+"""Stacking weights for ensembles of point fits and of MCMC chains.
+
+This model's posterior is strongly multimodal: restarts of a MAP solver and NUTS or
+Gibbs chains settle in different modes. Rather than keep the best member, or average
+them all, stacking picks the mixture of the members' predictive distributions that
+predicts held-out data best (Yao, Vehtari, Simpson & Gelman 2018, "Using stacking to
+average Bayesian predictive distributions"); for chains that do not mix, each chain's
+leave-one-out predictions play the part of the held-out data (Yao, Vehtari & Gelman
+2022, "Stacking for non-mixing Bayesian computations: the curse and blessing of
+multimodal posteriors").
+
+The pieces: :func:`bernoulli_lpd` scores members given as probability matrices,
+:func:`stacking_weights` finds the weights, :func:`mixture_lpd` scores the mixture (both
+from :mod:`bernmf.fitting.mixture`, re-exported here), and :func:`chain_stacking` does all of it
+for the chains of a posterior (their PSIS-LOO: :mod:`bernmf.posterior.psis`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bernmf.data.observed import as_observed
+from bernmf.fitting.mixture import mixture_lpd, stacking_weights
+from bernmf.models.spec import outcome_log_probability, warn_zero_probability
+from bernmf.posterior.psis import (
+    PARETO_K_THRESHOLD,
+    PSIS_CHUNK,
+    PSIS_MIN_DRAWS,
+    psis_loo_chunks,
+    psis_tail_length,
+)
+
+__all__ = [
+    "ChainStacking",
+    "bernoulli_lpd",
+    "chain_stacking",
+    "entries_lpd",
+    "mixture_lpd",
+    "stacking_weights",
+]
+
+
+def _scored_entries(Y, mask, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows, columns and 0/1 values of the entries where ``mask`` is True and Y not NaN.
+
+    Validated as :func:`bernmf.data.observed.as_observed` does; in row-major order.
+    """
+    try:  # scoring a few entries of a row is normal: no warning on empty lines
+        observed = as_observed(Y, mask, warn_empty=False)
+    except ValueError as error:
+        raise ValueError(f"{what}: {error}") from error
+    return observed.entries()
+
+
+def bernoulli_lpd(Y, mask, probs) -> np.ndarray:
+    """Log-likelihood of the selected entries of Y under each member's probabilities.
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data; NaN marks a missing entry, which is never scored.
+    mask : bool array of shape (M, N)
+        True for the entries to score (for example the validation entries).
+    probs : array of shape (R, M, N)
+        P(Y=1) under each of R members (e.g. ``W @ H`` of R restarts).
+
+    Returns
+    -------
+    ndarray of shape (n, R)
+        ``log P(Y=y)`` of each scored entry (row-major order of ``mask & ~isnan(Y)``)
+        under each member, ``-inf`` where the member gives the outcome probability 0
+        (not clipped, as :func:`bernmf.perplexity`). One member is gathered at a time,
+        so no array of shape (R, M, N) is created beyond ``probs`` itself.
+
+    Raises
+    ------
+    ValueError
+        On shapes that differ, Y values other than 0/1/NaN, no scored entry, or
+        probabilities outside [0, 1] at the scored entries.
+    """
+    probs_shape = np.shape(probs)
+    if len(probs_shape) != 3:
+        raise ValueError(
+            f"probs must have shape (members, M, N), got {probs_shape} (one member: probs[None])"
+        )
+    if probs_shape[1:] != np.shape(Y):
+        raise ValueError(f"probs has shape {probs_shape} but Y has shape {np.shape(Y)}")
+    rows, columns, y = _scored_entries(Y, mask, "bernoulli_lpd")
+    lpd = np.empty((y.size, probs_shape[0]))
+    for r in range(probs_shape[0]):
+        p = np.asarray(probs[r], dtype=float)[rows, columns]
+        lpd[:, r] = entries_lpd(y, p, f"probs[{r}]")
+    return lpd
+
+
+def entries_lpd(y, p, what: str = "probs") -> np.ndarray:
+    """``log P(Y=y)`` of scored entries with values ``y`` (n,) and P(Y=1) ``p`` (n,).
+
+    ``-inf`` where ``p`` gives the outcome probability 0 (not clipped, as
+    :func:`bernmf.perplexity`); the kernel of :func:`bernoulli_lpd`, for probabilities
+    computed at the entries only.
+
+    Raises
+    ------
+    ValueError
+        ``p`` outside [0, 1] (or NaN), naming ``what``.
+    """
+    p = np.asarray(p, dtype=float)
+    if not np.all((p >= 0) & (p <= 1)):
+        raise ValueError(f"{what} holds values outside [0, 1] (or NaN) at scored entries")
+    return outcome_log_probability(y, np.ones(p.shape, bool), p)
+
+
+class ChainStacking(NamedTuple):
+    """Stacking of the chains of a posterior, from :func:`chain_stacking`.
+
+    Attributes
+    ----------
+    weights : ndarray of shape (C,)
+        Stacking weights of the chains, non-negative, summing to 1.
+    elpd : ndarray of shape (C,)
+        Each chain's expected log predictive density: the sum of ``lpd`` over entries.
+    lpd : ndarray of shape (n, C)
+        Each chain's log predictive density of each scored entry (PSIS-LOO, or of the
+        held-out entries), in the row-major order of the scored entries.
+    pareto_k : ndarray of shape (n, C) or None
+        PSIS Pareto k of each entry and chain (NaN where lpd is ``-inf``); None for
+        held-out scoring.
+    share_k_high : ndarray of shape (C,)
+        Share of the entries with Pareto k above
+        :data:`bernmf.posterior.psis.PARETO_K_THRESHOLD`, whose
+        PSIS-LOO estimate is unreliable; NaN for held-out scoring.
+    """
+
+    weights: np.ndarray
+    elpd: np.ndarray
+    lpd: np.ndarray
+    pareto_k: np.ndarray | None
+    share_k_high: np.ndarray
+
+
+def _check_draws(W_draws, H_draws, shape) -> tuple[np.ndarray, np.ndarray]:
+    """Return the draws as float arrays after checking their shapes against Y's."""
+    W_draws, H_draws = np.asarray(W_draws, dtype=float), np.asarray(H_draws, dtype=float)
+    if W_draws.ndim != 4 or H_draws.ndim != 4:
+        raise ValueError(
+            "W_draws and H_draws must have shapes (C, S, M, K) and (C, S, K, N), got "
+            f"{W_draws.shape} and {H_draws.shape}"
+        )
+    C, S, M, K = W_draws.shape
+    if H_draws.shape[:3] != (C, S, K) or (M, H_draws.shape[3]) != tuple(shape):
+        raise ValueError(
+            f"draws of shapes {W_draws.shape} and {H_draws.shape} do not match each other "
+            f"and Y of shape {tuple(shape)}"
+        )
+    return W_draws, H_draws
+
+
+@functools.partial(jax.jit, static_argnames="held_out")
+def _likelihood(W, H, H_zero, rows, columns, y, *, held_out: bool):
+    """Likelihood of entries under each draw of a chain: (E, S), or the log of its mean.
+
+    ``W`` (M, K, S), ``H`` and ``H_zero = 1 - H`` (K, N, S): a chain's draws, draws last
+    (contiguous); ``rows``, ``columns``, ``y`` (E,): entries, 0/1 values. P(Y=1) is
+    ``W @ H``, P(Y=0) ``W @ (1 - H)``, not clipped; with ``held_out``, (E,).
+    """
+    W_at = W[rows]  # (E, K, S)
+    likelihood = 0.0
+    for k in range(W.shape[1]):
+        likelihood += W_at[:, k] * jnp.where(y[:, None] == 1, H[k, columns], H_zero[k, columns])
+    return jnp.log(likelihood.mean(axis=1)) if held_out else likelihood
+
+
+def chain_stacking(
+    Y,
+    mask,
+    W_draws,
+    H_draws,
+    *,
+    validation=None,
+    r_eff: float = 1.0,
+    max_block_values: int = 10_000_000,
+) -> ChainStacking:
+    """Stacking weights of the chains of a posterior that sit in different modes.
+
+    Each chain is treated as its own approximate posterior (Yao, Vehtari & Gelman
+    2022). Its predictive density of each observed entry is estimated by PSIS-LOO
+    on that chain's draws alone (:func:`bernmf.posterior.psis.psis_loo`: the same numbers as
+    ``arviz_stats.loo`` on a DataTree holding that one chain); the
+    pointwise log-likelihood of entry i under draw s is ``y log(WH) + (1 - y)
+    log(W(1 - H))``. Given ``validation``, the chains are scored on those held-out
+    entries instead, by the plain log-mean-exp over draws. The weights come from
+    :func:`stacking_weights` on the (entries, chains) matrix.
+
+    Nothing is clipped: an entry whose outcome some draw of a chain gives probability 0
+    has leave-one-out density 0 under that chain (the importance weights are 1 /
+    likelihood): lpd ``-inf``, pareto_k NaN, and a
+    :class:`~bernmf.models.spec.ZeroProbabilityWarning` names the entries (held out:
+    ``-inf`` when every draw gives 0).
+
+    The likelihoods are computed one chain and one chunk of entries at a time (at most
+    ``max_block_values`` products, :data:`bernmf.posterior.psis.PSIS_CHUNK` entries), so the
+    (C, S, n) array is never held (2.8e5 entries x 1000 draws on lastfm); PSIS takes
+    the logarithms of each entry's tail only and fits the tails of a chunk's entries at
+    once (:func:`bernmf.posterior.psis.psis_loo_chunks`; ``arviz_stats`` fits one entry at a time
+    in Python, about half a millisecond per entry and chain with 1000 draws).
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data; NaN marks a missing entry.
+    mask : bool array of shape (M, N)
+        True where the entry is observed (the training entries the draws saw).
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+    validation : bool array of shape (M, N), optional
+        Held-out entries to score the chains on; must not overlap ``mask``.
+    r_eff : float, default 1.0
+        Relative efficiency of each chain's draws passed to PSIS (it sets the
+        length of the smoothed tail); 1 is what ``arviz_stats.loo`` uses for one chain.
+    max_block_values : int, default 10_000_000
+        Memory bound of the chunked computation: entries x draws x components.
+
+    Returns
+    -------
+    ChainStacking
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes, invalid Y or masks, a validation mask that
+        overlaps ``mask`` or selects nothing, fewer than
+        :data:`bernmf.posterior.psis.PSIS_MIN_DRAWS`
+        draws per chain for PSIS-LOO, or when PSIS fails for an entry whose
+        largest log-likelihood values are all equal (a chain whose draws are all
+        the same).
+    """
+    W_draws, H_draws = _check_draws(W_draws, H_draws, np.shape(Y))
+    if not np.isfinite(r_eff) or r_eff <= 0:
+        raise ValueError(f"r_eff must be a positive number, got {r_eff!r}")
+    if (
+        isinstance(max_block_values, bool)
+        or not isinstance(max_block_values, int | np.integer)
+        or max_block_values < 1
+    ):
+        raise ValueError(f"max_block_values must be a positive integer, got {max_block_values!r}")
+    train_rows, train_columns, train_y = _scored_entries(Y, mask, "chain_stacking mask")
+    if validation is None:
+        rows, columns, y = train_rows, train_columns, train_y
+    else:
+        rows, columns, y = _scored_entries(Y, validation, "chain_stacking validation")
+        train = np.zeros(np.shape(Y), bool)
+        train[train_rows, train_columns] = True
+        if train[rows, columns].any():
+            raise ValueError("validation entries must be held out: they overlap mask")
+    C, S = W_draws.shape[:2]
+    if validation is None and S < PSIS_MIN_DRAWS:
+        raise ValueError(
+            f"PSIS-LOO needs at least {PSIS_MIN_DRAWS} draws per chain, got {S}; "
+            "score the chains on held-out entries instead (validation=...)"
+        )
+    chunk = min(PSIS_CHUNK, max(1, max_block_values // (S * W_draws.shape[3])))
+    fill = np.minimum(np.arange(-(-y.size // chunk) * chunk), y.size - 1)  # repeats at the end
+    tail = psis_tail_length(S, r_eff)
+    lpd, pareto_k = np.empty((y.size, C)), np.full((y.size, C), np.nan)
+    zero = np.zeros((y.size, C), bool)
+    with jax.enable_x64(True):
+        for c in range(C):
+            draws = [jnp.asarray(np.moveaxis(d, 0, -1)) for d in (W_draws[c], H_draws[c])]
+            draws.append(1 - draws[1])  # (M, K, S), (K, N, S), 1 - H: draws last
+            for lo in range(0, y.size, chunk):
+                part, done = fill[lo : lo + chunk], slice(lo, min(lo + chunk, y.size))
+                held_out = validation is not None
+                scores = _likelihood(*draws, rows[part], columns[part], y[part], held_out=held_out)
+                scores = np.asarray(scores)[: done.stop - lo]
+                if validation is not None:
+                    lpd[done, c], zero[done, c] = scores, np.isneginf(scores)
+                    continue
+                zero[done, c] = ~(scores.min(axis=1) > 0)
+                scores = np.where(zero[done, c, None], 1.0, scores)  # scored -inf below
+                try:
+                    lpd[done, c], pareto_k[done, c] = psis_loo_chunks(
+                        scores, tail, probabilities=True, checked=~zero[done, c]
+                    )
+                except ValueError as error:  # e.g. a chain whose draws are all the same
+                    raise ValueError(f"PSIS-LOO of chain {c} failed: {error}") from None
+    lpd[zero], pareto_k[zero] = -np.inf, np.nan
+    ruled_out = np.flatnonzero(zero.any(axis=1))  # by some draw (PSIS), every draw (held out)
+    named = ", ".join(f"({rows[e]}, {columns[e]})" for e in ruled_out[:5])
+    chains = ", ".join(str(c) for c in np.flatnonzero(zero.any(axis=0)))
+    what = f"chain_stacking, chain(s) {chains}, entries (row, column) {named}"
+    warn_zero_probability(ruled_out.size, y.size, what + (" ..." if ruled_out.size > 5 else ""))
+    pareto_k = None if validation is not None else pareto_k
+    share = (
+        np.full(C, np.nan) if pareto_k is None else np.mean(pareto_k > PARETO_K_THRESHOLD, axis=0)
+    )
+    return ChainStacking(stacking_weights(lpd), lpd.sum(axis=0), lpd, pareto_k, share)

@@ -1,0 +1,6 @@
+"""Posterior draws: summaries and alignment (draws), convergence diagnostics, PSIS-LOO and the
+ArviZ export. Works on arrays of draws; imports only bernmf.models and bernmf.data."""
+
+from bernmf.posterior.draws import align_components, diagnostics
+
+__all__ = ["align_components", "diagnostics"]

@@ -1,0 +1,413 @@
+"""Posterior draws: summaries, component alignment, convergence diagnostics, ArviZ export.
+
+Everything here works on any :class:`~bernmf.results.fit.Fit` whose ``draws`` hold
+``{"W": (C, S, M, K), "H": (C, S, K, N)}`` (C chains of S draws), whichever engine
+filled them.
+
+The components of the model are not identified: permuting them (columns of W and
+rows of H together) leaves ``W @ H`` and the posterior unchanged, so different
+chains may settle on different orderings (label switching). ``W @ H`` is always
+identifiable; W and H are compared across chains only after
+:func:`align_components`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bernmf.models.spec import Prior, log_joint, probability
+from bernmf.posterior.convergence import CHUNK_VALUES, Workspace, ess_rows, rank_rhat_rows
+
+if TYPE_CHECKING:  # Fit only names a type here; results imports this module (to_arviz)
+    import pandas as pd
+
+    from bernmf.results.fit import Fit
+
+RHAT_WARN = 1.01
+"""R-hat of WH above which :func:`diagnostics` warns."""
+
+
+def check_draws(fit: Fit) -> tuple[np.ndarray, np.ndarray]:
+    """Return the W and H draws of ``fit``; ValueError when it has none."""
+    if "W" not in fit.draws or "H" not in fit.draws:
+        raise ValueError(
+            f"the fit of engine {fit.engine!r} has no posterior draws (fit.draws is empty); "
+            "use a Bayesian engine such as 'nuts' or 'svi'"
+        )
+    return np.asarray(fit.draws["W"]), np.asarray(fit.draws["H"])
+
+
+def mean_probability(W_draws, H_draws) -> np.ndarray:
+    """Posterior mean of ``W @ H`` over all chains and draws, without storing every product.
+
+    Parameters
+    ----------
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+
+    Returns
+    -------
+    ndarray of shape (M, N)
+        ``mean over (c, s) of W[c, s] @ H[c, s]``, computed as one product of
+        (M, C*S*K) by (C*S*K, N) (divided by C*S beforehand), clipped to [0, 1] as
+        :func:`bernmf.models.spec.probability` does.
+    """
+    C, S, M, K = W_draws.shape
+    N = H_draws.shape[-1]
+    W_wide = np.moveaxis(np.asarray(W_draws, float) / (C * S), 2, 0).reshape(M, C * S * K)
+    return probability(W_wide, np.asarray(H_draws).reshape(C * S * K, N))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _mapped(function, flat, *args):
+    return jax.lax.map(lambda factors: function(factors, *args), flat)
+
+
+def map_draws(function, W_draws, H_draws, *args) -> np.ndarray:
+    """``function((W, H), *args)`` of every draw, one draw at a time in one compiled loop.
+
+    W_draws (C, S, M, K) and H_draws (C, S, K, N) are flattened to C * S draws; the
+    result has shape (C * S, ...). ``function`` is a module-level function, so that
+    the compiled loop is kept (per shapes) for the next call. Call it inside
+    ``jax.enable_x64(True)`` for float64.
+    """
+    C, S = W_draws.shape[:2]
+    flat = (
+        jnp.asarray(W_draws).reshape(C * S, *W_draws.shape[2:]),
+        jnp.asarray(H_draws).reshape(C * S, *H_draws.shape[2:]),
+    )
+    return np.asarray(_mapped(function, flat, *args), float)
+
+
+def _log_joint_of(factors, Y, mask, prior):
+    return log_joint(Y, mask, factors[0], factors[1], prior)
+
+
+NUMPY_ENTRIES = 2**24
+"""Up to this many entries in all draws together (C S M N), :func:`log_joint_draws`
+computes in numpy, one draw at a time: sooner than compiling its loop (measured in
+docs/speed.md, svi's first call)."""
+
+
+def log_joint_draws(Y, mask, W_draws, H_draws, prior: Prior) -> np.ndarray:
+    """Unnormalized log-joint (minus the ``mm`` objective) of every draw.
+
+    Parameters
+    ----------
+    Y, mask : arrays of shape (M, N)
+        The training data and its mask.
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+    prior : Prior
+
+    Returns
+    -------
+    ndarray of shape (C, S)
+    """
+    C, S = W_draws.shape[:2]
+    if C * S * np.size(Y) <= NUMPY_ENTRIES:
+        W_flat, H_flat = (np.reshape(x, (C * S, *x.shape[2:])) for x in (W_draws, H_draws))
+        Y, mask = np.asarray(Y, float), np.asarray(mask, bool)
+        values = [log_joint(Y, mask, W, H, prior) for W, H in zip(W_flat, H_flat, strict=True)]
+        return np.asarray(values, float).reshape(C, S)
+    with jax.enable_x64(True):
+        prior_arrays = Prior(*(jnp.asarray(v) for v in prior))
+        Y, mask = jnp.asarray(Y), jnp.asarray(mask)
+        return map_draws(_log_joint_of, W_draws, H_draws, Y, mask, prior_arrays).reshape(C, S)
+
+
+def component_permutations(H_draws, reference=None) -> np.ndarray:
+    """For each chain, the permutation of components whose mean H best matches a reference.
+
+    Parameters
+    ----------
+    H_draws : array of shape (C, S, K, N)
+    reference : array of shape (K, N), optional
+        Default: the posterior mean of H in chain 0.
+
+    Returns
+    -------
+    ndarray of int, shape (C, K)
+        ``perm[c]``: chain c's component ``perm[c][k]`` is the reference's component
+        k (Hungarian matching of the chain-mean rows of H on squared distance).
+    """
+    H_draws = np.asarray(H_draws)
+    chain_means = H_draws.mean(axis=1)
+    reference = chain_means[0] if reference is None else np.asarray(reference, float)
+    if reference.shape != chain_means.shape[1:]:
+        raise ValueError(
+            f"reference must have the shape of H, {chain_means.shape[1:]}, got {reference.shape}"
+        )
+    from scipy.optimize import linear_sum_assignment  # on first use: it loads in 0.1 s
+
+    permutations = []
+    for chain_mean in chain_means:
+        cost = ((reference[:, None, :] - chain_mean[None, :, :]) ** 2).sum(axis=-1)
+        _, columns = linear_sum_assignment(cost)
+        permutations.append(columns)
+    return np.asarray(permutations)
+
+
+def permute_draws(W_draws, H_draws, permutations) -> tuple[np.ndarray, np.ndarray]:
+    """Apply per-chain permutations (shape (C, K)) to the components of the draws."""
+    W_draws, H_draws = np.asarray(W_draws), np.asarray(H_draws)
+    W_aligned = np.stack([w[..., p] for w, p in zip(W_draws, permutations, strict=True)])
+    H_aligned = np.stack([h[:, p, :] for h, p in zip(H_draws, permutations, strict=True)])
+    return W_aligned, H_aligned
+
+
+def align_components(fit: Fit, reference=None) -> Fit:
+    """Permute each chain's components to match a reference (undoes label switching).
+
+    Parameters
+    ----------
+    fit : Fit
+        With ``draws`` ``{"W": (C, S, M, K), "H": (C, S, K, N)}``.
+    reference : array of shape (K, N), optional
+        The H to match (for example ``fit.H`` or another fit's H). Default: the
+        posterior mean of H in chain 0.
+
+    Returns
+    -------
+    Fit
+        A copy with the draws permuted chain by chain (W's columns and H's rows
+        together, so every draw of ``W @ H`` is unchanged) and
+        ``extras["permutations"]`` of shape (C, K). Other fields are unchanged.
+    """
+    W_draws, H_draws = check_draws(fit)
+    permutations = component_permutations(H_draws, reference)
+    W_aligned, H_aligned = permute_draws(W_draws, H_draws, permutations)
+    return dataclasses.replace(
+        fit,
+        draws={**fit.draws, "W": W_aligned, "H": H_aligned},
+        extras={**fit.extras, "permutations": permutations},
+    )
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """Result of :func:`diagnostics`.
+
+    Attributes
+    ----------
+    table : DataFrame
+        One row per quantity (``"WH"``, ``"W"``, ``"H"``, the last two aligned):
+        entries, R-hat max / 99th percentile / share <= 1.01, the number of
+        entries with an ESS, bulk and tail ESS min / median over them, and median
+        bulk ESS per second of the fit's run time (``timings["run"]``).
+    rhat, ess_bulk, ess_tail : dict of str to ndarray
+        Per-entry values, of shapes (M, N), (M, K) and (K, N); ESS is NaN for the
+        entries it was not computed on.
+    divergences : int
+        Number of divergent transitions (0 when the engine reports none).
+    seconds : float
+        The fit's run time used for ESS per second.
+    """
+
+    table: pd.DataFrame
+    rhat: dict
+    ess_bulk: dict
+    ess_tail: dict
+    divergences: int
+    seconds: float
+
+
+def rank_rhat(x) -> np.ndarray:
+    """Rank-normalized split R-hat (Vehtari et al. 2021), vectorized over entries.
+
+    The same numbers as ``arviz_stats.rhat(x, chain_axis=0, draw_axis=1)``, which
+    loops over entries in Python (milliseconds each: too slow for the 350,000
+    entries of WH on lastfm); see :mod:`bernmf.posterior.convergence`.
+
+    Parameters
+    ----------
+    x : array of shape (C, S, ...)
+
+    Returns
+    -------
+    ndarray of shape x.shape[2:]
+        ``max(bulk, tail)`` R-hat; NaN with fewer than 2 chains or 4 draws.
+    """
+    x = np.asarray(x, float)
+    return rank_rhat_rows(_entries_first(x)).reshape(x.shape[2:])
+
+
+def _entries_first(x: np.ndarray) -> np.ndarray:
+    """(C, S, ...) draws -> (E, C, S), each entry's draws contiguous."""
+    C, S = x.shape[:2]
+    return np.ascontiguousarray(np.moveaxis(x.reshape(C, S, -1), 2, 0))
+
+
+def _components_first(draws: np.ndarray, axis: int) -> np.ndarray:
+    """W (C, S, M, K) with axis 3 or H (C, S, K, N) with axis 2 -> (K, rows, C * S).
+
+    A contiguous copy: as a view its draws are strided, and the products over them
+    (:func:`_sum_of_products`) read one number per cache line (docs/ensembles.md).
+    """
+    C, S = draws.shape[:2]
+    moved = np.moveaxis(draws, (axis, 0, 1), (0, -2, -1))
+    return np.ascontiguousarray(moved.reshape(draws.shape[axis], -1, C * S))
+
+
+def _sum_of_products(a: np.ndarray, b: np.ndarray, out=None) -> np.ndarray:
+    """``sum over k of a[k] * b[k]`` by plain multiplies and adds in order k = 0, 1, ...
+
+    No BLAS and no fused multiply-add, so the bits do not depend on the library or
+    the machine (here they are those of the former ``np.einsum``). That matters:
+    R-hat is rank-based and moves by a few 1e-6 when WH changes in its last bit
+    (near ties of the folded draws). ``out``: two arrays of the result's shape, for
+    the sum (returned) and for each product (fresh ones by default).
+    """
+    if out is None:
+        shape = np.broadcast_shapes(a.shape[1:], b.shape[1:])
+        out = (np.empty(shape), np.empty(shape))
+    total, product = out
+    np.multiply(a[0], b[0], out=total)
+    for k in range(1, len(a)):
+        total += np.multiply(a[k], b[k], out=product)
+    return total
+
+
+def diagnostics(
+    fit: Fit,
+    *,
+    warn: bool = True,
+    ess_entries: int = 1000,
+    seed: int = 0,
+    max_block_values: int = CHUNK_VALUES,
+    threads: int | None = None,
+) -> Diagnostics:
+    """R-hat and bulk/tail ESS of WH (identifiable) and of the aligned W and H.
+
+    R-hat (rank-normalized split R-hat, :func:`rank_rhat`) is computed for every
+    entry, WH a tile of rows x columns at a time (about ``max_block_values``
+    numbers at once per thread, so its draws are never all in memory: small
+    tiles stay in cache and reuse the memory of the last), tiles on ``threads``
+    threads. ESS (bulk and tail, the numbers of ``arviz_stats.ess``) is computed
+    for each quantity on at most ``ess_entries`` entries drawn at random (all of
+    them when there are fewer); the per-entry ESS arrays are NaN elsewhere. R-hat
+    needs at least 2 chains: with one (``svi``) it is NaN and only ESS is reported.
+
+    Parameters
+    ----------
+    fit : Fit
+        With posterior draws (any engine).
+    warn : bool, default True
+        Warn when R-hat(WH) > 1.01 for some entry or there are divergences.
+    ess_entries : int, default 1000
+        Entries per quantity whose ESS is computed.
+    seed : int
+        Seed of the choice of those entries.
+    max_block_values : int
+        Memory bound of the tiled computation of WH's R-hat (at least one entry
+        of WH per tile, each tile about 4 arrays of its size).
+    threads : int, optional
+        Threads computing WH's R-hat. Default: the CPUs this process may use.
+
+    Returns
+    -------
+    Diagnostics
+    """
+    check_draws(fit)
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    aligned = align_components(fit)
+    W_draws, H_draws = (np.asarray(aligned.draws[k], float) for k in ("W", "H"))
+    C, S, M = W_draws.shape[:3]
+    N = H_draws.shape[-1]
+    H_wide = _components_first(H_draws, 2)  # (K, N, C * S)
+    wh = np.empty((M, N))
+    tile_entries = max(1, max_block_values // (C * S))
+    tile_columns = min(N, max(1, math.isqrt(tile_entries)))
+    tile_rows = min(M, max(1, tile_entries // tile_columns))
+
+    def wh_rhat(thread: int) -> None:
+        """R-hat of every ``threads``-th strip of rows of WH, a tile of columns at a time."""
+        work = Workspace(tile_rows * tile_columns, 2 * C * (S // 2))
+        buffers = np.empty((2, tile_rows * tile_columns * C * S))
+        for start in range(thread * tile_rows, M, threads * tile_rows):
+            rows = slice(start, start + tile_rows)
+            W_strip = _components_first(W_draws[:, :, rows], 3)  # (K, r, C * S)
+            for first in range(0, N, tile_columns):
+                columns = slice(first, first + tile_columns)
+                shape = (W_strip.shape[1], min(tile_columns, N - first), C * S)
+                out = [buffer[: math.prod(shape)].reshape(shape) for buffer in buffers]
+                tile = _sum_of_products(W_strip[:, :, None], H_wide[:, None, columns], out)
+                rhat = rank_rhat_rows(tile.reshape(-1, C, S), workspace=work)
+                wh[rows, columns] = rhat.reshape(shape[:2])
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(wh_rhat, range(threads)))
+    rhat = {"WH": wh, "W": rank_rhat(W_draws), "H": rank_rhat(H_draws)}
+    rng = np.random.default_rng(seed)
+    ess_bulk, ess_tail = {}, {}
+    for quantity, shape in (("WH", (M, N)), ("W", W_draws.shape[2:]), ("H", H_draws.shape[2:])):
+        size = int(np.prod(shape))
+        chosen = np.sort(rng.choice(size, min(size, ess_entries), replace=False))
+        if quantity == "WH":
+            rows, columns = np.unravel_index(chosen, shape)
+            W_wide = _components_first(W_draws[:, :, rows], 3)
+            picked = _sum_of_products(W_wide, H_wide[:, columns]).reshape(-1, C, S)
+        else:
+            draws = W_draws if quantity == "W" else H_draws
+            picked = _entries_first(draws.reshape(C, S, size)[..., chosen])
+        for store, method in ((ess_bulk, "bulk"), (ess_tail, "tail")):
+            values = np.full(size, np.nan)
+            values[chosen] = ess_rows(picked, method)
+            store[quantity] = values.reshape(shape)
+    diverging = fit.sample_stats.get("diverging")
+    divergences = 0 if diverging is None else int(np.asarray(diverging).sum())
+    seconds = float(fit.timings.get("run", np.nan))
+    rows = []
+    for quantity in ("WH", "W", "H"):
+        r = rhat[quantity].ravel()
+        bulk, tail = ess_bulk[quantity].ravel(), ess_tail[quantity].ravel()
+        rows.append(
+            {
+                "quantity": quantity,
+                "entries": r.size,
+                "rhat_max": np.nanmax(r) if C > 1 else np.nan,
+                "rhat_q99": np.nanquantile(r, 0.99) if C > 1 else np.nan,
+                "share_rhat_le_1.01": float(np.mean(r <= RHAT_WARN)) if C > 1 else np.nan,
+                "ess_entries": int(np.isfinite(bulk).sum()),
+                "ess_bulk_min": np.nanmin(bulk),
+                "ess_bulk_median": np.nanmedian(bulk),
+                "ess_tail_min": np.nanmin(tail),
+                "ess_tail_median": np.nanmedian(tail),
+                "ess_bulk_per_second": np.nanmedian(bulk) / seconds,
+            }
+        )
+    import pandas as pd  # on first use: it loads in 0.5 s
+
+    table = pd.DataFrame(rows).set_index("quantity")
+    if warn:
+        worst = table.loc["WH", "rhat_max"]
+        if worst > RHAT_WARN or divergences:
+            warnings.warn(
+                f"posterior of engine {fit.engine!r} may not have converged: max R-hat(WH) = "
+                f"{worst:.3f} (share <= {RHAT_WARN}: {table.loc['WH', 'share_rhat_le_1.01']:.3f}), "
+                f"{divergences} divergent transition(s)",
+                UserWarning,
+                stacklevel=2,
+            )
+    return Diagnostics(
+        table=table,
+        rhat=rhat,
+        ess_bulk=ess_bulk,
+        ess_tail=ess_tail,
+        divergences=divergences,
+        seconds=seconds,
+    )

@@ -1,0 +1,36 @@
+"""Labelled DataFrame views of a fit's W, H and probabilities (``Fit.frames``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from bernmf.results.fit import Fit
+
+
+class FitFrames:
+    """DataFrame views of a :class:`Fit`, labelled with the input's row and column labels."""
+
+    def __init__(self, fit: Fit):
+        self._fit = fit
+        M, N = fit.shape
+        self.rows = fit.row_labels if fit.row_labels is not None else pd.RangeIndex(M)
+        self.columns = fit.col_labels if fit.col_labels is not None else pd.RangeIndex(N)
+        self.components = pd.Index([f"component_{k}" for k in range(fit.rank)], name="component")
+
+    @property
+    def W(self) -> pd.DataFrame:
+        """W, shape (M, K): rows labelled as Y's rows, columns by component."""
+        return pd.DataFrame(self._fit.W, index=self.rows, columns=self.components)
+
+    @property
+    def H(self) -> pd.DataFrame:
+        """H, shape (K, N): rows by component, columns labelled as Y's columns."""
+        return pd.DataFrame(self._fit.H, index=self.components, columns=self.columns)
+
+    @property
+    def probs(self) -> pd.DataFrame:
+        """Predictive P(Y=1), shape (M, N), labelled as Y."""
+        return pd.DataFrame(self._fit.probs, index=self.rows, columns=self.columns)

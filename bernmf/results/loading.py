@@ -1,0 +1,352 @@
+"""Loading fits saved by :meth:`bernmf.Fit.save` (:func:`bernmf.results.saving.save`): :func:`load`.
+
+The file's format is described in :mod:`bernmf.results.saving`. :func:`load` gives back a
+:class:`~bernmf.results.fit.Fit` equal to the saved one, field by field (arrays bit for
+bit); labels go through :mod:`bernmf.results.labels`.
+
+:func:`load` treats its file as untrusted: the zip is read with bounded memory
+(:mod:`bernmf.data.files.archive`), nothing is unpickled, the metadata's nesting is bounded,
+and every field's type and every array's shape are checked against the others
+(:mod:`bernmf.results.checks`), so a damaged or hostile file gives a ValueError naming
+the file and the problem. :func:`save` and :func:`versions` are those of
+:mod:`bernmf.results.saving`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from bernmf.data.files.archive import Archive
+from bernmf.data.budget import check_bytes
+from bernmf.results.checks import check_values, check_weights, checked_array, field, optional_field
+from bernmf.data.observed import Observed
+from bernmf.models.spec import Prior
+from bernmf.results.fit import Fit
+from bernmf.results.saving import FORMAT, FORMAT_VERSION, METADATA, check_depth, save, versions
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["load", "load_metadata", "save", "versions"]
+
+
+def _decode(value, arrays):
+    """Inverse of :meth:`_Encoder.encode`; ValueError on anything it did not write."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((tag, items),) = value.items()
+        if tag == "__mapping__":
+            return {_decode(k, arrays): _decode(v, arrays) for k, v in items}
+        if tag == "__tuple__":
+            return tuple(_decode(v, arrays) for v in items)
+        if tag == "__list__":
+            return [_decode(v, arrays) for v in items]
+    if isinstance(value, dict) and value.keys() == {"__array__", "scalar"}:
+        if value["__array__"] not in arrays:
+            raise ValueError(f"the metadata names an array {value['__array__']!r:.80} not saved")
+        array = arrays[value["__array__"]]
+        return array[()] if value["scalar"] else array
+    raise ValueError(f"malformed extras: {value!r:.80}")
+
+
+def _metadata(content: bytes) -> dict:
+    """The parsed metadata JSON, its format and nesting checked."""
+    try:
+        info = json.loads(content)
+    except (UnicodeDecodeError, RecursionError, json.JSONDecodeError) as error:
+        raise ValueError(f"{METADATA} is not valid JSON ({type(error).__name__})") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"{METADATA} is not a JSON object")
+    version = info.get("format_version")
+    if (
+        info.get("format") != FORMAT
+        or type(version) is not int
+        or not 1 <= version <= FORMAT_VERSION
+    ):
+        raise ValueError(
+            f"unsupported format {info.get('format')!r:.40} version {version!r:.20} "
+            f"(this bernmf reads {FORMAT} 1 to {FORMAT_VERSION})"
+        )
+    check_depth(info, METADATA)
+    return info
+
+
+class _Arrays(Mapping):
+    """The ``.npy`` members of an open :class:`Archive` by name (without ``.npy``).
+
+    An array is read when first asked for, so that its header (:meth:`header`) can be
+    checked against what the metadata says before its data are decompressed.
+    """
+
+    def __init__(self, archive: Archive):
+        self._archive, self._cache = archive, {}
+        self._names = [n.removesuffix(".npy") for n in archive.names if n.endswith(".npy")]
+
+    def header(self, name: str):
+        """The array's ``.npy`` header (shape, fortran order, dtype); its data unread."""
+        return self._archive.header(name + ".npy")
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._cache:
+            self._cache[name] = self._archive.read_array(name + ".npy")
+        return self._cache[name]
+
+    def __contains__(self, name) -> bool:  # without reading the array, as Mapping's would
+        return name in self._names
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _open(path) -> Archive:
+    """The checked zip of a saved fit (its arrays' declared sizes within the memory budget)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no saved fit at {path}")
+    try:
+        archive = Archive(path)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    return archive
+
+
+def _info(archive: Archive) -> dict:
+    """The metadata of a saved fit; its arrays' total size checked against the budget."""
+    if METADATA not in archive.names:
+        raise ValueError(f"not a saved bernmf fit (no {METADATA})")
+    check_bytes(archive.total_size(), "its arrays, decompressed,")
+    return _metadata(archive.read_bytes(METADATA))
+
+
+def load_metadata(path) -> dict:
+    """The JSON metadata of a saved fit (engine, rank, versions, user metadata ...)."""
+    with _open(path) as archive:
+        try:
+            return _info(archive)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+
+
+def _labels(value, length: int, what: str) -> pd.Index | None:
+    from bernmf.results.labels import decode_index  # it imports pandas (0.5 s): on first use
+
+    index = decode_index(value)
+    if index is not None and len(index) != length:
+        raise ValueError(f"{what} has {len(index)} labels for {length} entries")
+    return index
+
+
+def _observed(value, arrays, shape: tuple[int, int]) -> Observed | None:
+    """The training data from its packed bits, checked against the fit's shape (M, N)."""
+    if value is None:
+        return None
+    if field(value, "shape", list, "observed ") != list(shape):
+        raise ValueError(f"observed data of shape {value['shape']!r:.40} for a fit of {shape}")
+    size = math.prod(shape)
+    bits = (-(-size // 8),)
+    Y = np.unpackbits(checked_array(arrays, "observed/Y_bits", bits, "u"), count=size)
+    mask = np.unpackbits(checked_array(arrays, "observed/mask_bits", bits, "u"), count=size)
+    return Observed(
+        Y.reshape(shape).astype(float),
+        mask.reshape(shape).astype(bool),
+        _labels(value.get("row_labels"), shape[0], "observed rows"),
+        _labels(value.get("col_labels"), shape[1], "observed columns"),
+    )
+
+
+def _prior(arrays, K: int, where: str = "") -> Prior:
+    """The prior at ``where`` (a member's folder, or the fit's): each hyperparameter a
+    scalar or of shape (K,)."""
+    names = [f"{where}prior/{name}" for name in Prior._fields]
+    shapes = [(K,)[: len(arrays.header(n).shape) if n in arrays else 0] for n in names]
+    return Prior(
+        *(checked_array(arrays, n, shape, "biuf") for n, shape in zip(names, shapes, strict=True))
+    )
+
+
+def _draws(info, arrays, shape: tuple[int, int, int]) -> tuple[dict, dict]:
+    """The draws (C, S, ...) and sample statistics (C, S), all with the same (C, S)."""
+    M, N, K = shape
+    known = {"W": (M, K), "H": (K, N)}
+    draws, stats = {}, {}
+    for key in field(info, "draws", list):
+        name = f"draws/{key}"
+        ndim = len(arrays.header(name).shape) if name in arrays else 2
+        draws[key] = checked_array(
+            arrays, name, (None, None, *known.get(key, (None,) * (ndim - 2))), "biuf"
+        )
+    for key in field(info, "sample_stats", list):
+        stats[key] = checked_array(arrays, f"sample_stats/{key}", (None, None), "biuf")
+    leading = {array.shape[:2] for array in [*draws.values(), *stats.values()]}
+    if len(leading) > 1:
+        raise ValueError(f"draws and sample statistics differ in (chains, draws): {leading}")
+    return draws, stats
+
+
+def _timings(info) -> dict:
+    timings = field(info, "timings", dict)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in timings.values()):
+        raise ValueError("'timings' should map names to seconds")
+    return timings
+
+
+def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
+    """An ensemble's members: W, H, probs, trace, seed, iterations, convergence, timings."""
+    records = info.get("members", [])
+    if not isinstance(records, list):
+        raise ValueError("'members' should be a list")
+    if not records:
+        return ()
+    if info.get("members_layout", "stacked") == "each":
+        return _members_one_by_one(records, arrays, fit)
+    if info.get("members_layout", "stacked") != "stacked":
+        raise ValueError(
+            f"'members_layout' should be 'stacked' or 'each', got {info['members_layout']!r:.40}"
+        )
+    R, (M, N), K = len(records), fit.shape, fit.rank
+    stacked = {
+        name: checked_array(arrays, f"members/{name}", (R, *shape))
+        for name, shape in (("W", (M, K)), ("H", (K, N)), ("probs", (M, N)))
+        if name != "probs" or "members/probs" in arrays
+    }
+    ensemble = fit.extras.get("restarts", {})
+    weights = ensemble.get("weights") if isinstance(ensemble, Mapping) else None
+    check_weights(weights, R, required=fit.stored_probs is None)
+    members = tuple(
+        Fit(
+            engine=fit.engine,
+            rank=K,
+            prior=fit.prior,
+            W=stacked["W"][r],
+            H=stacked["H"][r],
+            stored_probs=stacked["probs"][r] if "probs" in stacked else None,
+            trace=checked_array(arrays, f"members/trace/{r}", (None,)),
+            n_iter=field(record, "n_iter", int, "member "),
+            converged=optional_field(record, "converged", bool, "member "),
+            timings=_timings(record),
+            seed=field(record, "seed", int, "member "),
+        )
+        for r, record in enumerate(records)
+    )
+    for r, member in enumerate(members):
+        check_values(member, f"member {r}: ")
+    return members
+
+
+def _members_one_by_one(records: list, arrays, fit: Fit) -> tuple[Fit, ...]:
+    """A stack's members, each with its own engine, rank, prior, W, H, probs and trace."""
+    weights = (fit.extras.get("stack") or fit.extras.get("restarts") or {}).get("weights")
+    if not isinstance(weights, list) or len(weights) != len(records):
+        raise ValueError("members saved one by one need extras stack weights, one per member")
+    if not all(isinstance(w, float | int) and 0 <= w <= 1 for w in weights):
+        raise ValueError("the stack's weights should be numbers in [0, 1]")
+    (M, N), members = fit.shape, []
+    for r, record in enumerate(records):
+        K, where = field(record, "rank", int, "member "), f"members/{r}/"
+        if K < 1:
+            raise ValueError(f"member {r}: 'rank' should be >= 1, got {K}")
+        prior = None
+        if field(record, "has_prior", bool, "member "):
+            prior = _prior(arrays, K, where)
+        probs = f"{where}probs"
+        members.append(
+            Fit(
+                engine=field(record, "engine", str, "member "),
+                rank=K,
+                prior=prior,
+                W=checked_array(arrays, f"{where}W", (M, K)),
+                H=checked_array(arrays, f"{where}H", (K, N)),
+                stored_probs=checked_array(arrays, probs, (M, N)) if probs in arrays else None,
+                trace=checked_array(arrays, f"{where}trace", (None,)),
+                n_iter=field(record, "n_iter", int, "member "),
+                converged=optional_field(record, "converged", bool, "member "),
+                timings=_timings(record),
+                seed=field(record, "seed", int, "member "),
+                row_labels=fit.row_labels,
+                col_labels=fit.col_labels,
+            )
+        )
+    return tuple(members)
+
+
+def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
+    """The Fit the metadata and arrays describe, every type and shape checked."""
+    shape = field(info, "shape", list)
+    if len(shape) != 2 or not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError(f"'shape' should be [M, N], got {shape!r:.60}")
+    (M, N), K = shape, field(info, "rank", int)
+    if K < 1:
+        raise ValueError(f"'rank' should be >= 1, got {K}")
+    prior = _prior(arrays, K) if field(info, "has_prior", bool) else None
+    draws, sample_stats = _draws(info, arrays, (M, N, K))
+    fit = Fit(
+        engine=field(info, "engine", str),
+        rank=K,
+        prior=prior,
+        W=checked_array(arrays, "W", (M, K)),
+        H=checked_array(arrays, "H", (K, N)),
+        stored_probs=checked_array(arrays, "probs", (M, N)) if "probs" in arrays else None,
+        trace=checked_array(arrays, "trace", (None,)),
+        n_iter=field(info, "n_iter", int),
+        converged=optional_field(info, "converged", bool),
+        timings=_timings(info),
+        seed=field(info, "seed", int),
+        extras=_decode(info.get("extras"), arrays),
+        row_labels=_labels(info.get("row_labels"), M, "rows"),
+        col_labels=_labels(info.get("col_labels"), N, "columns"),
+        draws=draws,
+        sample_stats=sample_stats,
+        observed=_observed(info.get("observed"), arrays, (M, N)),
+    )
+    fit = dataclasses.replace(fit, members=_members(info, arrays, fit))
+    check_values(fit)
+    for name in set(draws) & {"W", "H"}:
+        if not np.isfinite(draws[name]).all():
+            raise ValueError(f"draws/{name} has values that are not finite")
+    return fit
+
+
+def load(path) -> Fit:
+    """Load a fit saved by :meth:`bernmf.Fit.save`; the file is treated as untrusted.
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.npz`` file written by :func:`save` (format version 1 or 2).
+
+    Returns
+    -------
+    Fit
+        Equal to the saved fit in every field; the members of an ensemble keep their
+        W, H, probs, trace, seed, iterations, convergence and timings (not their
+        draws or extras).
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no file at ``path``.
+    ValueError
+        If the file is not a saved fit, is damaged, or is inconsistent (for example
+        arrays whose shapes do not match each other); the message names the file.
+    """
+    with _open(path) as archive:
+        try:
+            return _fit(_info(archive), _Arrays(archive))
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+        except (KeyError, TypeError, IndexError, AttributeError, OverflowError) as error:
+            message = f"malformed saved fit ({type(error).__name__}: {error})"
+            raise ValueError(f"{path}: {message}") from None

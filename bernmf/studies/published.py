@@ -1,0 +1,169 @@
+"""The MM iteration of the paper's published code, defects included (``paper.py --as-published``).
+
+Written again from its equations (``helpers/nbmf.py`` of magronp/NMF-binary was read
+for its operations; no code is copied), to measure what its defects cost. They are:
+
+* held-out entries count as zeros in the H update (``1 - O * Y`` where the masked
+  update has ``O * (1 - Y)``);
+* W is divided by the number of columns N instead of each row's number of observed
+  entries, so its rows no longer sum to one and P(Y=0) is ``1 - W @ H``;
+* the loop stops at the first sweep after the first that lowers the objective per
+  observed entry by less than ``tol`` (absolute, rises included; 1e-5 there).
+
+The correct engine, ``bernmf.fit(Y, "mm", ...)``, shares none of this code. The fits
+here are few and small (the paper's protocol), so they are plain dense JAX.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from bernmf.data.observed import DTYPES, Observed, as_observed
+from bernmf.inference.mm import random_init
+from bernmf.models.spec import Factors, Prior, log_prior, perplexity
+from bernmf.results.fit import Fit
+from bernmf.tune import COLUMNS, Tuning
+
+
+class PublishedData(NamedTuple):
+    """The data as the published sweep uses them, each (M, N) float but ``n_total``."""
+
+    y_one: jax.Array  # O * Y
+    y_zero: jax.Array  # O * (1 - Y)
+    y_zero_published: jax.Array  # 1 - O * Y: held-out entries as zeros
+    n_total: jax.Array  # observed entries
+
+
+def make_data(data: Observed, dtype) -> PublishedData:
+    """:class:`PublishedData` of validated data."""
+    ones, mask = data.ones, data.mask
+    return PublishedData(
+        jnp.asarray(ones, dtype),
+        jnp.asarray(mask & ~ones, dtype),
+        jnp.asarray(~ones, dtype),
+        jnp.asarray(mask.sum(), dtype),
+    )
+
+
+def sweep(data: PublishedData, W, H, prior: Prior):
+    """``(objective per observed entry at (W, H), W_next, H_next)`` of the published code."""
+    tiny = jnp.finfo(W.dtype).tiny
+    P = jnp.maximum(W @ H, tiny)
+    Q = jnp.maximum(1 - W @ H, tiny)
+    log_lik = jnp.sum(data.y_one * jnp.log(P) + data.y_zero * jnp.log(Q))
+    value = -(log_lik + log_prior(W, H, prior)) / data.n_total
+    C = H * (W.T @ (data.y_one / P)) + (prior.alpha - 1)[:, None]
+    D = (1 - H) * (W.T @ (data.y_zero_published / Q)) + (prior.beta - 1)[:, None]
+    H = C / (C + D)
+    P = jnp.maximum(W @ H, tiny)
+    Q = jnp.maximum(1 - W @ H, tiny)
+    S = W * ((data.y_one / P) @ H.T + (data.y_zero / Q) @ (1 - H).T)
+    W = (S + (prior.gamma - 1)) / (H.shape[1] + jnp.sum(prior.gamma - 1))
+    return value, W, H
+
+
+def solve(init: Factors, data: PublishedData, prior: Prior, tol, *, max_iter: int):
+    """Sweeps from ``init`` until the published stop rule; ``(W, H, trace, n_iter, converged)``.
+
+    The published loop never evaluates the initial factors: its first loss, after
+    one sweep, is compared with +inf, so the earliest stop is at sweep 2.
+    """
+    inf = jnp.asarray(jnp.inf, init.W.dtype)
+    trace = jnp.full(max_iter + 1, jnp.nan, init.W.dtype)
+
+    def keep_going(carry):
+        t, _, _, _, change, _ = carry
+        return (t < max_iter) & (change >= tol)
+
+    def iterate(carry):  # evaluates `following` and sweeps from it
+        t, _, following, previous, _, trace = carry
+        value, W, H = sweep(data, *following, prior)
+        change = jnp.where(t + 1 < 2, inf, previous - value)
+        return t + 1, following, Factors(W, H), value, change, trace.at[t + 1].set(value)
+
+    start = (jnp.asarray(-1), init, init, inf, inf, trace)
+    t, current, _, _, change, trace = jax.lax.while_loop(keep_going, iterate, start)
+    return current.W, current.H, trace, t, change < tol
+
+
+def fits(data: Observed, rank: int, priors, seeds, *, max_iter=2000, tol=1e-5, dtype="float64"):
+    """One published fit per (prior, seed), from :func:`bernmf.inference.mm.random_init`.
+
+    Returns ``(W (G, M, K), H (G, K, N), traces (G, max_iter + 1), n_iter (G,),
+    converged (G,), seconds)`` as numpy arrays, ``seconds`` the run time of the call.
+    """
+    M, N = data.shape
+    with jax.enable_x64(True):
+        float_type = DTYPES[dtype]
+        problem = make_data(data, float_type)
+        arrays = [p.broadcast(rank) for p in priors]
+        stacked = Prior(*(jnp.asarray(np.stack(v), float_type) for v in zip(*arrays, strict=True)))
+
+        def one(args):
+            seed, prior = args
+            init = random_init(jax.random.key(seed), M, N, rank, float_type)
+            return solve(init, problem, prior, jnp.asarray(tol, float_type), max_iter=max_iter)
+
+        program = jax.jit(lambda seeds, priors: jax.lax.map(one, (seeds, priors)))
+        seed_array = jnp.asarray(np.asarray(seeds, np.uint32))
+        program = program.lower(seed_array, stacked).compile()
+        begin = time.perf_counter()
+        outputs = jax.block_until_ready(program(seed_array, stacked))
+        seconds = time.perf_counter() - begin
+    return (*(np.asarray(x) for x in outputs), seconds)
+
+
+def to_fits(data: Observed, rank: int, prior: Prior, seeds, outputs) -> list[Fit]:
+    """The outputs of :func:`fits` at one prior as :class:`bernmf.Fit`, engine "mm-as-published"."""
+    W, H, traces, n_iter, converged, seconds = outputs
+    share = seconds * n_iter / max(n_iter.sum(), 1)
+    return [
+        Fit(
+            engine="mm-as-published",
+            rank=rank,
+            prior=prior.broadcast(rank),
+            W=W[i],
+            H=H[i],
+            stored_probs=W[i] @ H[i],
+            trace=traces[i, : n_iter[i] + 1],
+            n_iter=int(n_iter[i]),
+            converged=bool(converged[i]),
+            timings={"compile": 0.0, "run": float(share[i])},
+            seed=int(seed),
+            extras={"sweeps": int(n_iter[i]) + 1},
+            row_labels=data.row_labels,
+            col_labels=data.col_labels,
+        )
+        for i, seed in enumerate(seeds)
+    ]
+
+
+def grid(Y, ranks, alphas, betas, *, mask, validation, seed=0, **options) -> Tuning:
+    """Published fits of rank x alpha x beta scored on validation, as :func:`bernmf.tune.grid`."""
+    data, values = as_observed(Y, mask), as_observed(Y).Y
+    rows, timings, best = [], {}, (np.inf, None)
+    settings = [(a, b) for a in alphas for b in betas]
+    for rank in ranks:
+        priors = [Prior(a, b) for a, b in settings]
+        outputs = fits(data, rank, priors, [seed] * len(priors), **options)
+        W, H, _, n_iter, converged, seconds = outputs
+        timings[rank] = {"compile": 0.0, "run": seconds}
+        for i, (a, b) in enumerate(settings):
+            score = perplexity(values, W[i] @ H[i], validation)
+            share = seconds * n_iter[i] / max(n_iter.sum(), 1)
+            rows.append(
+                (rank, a, b, 1.0, seed, int(n_iter[i]), int(n_iter[i]) + 1, bool(converged[i]),
+                 share, score)
+            )  # fmt: skip
+            best = min(best, (score, (W[i], H[i])), key=lambda x: x[0])
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    top = table.loc[table["validation_perplexity"].idxmin()]
+    chosen = {"rank": int(top["rank"]), "alpha": float(top["alpha"]), "beta": float(top["beta"])}
+    chosen |= {"seed": int(top["seed"]), "validation_perplexity": float(top[COLUMNS[-1]])}
+    return Tuning(table=table, best=chosen, best_factors=best[1], timings=timings)
