@@ -24,13 +24,13 @@ MOVED = {
     "bernmf.psis": "bernmf.posterior.psis",
     "bernmf.convergence": "bernmf.posterior.convergence",
     "bernmf.modes": "bernmf.fitting.modes",
-    "bernmf.mixture": "bernmf.fitting.mixture",
+    "bernmf.mixture": "bernmf.fitting.stacking",
     "bernmf.stacking": "bernmf.fitting.stacking",
     "bernmf.stacked": "bernmf.fitting.stack",
     "bernmf.plan": "bernmf.fitting.plan",
     "bernmf.runner": "bernmf.fitting.runner",
     "bernmf.ensemble": "bernmf.fitting.ensemble",
-    "bernmf.distributed": "bernmf.fitting.distributed",
+    "bernmf.distributed": "bernmf.fitting.multiprocess",
     "bernmf.comparison": "bernmf.studies.compare",
     "bernmf.report": "bernmf.studies.report.run",
     "bernmf.quick": "bernmf.studies.report.budget",
@@ -38,6 +38,8 @@ MOVED = {
     "bernmf.experiments": "bernmf.studies",
     "bernmf.experiments.paper": "bernmf.studies.paper",
     "bernmf.experiments.published": "bernmf.studies.published",
+    "bernmf.inference.distributed": "bernmf.inference.mm.distributed",
+    "bernmf.inference.members": "bernmf.inference.chains",
 }
 
 

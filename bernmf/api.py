@@ -1,6 +1,6 @@
 """The single entry point, :func:`fit`: its request checked once
 (:func:`bernmf.fitting.plan.plan`) and run (:func:`bernmf.fitting.runner.run`), or run
-across processes (:mod:`bernmf.fitting.distributed`)."""
+across processes (:mod:`bernmf.fitting.multiprocess`)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def fit(
         True: Y (and mask, init's W) are this process's block of rows, and the fit
         runs across every process started with ``jax.distributed.initialize`` (the
         blocks in process index order), for ``mm`` and ``em`` (see
-        :func:`bernmf.fitting.distributed.fit`); ``W``, ``probs`` and ``validation`` are then
+        :func:`bernmf.fitting.multiprocess.fit`); ``W``, ``probs`` and ``validation`` are then
         this process's rows only.
     **options
         Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
@@ -129,7 +129,7 @@ def fit(
     """
     check_flag("distributed", distributed)
     if distributed:
-        from bernmf.fitting.distributed import fit as fit_distributed
+        from bernmf.fitting.multiprocess import fit as fit_distributed
 
         return fit_distributed(
             Y,

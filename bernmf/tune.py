@@ -1,7 +1,7 @@
 """Hyperparameter search for the MM engine: rank x alpha x beta (x restarts) on validation.
 
 The prior is data, not structure, so every (alpha, beta, seed) of one rank runs in a
-single compiled program (:func:`bernmf.fitting.runner.members`, through mm's
+single compiled program (:func:`bernmf.fitting.runner.fit_settings`, through mm's
 :func:`~bernmf.inference.mm.run_many`: the fits of
 ``bernmf.fit(Y, "mm", ...)`` mapped over priors and seeds, one after the other on a
 CPU, vmapped on an accelerator); a fit of the grid equals ``bernmf.fit(Y, "mm", rank,
@@ -33,7 +33,7 @@ from bernmf.data.budget import check_fit_bytes
 from bernmf.data.observed import as_observed, check_count, check_rank
 from bernmf.fitting.ensemble import MAX_RESTARTS
 from bernmf.fitting.plan import held_out_entries
-from bernmf.fitting.runner import Member, members
+from bernmf.fitting.runner import Scored, fit_settings
 from bernmf.fitting.stack import stack
 from bernmf.fitting.stacking import entries_lpd
 from bernmf.inference import get_engine
@@ -78,9 +78,9 @@ class Tuning:
     ensembles : DataFrame or None
         With ``combine`` "mean" or "best": one row per (rank, alpha, beta): gamma,
         members and the validation perplexity of the ensemble of its ``restarts`` fits.
-    members : list of bernmf.fitting.runner.Member
+    members : list of bernmf.fitting.runner.Scored
         Every fit (a row of ``table``, in its order) with its setting and validation
-        perplexity (:func:`bernmf.fitting.runner.members`), e.g. to stack them.
+        perplexity (:func:`bernmf.fitting.runner.fit_settings`), e.g. to stack them.
     stacked : Fit or None
         With ``combine="stack"``: :func:`bernmf.stack` of every fit of the grid (the
         members of every setting and rank, a setting's seeds sharing one weight) and
@@ -92,7 +92,7 @@ class Tuning:
     best_factors: tuple[np.ndarray, np.ndarray]
     timings: dict = field(default_factory=dict)
     ensembles: pd.DataFrame | None = None
-    members: list[Member] = field(default_factory=list, repr=False)
+    members: list[Scored] = field(default_factory=list, repr=False)
     stacked: Fit | None = None
 
     def mean_over_seeds(self) -> pd.DataFrame:
@@ -198,7 +198,7 @@ def grid(
     for rank in ranks:
         label = f"rank {rank}"
         working_on(f"mm K={rank}, {len(priors) * restarts} fits")
-        fitted = members(
+        fitted = fit_settings(
             engine, data, rank, priors, seeds, options, held_out,
             label=label, stream=stream, **batching,
         )  # fmt: skip

@@ -163,14 +163,14 @@ def test_an_engine_compared_as_an_ensemble():
 
 
 def test_the_seeds_of_an_engine_and_rank_are_one_runner_call(data, monkeypatch):
-    """compare runs each engine and rank's seeds as one bernmf.fitting.runner.members call and
+    """compare runs each engine and rank's seeds as one bernmf.fitting.runner.fit_settings call and
     scores them at the test entries only (Fit.probs_at), never on M x N probabilities."""
     from bernmf.fitting import runner
     from bernmf.results.fit import Fit
 
     Y, split = data
     calls = []
-    real = runner.members
+    real = runner.fit_settings
 
     def spy(engine, data, rank, priors, seeds, options, held_out=None, **batching):
         calls.append((engine.name, rank, list(seeds)))
@@ -179,7 +179,7 @@ def test_the_seeds_of_an_engine_and_rank_are_one_runner_call(data, monkeypatch):
     def no_matrix(*args, **kwargs):
         raise AssertionError("scored with an M x N array")
 
-    monkeypatch.setattr(runner, "members", spy)
+    monkeypatch.setattr(runner, "fit_settings", spy)
     monkeypatch.setattr(Fit, "perplexity", no_matrix)
     result = bernmf.compare(
         Y, ["mm", "em"], [2, 3], seeds=[0, 5], train=split.train, test=split.test,

@@ -48,7 +48,7 @@ WORKER = textwrap.dedent(
     fit = bernmf.fit(Y[first:stop], "mm", 3, mask=O[first:stop], validation=V[first:stop],
                      distributed=True, **ENSEMBLE)
     record = fit.extras["restarts"]
-    from bernmf.fitting.distributed import perplexity
+    from bernmf.fitting.multiprocess import perplexity
     np.savez(f"{out}/ensemble-{index}.npz", W=fit.W, H=fit.H, probs=fit.probs,
              weights=record["weights"], scores=record["validation_perplexity"],
              perplexity=perplexity(fit, Y[first:stop], V[first:stop]))

@@ -50,7 +50,7 @@ def gibbs_states(Y, mask, K, prior, n_sweeps, thinning, seed):
     M, N = Y.shape
     diagonals = gibbs.Diagonals.of_shape(M, N)
     with jax.enable_x64(True):
-        data = gibbs.DiagonalData(
+        data = gibbs.GibbsData(
             jnp.asarray(diagonals.gather(Y), jnp.float32),
             jnp.asarray(diagonals.gather(mask), jnp.float32),
         )

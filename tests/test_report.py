@@ -228,13 +228,13 @@ def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):
     from bernmf.fitting import runner
 
     calls = []
-    real = runner.members
+    real = runner.fit_settings
 
     def spy(engine, data, rank, priors, seeds, options, held_out=None, **batching):
         calls.append(list(seeds))
         return real(engine, data, rank, priors, seeds, options, held_out, **batching)
 
-    monkeypatch.setattr(runner, "members", spy)
+    monkeypatch.setattr(runner, "fit_settings", spy)
     split = bernmf.data.split.paper_split(small.shape)
     options = {"max_iter": 50}
     rows = report._ensemble_rows(small, split, "mm", 2, None, [0, 1], 2, "mean", options)

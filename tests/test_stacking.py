@@ -13,7 +13,7 @@ import pytest
 import scipy.optimize
 
 import bernmf
-from bernmf.fitting import mixture
+from bernmf.fitting import stacking
 from bernmf.fitting.stacking import (
     bernoulli_lpd,
     chain_stacking,
@@ -317,13 +317,13 @@ def test_working_set_reaches_the_objective_of_solving_over_all_members():
     settings = [logit + rng.normal(0, 1, n) * rng.uniform(0.3, 1.5) for _ in range(40)]
     theta = np.column_stack([s + rng.normal(0, 0.3, n) for s in settings for _ in range(5)])
     lpd = -np.logaddexp(0, np.where(y[:, None], -theta, theta))
-    assert lpd.shape[1] > 4 * mixture.WORKING_SET
+    assert lpd.shape[1] > 4 * stacking.WORKING_SET
     weights = stacking_weights(lpd)
-    P, _ = mixture._weight_matrix(lpd)
-    every = mixture._solve(np.ascontiguousarray(P.T), np.full(200, 1 / 200), 1e-10, 1000)
+    P, _ = stacking._weight_matrix(lpd)
+    every = stacking._solve(np.ascontiguousarray(P.T), np.full(200, 1 / 200), 1e-10, 1000)
     assert score(lpd, weights) / n == pytest.approx(score(lpd, every / every.sum()) / n, abs=1e-6)
-    ratios = mixture._ratios(P, P @ weights + 1e-16 / n)
-    assert np.log(ratios.max()) <= mixture.GAP
+    ratios = stacking._ratios(P, P @ weights + 1e-16 / n)
+    assert np.log(ratios.max()) <= stacking.GAP
     assert 1 < np.count_nonzero(weights) < 200
 
 

@@ -166,7 +166,7 @@ def test_adam_steps_are_numpyros(name):
             reference = optim.Adam(step_size=schedule)
         expected = reference.init(params)
         zeros = {n: jnp.zeros(s) for n, s in shapes.items()}
-        ours = svi.State(params, zeros, zeros, jnp.asarray(0, jnp.int32))
+        ours = svi.AdamState(params, zeros, zeros, jnp.asarray(0, jnp.int32))
         arrays = svi.Schedule(*(jnp.asarray(float(v)) for v in settings.values()))
         for _ in range(3):  # past the first step: the bias corrections and decay move
             grads = {n: jnp.asarray(rng.normal(0, 2, s)) for n, s in shapes.items()}

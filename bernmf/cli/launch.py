@@ -39,7 +39,7 @@ from bernmf._output import Target, atomic_output, write_json
 from bernmf.api import fit
 from bernmf.cli.commands import members_table, parse_options, prior_of, say
 from bernmf.data.files.readers import count_rows, read_rows, rows_of
-from bernmf.fitting.distributed import perplexity
+from bernmf.fitting.multiprocess import perplexity
 
 ENVIRONMENT = {
     "coordinator": ("BERNMF_COORDINATOR",),

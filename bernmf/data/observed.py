@@ -221,7 +221,7 @@ def as_observed(
         False (entries held out for scoring, where that is expected).
 
     With ``require_entries=False`` (one process's block of rows, checked with the
-    others' by :mod:`bernmf.fitting.distributed`) no observed entry is not an error.
+    others' by :mod:`bernmf.fitting.multiprocess`) no observed entry is not an error.
     ``mask_name`` is the argument the errors about the mask name (``"validation"``
     for held-out entries).
     """

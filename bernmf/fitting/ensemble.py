@@ -2,7 +2,7 @@
 
 The posterior of this model has many modes, and fits from different seeds (or the
 chains of a sampler) settle in different ones. :func:`bernmf.fit` with
-``restarts=R`` runs R members (:mod:`bernmf.inference.members`) and combines them:
+``restarts=R`` runs R members (:mod:`bernmf.inference.chains`) and combines them:
 
 - ``"best"``: the member of best score (:meth:`~bernmf.inference.registry.Engine.score`:
   the final trace value, lowest or highest by the trace's direction; for a sampler the
@@ -154,7 +154,7 @@ def combine_members(
         and separates the modes.
     gather : callable, optional
         For members that hold some rows of the data only (a fit across processes,
-        :mod:`bernmf.fitting.distributed`): maps an array of this part's scored entries,
+        :mod:`bernmf.fitting.multiprocess`): maps an array of this part's scored entries,
         (n, R), to that of all parts, (n_all, R), in the same order in every part,
         so that the weights, modes and validation scores are those of all rows.
     stacklevel : int, default 3

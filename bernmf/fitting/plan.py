@@ -4,7 +4,7 @@
 :func:`plan` turns ``fit``'s arguments (engine, options with the engine's declared
 defaults, prior, seeds or chains, masks, validation entries, combine) into a
 :class:`Plan`, checking every one before anything is compiled; the runners
-(:mod:`bernmf.fitting.runner`, :mod:`bernmf.fitting.distributed`) differ only in how they run it.
+(:mod:`bernmf.fitting.runner`, :mod:`bernmf.fitting.multiprocess`) differ only in how they run it.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def plan(
     """The :class:`Plan` of ``bernmf.fit(Y, engine, rank, ...)``: every argument checked.
 
     ``part=True``: Y is this process's block of rows of a fit across processes
-    (:mod:`bernmf.fitting.distributed`), which may have no observed or validation entry and
+    (:mod:`bernmf.fitting.multiprocess`), which may have no observed or validation entry and
     whose empty rows and columns, and the rank, the caller checks over all processes.
 
     Raises

@@ -1,13 +1,13 @@
 """The one runner of settings x seeds: members fitted, scored on validation entries.
 
-:func:`members` fits every (setting, seed) pair of one engine on the training entries
+:func:`fit_settings` fits every (setting, seed) pair of one engine on the training entries
 and scores each member on the validation entries through :meth:`bernmf.Fit.probs_at`
 (:func:`bernmf.fitting.ensemble.validation_lpd`: no M x N array per fit, NaN never scored), so
 every runner's validation score equals ``fit.perplexity(Y, validation)``. An engine
 that takes its prior as data (``mm``, ``em``: :attr:`Engine.run_settings`) fits all
 pairs of a rank in one compiled call; a sampler's members are its chains. :func:`run`
 runs a :class:`bernmf.fitting.plan.Plan`: :func:`bernmf.fit` is ``run(plan(...))``, and
-``restarts`` and :func:`bernmf.tune.grid` go through :func:`members`;
+``restarts`` and :func:`bernmf.tune.grid` go through :func:`fit_settings`;
 :func:`runs` gives a plan's fit from each of several seeds, sharing their members
 (:func:`bernmf.compare` and the report's ensembles).
 """
@@ -28,8 +28,8 @@ from bernmf.models.spec import Prior, ZeroProbabilityWarning
 from bernmf.results.fit import BLOCK_ENTRIES, Fit
 
 
-class Member(NamedTuple):
-    """One fit of a setting x seeds run.
+class Scored(NamedTuple):
+    """One fit of a settings x seeds run, with its setting and validation score.
 
     Attributes
     ----------
@@ -47,7 +47,7 @@ class Member(NamedTuple):
     validation_perplexity: float | None
 
 
-def members(
+def fit_settings(
     engine: Engine,
     data: Observed,
     rank: int,
@@ -56,7 +56,7 @@ def members(
     options: dict,
     held_out: Observed | None = None,
     **batching,
-) -> list[Member]:
+) -> list[Scored]:
     """Every (prior, seed) pair of one rank fitted, priors outermost, and scored.
 
     Parameters
@@ -79,7 +79,7 @@ def members(
 
     Returns
     -------
-    list of Member
+    list of Scored
         ``len(priors) * len(seeds)`` members.
     """
     priors = [engine.prior_for(p, rank) for p in priors]
@@ -94,7 +94,7 @@ def members(
     if held_out is not None:
         scores = (-validation_lpd(fits, held_out).mean(axis=0)).tolist()
     return [
-        Member(rank, prior, fit, score)
+        Scored(rank, prior, fit, score)
         for (prior, _), fit, score in zip(pairs, fits, scores, strict=True)
     ]
 
@@ -116,19 +116,19 @@ def run(request: Plan) -> Fit:
             data, request.rank, request.prior, seed, request.init, **request.options
         )
     else:
-        fitted = members(
+        fitted = fit_settings(
             engine, data, request.rank, [request.prior], request.seeds, request.options
         )
         result = _combined([m.fit for m in fitted], request, stacklevel=4)
     return _finished(result, request, stacklevel=4)  # _finished, run, bernmf.fit, its caller
 
 
-def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Member]:
+def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
     """:func:`run` of ``request`` from each seed of ``seeds``, scored on ``scored``.
 
     The fit of seed s is that of ``request`` with its members' seeds starting at s
     (``s, ..., s + R - 1`` for R restarts): every member of every seed is fitted once, in
-    one :func:`members` call (one compiled call for mm and em), and the ensembles share
+    one :func:`fit_settings` call (one compiled call for mm and em), and the ensembles share
     the members they have in common. A sampler's fit that is several chains without
     being an ensemble (its members would be chains of one run) is :func:`run` per seed.
 
@@ -144,7 +144,7 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Member]:
 
     Returns
     -------
-    list of Member
+    list of Scored
         One per seed, in order: the fit as :func:`run` gives it, and its score.
     """
     count = len(request.seeds)
@@ -157,7 +157,7 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Member]:
     else:
         needed = sorted({s for one in at for s in one.seeds})
         working_on(f"{request.engine.name} K={request.rank}, {len(needed)} fits")
-        made = members(
+        made = fit_settings(
             request.engine, request.data, request.rank, [request.prior], needed, request.options
         )
         by_seed = {seed: m.fit for seed, m in zip(needed, made, strict=True)}
@@ -168,7 +168,7 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Member]:
             fits.append(_finished(result, one, stacklevel=3))  # _finished, runs, its caller
     scores = -validation_lpd(fits, scored).mean(axis=0)
     return [
-        Member(request.rank, request.prior, fit, float(score))
+        Scored(request.rank, request.prior, fit, float(score))
         for fit, score in zip(fits, scores, strict=True)
     ]
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from bernmf.data.observed import Observed, as_observed
 from bernmf.fitting.plan import held_out_entries
-from bernmf.fitting.runner import members as run_members
+from bernmf.fitting.runner import fit_settings
 from bernmf.fitting.stacking import entries_lpd, mixture_lpd, stacking_weights
 from bernmf.inference import get_engine
 from bernmf.models.spec import describe_prior
@@ -220,7 +220,7 @@ def _refitted(
     """``members`` with each one of positive weight fitted again on ``data``: the same engine,
     rank, prior, seed and recorded options (else the engine's defaults), ``given[engine]``
     over them; a sampler's chain as a one-chain run of its seed. The members of one setting
-    run in one call (:func:`bernmf.fitting.runner.members`: one compiled call for ``mm``)."""
+    run in one call (:func:`bernmf.fitting.runner.fit_settings`: one compiled call for ``mm``)."""
     out = list(members)
     settings: dict[tuple, tuple] = {}
     for i, (one, weight) in enumerate(zip(members, weights, strict=True)):
@@ -240,7 +240,7 @@ def _refitted(
         settings.setdefault(key, (engine, one.rank, one.prior, chosen, []))[-1].append(i)
     for engine, rank, prior, chosen, indices in settings.values():
         seeds = sorted({int(members[i].seed) for i in indices})
-        fitted = run_members(engine, data, rank, [prior], seeds, chosen)
+        fitted = fit_settings(engine, data, rank, [prior], seeds, chosen)
         by_seed = {seed: m.fit for seed, m in zip(seeds, fitted, strict=True)}
         for i in indices:
             out[i] = by_seed[int(members[i].seed)]

@@ -40,7 +40,7 @@ from bernmf.data.observed import MAX_ITER, Observed, check_count, check_flag
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts, collapsed_log_joint, posterior_means
 from bernmf.inference._compile import compiled
-from bernmf.inference.members import by_chain
+from bernmf.inference.chains import by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
 from bernmf.posterior.draws import mean_probability
@@ -80,14 +80,14 @@ class Diagonals(NamedTuple):
         return X
 
 
-class DiagonalData(NamedTuple):
+class GibbsData(NamedTuple):
     """The data in diagonal layout, float32 of shape (P, Q) (y is 0 where not observed)."""
 
     y: jax.Array
     obs: jax.Array
 
 
-class Assignments(NamedTuple):
+class GibbsState(NamedTuple):
     """Z in diagonal layout, int32 of shape (P, Q), and its counts (rotation 0)."""
 
     z: jax.Array
@@ -118,15 +118,15 @@ def _draw_diagonal(prior: Prior, L, A, T, z_old, y, obs, u):
 
 
 def sweep(
-    state: Assignments, data: DiagonalData, prior: Prior, key, *, rows_rotate: bool
-) -> Assignments:
+    state: GibbsState, data: GibbsData, prior: Prior, key, *, rows_rotate: bool
+) -> GibbsState:
     """One exact Gibbs sweep over every observed entry, diagonal by diagonal.
 
     Parameters
     ----------
-    state : Assignments
+    state : GibbsState
         Z of shape (P, Q) and its counts.
-    data : DiagonalData
+    data : GibbsData
         y and obs of shape (P, Q), float32.
     prior : Prior
         Column vectors of shape (K, 1), float32.
@@ -136,7 +136,7 @@ def sweep(
 
     Returns
     -------
-    Assignments
+    GibbsState
     """
     P, Q = state.z.shape
     uniforms = jax.random.uniform(key, (P, Q), COUNT_DTYPE)
@@ -155,7 +155,7 @@ def sweep(
     else:
         rotating, fixed, z = _scan_rotated(draw, rotating, fixed, xs, Q)
     L, A, T = (*rotating, *fixed) if rows_rotate else (*fixed, *rotating)
-    return Assignments(z, Counts(L, A, T))
+    return GibbsState(z, Counts(L, A, T))
 
 
 def _scan_rotated(draw, rotating, fixed, xs, Q: int):
@@ -211,16 +211,16 @@ def _scan_sliced(draw, rotating, fixed, xs, P: int, Q: int):
     return rotating, fixed, jnp.concatenate([z_first, z_rest])
 
 
-def initial_state(key, data: DiagonalData, diagonals: Diagonals, K: int) -> Assignments:
+def initial_state(key, data: GibbsData, diagonals: Diagonals, K: int) -> GibbsState:
     """Z uniform on the K components for every entry, with its counts."""
     z = jax.random.randint(key, data.y.shape, 0, K, dtype=jnp.int32)
     onehot = jax.nn.one_hot(jnp.asarray(diagonals.scatter(np.asarray(z))), K, axis=0)
     y, obs = (jnp.asarray(diagonals.scatter(np.asarray(a))) for a in data)
-    return Assignments(z, _augmented.counts_of(onehot.astype(COUNT_DTYPE), y, obs))
+    return GibbsState(z, _augmented.counts_of(onehot.astype(COUNT_DTYPE), y, obs))
 
 
 def chain_step(
-    states, data: DiagonalData, prior32: Prior, prior64: Prior, keys, index, *, rows_rotate
+    states, data: GibbsData, prior32: Prior, prior64: Prior, keys, index, *, rows_rotate
 ):
     """One sweep of every chain (vmapped) and the collapsed log joint of each, shape (C,)."""
     keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, index)
@@ -302,7 +302,7 @@ def run(
     rows_rotate = diagonals.rows_rotate
     n_sweeps = num_warmup + num_samples * thinning
     with jax.enable_x64(True):
-        layout = DiagonalData(
+        layout = GibbsData(
             y=jnp.asarray(diagonals.gather(data.Y), COUNT_DTYPE),
             obs=jnp.asarray(diagonals.gather(data.mask), COUNT_DTYPE),
         )
@@ -356,7 +356,7 @@ def run(
     )
 
 
-def _initial_states(keys, layout: DiagonalData, diagonals: Diagonals, K: int) -> Assignments:
+def _initial_states(keys, layout: GibbsData, diagonals: Diagonals, K: int) -> GibbsState:
     """Initial states of the chains of ``keys``, stacked on a leading axis."""
     states = [initial_state(k, layout, diagonals, K) for k in keys]
     return jax.tree.map(lambda *a: jnp.stack(a), *states)

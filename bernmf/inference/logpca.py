@@ -51,7 +51,7 @@ from bernmf.results.fit import Fit
 DEFAULT_M_GRID = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 
 
-class PCAIterate(NamedTuple):
+class LogPCAState(NamedTuple):
     """mu (N,), U (N, K), eta (M, N), Theta (M, N) and ``fitted`` = sigmoid(q Theta)."""
 
     mu: jax.Array
@@ -66,12 +66,12 @@ def saturated(data: LogisticData, m, mu):
     return m * data.q + jnp.where(data.mask, 0.0, mu[None, :])
 
 
-def _state(data: LogisticData, mu, U, eta) -> PCAIterate:
+def _state(data: LogisticData, mu, U, eta) -> LogPCAState:
     theta = mu[None, :] + ((eta - mu) @ U) @ U.T
-    return PCAIterate(mu, U, eta, theta, fitted_sigmoid(data.q, theta))
+    return LogPCAState(mu, U, eta, theta, fitted_sigmoid(data.q, theta))
 
 
-def initial_state(data: LogisticData, m, *, rank: int) -> PCAIterate:
+def initial_state(data: LogisticData, m, *, rank: int) -> LogPCAState:
     """R's default start: mu = colMeans(m q), U = top-K right singular vectors of centred q."""
     q = data.q
     mu = (m * q).mean(axis=0)
@@ -79,7 +79,7 @@ def initial_state(data: LogisticData, m, *, rank: int) -> PCAIterate:
     return _state(data, mu, vt[:rank].T, saturated(data, m, mu))
 
 
-def step(data: LogisticData, state: PCAIterate, m) -> PCAIterate:
+def step(data: LogisticData, state: LogPCAState, m) -> LogPCAState:
     """One majorization step of projection logistic PCA (module docstring)."""
     U = state.U
     rank = U.shape[1]

@@ -55,7 +55,7 @@ from bernmf.results.fit import Fit
 SVD_MODES = ("exact", "subspace")
 
 
-class SVDIterate(NamedTuple):
+class LogSVDState(NamedTuple):
     """mu (N,), A (M, K), B (N, K), Theta = 1 mu^T + A B^T (M, N), fitted = sigmoid(q Theta)."""
 
     mu: jax.Array
@@ -65,9 +65,9 @@ class SVDIterate(NamedTuple):
     fitted: jax.Array
 
 
-def _state(data: LogisticData, mu, A, B) -> SVDIterate:
+def _state(data: LogisticData, mu, A, B) -> LogSVDState:
     theta = mu[None, :] + A @ B.T
-    return SVDIterate(mu, A, B, theta, fitted_sigmoid(data.q, theta))
+    return LogSVDState(mu, A, B, theta, fitted_sigmoid(data.q, theta))
 
 
 def _gram_factors(centred, rank: int):
@@ -164,27 +164,27 @@ def _exact_factors(centred, B):
     return jax.lax.cond(done, lambda: (A, B), lambda: _gram_factors(centred, rank))
 
 
-def initial_state(data: LogisticData, *, rank: int) -> SVDIterate:
+def initial_state(data: LogisticData, *, rank: int) -> LogSVDState:
     """R's default start: mu = colMeans(4q), A, B from the SVD of 4q centred by column."""
     four_q = 4 * data.q
     mu = four_q.mean(axis=0)
     return _state(data, mu, *_gram_factors(four_q - mu, rank))
 
 
-def step(data: LogisticData, state: SVDIterate, *, svd: str = "subspace") -> SVDIterate:
+def step(data: LogisticData, state: LogSVDState, *, svd: str = "subspace") -> LogSVDState:
     """One majorization step: working matrix, main effects, rank-K SVD of the centred rest.
 
     Parameters
     ----------
     data : LogisticData
-    state : SVDIterate
+    state : LogSVDState
     svd : {"exact", "subspace"}
         The exact truncated SVD (:func:`_exact_factors`), or one warm-started block
         Krylov step (see the module docstring).
 
     Returns
     -------
-    SVDIterate
+    LogSVDState
     """
     Z = working_matrix(data.q, state.theta, state.fitted)
     mu = Z.mean(axis=0)

@@ -56,7 +56,7 @@ from bernmf.data.observed import (
     check_real,
 )
 from bernmf.inference import _compile, mm
-from bernmf.inference.members import by_chain
+from bernmf.inference.chains import by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models import unconstrained
 from bernmf.models.spec import Prior

@@ -50,7 +50,7 @@ class Engine(NamedTuple):
         ``run_members(data, rank, prior, seeds, **options) -> list[Fit]``: the
         members of an ensemble (:func:`bernmf.fit` with ``restarts=R``), one per
         seed, when the engine runs them together (mm's batched fits, the chains of
-        a sampler: :mod:`bernmf.inference.members`); None: one :attr:`run` per seed.
+        a sampler: :mod:`bernmf.inference.chains`); None: one :attr:`run` per seed.
     maximizes : bool, default False
         The trace's direction: whether it rises as the fit improves (an ELBO);
         False: it falls (a negative log posterior, likelihood or joint, a loss).
@@ -79,7 +79,7 @@ class Engine(NamedTuple):
     run_settings : callable, optional
         ``run_settings(data, rank, priors, seeds, **options) -> list[Fit]``: one fit
         per (prior, seed) pair in one call, for an engine that takes its prior as
-        data (mm's grids: :func:`bernmf.fitting.runner.members`); ``options`` may add those
+        data (mm's grids: :func:`bernmf.fitting.runner.fit_settings`); ``options`` may add those
         of the batched call (``batch_size``, ``workers``, ``progress``, ...).
     """
 

@@ -91,7 +91,7 @@ def check_options(options: dict) -> None:
     check_flag("progress", options["progress"])
 
 
-class State(NamedTuple):
+class AdamState(NamedTuple):
     """The optimizer's state: the guide's unconstrained parameters and Adam's moments of
     them, one vector each of all the parameters (laid out by
     :func:`bernmf.inference._guides.layout`, so that Adam's kernels are compiled once,
@@ -113,13 +113,13 @@ class Schedule(NamedTuple):
     clip_norm: jax.Array
 
 
-def adam(state: State, grads, schedule: Schedule, clipped: bool) -> State:
+def adam(state: AdamState, grads, schedule: Schedule, clipped: bool) -> AdamState:
     """One step of NumPyro's ``Adam`` (``clipped``: ``ClippedAdam``) at step size
     ``learning_rate * lr_decay ** (i / max(steps - 1, 1))`` for step i (from 0).
 
     Parameters
     ----------
-    state : State
+    state : AdamState
         Its params, m and v of one structure (arrays or dicts of arrays).
     grads
         The loss's gradient, of the structure of ``state.params``.
@@ -129,7 +129,7 @@ def adam(state: State, grads, schedule: Schedule, clipped: bool) -> State:
 
     Returns
     -------
-    State
+    AdamState
     """
     b1, b2, eps = ADAM
     i = state.step
@@ -147,7 +147,7 @@ def adam(state: State, grads, schedule: Schedule, clipped: bool) -> State:
         v_hat = v / (1 - jnp.asarray(b2, dtype) ** (i + 1))
         return x - size * m_hat / (jnp.sqrt(v_hat) + eps)
 
-    return State(jax.tree.map(move, state.params, m, v), m, v, i + 1)
+    return AdamState(jax.tree.map(move, state.params, m, v), m, v, i + 1)
 
 
 def capacity(width: int, particles: int) -> int:
@@ -157,7 +157,7 @@ def capacity(width: int, particles: int) -> int:
     return max(1, min(CHUNK, NOISE_BYTES // (8 * particles * max(width, 1)) - 1))
 
 
-def _steps(state: State, count, noise, args, schedule: Schedule, *, guide, layout, optimizer):
+def _steps(state: AdamState, count, noise, args, schedule: Schedule, *, guide, layout, optimizer):
     """``count`` steps from ``state``, the loss evaluated before each and after the last.
 
     ``state``'s params, m and v are vectors: ``layout`` is their layout
@@ -167,7 +167,7 @@ def _steps(state: State, count, noise, args, schedule: Schedule, *, guide, layou
 
     Returns
     -------
-    (State, losses of shape (C + 1,))
+    (AdamState, losses of shape (C + 1,))
         The state after ``count`` steps; the losses at the start and after each step
         in the first ``count + 1`` entries (an update's loss is that of the state it
         starts from; the last evaluation moves nothing: its noise row is the next call's
@@ -299,7 +299,7 @@ def run(
         layout = _guides.layout(params)
         vector = put(np.concatenate([v.ravel() for v in params.values()]))
         zeros = put(np.zeros(vector.shape))
-        state = State(vector, zeros, zeros, put(0, np.int32))
+        state = AdamState(vector, zeros, zeros, put(0, np.int32))
         width = _guides.noise_width(guide, params)
         most = capacity(width, num_particles)
         noise = np.zeros((most + 1, num_particles, width))

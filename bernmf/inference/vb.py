@@ -218,7 +218,7 @@ def meanfield_step(q: Variational, data: VBData, prior: Prior) -> tuple[jax.Arra
     return elbo, updated
 
 
-class MeanFieldIterate(NamedTuple):
+class VBState(NamedTuple):
     """A mean-field iterate q, its ELBO and the q that follows it (one :func:`meanfield_step`)."""
 
     q: Variational
@@ -238,13 +238,13 @@ def solve_meanfield(key, data: VBData, prior: Prior, tol, *, K: int, max_iter: i
     """
     q = variational_of(soft_counts(initial_responsibilities(key, data, K), data), prior)
 
-    def state_at(q: Variational) -> MeanFieldIterate:
-        return MeanFieldIterate(q, *meanfield_step(q, data, prior))
+    def state_at(q: Variational) -> VBState:
+        return VBState(q, *meanfield_step(q, data, prior))
 
     end = iterate_until(
         lambda state: state_at(state.following),
         lambda state: state.elbo,
-        MeanFieldIterate(q, jnp.asarray(jnp.nan, q.a.dtype), q),
+        VBState(q, jnp.asarray(jnp.nan, q.a.dtype), q),
         tol,
         max_iter=max_iter + 1,
         min_iter=2,

@@ -209,7 +209,7 @@ STACKED_MM = "stacked: mm grid"
 """The ``engine`` of the rows of :func:`stacked_rows`."""
 
 
-def fit_row(engine: str, rank: int, seed: int, member: runner.Member) -> dict:
+def fit_row(engine: str, rank: int, seed: int, member: runner.Scored) -> dict:
     """A table row of one scored fit: engine, rank, prior, seed, perplexity, times, iterations."""
     result = member.fit
     return {

@@ -40,7 +40,7 @@ from bernmf import api, tune
 from bernmf.data import datasets
 from bernmf.data.observed import as_observed
 from bernmf.data.split import paper_split
-from bernmf.fitting.runner import members
+from bernmf.fitting.runner import fit_settings
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
 from bernmf.studies import published
@@ -87,7 +87,7 @@ def nbmf_method(data, split, name, method, ranks, alphas, betas, args, variant):
         engine = get_engine("mm")
         engine_options = {k: v for k, v in options.items() if k != "workers"}
         checked = engine.with_defaults({**engine_options, "dtype": args.dtype})
-        fitted = members(
+        fitted = fit_settings(
             engine, observed, best["rank"], [prior], args.seeds, checked, workers=args.workers
         )
         fits = [m.fit for m in fitted]
