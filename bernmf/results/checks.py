@@ -1,5 +1,5 @@
-"""Checks of what a saved fit's file says (:func:`bernmf.results.loading.load`): typed metadata fields,
-array headers before their data are read, and a fit's values.
+"""Checks of what a saved fit's file says (:func:`bernmf.results.loading.load`): typed
+metadata fields, array headers before their data are read, and a fit's values.
 
 Every failure is a ValueError naming the field or array and the problem.
 """

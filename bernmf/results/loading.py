@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bernmf.data.files.archive import Archive
 from bernmf.data.budget import check_bytes
-from bernmf.results.checks import check_values, check_weights, checked_array, field, optional_field
+from bernmf.data.files.archive import Archive
 from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
+from bernmf.results.checks import check_values, check_weights, checked_array, field, optional_field
 from bernmf.results.fit import Fit
 from bernmf.results.saving import FORMAT, FORMAT_VERSION, METADATA, check_depth, save, versions
 

@@ -1,4 +1,5 @@
-"""Saving fits: :func:`save` (:meth:`bernmf.Fit.save`); :func:`bernmf.results.loading.load` reads them.
+"""Saving fits: :func:`save` (:meth:`bernmf.Fit.save`); :func:`~bernmf.results.loading.load`
+reads them.
 
 A saved fit is one zip file (``.npz``, readable by :func:`numpy.load`) holding
 
@@ -16,10 +17,11 @@ A saved fit is one zip file (``.npz``, readable by :func:`numpy.load`) holding
   and column labels, scalar extras, user metadata (for example the engine options),
   and the versions of bernmf, Python, numpy and JAX.
 
-:func:`bernmf.results.loading.load` gives back a :class:`~bernmf.results.fit.Fit` equal to the saved one, field by
-field (arrays bit for bit). The file is written by :func:`bernmf._output.atomic_output`:
-under a temporary name, published only when complete, and never over an existing
-file unless ``overwrite=True``. Labels go through :mod:`bernmf.results.labels`.
+:func:`bernmf.results.loading.load` gives back a :class:`~bernmf.results.fit.Fit` equal to the
+saved one, field by field (arrays bit for bit). The file is written by
+:func:`bernmf._output.atomic_output`: under a temporary name, published only when
+complete, and never over an existing file unless ``overwrite=True``. Labels go through
+:mod:`bernmf.results.labels`.
 
 This module imports no :class:`~bernmf.results.fit.Fit` (it reads a fit's fields), so that
 ``Fit.save`` calls it without an import cycle.
@@ -51,8 +53,8 @@ FORMAT_VERSION = 3
 :mod:`bernmf.results.labels` (MultiIndex, Timestamps, tuple names). 1 and 2 still load."""
 METADATA = "metadata.json"
 MAX_DEPTH = 64
-"""Deepest nesting of the metadata JSON that :func:`save` writes and :func:`bernmf.results.loading.load`
-reads."""
+"""Deepest nesting of the metadata JSON that :func:`save` writes and
+:func:`bernmf.results.loading.load` reads."""
 
 
 @functools.cache  # a package's metadata is read from disk; every bernmf.fit records it
@@ -136,7 +138,8 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 
 
 def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = None) -> Path:
-    """Save ``fit`` to ``path`` (a ``.npz`` file); :func:`bernmf.results.loading.load` reads it back exactly.
+    """Save ``fit`` to ``path`` (a ``.npz`` file); :func:`~bernmf.results.loading.load` reads
+    it back exactly.
 
     Parameters
     ----------
