@@ -1,19 +1,21 @@
 """The single entry point, :func:`fit`: its request checked once
 (:func:`bernmf.fitting.plan.plan`) and run (:func:`bernmf.fitting.runner.run`), or run
-across processes (:mod:`bernmf.fitting.multiprocess`)."""
+across processes (:mod:`bernmf.fitting.multiprocess`); without a rank, the search for the
+best model (:func:`bernmf.fitting.search.search`)."""
 
 from __future__ import annotations
 
 from bernmf.data.observed import check_flag
 from bernmf.fitting.plan import plan
 from bernmf.fitting.runner import run
+from bernmf.fitting.search import BUDGET, search
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
 
 
 def fit(
     Y,
-    engine: str = "mm",
+    engine: str | None = None,
     rank: int | None = None,
     *,
     mask=None,
@@ -24,6 +26,7 @@ def fit(
     combine: str = "best",
     validation=None,
     distributed: bool = False,
+    budget: float | None = None,
     **options,
 ) -> Fit:
     """Factorize a binary matrix, P(Y=1) ~ W @ H, with the chosen engine.
@@ -36,14 +39,21 @@ def fit(
         Bool and int8 arrays and scipy.sparse matrices are read without a
         float64 copy; in a sparse matrix the entries not stored are observed
         zeros (mark missing ones with ``mask``, or store NaN).
-    engine : str, default "mm"
-        One of :func:`bernmf.engines`: ``"mm"`` (MAP by majorization-
-        minimization), ``"em"`` (maximum likelihood, no prior), ``"nuts"`` and
-        ``"svi"`` (NumPyro), ``"gibbs"`` (collapsed Gibbs), ``"vb"`` (collapsed or
-        mean-field variational Bayes), ``"logsvd"``, ``"logpca"`` (logistic
+    engine : str, optional
+        Default ``"mm"`` with a ``rank``; without one, the engines searched (a name or a
+        list of names; default ``logsvd`` and ``mm``). One of :func:`bernmf.engines`:
+        ``"mm"`` (MAP by majorization-minimization), ``"em"`` (maximum likelihood, no
+        prior), ``"nuts"`` and ``"svi"`` (NumPyro), ``"gibbs"`` (collapsed Gibbs), ``"vb"``
+        (collapsed or mean-field variational Bayes), ``"logsvd"``, ``"logpca"`` (logistic
         baselines).
-    rank : int
-        Number of components K, 1 <= K <= max(M, N).
+    rank : int, optional
+        Number of components K, 1 <= K <= max(M, N). **Without it, bernmf finds the best
+        model it can within** ``budget``: it holds out 15% of the observed entries (or
+        ``validation``), fits ranks 2, 4, 8, ... of each engine (``mm`` over a few Beta
+        priors and seeds), stacks the fits on the held-out entries and refits those of
+        positive weight on every observed entry (:func:`bernmf.fitting.search.search`);
+        ``prior``, ``init``, ``restarts``, ``combine`` and engine options are then
+        not taken.
     mask : bool array or DataFrame of shape (M, N), optional
         True where the entry is observed (e.g. the training entries); combined
         with the NaNs of Y. Entries where it is False never influence the fit. A
@@ -86,6 +96,8 @@ def fit(
         blocks in process index order), for ``mm`` and ``em`` (see
         :func:`bernmf.fitting.multiprocess.fit`); ``W``, ``probs`` and ``validation`` are then
         this process's rows only.
+    budget : float, optional
+        Without a ``rank``: the seconds the search aims to finish in (default 60).
     **options
         Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
         ``tol`` (default 1e-5; stop when the relative change of the objective
@@ -128,6 +140,18 @@ def fit(
     ((100, 3), (3, 40))
     """
     check_flag("distributed", distributed)
+    if rank is None:
+        return _searched(
+            Y, engine, mask=mask, validation=validation, seed=seed, budget=budget,
+            given={"prior": prior is not None, "init": init is not None,
+                   "restarts": restarts != 1, "combine": combine != "best",
+                   "distributed": distributed, **{name: True for name in options}},
+        )  # fmt: skip
+    if budget is not None:
+        raise ValueError(
+            f"budget={budget!r} is the time of a search: leave out rank={rank!r} to search"
+        )
+    engine = "mm" if engine is None else engine
     if distributed:
         from bernmf.fitting.multiprocess import fit as fit_distributed
 
@@ -149,3 +173,19 @@ def fit(
         combine=combine, validation=validation, options=options,
     )  # fmt: skip
     return run(request)
+
+
+def _searched(Y, engine, *, mask, validation, seed, budget, given: dict[str, bool]) -> Fit:
+    """:func:`fit` without a rank: the search, once no argument of a single fit was given
+    (``given``: whether each was)."""
+    taken = [name for name, value in given.items() if value]
+    if taken:
+        raise ValueError(
+            f"without a rank bernmf.fit searches ranks and priors itself, and takes no "
+            f"{', '.join(taken)}: give rank= to fit one setting"
+        )
+    engines = None if engine is None else [engine] if isinstance(engine, str) else engine
+    return search(
+        Y, engines, mask=mask, validation=validation, seed=seed,
+        budget=BUDGET if budget is None else budget,
+    )  # fmt: skip

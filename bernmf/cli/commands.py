@@ -21,6 +21,8 @@ from bernmf.api import fit
 from bernmf.data import datasets
 from bernmf.data.files.readers import read_mask, read_matrix
 from bernmf.data.split import paper_split, random_split
+from bernmf.fitting.search import BUDGET, search
+from bernmf.fitting.stack import members_table as stack_members
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior, perplexity, simulate
 from bernmf.results.loading import versions
@@ -197,12 +199,26 @@ def scored(Y, result, mask) -> float:
 
 
 def fit_command(args) -> int:
-    """Fit one engine to DATA and write factors, trace, summary, saved fit and figures."""
+    """Fit DATA (the best model, or one engine at ``--rank``) and write factors, trace,
+    summary, saved fit and figures."""
     out = Path(args.out)
+    if args.rank is None:
+        _check_search_flags(args)
     target = check_output(out, args.force, keep=(args.data, args.mask, args.validation))
     Y = read_data(args, args.data)
     mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
     validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
+    if args.rank is None:
+        engines = None if args.engine is None else args.engine.split(",")
+        result = search(
+            Y, engines, mask=mask, validation=validation, seed=args.seed,
+            budget=BUDGET if args.budget is None else args.budget,
+            progress=not (args.quiet or args.json),
+        )  # fmt: skip
+        return _write_fit(args, out, target, Y, result, {}, validation)
+    if args.budget is not None:
+        raise ValueError("--budget is the time of a search: leave out --rank to search")
+    args.engine = args.engine or "mm"
     options = parse_options(args.option, scoped=False)
     if args.max_iter is not None:
         options["max_iter"] = args.max_iter
@@ -222,7 +238,30 @@ def fit_command(args) -> int:
     )  # fmt: skip
     if stopped_early(result):
         warnings.warn(stopped_early(result), UserWarning, stacklevel=1)
-    members = members_table(result)
+    return _write_fit(args, out, target, Y, result, options, validation)
+
+
+def _check_search_flags(args) -> None:
+    """Without ``--rank``: a usage error naming the flags of a single fit that were given."""
+    single = {
+        "--alpha": args.alpha is not None, "--beta": args.beta is not None,
+        "--gamma": args.gamma is not None, "--restarts": args.restarts != 1,
+        "--combine": args.combine != "best", "--max-iter": args.max_iter is not None,
+        "--tol": args.tol is not None, "--option": bool(args.option),
+        "--distributed": args.distributed,
+    }  # fmt: skip
+    given = [flag for flag, used in single.items() if used]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} set{'s' * (len(given) == 1)} up one fit: give --rank too "
+            "(without --rank, bernmf fit searches ranks, priors and engines itself)"
+        )
+
+
+def _write_fit(args, out: Path, target, Y, result, options: dict, validation) -> int:
+    """Write a fit's (or a search's stack's) files into ``out`` and say what they hold."""
+    searched = "search" in result.extras
+    members = stack_members(result) if searched else members_table(result)
     summary = {
         "engine": result.engine,
         "rank": result.rank,
@@ -238,15 +277,18 @@ def fit_command(args) -> int:
         "train_perplexity": scored(Y, result, result.observed.mask),
         "timings": dict(result.timings),
         "versions": versions(),
-        "run": result.extras["run"],
+        "run": result.extras.get("run"),
     }
-    if members is not None:
+    if searched:
+        summary["search"] = result.extras["search"]
+        summary["stack"] = {"members": int((members["weight"] > 0).sum())}
+    elif members is not None:
         summary["ensemble"] = {
             "combine": args.combine,
             "members": len(members),
             "modes": int(members["mode"].nunique()),
         }
-    if validation is not None:
+    if validation is not None and not searched:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
     top = result.top_columns(10)
     progress.working_on(f"writing {out}")
@@ -266,10 +308,19 @@ def fit_command(args) -> int:
         plot.traces(result, path=folder / "trace.png")
     summary["out"] = str(out)
     shown = ("engine", "rank", "n_iter", "converged", "objective", "train_perplexity")
-    shown += ("validation_perplexity",) * (validation is not None)
+    if searched:  # the held-out entries are training data of the refit stack
+        shown = ("engine", "rank", "train_perplexity")
+    elif validation is not None:
+        shown += ("validation_perplexity",)
     table = pd.DataFrame([{k: summary[k] for k in shown}])
     show(args, table, summary)
-    if members is not None:
+    if searched:
+        say(
+            args,
+            f"W.csv, H.csv and the figures are the factors of the stack's member of largest "
+            f"weight (K={result.rank}); members.csv lists every member and its weight",
+        )
+    elif members is not None:
         ensemble = summary["ensemble"]
         say(
             args,

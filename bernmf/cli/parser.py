@@ -21,6 +21,7 @@ from bernmf.api import fit
 from bernmf.cli.commands import compare_command, demo, fit_command
 from bernmf.cli.study_commands import report_command, reproduce_command, tune_command
 from bernmf.data import datasets
+from bernmf.fitting import search
 from bernmf.fitting.ensemble import COMBINES
 from bernmf.inference import get_engine
 from bernmf.studies import compare as comparison
@@ -76,6 +77,7 @@ def positive_int(text: str) -> int:
 
 EXAMPLES = {
     "fit": """examples:
+  bernmf fit animals.csv --out results/animals   (the best model within a minute)
   bernmf fit animals.csv --rank 4 --alpha 1.2 --beta 1.5 --out results/animals-k4
   bernmf fit data.npz --engine em --rank 8 --mask train.csv --seed 3 --out results/em
   bernmf fit data.csv --rank 4 --option dtype=float32 --json --out results/f32
@@ -179,11 +181,24 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_options()
     fits, grids, reports = declared(fit), declared(tune.grid), declared(report.run)
 
-    fit_parser = add_command(commands, "fit", "fit one engine to a data file", common)
+    fit_parser = add_command(
+        commands, "fit", "the best model of a data file, or one engine at one --rank", common
+    )
     fit_parser.add_argument("data", help="DATA file (.csv, .csv.gz, .parquet, .npz)")
-    engine = fits["engine"]
-    fit_parser.add_argument("--engine", default=engine, help=f"an engine (default {engine})")
-    fit_parser.add_argument("--rank", type=int, required=True, help="number of components K")
+    fit_parser.add_argument(
+        "--engine",
+        help="an engine (default mm); without --rank, the engines to search, comma-separated "
+        f"(default {comma_text(search.ENGINES)})",
+    )
+    fit_parser.add_argument(
+        "--rank", type=int,
+        help="number of components K; without it, ranks, priors and engines are searched "
+        "within --budget and the fits stacked and refit (the best model)",
+    )  # fmt: skip
+    fit_parser.add_argument(
+        "--budget", type=float,
+        help=f"without --rank: seconds the search aims to finish in ({search.BUDGET:g})",
+    )  # fmt: skip
     prior_options(fit_parser)
     fit_parser.add_argument("--mask", help="file of the entries to fit on (1 = use)")
     seed, restarts, combine = fits["seed"], fits["restarts"], fits["combine"]

@@ -1,0 +1,274 @@
+"""The best model by default: engines, ranks and priors searched within a time budget, the
+fits stacked on held-out entries and refit on every observed entry.
+
+:func:`search` is what ``bernmf.fit(Y)`` (no rank) and ``bernmf fit DATA`` (no ``--rank``)
+run. It holds out a share of the observed entries (:data:`HOLDOUT`), fits a ladder of ranks
+(:data:`RANKS`) of each engine, ``mm`` over a few Beta priors
+(:data:`MM_PRIORS`) and seeds in one compiled call per rank, estimates each next step from
+the time the last one of that engine took (the lowest rank is each engine's probe, always
+fitted) and leaves out what would overrun the fitting share of the budget
+(:data:`FITTING_SHARE`), then adds seeds to ``mm`` while time is left.
+:func:`bernmf.stack` mixes every fit on the held-out entries (a setting's seeds share one
+weight) and fits the members of positive weight again on every observed entry
+(``refit=True``): the stacking study (``experiments/stacking.py``) found this the best
+predictor on the paper's data, 2-3 times better than a default single fit on vote matrices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from bernmf._progress import say, working_on
+from bernmf.data.observed import Observed, as_observed, check_real, check_seed
+from bernmf.fitting.runner import fit_settings
+from bernmf.fitting.stack import members_table, stack
+from bernmf.inference import Engine, available, get_engine
+from bernmf.models.spec import Prior
+from bernmf.results.fit import Fit
+
+__all__ = ["BUDGET", "ENGINES", "HOLDOUT", "MM_PRIORS", "RANKS", "search"]
+
+BUDGET = 60.0
+"""Seconds that :func:`search` aims to finish in, by default."""
+
+HOLDOUT = 0.15
+"""Share of the observed entries held out to stack the fits on (as the paper's 15%)."""
+
+FITTING_SHARE = 0.6
+"""Share of the budget for the search's fits; the rest is for stacking and the refits."""
+
+RANKS = (2, 4, 8, 16, 32, 64)
+"""The ranks tried, in order, up to min(M, N)."""
+
+ENGINES = ("mm", "logsvd")
+"""The engines searched by default, at each rank in this order: in the stacking study the
+Bayesian engines and logpca got little or no weight beside these, at many times their
+cost."""
+
+MM_PRIORS = (Prior(1.5, 1.5), Prior(1.0, 3.0), Prior(2.0, 2.0), Prior(3.0, 3.0))
+"""mm's Beta priors of H (gamma = 1): the settings of the modes study's grid that the
+stacking study weighted most on the paper's three datasets."""
+
+MM_SEEDS = 2
+"""mm's seeds per prior and rank in a round; each later round adds as many."""
+
+MM_ROUNDS = 5
+"""At most this many rounds of mm seeds (10 seeds per setting: the stacking study's R on
+animals; more seeds add fits to stack more than they add to the stack's score)."""
+
+
+@dataclasses.dataclass
+class _Clock:
+    """Seconds since the search began, and what the last step of each engine took."""
+
+    begin: float = dataclasses.field(default_factory=time.perf_counter)
+    last: dict = dataclasses.field(default_factory=dict)
+    """Engine name -> (compile seconds, run seconds per fit, rank) of its last step."""
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.begin
+
+    def measured(self, engine: str, rank: int, fits: Sequence[Fit]) -> None:
+        compile_ = sum(f.timings.get("compile", 0.0) for f in fits)
+        run = sum(f.timings.get("run", 0.0) for f in fits)
+        self.last[engine] = (compile_, run / len(fits), rank)
+
+    def estimate(self, engine: str, rank: int, fits: int, new_rank: bool) -> float:
+        """Seconds for ``fits`` fits of ``engine`` at ``rank``: its last step's run seconds
+        per fit, scaled by count and rank (a fit's cost grows about linearly in K), and
+        its compile seconds again at a rank not compiled yet; 0 before the first step of
+        an engine (its lowest rank is its probe)."""
+        if engine not in self.last:
+            return 0.0
+        compile_, per_fit, at_rank = self.last[engine]
+        return compile_ * new_rank + per_fit * fits * max(rank / at_rank, 1.0)
+
+
+def _holdout(data: Observed, share: float, seed: int) -> np.ndarray:
+    """A random ``share`` of the observed entries (at least one), as a bool mask (M, N)."""
+    rows, columns, _ = data.entries()
+    rng = np.random.default_rng(seed)
+    count = min(max(1, round(share * rows.size)), rows.size - 1)
+    chosen = rng.choice(rows.size, size=count, replace=False)
+    held = np.zeros(data.shape, dtype=bool)
+    held[rows[chosen], columns[chosen]] = True
+    return held
+
+
+def _check_engines(engines) -> tuple[Engine, ...]:
+    names = ENGINES if engines is None else engines
+    if isinstance(names, str):
+        names = [names]
+    names = list(dict.fromkeys(names))
+    if not names:
+        raise ValueError(f"engines is empty: give some of {', '.join(available())}")
+    return tuple(get_engine(name) for name in names)
+
+
+def search(
+    Y,
+    engines: Sequence[str] | None = None,
+    *,
+    mask=None,
+    validation=None,
+    budget: float = BUDGET,
+    seed: int = 0,
+    progress: bool = True,
+    stream=None,
+) -> Fit:
+    """The best model of Y the budget allows: a stack of engines x ranks x priors, refit.
+
+    Parameters
+    ----------
+    Y : array-like, DataFrame or scipy.sparse matrix of shape (M, N)
+        Values 0 and 1; NaN is missing.
+    engines : sequence of str, optional
+        The engines to search (default :data:`ENGINES`), in the order given; each gets
+        the ranks :data:`RANKS` up to min(M, N), ``mm`` the priors :data:`MM_PRIORS`
+        and the other engines their default prior.
+    mask : bool array of shape (M, N), optional
+        True where Y is observed (combined with its NaNs), as :func:`bernmf.fit`'s.
+    validation : bool array of shape (M, N), optional
+        The observed entries to stack on; default a random :data:`HOLDOUT` of them.
+    budget : float, default :data:`BUDGET`
+        Seconds to aim for: a step whose estimate would take the fits past
+        :data:`FITTING_SHARE` of it is left out (and said so).
+    seed : int, default 0
+        Seed of the held-out entries and of the first fits.
+    progress : bool, default True
+        Lines to ``stream`` (default stderr): what runs, what was left out, what was
+        chosen.
+
+    Returns
+    -------
+    Fit
+        A :func:`bernmf.stack` (``refit=True``) whose ``extras["search"]`` records the
+        budget, the seconds taken, the held-out entries, the steps fitted
+        (``"fitted"``: engine, rank, fits, seconds, best validation perplexity) and
+        those left out (``"left_out"``, each with its reason).
+    """
+    check_real("budget", budget, 0.0, closed="neither")
+    check_seed(seed, MM_SEEDS * MM_ROUNDS)
+    chosen = _check_engines(engines)
+    data = as_observed(Y, mask, warn_empty=False)
+    if validation is None:
+        held = _holdout(data, HOLDOUT, seed)
+    else:
+        held = np.asarray(validation, dtype=bool) & data.mask
+    train = as_observed(Y, data.mask & ~held, warn_empty=False)
+    held_out = as_observed(Y, held, warn_empty=False)
+    M, N = data.shape
+    ranks = [k for k in RANKS if k <= min(M, N)] or [1]
+    clock = _Clock()
+    say(
+        progress,
+        f"bernmf: searching {', '.join(e.name for e in chosen)} at ranks "
+        f"{', '.join(map(str, ranks))} within {budget:g} s; {held.sum()} of the "
+        f"{data.mask.sum()} observed entries held out to stack on",
+        stream,
+    )
+    fits: list[Fit] = []
+    fitted: list[dict] = []
+    left_out: list[dict] = []
+    stopped: set[str] = set()
+
+    def step(engine: Engine, rank: int, round_: int = 0) -> bool:
+        """Fit one engine at one rank (round 0), or more seeds of it (later rounds), if the
+        estimate fits the budget; False when it does not (a left-out rank is said so)."""
+        priors = list(MM_PRIORS) if engine.name == "mm" else [None]
+        seeds = _seeds(engine, seed, round_)
+        count = len(priors) * len(seeds)
+        estimate = clock.estimate(engine.name, rank, count, new_rank=round_ == 0)
+        probe = engine.name not in clock.last  # every engine is fitted at least once
+        if not probe and clock.elapsed() + estimate > FITTING_SHARE * budget:
+            if round_ == 0:
+                reason = f"about {estimate:.0f} s, over the budget"
+                left_out.append({"engine": engine.name, "rank": rank, "reason": reason})
+                say(progress, f"  left out {engine.name} K={rank} ({reason})", stream)
+            return False
+        working_on(f"{engine.name} K={rank}, {count} fits")
+        begin = time.perf_counter()
+        made = fit_settings(
+            engine, train, rank, priors, seeds, engine.with_defaults(_quiet(engine)), held_out
+        )
+        seconds = time.perf_counter() - begin
+        clock.measured(engine.name, rank, [m.fit for m in made])
+        fits.extend(m.fit for m in made)
+        best = min(m.validation_perplexity for m in made)
+        fitted.append(
+            {"engine": engine.name, "rank": rank, "round": round_, "fits": count,
+             "seconds": seconds, "validation_perplexity": best}
+        )  # fmt: skip
+        more = f" (round {round_ + 1} of seeds)" if round_ else ""
+        say(
+            progress,
+            f"  {engine.name} K={rank}{more}: {count} fit{'s' * (count > 1)} in {seconds:.1f} s,"
+            f" best held-out perplexity {best:.4f}",
+            stream,
+        )
+        return True
+
+    for rank in ranks:
+        for engine in chosen:
+            if engine.name not in stopped and not step(engine, rank):
+                stopped.add(engine.name)  # its higher ranks cost more still
+    mm = [e for e in chosen if e.name == "mm"]
+    tried = [f["rank"] for f in fitted if f["engine"] == "mm"]
+    for round_ in range(1, MM_ROUNDS if mm else 0):
+        if not all(step(mm[0], rank, round_) for rank in tried):
+            break
+    if not fits:
+        raise ValueError(
+            f"no fit of {', '.join(e.name for e in chosen)} fits in a budget of {budget:g} s"
+        )
+    working_on(f"stacking {len(fits)} fits")
+    begin = time.perf_counter()
+    result = stack(fits, Y, validation=held, mask=train.mask, refit=True)
+    stacking = time.perf_counter() - begin
+    record = {
+        "budget": budget,
+        "seconds": clock.elapsed(),
+        "stack_seconds": stacking,
+        "held_out_entries": int(held.sum()),
+        "fitted": fitted,
+        "left_out": left_out,
+    }
+    result = dataclasses.replace(result, extras={**result.extras, "search": record})
+    for line in summary(result):
+        say(progress, line, stream)
+    return result
+
+
+def _quiet(engine: Engine) -> dict:
+    """The options that keep an engine's own progress bar off (the search says what runs)."""
+    return {"progress": False} if "progress" in engine.options else {}
+
+
+def _seeds(engine: Engine, seed: int, round_: int) -> list[int]:
+    """The seeds of round ``round_``: :data:`MM_SEEDS` new ones a round for ``mm``, else one."""
+    count = MM_SEEDS if engine.name == "mm" else 1
+    return list(range(seed + round_ * count, seed + (round_ + 1) * count))
+
+
+def summary(result: Fit) -> list[str]:
+    """What a :func:`search` chose, in a few lines: the weight of each engine and rank, what
+    was left out and the time taken."""
+    record = result.extras["search"]
+    table = members_table(result)
+    table = table[table["weight"] > 0]
+    lines = [
+        f"bernmf: a stack of {len(table)} fits, refit on every observed entry, in "
+        f"{record['seconds']:.0f} s (budget {record['budget']:g} s); weights:"
+    ]
+    for engine, part in table.groupby("engine", sort=False):
+        ranks = part.groupby("rank")["weight"].sum()
+        listed = ", ".join(f"K={k} {w:.2f}" for k, w in ranks.items() if w >= 0.005)
+        lines.append(f"  {engine} {part['weight'].sum():.2f}" + (f" ({listed})" * bool(listed)))
+    if record["left_out"]:
+        listed = ", ".join(f"{o['engine']} K={o['rank']}" for o in record["left_out"])
+        lines.append(f"  left out for time: {listed} (a larger budget fits them)")
+    return lines

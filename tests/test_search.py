@@ -1,0 +1,143 @@
+"""The best model by default: bernmf.fit(Y) without a rank, and bernmf fit DATA without --rank."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bernmf
+from bernmf.cli.parser import main
+from bernmf.data.split import random_split
+from bernmf.fitting import search as search_module
+from bernmf.fitting.search import search
+from bernmf.fitting.stack import members_table
+
+
+@pytest.fixture
+def small(monkeypatch):
+    """A small simulated matrix with a test split, and a search cut to two ranks and two
+    rounds of mm seeds (the ladder and the rounds are what the budget would cut)."""
+    monkeypatch.setattr(search_module, "RANKS", (2, 4))
+    monkeypatch.setattr(search_module, "MM_ROUNDS", 2)
+    Y, _, _ = bernmf.simulate(1, 40, 30, 3, bernmf.Prior(0.5, 0.5, 0.5))
+    split = random_split(Y.shape, (0.85, 0.0, 0.15), seed=1)
+    observed = Y.copy()
+    observed[split.test] = np.nan
+    return Y, observed, split
+
+
+def test_a_fit_without_a_rank_is_a_refit_stack_of_the_searched_engines(small):
+    Y, observed, split = small
+    result = search(observed, budget=600, progress=False)
+    record = result.extras["search"]
+    table = members_table(result)
+    assert result.engine == "stack" and result.extras["stack"]["refit"]
+    assert set(table["engine"]) == {"mm", "logsvd", "baseline"}
+    fitted = {(f["engine"], f["rank"], f["round"]) for f in record["fitted"]}
+    assert fitted == {("mm", 2, 0), ("mm", 4, 0), ("logsvd", 2, 0), ("logsvd", 4, 0)} | {
+        ("mm", 2, 1),
+        ("mm", 4, 1),
+    }
+    assert record["left_out"] == []
+    # mm: every prior of the grid, two rounds of two seeds each
+    mm = table[table["engine"] == "mm"]
+    assert len(mm) == 2 * len(search_module.MM_PRIORS) * 2 * search_module.MM_SEEDS
+    assert record["held_out_entries"] == round(0.15 * np.isfinite(observed).sum())
+    score = result.perplexity(Y, split.test)
+    assert np.isfinite(score) and score < np.log(2)  # better than a coin, never inf
+    # the members of positive weight were fitted again on every observed entry
+    assert result.observed.mask.sum() == np.isfinite(observed).sum()
+
+
+def test_bernmf_fit_without_a_rank_searches(small):
+    _, observed, _ = small
+    direct = search(observed, budget=600, progress=False)
+    through_fit = bernmf.fit(observed, budget=600)
+    np.testing.assert_array_equal(through_fit.probs, direct.probs)
+    assert members_table(through_fit)["engine"].tolist() == members_table(direct)["engine"].tolist()
+
+
+def test_a_given_validation_is_what_the_stack_is_weighed_on(small):
+    Y, observed, _ = small
+    validation = np.isfinite(observed) & (np.random.default_rng(3).random(Y.shape) < 0.2)
+    result = search(observed, ["logsvd"], validation=validation, budget=600, progress=False)
+    assert result.extras["search"]["held_out_entries"] == validation.sum()
+    assert set(members_table(result)["engine"]) == {"logsvd", "baseline"}
+
+
+def test_steps_over_the_budget_are_left_out_and_said_so(small, monkeypatch, capsys):
+    _, observed, _ = small
+    # every estimate after an engine's probe is a day: only the probes run
+    monkeypatch.setattr(search_module._Clock, "estimate", lambda *args, **kwargs: 86400.0)
+    result = search(observed, budget=600)
+    record = result.extras["search"]
+    assert {(f["engine"], f["rank"]) for f in record["fitted"]} == {("mm", 2), ("logsvd", 2)}
+    assert {(o["engine"], o["rank"]) for o in record["left_out"]} == {("mm", 4), ("logsvd", 4)}
+    err = capsys.readouterr().err
+    assert "left out mm K=4 (about 86400 s, over the budget)" in err
+    assert "left out for time: mm K=4, logsvd K=4" in err
+
+
+@pytest.mark.parametrize(
+    "given, named",
+    [
+        ({"prior": bernmf.Prior(1.2, 1.2)}, "prior"),
+        ({"restarts": 3}, "restarts"),
+        ({"combine": "mean"}, "combine"),
+        ({"max_iter": 10}, "max_iter"),
+        ({"accelerate": False}, "accelerate"),
+    ],
+)
+def test_arguments_of_one_fit_without_a_rank_are_refused(small, given, named):
+    _, observed, _ = small
+    with pytest.raises(ValueError, match=f"takes no {named}: give rank="):
+        bernmf.fit(observed, **given)
+
+
+def test_a_budget_with_a_rank_is_refused(small):
+    _, observed, _ = small
+    with pytest.raises(ValueError, match="leave out rank=2 to search"):
+        bernmf.fit(observed, "mm", 2, budget=10)
+
+
+@pytest.mark.parametrize("budget", [0, -1, float("nan"), float("inf")])
+def test_a_budget_must_be_a_positive_number(small, budget):
+    _, observed, _ = small
+    with pytest.raises(ValueError, match="budget must be a finite number"):
+        search(observed, budget=budget, progress=False)
+
+
+def test_unknown_engines_fail_before_any_fit(small):
+    _, observed, _ = small
+    with pytest.raises(ValueError, match="nope"):
+        search(observed, ["mm", "nope"], progress=False)
+    with pytest.raises(ValueError, match="engines is empty"):
+        search(observed, [], progress=False)
+
+
+def test_bernmf_fit_without_rank_writes_the_stack(small, tmp_path, capsys):
+    _, observed, _ = small
+    data = tmp_path / "y.csv"
+    pd.DataFrame(observed).to_csv(data)
+    out = tmp_path / "out"
+    assert main(["fit", str(data), "--out", str(out), "--budget", "600", "--json"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine"] == "stack" and summary["search"]["left_out"] == []
+    members = pd.read_csv(out / "members.csv")
+    assert {"engine", "rank", "weight"} <= set(members.columns)
+    assert members["weight"].sum() == pytest.approx(1.0)
+    assert bernmf.load(out / "fit.npz").engine == "stack"
+
+
+def test_flags_of_one_fit_without_rank_are_a_clear_error(small, tmp_path, capsys):
+    _, observed, _ = small
+    data = tmp_path / "y.csv"
+    pd.DataFrame(observed).to_csv(data)
+    code = main(["fit", str(data), "--out", str(tmp_path / "o"), "--alpha", "1.2", "--tol", "0"])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert "--alpha, --tol set up one fit: give --rank too" in err
+    assert not (tmp_path / "o").exists()
