@@ -373,3 +373,19 @@ def test_the_commands_take_their_defaults_from_the_functions_they_call(
     args = vars(build_parser().parse_args(command))
     for name, value in changed.items():
         assert args[name] == read.get(name, value), name
+
+
+def test_an_out_that_cannot_be_written_fails_before_the_work(data_csv, tmp_path, capsys):
+    """It failed after the whole run, naming the internal temporary path."""
+    path, _ = data_csv
+    (tmp_path / "file").write_text("x")
+    for out, message in [
+        (tmp_path / "file" / "out", f"cannot write {tmp_path}/file/out: {tmp_path}/file is not"),
+        (tmp_path / ("a" * 256), "is 256 bytes long, more than the 255"),
+    ]:
+        assert main(["fit", str(path), "--rank", "2", "--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert message in err and "fitting" not in err and ".tmp" not in err
+    out = tmp_path / "new" / "folders" / "out"  # made when the results are written
+    assert main(["fit", str(path), "--rank", "2", "--max-iter", "5", "--out", str(out)]) == 0
+    assert (out / "fit.npz").is_file()

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bernmf._output import Target, atomic_output, write_json
+from bernmf import _interrupt as interrupt
+from bernmf._output import Target, atomic_output, check_writable, write_json
 from bernmf.api import fit
 from bernmf.cli.commands import members_table, parse_options, prior_of, say
 from bernmf.data.files.readers import count_rows, read_rows, rows_of
@@ -106,11 +107,18 @@ def fit_command(args) -> int:
 
 
 def part() -> None:
-    """The child of :func:`fit_command`: :func:`fit_part` of the arguments pickled on stdin."""
+    """The child of :func:`fit_command`: :func:`fit_part` of the arguments pickled on stdin.
+
+    Ctrl-C ends it as it ends the command (:mod:`bernmf._interrupt`).
+    """
+    interrupt.install()
     args, parent = pickle.load(sys.stdin.buffer)
     threading.Thread(target=_orphaned, args=(parent,), daemon=True).start()
+    interrupt.start()
     try:
         summary = fit_part(args)
+    except KeyboardInterrupt:
+        sys.exit(interrupt.outcome(interrupt.INTERRUPTED, interrupted=True))
     except Exception as error:
         if args.debug:
             raise
@@ -318,6 +326,7 @@ def read_block(args, out: Path, index: int, count: int) -> tuple:
     taken = [name for name in outputs(index) if (out / name).exists()]
     if taken and not args.force:
         raise FileExistsError(f"{out} has {', '.join(taken)}; use --force to replace them")
+    check_writable(out / outputs(index)[0])
     start, stop = rows_of(index, count, count_rows(args.data))
     blocks = [
         None if path is None else read_rows(path, start, stop)
