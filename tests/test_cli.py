@@ -389,3 +389,27 @@ def test_an_out_that_cannot_be_written_fails_before_the_work(data_csv, tmp_path,
     out = tmp_path / "new" / "folders" / "out"  # made when the results are written
     assert main(["fit", str(path), "--rank", "2", "--max-iter", "5", "--out", str(out)]) == 0
     assert (out / "fit.npz").is_file()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--coordinator", "127.0.0.1"], "--coordinator must be host:port"),
+        (["--coordinator", "127.0.0.1:http"], "--coordinator must be host:port"),
+        (["--coordinator", ":1234"], "--coordinator must be host:port"),
+        (["--coordinator", "h:1234", "--num-processes", "two"], "--num-processes must be an"),
+        (["--coordinator", "h:1234", "--process-id", "first"], "--process-id must be an"),
+    ],
+)
+def test_distributed_arguments_are_refused_in_their_words(
+    data_csv, tmp_path, capsys, options, message
+):
+    """--coordinator without a port said "list index out of range"."""
+    path, _ = data_csv
+    given = {"--num-processes": "2", "--process-id": "0"}
+    for flag, value in zip(options[::2], options[1::2], strict=True):
+        given[flag] = value
+    argv = ["fit", str(path), "--rank", "2", "--distributed", "--out", str(tmp_path / "out")]
+    assert main(argv + [item for pair in given.items() for item in pair]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bernmf: error: {message}") and err.count("\n") == 1

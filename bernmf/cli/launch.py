@@ -56,7 +56,9 @@ def coordinates(coordinator, num_processes, process_id, environ=os.environ) -> t
     Raises
     ------
     ValueError
-        One of them neither given nor in the environment, or an index out of range.
+        One of them neither given nor in the environment, a coordinator that is not
+        ``host:port``, a count or index that is not an integer, or an index out of range;
+        the message names the option.
     """
     given = {"coordinator": coordinator, "num_processes": num_processes}
     given["process_id"] = process_id
@@ -67,10 +69,25 @@ def coordinates(coordinator, num_processes, process_id, environ=os.environ) -> t
         if given[name] is None:
             option = "--" + name.replace("_", "-")
             raise ValueError(f"--distributed needs {option} or one of {variables} set")
-    count, index = int(given["num_processes"]), int(given["process_id"])
+    coordinator = str(given["coordinator"])
+    host, _, port = coordinator.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 2**16:
+        raise ValueError(
+            f"--coordinator must be host:port (e.g. 10.0.0.1:1234), got {coordinator!r}"
+        )
+    count, index = (_integer(given[name], name) for name in ("num_processes", "process_id"))
     if not 0 <= index < count:
         raise ValueError(f"process id {index} out of range for {count} processes")
-    return str(given["coordinator"]), count, index
+    return coordinator, count, index
+
+
+def _integer(value, name: str) -> int:
+    """``value`` of the option ``name`` as an integer; ValueError naming the option."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        option = "--" + name.replace("_", "-")
+        raise ValueError(f"{option} must be an integer, got {value!r}") from None
 
 
 def fit_command(args) -> int:
