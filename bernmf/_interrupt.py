@@ -235,10 +235,9 @@ def exclusive() -> Iterator[None]:
             raise KeyboardInterrupt
 
 
-def published(path: Path) -> None:
-    """``path`` is published: the command's results, unless inside a temporary output."""
-    inside = any(t in path.parents for t, tree in _temporaries.items() if tree)
-    if _state["phase"] == "running" and not inside:
+def published() -> None:
+    """The command's results are published, complete: an interrupt no longer stops it."""
+    if _state["phase"] == "running":
         _state["published"] = True
 
 

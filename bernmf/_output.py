@@ -450,7 +450,8 @@ def atomic_output(target: Target, *, folder: bool) -> Iterator[Path]:
             else:
                 os.replace(temporary, path)
             done = True
-            interrupt.published(path)
+            if folder:  # a command's results (files, e.g. Fit.save's, may be parts of them)
+                interrupt.published()
     finally:
         interrupt.remove(temporary)
         interrupt.unregister(temporary)
