@@ -9,7 +9,8 @@ Importing bernmf turns on JAX's persistent compilation cache in bernmf's cache f
 (:mod:`bernmf._cache`; ``BERNMF_COMPILE_CACHE=off`` turns it off).
 """
 
-from bernmf import _moved
+# First: in the bernmf command's own process, Ctrl-C is handled from here on (_interrupt)
+from bernmf import _interrupt, _moved  # noqa: F401
 from bernmf._cache import enable_compile_cache
 from bernmf.api import fit
 from bernmf.fitting.modes import count_modes

@@ -2,7 +2,9 @@
 
 One writer, :func:`atomic_output`, serves both :meth:`bernmf.Fit.save` (a file) and
 the command line (a results folder). Results are written to a new temporary name
-next to the target (``.<name>.<random>.tmp``) and published only when complete:
+next to the target (``.<name>.<host>-<pid>-<random>.tmp``, the name cut to fit the
+file system's 255 bytes) and published only when complete, and only if the command
+was not interrupted (:mod:`bernmf._interrupt`):
 
 * exclusively by default: a file is published with ``os.link`` and a folder by
   claiming the target with ``os.mkdir`` and renaming the temporary folder onto that
@@ -17,22 +19,36 @@ next to the target (``.<name>.<random>.tmp``) and published only when complete:
 
 Temporary files and folders are created with ``os.open`` / ``os.mkdir`` and the usual
 modes 0o666 / 0o777, so the user's umask applies (``tempfile`` would give 0600 / 0700),
-and they are removed when writing fails or is interrupted.
+and they are removed when writing fails or is interrupted; missing folders above the
+target are made (and removed again if nothing is published). A process killed while
+writing (SIGKILL) leaves its temporary behind, and a folder it had set aside as
+``.<name>.<host>-<pid>-<random>.old``: the start check of the next command writing
+into the same folder (:func:`check_output`) removes the first and puts the second back
+(or, when its place was taken, says where it is), once the process that made them is
+gone (:func:`clean_leftovers`). Errors name the user's path, not a temporary one.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import math
 import os
+import re
 import secrets
 import shutil
+import socket
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
+
+from bernmf import _interrupt as interrupt
 
 
 def to_json(value) -> object:
@@ -85,13 +101,18 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
     """
     try:
         stat = os.lstat(path)
-    except FileNotFoundError:
-        return None
+    except OSError as error:
+        if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
+            return None  # nothing there, nor can be (check_writable says why)
+        raise
     return stat.st_dev, stat.st_ino, stat.st_mtime_ns
 
 
 def check_output(out, force: bool, *, keep=()) -> Target:
     """The start check of a results folder, before any work.
+
+    Also removes, or puts back, what a killed writer left next to ``out``
+    (:func:`clean_leftovers`).
 
     Parameters
     ----------
@@ -114,11 +135,17 @@ def check_output(out, force: bool, *, keep=()) -> Target:
     FileExistsError
         If ``out`` exists and ``force`` is False, or exists and is not a folder.
     ValueError
-        If ``force`` would delete the current folder or an input file.
+        If ``force`` would delete the current folder or an input file, or ``out``
+        cannot be written (:func:`check_writable`).
+    OSError
+        If the folder that would hold ``out`` cannot be written (PermissionError, ...).
     """
     out = Path(out)
+    if os.path.isdir(out.parent):
+        clean_leftovers(out.parent)
     replaces = _identity(out)
     if replaces is None:
+        check_writable(out)
         return Target(out, force)
     if not force:
         raise FileExistsError(f"{out} exists; use --force to replace it")
@@ -130,21 +157,186 @@ def check_output(out, force: bool, *, keep=()) -> Target:
     for path in keep:
         if path is not None and Path(path).resolve().is_relative_to(out.resolve()):
             raise ValueError(f"{refuse} contains the input {path}")
+    check_writable(out)
     return Target(out, force, replaces)
 
 
-def _temporary(path: Path, folder: bool) -> Path:
-    """A new empty file or folder ``.<name>.<random>.tmp`` next to ``path`` (umask applies)."""
-    while True:
-        temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            if folder:
-                os.mkdir(temporary, 0o777)
-            else:
-                os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            return temporary
-        except FileExistsError:  # a name taken by chance: draw another
+def check_writable(path) -> None:
+    """That a file or folder can be written at ``path``, before any work.
+
+    The folders missing above it would be made when it is written; the first one that
+    exists must be a folder this process can write to, and every name that would be
+    made must fit the file system (255 bytes; the writer's temporary names are cut to
+    fit). Checked by making and removing a temporary folder there.
+
+    Raises
+    ------
+    ValueError
+        A name too long, or a file where a folder should be; the message names ``path``.
+    OSError
+        The folder cannot be written (PermissionError, a read-only file system ...),
+        with a message that names ``path``.
+    """
+    path = Path(path)
+    folder, names = path.absolute().parent, [path.name]
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder, names = folder.parent, [*names, folder.name]
+    if not folder.is_dir():
+        raise ValueError(f"cannot write {path}: {folder} is not a folder")
+    limit = _name_max(folder)
+    for name in names:
+        size = len(os.fsencode(name))
+        if size > limit:
+            shown = repr(name if len(name) <= 40 else name[:39] + "…")
+            raise ValueError(
+                f"cannot write {path}: the name {shown} is {size} bytes long, more than "
+                f"the {limit} a file name may have there"
+            )
+    probe = _sibling(folder / names[-1], "tmp")
+    try:
+        os.mkdir(probe, 0o700)
+    except OSError as error:
+        raise type(error)(
+            error.errno, f"cannot write {path} in {folder}: {error.strerror}"
+        ) from None
+    os.rmdir(probe)
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name, in bytes, that ``folder``'s file system takes (255)."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):  # Windows has no pathconf
+        return 255
+
+
+@cache
+def _host() -> str:
+    """Six hex digits of this machine's name: a writer's names say where it ran."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
+
+
+LEFTOVER = re.compile(
+    r"\.(?P<name>.+)\.(?P<host>[0-9a-f]{6})-(?P<pid>[0-9]+)-[0-9a-f]{12}\.(?P<kind>tmp|old)",
+    re.DOTALL,
+)
+"""The names of the writer's temporary output (``tmp``) and set-aside folders (``old``)."""
+
+
+def _sibling(path: Path, kind: str) -> Path:
+    """A new name ``.<name>.<host>-<pid>-<random>.<kind>`` next to ``path``: the name is cut
+    so that the whole fits the file system's limit (:data:`LEFTOVER` reads it back)."""
+    suffix = f".{_host()}-{os.getpid()}-{secrets.token_hex(6)}.{kind}"
+    existing = next(p for p in (path.parent, *path.parent.parents) if p.is_dir() or p == p.parent)
+    room = _name_max(existing) - len(suffix) - 1
+    name = path.name
+    while len(os.fsencode(name)) > room:
+        name = name[:-1]
+    return path.with_name(f".{name}{suffix}")
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process ``pid`` of this machine may still run (True when unsure)."""
+    if os.name == "nt":  # os.kill would end it there
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # e.g. another user's process
+        return True
+    return True
+
+
+def clean_leftovers(folder) -> None:
+    """Remove, or put back, what a writer killed on this machine left in ``folder``.
+
+    Only the writer's own names (:data:`LEFTOVER`) of a process that is gone: a
+    temporary output is removed; a folder set aside by ``--force`` is put back at its
+    name if that is free, and otherwise (or when its name was cut to fit) left where
+    it is, with a warning that says where it is. Each is told in a warning.
+    """
+    folder = Path(folder)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return
+    for name in names:
+        match = LEFTOVER.fullmatch(name)
+        if not match or match["host"] != _host() or _alive(int(match["pid"])):
             continue
+        path, target = folder / name, folder / match["name"]
+        if match["kind"] == "tmp":
+            interrupt.remove(path)
+            warnings.warn(f"removed {path}, left by a killed bernmf process", stacklevel=3)
+            continue
+        cut = len(os.fsencode(name)) >= _name_max(folder) - 3  # the name may have been cut
+        if not cut and path.is_dir() and not path.is_symlink():
+            try:
+                _publish(path, target)
+                warnings.warn(
+                    f"put {target} back: a bernmf process killed while replacing it (--force) "
+                    f"had set it aside as {name}",
+                    stacklevel=3,
+                )
+                continue
+            except OSError:
+                pass
+        warnings.warn(
+            f"{path} is a folder that a bernmf process killed while replacing {target} "
+            "(--force) had set aside: the former results; remove it if they are not needed",
+            stacklevel=3,
+        )
+
+
+def _made_folders(folder: Path) -> list[Path]:
+    """Make ``folder`` and the folders missing above it; those made, outermost first.
+
+    Each is registered for removal (if still empty) should the command be interrupted.
+    """
+    missing = []
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    made = []
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o777)
+        except FileExistsError:  # made meanwhile by someone else: not ours to remove
+            continue
+        except OSError as error:
+            _remove_empty(made)
+            raise type(error)(error.errno, f"cannot make {path}: {error.strerror}") from None
+        interrupt.register(path, tree=False)
+        made.append(path)
+    return made
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the ``folders`` (outermost first) that are still empty, innermost first."""
+    for path in reversed(folders):
+        with suppress(OSError):
+            os.rmdir(path)
+        interrupt.unregister(path)
+
+
+def _temporary(path: Path, folder: bool) -> Path:
+    """A new empty file or folder (:func:`_sibling`) next to ``path`` (umask applies),
+    registered for removal should the command be interrupted; none once it was."""
+    with interrupt.exclusive():
+        while True:
+            temporary = _sibling(path, "tmp")
+            try:
+                if folder:
+                    os.mkdir(temporary, 0o777)
+                else:
+                    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            except FileExistsError:  # a name taken by chance: draw another
+                continue
+            except OSError as error:
+                raise type(error)(error.errno, f"cannot write {path}: {error.strerror}") from None
+            interrupt.register(temporary)
+            return temporary
 
 
 def _publish(temporary: Path, path: Path) -> None:
@@ -177,7 +369,7 @@ def _replace_folder(temporary: Path, target: Target) -> None:
     place; on any failure (or Ctrl-C) it is put back.
     """
     path = target.path
-    aside = path.with_name(f".{path.name}.{secrets.token_hex(6)}.old")
+    aside = _sibling(path, "old")
     try:
         os.rename(path, aside)
     except FileNotFoundError:  # removed meanwhile: nothing to replace
@@ -197,6 +389,15 @@ def _replace_folder(temporary: Path, target: Target) -> None:
             raise FileExistsError(f"{error}; what was at {path} is now {aside}") from None
         raise
     shutil.rmtree(aside, ignore_errors=True)
+
+
+def _named(error: OSError, temporary: Path, path: Path) -> OSError:
+    """``error`` about a file in ``temporary``, naming it as it will be under ``path``."""
+    name = str(error.filename or "")
+    if not name.startswith(str(temporary)):
+        return error
+    renamed = str(path) + name[len(str(temporary)) :]
+    return type(error)(error.errno, error.strerror or str(error), renamed)
 
 
 @contextmanager
@@ -220,19 +421,42 @@ def atomic_output(target: Target, *, folder: bool) -> Iterator[Path]:
     FileExistsError
         If something that may not be replaced is at ``target.path`` when publishing;
         the temporary is removed and what is at the target is left as it is.
+    KeyboardInterrupt
+        If the command was interrupted (:mod:`bernmf._interrupt`): nothing is published.
+    OSError
+        Writing failed; the message names the path under ``target.path``.
     """
     path = target.path
-    temporary = _temporary(path, folder)
+    made = _made_folders(path.parent)
     try:
-        yield temporary
-        if not target.force:
-            _publish(temporary, path)
-        elif folder:
-            _replace_folder(temporary, target)
-        else:
-            os.replace(temporary, path)
+        temporary = _temporary(path, folder)
+    except BaseException:
+        _remove_empty(made)
+        raise
+    done = False
+    try:
+        try:
+            yield temporary
+        except OSError as error:
+            named = _named(error, temporary, path)
+            if named is error:
+                raise
+            raise named from error
+        with interrupt.exclusive():  # published only if not interrupted, and never cut
+            if not target.force:
+                _publish(temporary, path)
+            elif folder:
+                _replace_folder(temporary, target)
+            else:
+                os.replace(temporary, path)
+            done = True
+            if folder:  # a command's results (files, e.g. Fit.save's, may be parts of them)
+                interrupt.published()
     finally:
-        if folder:
-            shutil.rmtree(temporary, ignore_errors=True)
+        interrupt.remove(temporary)
+        interrupt.unregister(temporary)
+        if done:
+            for made_folder in made:
+                interrupt.unregister(made_folder)
         else:
-            temporary.unlink(missing_ok=True)
+            _remove_empty(made)

@@ -17,6 +17,16 @@ from matplotlib.figure import Figure
 from bernmf.results.fit import Fit
 
 
+def as_text(name) -> str:
+    """``name`` (a label, engine or data set) as matplotlib draws it literally.
+
+    matplotlib reads a string with two ``$`` as a formula (mathtext): ``"$a_$"`` fails to
+    parse (after the whole computation of a command) and ``"$x$"`` is drawn in italics.
+    Every ``$`` is escaped (``\\$``), so every name is drawn as written.
+    """
+    return str(name).replace("$", r"\$")
+
+
 def _finish(fig: Figure, path) -> Figure:
     fig.tight_layout()
     if path is not None:
@@ -96,6 +106,7 @@ def _ticks(ax, axis: str, labels, limit: int) -> None:
     positions = range(0, len(labels), step)
     names = [str(labels[i]) for i in positions]
     names = [v if len(v) <= LABEL_CHARACTERS else v[: LABEL_CHARACTERS - 1] + "…" for v in names]
+    names = [as_text(v) for v in names]
     size = 7
     if axis == "x":
         ax.set_xticks(positions, names, rotation=90, fontsize=size)
@@ -143,7 +154,7 @@ def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
         _ticks(ax, "y", frame.index, limit=80)
         if name == "W":
             ax.set_xlabel("component")
-        ax.set_title(f"{name} ({fit.engine}, K = {fit.rank})")
+        ax.set_title(f"{name} ({as_text(fit.engine)}, K = {fit.rank})")
         fig.colorbar(image, ax=ax, shrink=0.7)
     return _finish(fig, path)
 
@@ -235,7 +246,7 @@ def _mark_off_scale(ax, x, y, labels, top: float) -> None:
     for j, (xi, yi, label) in enumerate(off):  # neighbours' labels on staggered lines
         ax.plot(xi, top, marker="^", color=OFF_SCALE_COLOR, clip_on=False, markersize=7)
         ax.annotate(
-            f"{label} {yi:.3g}".strip(), (xi, top), xytext=(0, -12 - 9 * (j % 3)),
+            as_text(f"{label} {yi:.3g}".strip()), (xi, top), xytext=(0, -12 - 9 * (j % 3)),
             textcoords="offset points", ha="center", fontsize=7, color=OFF_SCALE_COLOR,
         )  # fmt: skip
 
@@ -301,11 +312,14 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
             chosen = (table["engine"] == engine).to_numpy() & (shown == y)
             marker = "D" if engine.endswith("ensemble") else "o"
             ax.scatter(
-                x[chosen], y[chosen], label=engine, s=25, color=engine_color(engine), marker=marker
-            )
+                x[chosen], y[chosen], label=as_text(engine), s=25, color=engine_color(engine),
+                marker=marker,
+            )  # fmt: skip
         for xi, yi, label in zip(x, y, labels, strict=True):
             if top is None or yi <= top:
-                ax.annotate(label, (xi, yi), xytext=(3, 3), textcoords="offset points", fontsize=6)
+                ax.annotate(
+                    as_text(label), (xi, yi), xytext=(3, 3), textcoords="offset points", fontsize=6
+                )
         front = pareto_front(x, y)
         order = np.argsort(x[front])
         ax.step(x[front][order], y[front][order], where="post", color="grey", linestyle="--")
@@ -317,7 +331,9 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
         if top is not None:
             ax.set_ylim(top=top)
             _mark_off_scale(ax, x, y, labels, top)
-        ax.set(xlabel="seconds per fit (log)", ylabel="test perplexity (nats)", title=dataset)
+        ax.set(
+            xlabel="seconds per fit (log)", ylabel="test perplexity (nats)", title=as_text(dataset)
+        )
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     return _finish(fig, path)
@@ -347,7 +363,7 @@ def perplexity_boxplot(
     boxes = ax.boxplot(values, patch_artist=True)
     for box, group in zip(boxes["boxes"], groups, strict=True):
         box.set(facecolor=engine_color(group), alpha=0.6)
-    ax.set_xticks(range(1, len(groups) + 1), [str(g) for g in groups])
+    ax.set_xticks(range(1, len(groups) + 1), [as_text(g) for g in groups])
     top = outlier_limit(table[value])
     if top is not None:  # keep the close groups readable; the far ones are annotated
         medians = [float(np.median(v)) for v in values]
@@ -380,13 +396,13 @@ def traces(fits: Mapping[str, Fit] | Fit, *, path=None) -> Figure:
     for label, fit in fits.items():
         trace = np.asarray(fit.trace, dtype=float)
         color = engine_color(fit.engine) if len(fits) == 1 else None
-        raw.plot(np.arange(len(trace)), trace, label=label, color=color)
+        raw.plot(np.arange(len(trace)), trace, label=as_text(label), color=color)
         finite = trace[np.isfinite(trace)]
         if finite.size > 1:
             final = finite[-1]
             gap = np.abs(trace[:-1] - final) / max(abs(final), np.finfo(float).tiny)
             keep = np.isfinite(gap) & (gap > 0)
-            relative.plot(np.arange(len(gap))[keep], gap[keep], label=label, color=color)
+            relative.plot(np.arange(len(gap))[keep], gap[keep], label=as_text(label), color=color)
     raw.set(xlabel="iteration", ylabel="objective (engine's trace)")
     relative.set_yscale("log")
     if relative.lines:

@@ -175,6 +175,8 @@ def grid(
     Tuning
     """
     ranks = [check_rank(k) for k in np.atleast_1d(ranks).tolist()]
+    if not ranks:
+        raise ValueError(f"ranks must be a non-empty list of ranks, got {ranks}")
     alphas, betas = _values("alphas", alphas), _values("betas", betas)
     check_count("restarts", restarts, most=MAX_RESTARTS)
     if combine not in (None, "mean", "best", "stack"):

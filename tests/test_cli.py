@@ -373,3 +373,43 @@ def test_the_commands_take_their_defaults_from_the_functions_they_call(
     args = vars(build_parser().parse_args(command))
     for name, value in changed.items():
         assert args[name] == read.get(name, value), name
+
+
+def test_an_out_that_cannot_be_written_fails_before_the_work(data_csv, tmp_path, capsys):
+    """It failed after the whole run, naming the internal temporary path."""
+    path, _ = data_csv
+    (tmp_path / "file").write_text("x")
+    for out, message in [
+        (tmp_path / "file" / "out", f"cannot write {tmp_path}/file/out: {tmp_path}/file is not"),
+        (tmp_path / ("a" * 256), "is 256 bytes long, more than the 255"),
+    ]:
+        assert main(["fit", str(path), "--rank", "2", "--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert message in err and "fitting" not in err and ".tmp" not in err
+    out = tmp_path / "new" / "folders" / "out"  # made when the results are written
+    assert main(["fit", str(path), "--rank", "2", "--max-iter", "5", "--out", str(out)]) == 0
+    assert (out / "fit.npz").is_file()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--coordinator", "127.0.0.1"], "--coordinator must be host:port"),
+        (["--coordinator", "127.0.0.1:http"], "--coordinator must be host:port"),
+        (["--coordinator", ":1234"], "--coordinator must be host:port"),
+        (["--coordinator", "h:1234", "--num-processes", "two"], "--num-processes must be an"),
+        (["--coordinator", "h:1234", "--process-id", "first"], "--process-id must be an"),
+    ],
+)
+def test_distributed_arguments_are_refused_in_their_words(
+    data_csv, tmp_path, capsys, options, message
+):
+    """--coordinator without a port said "list index out of range"."""
+    path, _ = data_csv
+    given = {"--num-processes": "2", "--process-id": "0"}
+    for flag, value in zip(options[::2], options[1::2], strict=True):
+        given[flag] = value
+    argv = ["fit", str(path), "--rank", "2", "--distributed", "--out", str(tmp_path / "out")]
+    assert main(argv + [item for pair in given.items() for item in pair]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bernmf: error: {message}") and err.count("\n") == 1

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from bernmf import _cache
@@ -101,3 +103,90 @@ def test_compile_cache_dir_reads_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv("BERNMF_CACHE_DIR")
     monkeypatch.delenv("BERNMF_COMPILE_CACHE")
     assert _cache.compile_cache_dir().parts[-2:] == ("bernmf", "jax")
+
+
+@pytest.mark.parametrize("value", ["1", "true", "Yes", " on "])
+def test_on_means_the_default_folder(tmp_path, monkeypatch, value):
+    """It made a folder named "1" (or "true" ...) in the working folder."""
+    monkeypatch.chdir(tmp_path)
+    folder, first = run_fit(
+        {"BERNMF_CACHE_DIR": str(tmp_path / "cache"), "BERNMF_COMPILE_CACHE": value}
+    )
+    assert Path(folder) == tmp_path / "cache" / "jax"
+    assert first["misses"] > 0 and sorted(os.listdir(tmp_path)) == ["cache"]
+
+
+CHANGE_FOLDER = """
+import os, sys
+import bernmf, bernmf._cache
+os.chdir(sys.argv[1])
+print(bernmf._cache.compile_cache_dir(), bernmf._cache.user_cache_dir())
+"""
+
+
+def test_relative_folders_are_those_of_the_working_folder_at_import(tmp_path):
+    """They followed a later os.chdir."""
+    (tmp_path / "elsewhere").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BERNMF_", "JAX_"))}
+    env |= {"BERNMF_CACHE_DIR": "cache", "BERNMF_COMPILE_CACHE": "programs"}
+    out = subprocess.run(
+        [sys.executable, "-c", CHANGE_FOLDER, str(tmp_path / "elsewhere")],
+        capture_output=True, text=True, check=True, env=env, cwd=tmp_path,
+    ).stdout.split()  # fmt: skip
+    assert out == [str(tmp_path / "programs"), str(tmp_path / "cache")]
+
+
+@pytest.fixture
+def unwritable(tmp_path):
+    """A cache folder that cannot be written, even by root (chattr +i), or skip."""
+    folder = tmp_path / "programs"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK):
+        if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+            folder.chmod(0o755)
+            pytest.skip("no folder that this user cannot write to")
+        yield folder
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    else:
+        yield folder
+    folder.chmod(0o755)
+
+
+def test_a_folder_that_cannot_be_written_is_one_warning_line(unwritable, data_csv):
+    """A CLI fit wrote 14 lines, one per program JAX could not save."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BERNMF_", "JAX_"))}
+    env |= {"BERNMF_COMPILE_CACHE": str(unwritable)}
+    out = unwritable.parent / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "bernmf", "fit", str(data_csv), "--rank", "2", "--out", str(out)],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert warned == [
+        f"bernmf: warning: the compilation cache {unwritable} cannot be written: programs are "
+        "loaded from it, but new ones are compiled again by every process"
+    ]
+
+
+@pytest.fixture(scope="module")
+def data_csv(tmp_path_factory):
+    Y = (np.random.default_rng(0).random((30, 20)) < 0.3).astype(int)
+    path = tmp_path_factory.mktemp("data") / "y.csv"
+    pd.DataFrame(Y).to_csv(path)
+    return path
+
+
+def test_a_damaged_entry_is_written_again(tmp_path):
+    """JAX never replaces an entry: a damaged one made every later process warn and
+    compile again."""
+    environment = {"BERNMF_COMPILE_CACHE": str(tmp_path)}
+    run_fit(environment)
+    for entry in cached_files(tmp_path):
+        if entry.name.endswith("-cache"):
+            entry.write_bytes(entry.read_bytes()[:100])  # as a process killed while writing
+    _, second = run_fit(environment)
+    assert second["misses"] > 0
+    _, third = run_fit(environment)
+    assert third["misses"] == 0 and third["hits"] == second["misses"] + second["hits"]

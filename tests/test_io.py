@@ -448,3 +448,37 @@ def test_the_members_of_a_labelled_ensemble_come_back_as_they_were(tmp_path):
     loaded = bernmf.load(fit.save(tmp_path / "fit.npz"))
     assert_same(fit.row_labels, loaded.row_labels)
     assert_unlabelled_members(fit, loaded)
+
+
+@pytest.fixture(scope="module")
+def saved_stack(tmp_path_factory):
+    """A saved stack (members one by one): mm (probabilities from W, H), logsvd (stored)."""
+    from bernmf.data.split import random_split
+
+    Y, _, _ = bernmf.simulate(0, 12, 8, 2)
+    split = random_split(Y.shape, seed=0)
+    fits = [bernmf.fit(Y, e, 2, mask=split.train, max_iter=5) for e in ("mm", "logsvd")]
+    stacked = bernmf.stack(fits, Y, validation=split.validation)
+    return stacked.save(tmp_path_factory.mktemp("stack") / "stack.npz").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        ("members/0/H", with_value((0, 0), np.nan), "member 0: H has values that are not finite"),
+        ("members/0/W", lambda W: W * 2, "member 0: W has rows that are not on the simplex"),
+        ("members/1/probs", lambda probs: probs * 3, r"member 1: probs has values outside"),
+        ("members/2/trace", lambda trace: trace[:0], "member 2: trace is empty"),
+    ],
+    ids=["H-nan", "W-sum", "probs-3", "trace-empty"],
+)
+def test_every_member_of_a_stack_is_checked(saved_stack, tmp_path, name, change, message):
+    """The stack's probabilities are its members' mixed: a NaN or a 3 there made them NaN or
+    1.24, and loaded without error."""
+    path = tmp_path / "stack.npz"
+    path.write_bytes(saved_stack)
+    assert 0 <= bernmf.load(path).probs.max() <= 1  # as saved: loads
+    edit_array(path, name, change)
+    with pytest.raises(ValueError, match=message) as error:
+        bernmf.load(path)
+    assert str(error.value).startswith(str(path))

@@ -190,3 +190,30 @@ def test_pareto_plot_draws_the_front_and_annotates_off_scale_engines(tmp_path):
     texts = [t.get_text() for t in ax.texts]
     assert "em tuned 1.98" in texts and "logsvd tuned 2.33" in texts
     assert (tmp_path / "pareto.png").stat().st_size > 0
+
+
+def test_labels_with_dollar_signs_are_drawn_as_written(labelled, tmp_path):
+    """A name with two "$" was parsed as mathtext: most raised (ParseSyntaxException) and
+    the command failed after its computation; the others were drawn as formulas."""
+    frame, fit = labelled
+    names = ["$a_$", "cost $5", "$x$", r"\$", "b", "c", "d", "e"]
+    hostile = bernmf.fit(frame.set_axis(names, axis=1), "mm", 2, max_iter=5)
+    hostile = dataclasses.replace(hostile, engine="$mm_$")
+
+    def shown(texts):
+        return {t.get_text().replace(r"\$", "$") for t in texts}
+
+    fig = plot.factors(hostile, path=tmp_path / "factors.png")
+    assert shown(fig.axes[2].get_xticklabels()) == set(names)
+    assert "$mm_$" in fig.axes[0].get_title().replace(r"\$", "$")
+    plot.traces({"$a_$": hostile, "b": fit}, path=tmp_path / "trace.png")
+    runs = pd.DataFrame({"engine": ["$e_$", "mm"], "perplexity": [0.5, 0.6]})
+    boxes = plot.perplexity_boxplot(runs, path=tmp_path / "b.png")
+    assert shown(boxes.axes[0].get_xticklabels()) == {"$e_$", "mm"}
+    board = pd.DataFrame(
+        {"dataset": "$d_$", "engine": ["$e_$", "mm", "em"], "setting": "$s_$",
+         "seconds": [0.4, 1.0, 0.3], "perplexity": [0.40, 0.41, 1.98]}
+    )  # fmt: skip
+    ax = plot.pareto(board, path=tmp_path / "pareto.png").axes[0]
+    assert {"$e_$ $s_$", "em $s_$ 1.98"} <= shown(ax.texts)
+    assert ax.get_title().replace(r"\$", "$") == "$d_$"

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bernmf._output import Target, atomic_output, write_json
+from bernmf import _interrupt as interrupt
+from bernmf._output import Target, atomic_output, check_writable, write_json
 from bernmf.api import fit
 from bernmf.cli.commands import members_table, parse_options, prior_of, say
 from bernmf.data.files.readers import count_rows, read_rows, rows_of
@@ -55,7 +56,9 @@ def coordinates(coordinator, num_processes, process_id, environ=os.environ) -> t
     Raises
     ------
     ValueError
-        One of them neither given nor in the environment, or an index out of range.
+        One of them neither given nor in the environment, a coordinator that is not
+        ``host:port``, a count or index that is not an integer, or an index out of range;
+        the message names the option.
     """
     given = {"coordinator": coordinator, "num_processes": num_processes}
     given["process_id"] = process_id
@@ -66,10 +69,25 @@ def coordinates(coordinator, num_processes, process_id, environ=os.environ) -> t
         if given[name] is None:
             option = "--" + name.replace("_", "-")
             raise ValueError(f"--distributed needs {option} or one of {variables} set")
-    count, index = int(given["num_processes"]), int(given["process_id"])
+    coordinator = str(given["coordinator"])
+    host, _, port = coordinator.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 2**16:
+        raise ValueError(
+            f"--coordinator must be host:port (e.g. 10.0.0.1:1234), got {coordinator!r}"
+        )
+    count, index = (_integer(given[name], name) for name in ("num_processes", "process_id"))
     if not 0 <= index < count:
         raise ValueError(f"process id {index} out of range for {count} processes")
-    return str(given["coordinator"]), count, index
+    return coordinator, count, index
+
+
+def _integer(value, name: str) -> int:
+    """``value`` of the option ``name`` as an integer; ValueError naming the option."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        option = "--" + name.replace("_", "-")
+        raise ValueError(f"{option} must be an integer, got {value!r}") from None
 
 
 def fit_command(args) -> int:
@@ -106,11 +124,18 @@ def fit_command(args) -> int:
 
 
 def part() -> None:
-    """The child of :func:`fit_command`: :func:`fit_part` of the arguments pickled on stdin."""
+    """The child of :func:`fit_command`: :func:`fit_part` of the arguments pickled on stdin.
+
+    Ctrl-C ends it as it ends the command (:mod:`bernmf._interrupt`).
+    """
+    interrupt.install()
     args, parent = pickle.load(sys.stdin.buffer)
     threading.Thread(target=_orphaned, args=(parent,), daemon=True).start()
+    interrupt.start()
     try:
         summary = fit_part(args)
+    except KeyboardInterrupt:
+        sys.exit(interrupt.outcome(interrupt.INTERRUPTED, interrupted=True))
     except Exception as error:
         if args.debug:
             raise
@@ -318,6 +343,7 @@ def read_block(args, out: Path, index: int, count: int) -> tuple:
     taken = [name for name in outputs(index) if (out / name).exists()]
     if taken and not args.force:
         raise FileExistsError(f"{out} has {', '.join(taken)}; use --force to replace them")
+    check_writable(out / outputs(index)[0])
     start, stop = rows_of(index, count, count_rows(args.data))
     blocks = [
         None if path is None else read_rows(path, start, stop)

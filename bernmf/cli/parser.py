@@ -2,10 +2,10 @@
 
 Every command takes ``--quiet``, ``--json`` and ``--debug``; exit codes are 0
 (success), 1 (an error, reported in one line), 2 (a usage error) and 130
-(interrupted with Ctrl-C). Results go to a new folder, written under a temporary
-name and published when complete (:func:`bernmf._output.atomic_output`): never
-over a folder that appeared meanwhile, and with ``--force`` only over the folder
-that existed at the start.
+(interrupted with Ctrl-C, at any moment: :mod:`bernmf._interrupt`). Results go to a
+new folder, written under a temporary name and published when complete
+(:func:`bernmf._output.atomic_output`): never over a folder that appeared meanwhile,
+and with ``--force`` only over the folder that existed at the start.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import inspect
 import sys
 import warnings
 
+from bernmf import _interrupt as interrupt
 from bernmf import tune
 from bernmf._progress import Heartbeat
 from bernmf.api import fit
@@ -419,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     (:func:`warning_printer`), and, unless ``--quiet`` or ``--json``, a
     :class:`bernmf._progress.Heartbeat` writes a line to stderr whenever nothing else
     was written for 10 s (what runs, its iteration and objective, the time so far).
+    Ctrl-C ends it with one line and exit code 130, nothing published
+    (:mod:`bernmf._interrupt`); an error that the interrupt caused is not reported.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -426,22 +429,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--holdout must be between 0 and 1, got {args.holdout}")
     if args.command == "compare" and not 0 < args.test < 1:
         parser.error(f"--test must be between 0 and 1, got {args.test}")
+    interrupt.start()
     try:
         with (
             warnings.catch_warnings(),
             Heartbeat(f"bernmf {args.command}", enabled=not (args.quiet or args.json)),
         ):
             warnings.showwarning = warning_printer()
-            return args.run(args)
-    except KeyboardInterrupt:  # temporary results are already removed
-        print("bernmf: interrupted", file=sys.stderr)
-        return 130
+            code = args.run(args)
+    except KeyboardInterrupt:  # the temporary output is already removed
+        return interrupt.outcome(interrupt.INTERRUPTED, interrupted=True)
     except Exception as error:
         if args.debug:
             raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"bernmf: error: {message}", file=sys.stderr)
-        return 1
+        code = 1
+        if not interrupt.seen():
+            message = " ".join(str(error).split()) or type(error).__name__
+            print(f"bernmf: error: {message}", file=sys.stderr)
+    return interrupt.outcome(code)
 
 
 if __name__ == "__main__":

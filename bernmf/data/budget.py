@@ -21,8 +21,9 @@ DEFAULT_BUDGET = 4 * 2**30
 def memory_budget() -> int:
     """Bytes that one declared array, or one fit's preallocated buffers, may take.
 
-    :data:`BUDGET_VARIABLE` if set (a positive number of bytes), else
-    :data:`DEFAULT_BUDGET`.
+    :data:`BUDGET_VARIABLE` if set (a whole number of bytes >= 1, such as ``16e9``),
+    else :data:`DEFAULT_BUDGET`; anything else is refused here, where it is read
+    (``0.5`` was cut to a budget of 0 bytes that refused every fit).
     """
     text = os.environ.get(BUDGET_VARIABLE, "").strip()
     if not text:
@@ -30,9 +31,11 @@ def memory_budget() -> int:
     try:
         budget = float(text)
     except ValueError:
-        budget = -1.0
-    if not budget > 0 or budget == float("inf"):
-        raise ValueError(f"{BUDGET_VARIABLE} must be a positive number of bytes, got {text!r}")
+        budget = float("nan")
+    if not (1 <= budget < float("inf") and budget.is_integer()):
+        raise ValueError(
+            f"{BUDGET_VARIABLE} must be a whole number of bytes >= 1 (such as 16e9), got {text!r}"
+        )
     return int(budget)
 
 

@@ -210,6 +210,35 @@ def _setting_weights(lpd: np.ndarray, settings: np.ndarray) -> np.ndarray:
     return stacking_weights(means)[settings] / count[settings]
 
 
+def _refit_options(one: Fit, recorded: dict | None, given: Mapping | None) -> tuple:
+    """(engine, options) of the refit of member ``one``: its recorded options (else the
+    engine's defaults) with ``given[engine]`` over them, checked by the engine."""
+    engine = get_engine(one.engine)
+    return engine, engine.with_defaults({**(recorded or {}), **(given or {}).get(one.engine, {})})
+
+
+def _check_refit_options(options, members: list[Fit], recorded: list[dict | None]) -> None:
+    """The refits' ``options`` (:func:`stack`'s), before anything is fitted: a mapping of
+    engine names of the stack to mappings, every member's options accepted by its engine
+    (members of weight 0 too, whose weights are not known yet)."""
+    if not isinstance(options, Mapping) or not all(
+        isinstance(o, Mapping) for o in options.values()
+    ):
+        raise TypeError(
+            "options must map engine names to dicts of options, e.g. {'mm': {'max_iter': "
+            f"500}}}}, got {type(options).__name__} {options!r:.60}"
+        )
+    engines = sorted({m.engine for m in members} - {BASELINE})
+    unknown = sorted(set(options) - set(engines))
+    if unknown:
+        raise ValueError(
+            f"options name engine(s) {unknown} that no fit of the stack has; its engines: {engines}"
+        )
+    for one, options_of in zip(members, recorded, strict=True):
+        if one.engine != BASELINE:
+            _refit_options(one, options_of, options)
+
+
 def _refitted(
     members: list[Fit],
     options: list[dict | None],
@@ -229,8 +258,7 @@ def _refitted(
         if one.engine == BASELINE:
             out[i] = _baseline(data)
             continue
-        engine = get_engine(one.engine)
-        chosen = engine.with_defaults({**(options[i] or {}), **(given or {}).get(one.engine, {})})
+        engine, chosen = _refit_options(one, options[i], given)
         if engine.seed_count is not None:
             chosen[engine.seed_count] = 1
         setting = json.dumps(chosen, sort_keys=True, default=repr)
@@ -336,13 +364,19 @@ def stack(
         ``fits`` not a list of Fit.
     ValueError
         No fit, fits of another shape than Y or made on other training entries or
-        data (named), validation entries that overlap the training entries or
-        select none, ``seeds`` not one of :data:`SEEDS`, ``refit`` with a fit of
-        members kept whole, ``options`` without ``refit``; all before anything is
-        computed.
+        data (named), no validation entries, or ones that overlap the training
+        entries or select none, ``seeds`` not one of :data:`SEEDS`, ``refit`` with a
+        fit of members kept whole, ``options`` without ``refit``, for an engine that
+        no fit has, or that an engine refuses (for any member, of any weight); all
+        before anything is computed.
     """
     if seeds not in SEEDS:
         raise ValueError(f"seeds must be 'mean' or 'stack', got {seeds!r}")
+    if validation is None:
+        raise ValueError(
+            "validation is None: bernmf.stack fits its weights on held-out entries; give "
+            "validation=, a bool mask of shape (M, N) outside the training entries"
+        )
     given, members, recorded = _unpacked(fits, unpack)
     whole = [i for i, one in enumerate(members) if one.members]
     if options is not None and not refit:
@@ -353,6 +387,8 @@ def stack(
             f"K={members[whole[0]].rank}) has members of its own (unpack=False): stack with "
             "unpack=True (seeds='mean' gives each setting one weight)"
         )
+    if options is not None:
+        _check_refit_options(options, members, recorded)
     data = _training(given, Y, mask)
     held_out = held_out_entries(Y, data, validation)
     begin = time.perf_counter()

@@ -1,5 +1,6 @@
 """Checks of what a saved fit's file says (:func:`bernmf.results.loading.load`): typed
-metadata fields, array headers before their data are read, and a fit's values.
+metadata fields, array headers before their data are read, and the values of a fit and of
+its members.
 
 Every failure is a ValueError naming the field or array and the problem.
 """
@@ -70,6 +71,17 @@ def check_values(fit: Fit, what: str = "") -> None:
             raise ValueError(f"{what}W has rows that are not on the simplex (>= 0, sum 1)")
         if not ((fit.H >= 0) & (fit.H <= 1 + ROUNDING)).all():
             raise ValueError(f"{what}H has values outside [0, 1]")
+
+
+def check_fit(fit: Fit, what: str = "") -> None:
+    """:func:`check_values` of a fit and of every member, recursively (``member 2: ...``).
+
+    A mixture's probabilities are its members': one member's NaN or probability of 3
+    would make the mixture's NaN or above 1.
+    """
+    check_values(fit, what)
+    for r, member in enumerate(fit.members):
+        check_fit(member, f"{what}member {r}: ")
 
 
 def check_weights(weights, count: int, required: bool) -> None:

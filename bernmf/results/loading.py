@@ -27,7 +27,7 @@ from bernmf.data.budget import check_bytes
 from bernmf.data.files.archive import Archive
 from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
-from bernmf.results.checks import check_values, check_weights, checked_array, field, optional_field
+from bernmf.results.checks import check_fit, check_weights, checked_array, field, optional_field
 from bernmf.results.fit import Fit
 from bernmf.results.saving import FORMAT, FORMAT_VERSION, METADATA, check_depth, save, versions
 
@@ -241,8 +241,6 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
         )
         for r, record in enumerate(records)
     )
-    for r, member in enumerate(members):
-        check_values(member, f"member {r}: ")
     return members
 
 
@@ -312,7 +310,7 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         observed=_observed(info.get("observed"), arrays, (M, N)),
     )
     fit = dataclasses.replace(fit, members=_members(info, arrays, fit))
-    check_values(fit)
+    check_fit(fit)
     for name in set(draws) & {"W", "H"}:
         if not np.isfinite(draws[name]).all():
             raise ValueError(f"draws/{name} has values that are not finite")
