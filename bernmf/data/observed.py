@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bernmf.data.sparse import checked_coo
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -162,14 +164,14 @@ def _unmasked(Y: np.ma.MaskedArray, what: str) -> tuple[np.ndarray, np.ndarray]:
 def _sparse_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Validate a scipy.sparse matrix; return dense bool ``(Y == 1, Y is NaN)``.
 
-    Only the stored entries are checked and converted; entries not stored are
-    observed zeros. Duplicate stored entries are summed, as ``toarray`` does.
+    Its structure is checked before scipy converts it (:func:`bernmf.data.sparse.checked_coo`:
+    an inconsistent ``indptr`` would crash the process). Only the stored entries are
+    checked and converted; entries not stored are observed zeros. Duplicate stored
+    entries are summed, as ``toarray`` does.
     """
     _check_numeric_dtype(Y.dtype, what, kind="sparse ")
     _check_shape(Y.shape, what)
-    from scipy.sparse import coo_array
-
-    stored = coo_array(Y, copy=True)
+    stored = checked_coo(Y, what)
     stored.sum_duplicates()
     is_nan_stored = _check_values(stored.data, what)
     ones = np.zeros(stored.shape, bool)
@@ -306,7 +308,9 @@ def _boolean_mask(mask, shape, name: str = "mask") -> np.ndarray:
     if is_dataframe(mask):
         mask = mask.to_numpy()
     elif is_sparse(mask):
-        mask = mask.toarray()
+        if tuple(mask.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(mask.shape)} but Y has shape {shape}")
+        mask = checked_coo(mask, name).toarray()
     mask = np.asarray(mask)
     if mask.shape != shape:
         raise ValueError(f"{name} has shape {mask.shape} but Y has shape {shape}")
