@@ -19,6 +19,7 @@ from bernmf import _progress as progress
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
 from bernmf.data import datasets
+from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_mask, read_matrix
 from bernmf.data.split import paper_split, random_split
 from bernmf.inference import available, get_engine
@@ -254,12 +255,12 @@ def fit_command(args) -> int:
 
     with atomic_output(target, folder=True) as folder:
         if members is not None:
-            members.to_csv(folder / "members.csv", index=False)
-        result.frames.W.to_csv(folder / "W.csv")
-        result.frames.H.to_csv(folder / "H.csv")
-        top.to_csv(folder / "top_columns.csv", index=False)
+            write_csv(members, folder / "members.csv", index=False)
+        write_csv(result.frames.W, folder / "W.csv")
+        write_csv(result.frames.H, folder / "H.csv")
+        write_csv(top, folder / "top_columns.csv", index=False)
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
-        trace.to_csv(folder / "trace.csv", index=False)
+        write_csv(trace, folder / "trace.csv", index=False)
         write_json(folder / "summary.json", summary)
         result.save(folder / "fit.npz", metadata={"options": options, "data": str(args.data)})
         plot.factors(result, path=folder / "factors.png")
@@ -343,8 +344,8 @@ def compare_command(args) -> int:
     from bernmf import plot  # matplotlib loads only for a command that draws
 
     with atomic_output(target, folder=True) as folder:
-        fits.to_csv(folder / "fits.csv", index=False)
-        table.to_csv(folder / "summary.csv", index=False)
+        write_csv(fits, folder / "fits.csv", index=False)
+        write_csv(table, folder / "summary.csv", index=False)
         write_json(folder / "summary.json", summary)
         ranks = np.where(fits["rank"] > 0, " K=" + fits["rank"].astype(str), "")  # 0: stacked
         labelled = fits.assign(engine=fits["engine"] + ranks)

@@ -1,4 +1,5 @@
-"""Reading a user's binary table from a CSV file, with or without names: :func:`read_csv`.
+"""Reading a user's binary table from a CSV file, with or without names: :func:`read_csv`;
+and writing bernmf's CSV outputs: :func:`write_csv`.
 
 The layout (a header line, a column of row names) is told from the first lines, the
 file parsed once by pandas' C parser, and read again cell by cell only to explain a
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import itertools
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -18,7 +20,10 @@ import pandas as pd
 from bernmf.data.files import streams
 from bernmf.data.files.streams import CELLS_COST, PARSE_COST, open_bytes, open_text, untrusted
 
-__all__ = ["COMPRESSIONS", "HEAD_ROWS", "MISSING", "binary_frame", "read_csv"]
+__all__ = [
+    "COMPRESSIONS", "FORMULA_STARTS", "HEAD_ROWS", "MISSING", "binary_frame", "read_csv",
+    "write_csv",
+]  # fmt: skip
 
 COMPRESSIONS = streams.COMPRESSIONS
 """Suffixes of the compressed files that :func:`read_csv` reads (see :mod:`.streams`)."""
@@ -263,3 +268,54 @@ def _read_cells(path, values) -> pd.DataFrame:
         columns=raw[0, int(names) :] if header else None,
     )
     return binary_frame(frame, str(path), values, _describe(header, names))
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""The first characters that make a spreadsheet run a cell as a formula (OWASP's "CSV
+injection"): ``=cmd|' /C calc'!A0`` in a label would run a command."""
+
+
+def write_csv(frame: pd.DataFrame, path, *, index: bool = True) -> None:
+    """Write ``frame`` to ``path`` as CSV: the one writer of bernmf's CSV outputs.
+
+    Every text cell (labels, names, the header) is written as it is and quoted, as R's
+    ``write.csv`` writes text: so pandas (``pd.read_csv``) and R read it back exactly, and
+    no cell starts with one of :data:`FORMULA_STARTS` outside quotes, which importers
+    that keep quoted fields as text (LibreOffice's "format quoted field as text") read
+    as text. Excel and Google Sheets run a quoted formula too when they open a CSV
+    directly; a text cell that would be one (it starts with one of
+    :data:`FORMULA_STARTS` and is not a number such as ``-1``) is not rewritten, which
+    would change the labels that pandas reads back, but warned about (once per file,
+    with their count and one of them): open such a file through the spreadsheet's
+    import, its columns as text.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+    path : str or path-like
+    index : bool, default True
+        Write the row labels as the first column.
+    """
+    formulas = _formula_cells(frame, index)
+    if len(formulas):
+        warnings.warn(
+            f"{path}: {len(formulas)} text cell(s) start with =, +, -, @, a tab or a carriage "
+            f"return, e.g. {formulas[0]!r:.60}; they are written as they are, quoted, but Excel "
+            "and Google Sheets may run them as formulas: import the file with its columns as text",
+            UserWarning,
+            stacklevel=2,
+        )
+    frame.to_csv(path, index=index, quoting=csv.QUOTE_NONNUMERIC)
+
+
+def _formula_cells(frame: pd.DataFrame, index: bool) -> list[str]:
+    """The text cells of ``frame`` (its labels too) that a spreadsheet would run as formulas."""
+    texts = [frame.columns, *([frame.index] if index else [])]
+    texts += [column for _, column in frame.items() if not pd.api.types.is_numeric_dtype(column)]
+    found = []
+    for cells in texts:
+        cells = [p for c in cells for p in (c if isinstance(c, tuple) else (c,))]  # MultiIndex
+        cells = pd.Series([cell for cell in cells if isinstance(cell, str)], dtype=object)
+        starts = cells[cells.str.startswith(FORMULA_STARTS)]
+        found += starts[pd.to_numeric(starts, errors="coerce").isna()].tolist()
+    return found
