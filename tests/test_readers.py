@@ -196,3 +196,61 @@ def test_damaged_files_are_a_value_error_naming_them(tmp_path, name):
         with pytest.raises(ValueError) as error:
             read()
         assert str(error.value).startswith(str(path)), (reader, str(error.value))
+
+
+@pytest.mark.parametrize("layout", ["dense", "csr", "csc", "coo"])
+def test_npz_names_of_rows_and_columns_come_back_as_labels(tmp_path, layout):
+    """The recipe of docs/data.md: names beside the scipy.sparse fields or the array Y."""
+    from scipy import sparse
+
+    import bernmf
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        (rng.random((9, 5)) < 0.4).astype(np.int8),
+        index=[f"paper {i}" for i in range(9)],
+        columns=["=x", "année", "b", "007", ""],
+    )
+    names = {
+        "row_names": np.asarray(frame.index, dtype=str),
+        "col_names": np.asarray(frame.columns, dtype=str),
+    }
+    path = tmp_path / "y.npz"
+    if layout == "dense":
+        np.savez_compressed(path, Y=np.ascontiguousarray(frame.to_numpy()), **names)
+    elif layout == "csr":  # the fields of scipy.sparse.save_npz, written directly
+        matrix = sparse.csr_array(frame.to_numpy())
+        np.savez_compressed(
+            path, format="csr", shape=matrix.shape, data=matrix.data, indices=matrix.indices,
+            indptr=matrix.indptr, **names,
+        )  # fmt: skip
+    else:
+        sparse.save_npz(path, getattr(sparse, f"{layout}_array")(frame.to_numpy()))
+        with np.load(path) as fields:
+            np.savez_compressed(path, **fields, **names)
+    read = readers.read_matrix(path)
+    pd.testing.assert_frame_equal(read.astype(np.int8), frame)
+    rows = readers.read_rows(path, 3, 7)
+    assert list(rows.index) == list(frame.index[3:7]) and list(rows.columns) == list(frame.columns)
+    fit = bernmf.fit(read, "mm", 2, max_iter=3)
+    assert list(fit.frames.W.index) == list(frame.index)
+    assert list(fit.frames.H.columns) == list(frame.columns)
+    if layout != "dense":  # read as a sparse matrix, not densified to floats
+        assert all(isinstance(t, pd.SparseDtype) for t in read.dtypes)
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        ({"row_names": np.arange(9)}, r"'row_names' must be 9 unicode strings .* got int64"),
+        ({"col_names": np.array(["a", "b"])}, r"'col_names' must be 5 unicode strings"),
+        ({"row_names": np.array([["a"] * 9])}, r"'row_names' must be 9 unicode strings"),
+    ],
+)
+def test_npz_names_of_another_length_or_kind_are_refused(tmp_path, names, message):
+    path = tmp_path / "y.npz"
+    np.savez(path, Y=np.zeros((9, 5)), **names)
+    for read in (lambda: readers.read_matrix(path), lambda: readers.read_rows(path, 0, 2)):
+        with pytest.raises(ValueError, match=message) as error:
+            read()
+        assert str(error.value).startswith(str(path))

@@ -83,7 +83,8 @@ def read_data(args, path):
     """``read_matrix(path)``; for a large, mostly-zero table, a line on stderr saying that
     a sparse ``.npz`` file reads faster (see docs/data.md)."""
     Y = read_matrix(path)
-    if isinstance(Y, pd.DataFrame) and Y.size >= 1_000_000:
+    dense = isinstance(Y, pd.DataFrame) and not isinstance(Y.dtypes.iloc[0], pd.SparseDtype)
+    if dense and Y.size >= 1_000_000:  # (an .npz with names reads as sparse columns)
         values = Y.to_numpy()
         density = np.nansum(values) / max(np.count_nonzero(~np.isnan(values)), 1)
         if density < SPARSE_HINT:

@@ -118,6 +118,15 @@ def is_sparse(value) -> bool:
     return sparse is not None and sparse.issparse(value)
 
 
+def _is_sparse_frame(value) -> bool:
+    """Whether ``value`` is a DataFrame of sparse columns whose entries not stored are 0."""
+    if not is_dataframe(value) or value.shape[1] == 0:
+        return False
+    from pandas import SparseDtype
+
+    return all(isinstance(t, SparseDtype) and t.fill_value == 0 for t in value.dtypes)
+
+
 def _check_shape(shape: tuple[int, ...], what: str) -> None:
     if len(shape) != 2:
         raise ValueError(f"{what} must be 2-D (rows x columns), got {len(shape)} dimension(s)")
@@ -195,7 +204,8 @@ def as_observed(
         entries of a ``numpy.ma.MaskedArray`` are missing, as NaN. For a
         scipy.sparse matrix (CSR, CSC, COO, ...), the stored entries must be 1
         (or 0, or NaN for missing) and every entry that is not stored is an
-        observed 0; express other missing entries with ``mask``.
+        observed 0; express other missing entries with ``mask``. A DataFrame of
+        sparse columns whose entries not stored are 0 is read as such a matrix.
     mask : array-like, DataFrame or scipy.sparse matrix of shape (M, N), boolean, optional
         True where the entry is observed (for example the training entries).
         Combined with the NaNs of Y. Default: every non-NaN entry. A DataFrame mask
@@ -229,6 +239,8 @@ def as_observed(
     """
     if is_sparse(Y):
         ones, is_nan = _sparse_ones_and_missing(Y, "Y")
+    elif _is_sparse_frame(Y):  # as an .npz of a sparse matrix with names is read
+        ones, is_nan = _sparse_ones_and_missing(Y.sparse.to_coo(), "Y")
     else:
         ones, is_nan = _dense_ones_and_missing(Y, "Y")
     observed = ~is_nan

@@ -12,12 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scipy import sparse
 
 from bernmf.data.files.archive import Archive
 from bernmf.data.sparse import check_dense_size, checked_indices, checked_pointers
 
-__all__ = ["SPARSE_FIELDS", "dense_member", "npz_rows", "sparse_layout"]
+__all__ = ["NAMES", "SPARSE_FIELDS", "dense_member", "npz_rows", "sparse_layout"]
 
 
 def dense_member(archive: Archive) -> str:
@@ -104,10 +105,56 @@ def _sparse_rows(archive: Archive, layout: str, shape, start: int, stop: int):
     return sparse.csr_array(matrix)[start:stop]
 
 
+NAMES = ("row_names", "col_names")
+"""Optional arrays of an ``.npz`` beside its matrix: the names of its rows (M unicode
+strings) and of its columns (N)."""
+
+
+def _names(archive: Archive, shape: tuple, start: int, stop: int | None) -> list:
+    """The row names ``start:stop`` and the column names of ``shape``, None where absent.
+
+    Each is checked before it is read: a 1-D array of unicode strings (no objects),
+    one per row or column of a 2-D matrix.
+    """
+    names = []
+    for field, length in zip(NAMES, shape[:2], strict=False):
+        if f"{field}.npy" not in archive.names:
+            names.append(None)
+            continue
+        header = archive.header(f"{field}.npy")
+        if len(shape) != 2 or header.shape != (length,) or header.dtype.kind != "U":
+            raise ValueError(
+                f"field {field!r} must be {length} unicode strings (one per "
+                f"{field.split('_')[0]} of a 2-D matrix of shape {shape}), got "
+                f"{header.dtype} {header.shape}"
+            )
+        part = (start, stop) if field == "row_names" else (0, None)
+        names.append(archive.read_array(f"{field}.npy", *part).astype(object))
+    return names
+
+
 def npz_rows(path: Path, start: int, stop: int | None):
-    """Rows of an ``.npz``: of ``Y`` or its only array, or of a scipy.sparse matrix."""
+    """Rows of an ``.npz``: of ``Y`` or its only array, or of a scipy.sparse matrix.
+
+    With its arrays ``row_names`` or ``col_names`` (:data:`NAMES`), a DataFrame
+    labelled with them: of the array, or sparse columns of the matrix (which
+    :func:`bernmf.data.observed.as_observed` reads as a sparse matrix). Otherwise the
+    ndarray, or a csr_array.
+    """
     with Archive(path) as archive:
         layout = sparse_layout(archive)
         if layout is not None:
-            return _sparse_rows(archive, *layout, start, np.inf if stop is None else stop)
-        return archive.read_array(dense_member(archive), start, stop)
+            rows = _sparse_rows(archive, *layout, start, np.inf if stop is None else stop)
+            shape = layout[1]
+        else:
+            member = dense_member(archive)
+            rows = archive.read_array(member, start, stop)
+            shape = archive.header(member).shape
+        index, columns = _names(archive, shape, start, stop)
+    if index is None and columns is None:
+        return rows
+    if index is None:
+        index = pd.RangeIndex(start, start + rows.shape[0])
+    if sparse.issparse(rows):
+        return pd.DataFrame.sparse.from_spmatrix(rows, index=index, columns=columns)
+    return pd.DataFrame(rows, index=index, columns=columns, copy=False)
