@@ -154,3 +154,51 @@ def test_rows_of_a_csv_without_row_names_keep_their_numbers(tmp_path):
     block = readers.read_rows(tmp_path / "y.csv", 10, 20)
     assert list(block.index) == list(whole.index[10:20]) == list(range(10, 20))
     np.testing.assert_array_equal(block.to_numpy(), Y[10:])
+
+
+TAMPERED = """
+import numpy as np
+from scipy import sparse
+import bernmf
+
+Y = (np.random.default_rng(0).random((30, 20)) < 0.3).astype(float)
+def tampered(layout, field, value):
+    matrix = getattr(sparse, layout + "_array")(Y)
+    if layout == "lil":
+        matrix.rows[5].append(value)  # a column without its value
+    else:
+        (matrix.coords[0] if layout == "coo" else getattr(matrix, field))[5] = value
+    return matrix
+cases = [(layout, field, value) for layout in ("csr", "csc", "bsr") for field, value in
+         (("indptr", 10**6), ("indptr", -5), ("indices", 10**6))]
+cases += [("coo", "row", 10**6), ("lil", "rows", 3)]
+for layout, field, value in cases:
+    for argument in ("Y", "mask"):
+        print(layout, field, argument, flush=True)
+        matrix = tampered(layout, field, value)
+        data, mask = (matrix, None) if argument == "Y" else (Y, matrix)
+        try:
+            bernmf.fit(data, "mm", 2, mask=mask, max_iter=2)
+        except ValueError as error:
+            print("ValueError:", error, flush=True)
+"""
+
+
+def test_inconsistent_sparse_matrices_in_memory_are_refused_not_a_crash():
+    """An ``indptr`` changed after construction crashed ``fit`` in scipy (exit 139 or 134)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [sys.executable, "-c", TAMPERED], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, f"ended with {done.returncode} after {lines[-1:]}"
+    cases, errors = lines[0::2], lines[1::2]
+    assert len(cases) == len(errors) == 22
+    for case, error in zip(cases, errors, strict=True):
+        layout, field, argument = case.split()
+        shown = {"lil": "row 5's lists", "coo": "field 'row'"}.get(layout, f"field {field!r}")
+        assert error.startswith(f"ValueError: {argument}, a sparse {layout} matrix: {shown}"), (
+            case,
+            error,
+        )

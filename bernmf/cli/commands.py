@@ -19,6 +19,7 @@ from bernmf import _progress as progress
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
 from bernmf.data import datasets
+from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_mask, read_matrix
 from bernmf.data.split import paper_split, random_split
 from bernmf.fitting.search import BUDGET, search
@@ -84,7 +85,8 @@ def read_data(args, path):
     """``read_matrix(path)``; for a large, mostly-zero table, a line on stderr saying that
     a sparse ``.npz`` file reads faster (see docs/data.md)."""
     Y = read_matrix(path)
-    if isinstance(Y, pd.DataFrame) and Y.size >= 1_000_000:
+    dense = isinstance(Y, pd.DataFrame) and not isinstance(Y.dtypes.iloc[0], pd.SparseDtype)
+    if dense and Y.size >= 1_000_000:  # (an .npz with names reads as sparse columns)
         values = Y.to_numpy()
         density = np.nansum(values) / max(np.count_nonzero(~np.isnan(values)), 1)
         if density < SPARSE_HINT:
@@ -296,12 +298,12 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
 
     with atomic_output(target, folder=True) as folder:
         if members is not None:
-            members.to_csv(folder / "members.csv", index=False)
-        result.frames.W.to_csv(folder / "W.csv")
-        result.frames.H.to_csv(folder / "H.csv")
-        top.to_csv(folder / "top_columns.csv", index=False)
+            write_csv(members, folder / "members.csv", index=False)
+        write_csv(result.frames.W, folder / "W.csv")
+        write_csv(result.frames.H, folder / "H.csv")
+        write_csv(top, folder / "top_columns.csv", index=False)
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
-        trace.to_csv(folder / "trace.csv", index=False)
+        write_csv(trace, folder / "trace.csv", index=False)
         write_json(folder / "summary.json", summary)
         result.save(folder / "fit.npz", metadata={"options": options, "data": str(args.data)})
         plot.factors(result, path=folder / "factors.png")
@@ -394,8 +396,8 @@ def compare_command(args) -> int:
     from bernmf import plot  # matplotlib loads only for a command that draws
 
     with atomic_output(target, folder=True) as folder:
-        fits.to_csv(folder / "fits.csv", index=False)
-        table.to_csv(folder / "summary.csv", index=False)
+        write_csv(fits, folder / "fits.csv", index=False)
+        write_csv(table, folder / "summary.csv", index=False)
         write_json(folder / "summary.json", summary)
         ranks = np.where(fits["rank"] > 0, " K=" + fits["rank"].astype(str), "")  # 0: stacked
         labelled = fits.assign(engine=fits["engine"] + ranks)

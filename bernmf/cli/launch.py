@@ -39,6 +39,7 @@ from bernmf import _interrupt as interrupt
 from bernmf._output import Target, atomic_output, check_writable, write_json
 from bernmf.api import fit
 from bernmf.cli.commands import members_table, parse_options, prior_of, say
+from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import count_rows, read_rows, rows_of
 from bernmf.fitting.multiprocess import perplexity
 
@@ -210,14 +211,14 @@ def _fit_and_write(args, options: dict, prior, count: int, index: int) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     W = result.frames.W
     W.index = range(start, stop) if result.row_labels is None else W.index
-    write(f"W.part-{index:05d}.csv", W.to_csv)
+    write(f"W.part-{index:05d}.csv", lambda path: write_csv(W, path))
     result.save(out / f"fit.part-{index:05d}.npz", overwrite=args.force)
     if index == 0:
         if members is not None:
-            write("members.csv", lambda path: members.to_csv(path, index=False))
-        write("H.csv", result.frames.H.to_csv)
+            write("members.csv", lambda path: write_csv(members, path, index=False))
+        write("H.csv", lambda path: write_csv(result.frames.H, path))
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
-        write("trace.csv", lambda path: trace.to_csv(path, index=False))
+        write("trace.csv", lambda path: write_csv(trace, path, index=False))
         write("summary.json", lambda path: write_json(path, summary))
     return summary
 

@@ -20,6 +20,7 @@ from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf.api import fit
 from bernmf.cli.commands import load_data, read_data, say, scored, show, tell
 from bernmf.data import datasets
+from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_codes
 from bernmf.data.split import TEST, VALIDATION, paper_split, random_split
 from bernmf.fitting.stack import members_table as stack_members
@@ -84,11 +85,11 @@ def tune_command(args) -> int:
     from bernmf import plot  # matplotlib loads only for a command that draws
 
     with atomic_output(target, folder=True) as folder:
-        tuning.table.to_csv(folder / "grid.csv", index=False)
+        write_csv(tuning.table, folder / "grid.csv", index=False)
         if tuning.ensembles is not None:
-            tuning.ensembles.to_csv(folder / "ensembles.csv", index=False)
+            write_csv(tuning.ensembles, folder / "ensembles.csv", index=False)
         if tuning.stacked is not None:
-            stack_members(tuning.stacked).to_csv(folder / "members.csv", index=False)
+            write_csv(stack_members(tuning.stacked), folder / "members.csv", index=False)
         write_json(folder / "summary.json", summary)
         plot.validation_heatmap(tuning.table, best["rank"], path=folder / "validation.png")
         result.save(folder / "best_fit.npz", metadata={"options": options, "data": source})

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bernmf.data.sparse import checked_coo
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -116,6 +118,15 @@ def is_sparse(value) -> bool:
     return sparse is not None and sparse.issparse(value)
 
 
+def _is_sparse_frame(value) -> bool:
+    """Whether ``value`` is a DataFrame of sparse columns whose entries not stored are 0."""
+    if not is_dataframe(value) or value.shape[1] == 0:
+        return False
+    from pandas import SparseDtype
+
+    return all(isinstance(t, SparseDtype) and t.fill_value == 0 for t in value.dtypes)
+
+
 def _check_shape(shape: tuple[int, ...], what: str) -> None:
     if len(shape) != 2:
         raise ValueError(f"{what} must be 2-D (rows x columns), got {len(shape)} dimension(s)")
@@ -162,14 +173,14 @@ def _unmasked(Y: np.ma.MaskedArray, what: str) -> tuple[np.ndarray, np.ndarray]:
 def _sparse_ones_and_missing(Y, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Validate a scipy.sparse matrix; return dense bool ``(Y == 1, Y is NaN)``.
 
-    Only the stored entries are checked and converted; entries not stored are
-    observed zeros. Duplicate stored entries are summed, as ``toarray`` does.
+    Its structure is checked before scipy converts it (:func:`bernmf.data.sparse.checked_coo`:
+    an inconsistent ``indptr`` would crash the process). Only the stored entries are
+    checked and converted; entries not stored are observed zeros. Duplicate stored
+    entries are summed, as ``toarray`` does.
     """
     _check_numeric_dtype(Y.dtype, what, kind="sparse ")
     _check_shape(Y.shape, what)
-    from scipy.sparse import coo_array
-
-    stored = coo_array(Y, copy=True)
+    stored = checked_coo(Y, what)
     stored.sum_duplicates()
     is_nan_stored = _check_values(stored.data, what)
     ones = np.zeros(stored.shape, bool)
@@ -193,7 +204,8 @@ def as_observed(
         entries of a ``numpy.ma.MaskedArray`` are missing, as NaN. For a
         scipy.sparse matrix (CSR, CSC, COO, ...), the stored entries must be 1
         (or 0, or NaN for missing) and every entry that is not stored is an
-        observed 0; express other missing entries with ``mask``.
+        observed 0; express other missing entries with ``mask``. A DataFrame of
+        sparse columns whose entries not stored are 0 is read as such a matrix.
     mask : array-like, DataFrame or scipy.sparse matrix of shape (M, N), boolean, optional
         True where the entry is observed (for example the training entries).
         Combined with the NaNs of Y. Default: every non-NaN entry. A DataFrame mask
@@ -227,6 +239,8 @@ def as_observed(
     """
     if is_sparse(Y):
         ones, is_nan = _sparse_ones_and_missing(Y, "Y")
+    elif _is_sparse_frame(Y):  # as an .npz of a sparse matrix with names is read
+        ones, is_nan = _sparse_ones_and_missing(Y.sparse.to_coo(), "Y")
     else:
         ones, is_nan = _dense_ones_and_missing(Y, "Y")
     observed = ~is_nan
@@ -306,7 +320,9 @@ def _boolean_mask(mask, shape, name: str = "mask") -> np.ndarray:
     if is_dataframe(mask):
         mask = mask.to_numpy()
     elif is_sparse(mask):
-        mask = mask.toarray()
+        if tuple(mask.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(mask.shape)} but Y has shape {shape}")
+        mask = checked_coo(mask, name).toarray()
     mask = np.asarray(mask)
     if mask.shape != shape:
         raise ValueError(f"{name} has shape {mask.shape} but Y has shape {shape}")

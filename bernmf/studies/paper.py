@@ -38,6 +38,7 @@ import pandas as pd
 
 from bernmf import api, tune
 from bernmf.data import datasets
+from bernmf.data.files.csv_table import write_csv
 from bernmf.data.observed import as_observed
 from bernmf.data.split import paper_split
 from bernmf.fitting.runner import fit_settings
@@ -270,7 +271,7 @@ def compare(out: Path) -> pd.DataFrame | None:
         how="outer",
         suffixes=("_corrected", "_as_published"),
     )
-    merged.to_csv(out / "comparison.csv", index=False)
+    write_csv(merged, out / "comparison.csv", index=False)
     return merged
 
 
@@ -358,9 +359,9 @@ def main(argv=None) -> int:
     fits = pd.concat(all_fits, ignore_index=True)
     first = ["dataset", "method", "stage"]
     fits = fits[first + [c for c in fits.columns if c not in first]]
-    fits.to_csv(folder / "fits.csv", index=False)
+    write_csv(fits, folder / "fits.csv", index=False)
     summary = summarize(fits)
-    summary.to_csv(folder / "summary.csv", index=False)
+    write_csv(summary, folder / "summary.csv", index=False)
     label = "as published (defects reproduced)" if args.as_published else "corrected"
     figure_validation(tunings, folder / "fig1_validation.png", f"NBMF-MM validation, {label}")
     figure_test(fits, folder / "fig2_test.png", f"Test perplexity over restarts, {label}")

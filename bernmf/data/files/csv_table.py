@@ -1,4 +1,5 @@
-"""Reading a user's binary table from a CSV file, with or without names: :func:`read_csv`.
+"""Reading a user's binary table from a CSV file, with or without names: :func:`read_csv`;
+and writing bernmf's CSV outputs: :func:`write_csv`.
 
 The layout (a header line, a column of row names) is told from the first lines, the
 file parsed once by pandas' C parser, and read again cell by cell only to explain a
@@ -8,13 +9,24 @@ refusal. :func:`binary_frame` checks the cells of any table (the ``.rda`` files 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
+import warnings
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["COMPRESSIONS", "HEAD_ROWS", "MISSING", "binary_frame", "read_csv"]
+from bernmf.data.files import streams
+from bernmf.data.files.streams import CELLS_COST, PARSE_COST, open_bytes, open_text, untrusted
+
+__all__ = [
+    "COMPRESSIONS", "FORMULA_STARTS", "HEAD_ROWS", "MISSING", "binary_frame", "read_csv",
+    "write_csv",
+]  # fmt: skip
+
+COMPRESSIONS = streams.COMPRESSIONS
+"""Suffixes of the compressed files that :func:`read_csv` reads (see :mod:`.streams`)."""
 
 
 def binary_frame(frame: pd.DataFrame, source: str, values=(0, 1), layout: str = "") -> pd.DataFrame:
@@ -88,10 +100,7 @@ def _first_column(path, rows: int | None = None) -> tuple[list[str], list[str]]:
 
     Only a line whose first cell is quoted is parsed in full (by :mod:`csv`).
     """
-    if hasattr(path, "seek"):
-        path.seek(0)
-    handle = path if hasattr(path, "read") else _open(path)
-    try:
+    with _opened(path) as handle:
         lines = itertools.islice(handle, rows)
         first = next(lines, None)
         if first is None:
@@ -101,25 +110,25 @@ def _first_column(path, rows: int | None = None) -> tuple[list[str], list[str]]:
         for line in lines:
             cell = line.split(",", 1)[0].rstrip("\r\n")
             column.append(next(csv.reader([line]))[0] if cell.startswith('"') else cell)
-    finally:
-        if handle is not path:
-            handle.close()
     return column, first_line
 
 
-def _open(path):
-    """``path`` as a text file, decompressed as pandas would (by its suffix)."""
-    from pandas.io.common import get_handle
-
-    return get_handle(path, "r", compression="infer", encoding="utf-8").handle
+@contextlib.contextmanager
+def _opened(path, cost: int = PARSE_COST, binary: bool = False):
+    """A path opened by the bounded reader (:func:`~bernmf.data.files.streams.open_text`,
+    decompressed by its suffix, at most ``memory_budget() / cost`` bytes of text), or a
+    file given, from its start."""
+    if hasattr(path, "read"):
+        if hasattr(path, "seek"):
+            path.seek(0)
+        yield path
+    else:
+        with (open_bytes if binary else open_text)(path, cost) as handle:
+            yield handle
 
 
 MISSING = ("", "NA")
 """The spellings of a missing cell in a CSV: an empty cell and ``NA`` (R's ``write.csv``)."""
-
-COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip", ".zst")
-"""Suffixes of compressed files that :func:`read_csv` reads (as pandas does: ``.zst`` needs
-the ``zstandard`` package, ``.zip`` one file)."""
 
 HEAD_ROWS = 64
 """Lines of a CSV from which :func:`read_csv` tells its layout before the whole read."""
@@ -175,19 +184,24 @@ def read_csv(path, values=(0, 1)) -> pd.DataFrame:
         If a cell of the data is anything other than ``values`` or missing, or the
         file has no data cell.
     """
-    try:
-        return _read_numbers(path, values)
-    except ValueError:  # text in the data, or a layout the first lines did not show
-        if hasattr(path, "seek"):
-            path.seek(0)
-    return _read_cells(path, values)
+    with untrusted(path):
+        try:
+            return _read_numbers(path, values)
+        except streams.FileRefused:
+            raise
+        except ValueError as error:  # text in the data, or a layout the first lines did not show
+            refusal = error
+        try:
+            return _read_cells(path, values)
+        except streams.OverBudget as error:
+            detail = str(error).removeprefix(f"{path}: ")
+            raise ValueError(f"{refusal} (its cells are not named: {detail})") from None
 
 
-def _text(path, **options) -> np.ndarray:
+def _text(path) -> np.ndarray:
     """Cells of a CSV as an object array of strings, none missing (empty cells are ``""``)."""
-    cells = pd.read_csv(
-        path, header=None, dtype=object, na_filter=False, encoding="utf-8", **options
-    )
+    with _opened(path, CELLS_COST, binary=True) as source:
+        cells = pd.read_csv(source, header=None, dtype=object, na_filter=False, encoding="utf-8")
     return cells.to_numpy(object)
 
 
@@ -205,18 +219,17 @@ def _read_numbers(path, values) -> pd.DataFrame:
     """
     first_line, first_column = _head(path)
     header, names = _layout(first_line, first_column, values, str(path))
-    if hasattr(path, "seek"):
-        path.seek(0)
-    frame = pd.read_csv(
-        path,
-        header=None,
-        skiprows=int(header),
-        index_col=0 if names else None,
-        keep_default_na=False,
-        na_values=list(MISSING),
-        encoding="utf-8",
-        engine="c",
-    )  # fmt: skip  (dtypes inferred as pandas.read_csv does: the fastest; names apart)
+    with _opened(path, binary=True) as source:
+        frame = pd.read_csv(
+            source,
+            header=None,
+            skiprows=int(header),
+            index_col=0 if names else None,
+            keep_default_na=False,
+            na_values=list(MISSING),
+            encoding="utf-8",
+            engine="c",
+        )  # fmt: skip  (dtypes inferred as pandas.read_csv does: the fastest; names apart)
     if frame.size == 0 or frame.shape[1] != len(first_line) - int(names):
         raise ValueError(f"{path}: no data cell, or lines of different lengths")
     kinds = {dtype.kind for dtype in frame.dtypes.unique()}
@@ -255,3 +268,54 @@ def _read_cells(path, values) -> pd.DataFrame:
         columns=raw[0, int(names) :] if header else None,
     )
     return binary_frame(frame, str(path), values, _describe(header, names))
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""The first characters that make a spreadsheet run a cell as a formula (OWASP's "CSV
+injection"): ``=cmd|' /C calc'!A0`` in a label would run a command."""
+
+
+def write_csv(frame: pd.DataFrame, path, *, index: bool = True) -> None:
+    """Write ``frame`` to ``path`` as CSV: the one writer of bernmf's CSV outputs.
+
+    Every text cell (labels, names, the header) is written as it is and quoted, as R's
+    ``write.csv`` writes text: so pandas (``pd.read_csv``) and R read it back exactly, and
+    no cell starts with one of :data:`FORMULA_STARTS` outside quotes, which importers
+    that keep quoted fields as text (LibreOffice's "format quoted field as text") read
+    as text. Excel and Google Sheets run a quoted formula too when they open a CSV
+    directly; a text cell that would be one (it starts with one of
+    :data:`FORMULA_STARTS` and is not a number such as ``-1``) is not rewritten, which
+    would change the labels that pandas reads back, but warned about (once per file,
+    with their count and one of them): open such a file through the spreadsheet's
+    import, its columns as text.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+    path : str or path-like
+    index : bool, default True
+        Write the row labels as the first column.
+    """
+    formulas = _formula_cells(frame, index)
+    if len(formulas):
+        warnings.warn(
+            f"{path}: {len(formulas)} text cell(s) start with =, +, -, @, a tab or a carriage "
+            f"return, e.g. {formulas[0]!r:.60}; they are written as they are, quoted, but Excel "
+            "and Google Sheets may run them as formulas: import the file with its columns as text",
+            UserWarning,
+            stacklevel=2,
+        )
+    frame.to_csv(path, index=index, quoting=csv.QUOTE_NONNUMERIC)
+
+
+def _formula_cells(frame: pd.DataFrame, index: bool) -> list[str]:
+    """The text cells of ``frame`` (its labels too) that a spreadsheet would run as formulas."""
+    texts = [frame.columns, *([frame.index] if index else [])]
+    texts += [column for _, column in frame.items() if not pd.api.types.is_numeric_dtype(column)]
+    found = []
+    for cells in texts:
+        cells = [p for c in cells for p in (c if isinstance(c, tuple) else (c,))]  # MultiIndex
+        cells = pd.Series([cell for cell in cells if isinstance(cell, str)], dtype=object)
+        starts = cells[cells.str.startswith(FORMULA_STARTS)]
+        found += starts[pd.to_numeric(starts, errors="coerce").isna()].tolist()
+    return found

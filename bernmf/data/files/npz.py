@@ -3,7 +3,8 @@
 :func:`sparse_layout` checks the fields of a ``scipy.sparse.save_npz`` file (their
 headers, lengths and dtypes, and the shape against the memory budget) before any
 index is read, and :func:`npz_rows` reads rows of either kind, every index checked
-before scipy sees it. Used by :mod:`bernmf.data.files.readers`.
+before scipy sees it (by :mod:`bernmf.data.sparse`, which checks matrices in memory
+too). Used by :mod:`bernmf.data.files.readers`.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scipy import sparse
 
-from bernmf.data.budget import check_bytes
 from bernmf.data.files.archive import Archive
+from bernmf.data.sparse import check_dense_size, checked_indices, checked_pointers
 
-__all__ = ["SPARSE_FIELDS", "dense_member", "npz_rows", "sparse_layout"]
+__all__ = ["NAMES", "SPARSE_FIELDS", "dense_member", "npz_rows", "sparse_layout"]
 
 
 def dense_member(archive: Archive) -> str:
@@ -58,7 +60,7 @@ def sparse_layout(archive: Archive) -> tuple[str, tuple[int, int]] | None:
     M, N = (int(n) for n in archive.read_array("shape.npy"))
     if M < 0 or N < 0:
         raise ValueError(f"field 'shape' must be 2 integers >= 0, got {(M, N)}")
-    check_bytes(M * N, f"its field 'shape' ({M}, {N}), held densely by a fit (1 byte an entry)")
+    check_dense_size(M, N, "its field 'shape'")
     data = archive.header("data.npy")
     if len(data.shape) != 1 or data.dtype.kind not in "biuf":
         raise ValueError(f"field 'data' must be 1-D numbers, got {data.dtype} {data.shape}")
@@ -75,26 +77,6 @@ def sparse_layout(archive: Archive) -> tuple[str, tuple[int, int]] | None:
     return layout, (M, N)
 
 
-def _checked_indices(array: np.ndarray, bound: int, field: str) -> np.ndarray:
-    """``array`` as int64 after checking it is in [0, bound)."""
-    array = array.astype(np.int64)  # an unsigned index past int64 becomes negative: refused
-    if array.size and (array.min() < 0 or array.max() >= bound):
-        bad = array[(array < 0) | (array >= bound)][0]
-        raise ValueError(f"field {field!r} holds {bad}, outside [0, {bound})")
-    return array
-
-
-def _checked_pointers(indptr: np.ndarray, count: int, first: bool, last: bool) -> np.ndarray:
-    """Pointers as int64, nondecreasing in [0, count]; 0 at the ``first``, count at the ``last``."""
-    indptr = indptr.astype(np.int64)
-    bad = indptr.size and (indptr.min() < 0 or indptr.max() > count or (np.diff(indptr) < 0).any())
-    if bad or (first and indptr[0] != 0) or (last and indptr[-1] != count):
-        raise ValueError(
-            f"field 'indptr' must be nondecreasing from 0 to {count} (the entries of 'data')"
-        )
-    return indptr
-
-
 def _sparse_rows(archive: Archive, layout: str, shape, start: int, stop: int):
     """Rows ``start:stop`` of a checked sparse layout (:func:`sparse_layout`): a csr_array.
 
@@ -106,27 +88,73 @@ def _sparse_rows(archive: Archive, layout: str, shape, start: int, stop: int):
     start = min(start, stop)
     if layout == "csr":
         indptr = archive.read_array("indptr.npy", start, stop + 1)
-        indptr = _checked_pointers(indptr, count, start == 0, stop == M)
+        indptr = checked_pointers(indptr, count, start == 0, stop == M)
         first, last = int(indptr[0]), int(indptr[-1])
         data = archive.read_array("data.npy", first, last)
-        indices = _checked_indices(archive.read_array("indices.npy", first, last), N, "indices")
+        indices = checked_indices(archive.read_array("indices.npy", first, last), N, "indices")
         return sparse.csr_array((data, indices, indptr - first), shape=(stop - start, N))
     data = archive.read_array("data.npy")
     if layout == "csc":
-        indptr = _checked_pointers(archive.read_array("indptr.npy"), count, True, True)
-        indices = _checked_indices(archive.read_array("indices.npy"), M, "indices")
+        indptr = checked_pointers(archive.read_array("indptr.npy"), count, True, True)
+        indices = checked_indices(archive.read_array("indices.npy"), M, "indices")
         matrix = sparse.csc_array((data, indices, indptr), shape=(M, N))
     else:
-        row = _checked_indices(archive.read_array("row.npy"), M, "row")
-        col = _checked_indices(archive.read_array("col.npy"), N, "col")
+        row = checked_indices(archive.read_array("row.npy"), M, "row")
+        col = checked_indices(archive.read_array("col.npy"), N, "col")
         matrix = sparse.coo_array((data, (row, col)), shape=(M, N))
     return sparse.csr_array(matrix)[start:stop]
 
 
+NAMES = ("row_names", "col_names")
+"""Optional arrays of an ``.npz`` beside its matrix: the names of its rows (M unicode
+strings) and of its columns (N)."""
+
+
+def _names(archive: Archive, shape: tuple, start: int, stop: int | None) -> list:
+    """The row names ``start:stop`` and the column names of ``shape``, None where absent.
+
+    Each is checked before it is read: a 1-D array of unicode strings (no objects),
+    one per row or column of a 2-D matrix.
+    """
+    names = []
+    for field, length in zip(NAMES, shape[:2], strict=False):
+        if f"{field}.npy" not in archive.names:
+            names.append(None)
+            continue
+        header = archive.header(f"{field}.npy")
+        if len(shape) != 2 or header.shape != (length,) or header.dtype.kind != "U":
+            raise ValueError(
+                f"field {field!r} must be {length} unicode strings (one per "
+                f"{field.split('_')[0]} of a 2-D matrix of shape {shape}), got "
+                f"{header.dtype} {header.shape}"
+            )
+        part = (start, stop) if field == "row_names" else (0, None)
+        names.append(archive.read_array(f"{field}.npy", *part).astype(object))
+    return names
+
+
 def npz_rows(path: Path, start: int, stop: int | None):
-    """Rows of an ``.npz``: of ``Y`` or its only array, or of a scipy.sparse matrix."""
+    """Rows of an ``.npz``: of ``Y`` or its only array, or of a scipy.sparse matrix.
+
+    With its arrays ``row_names`` or ``col_names`` (:data:`NAMES`), a DataFrame
+    labelled with them: of the array, or sparse columns of the matrix (which
+    :func:`bernmf.data.observed.as_observed` reads as a sparse matrix). Otherwise the
+    ndarray, or a csr_array.
+    """
     with Archive(path) as archive:
         layout = sparse_layout(archive)
         if layout is not None:
-            return _sparse_rows(archive, *layout, start, np.inf if stop is None else stop)
-        return archive.read_array(dense_member(archive), start, stop)
+            rows = _sparse_rows(archive, *layout, start, np.inf if stop is None else stop)
+            shape = layout[1]
+        else:
+            member = dense_member(archive)
+            rows = archive.read_array(member, start, stop)
+            shape = archive.header(member).shape
+        index, columns = _names(archive, shape, start, stop)
+    if index is None and columns is None:
+        return rows
+    if index is None:
+        index = pd.RangeIndex(start, start + rows.shape[0])
+    if sparse.issparse(rows):
+        return pd.DataFrame.sparse.from_spmatrix(rows, index=index, columns=columns)
+    return pd.DataFrame(rows, index=index, columns=columns, copy=False)

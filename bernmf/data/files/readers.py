@@ -6,11 +6,8 @@ are read by :mod:`bernmf.results.loading`; the paper's datasets by :mod:`bernmf.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import itertools
-import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +18,7 @@ from bernmf.data import datasets
 from bernmf.data.budget import check_bytes
 from bernmf.data.files.archive import Archive, read_data, read_header
 from bernmf.data.files.npz import dense_member, npz_rows, sparse_layout
+from bernmf.data.files.streams import open_text, untrusted
 from bernmf.data.observed import aligned
 from bernmf.data.split import SPLIT_CODES, Split
 
@@ -74,7 +72,7 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray | sparse.csr_a
     if not path.is_file():
         raise FileNotFoundError(f"no data file {path}")
     suffix = _format(path)
-    with _untrusted(path):
+    with untrusted(path):
         if suffix == ".csv":
             return datasets.read_csv(path, values)
         if suffix in (".parquet", ".pq"):
@@ -165,7 +163,7 @@ def count_rows(path) -> int:
     if _compressed(path) and _format(path) == ".csv":
         return len(read_matrix(path))
     suffix = path.suffix.lower()
-    with _untrusted(path):
+    with untrusted(path):
         if suffix == ".npy":
             with open(path, "rb") as file:
                 return _leading(read_header(file, path.stat().st_size).shape, "the array")
@@ -176,40 +174,12 @@ def count_rows(path) -> int:
                     return layout[1][0]
                 return _leading(archive.header(dense_member(archive)).shape, "the array")
         if suffix == ".csv":
-            with open(path, encoding="utf-8") as lines:
+            with open_text(path, cost=None) as lines:  # one line at a time
                 return sum(1 for _ in lines) - len(_csv_header(path))
         if suffix in (".parquet", ".pq"):
             with _parquet_file(path) as file:
                 return file.metadata.num_rows
     return len(read_rows(path, 0, np.iinfo(np.int64).max))
-
-
-_MALFORMED = (
-    ValueError, TypeError, KeyError, IndexError, OverflowError, EOFError, NotImplementedError,
-    zipfile.BadZipFile, zlib.error,
-)  # fmt: skip
-"""What parsing a malformed file raises (pyarrow's errors are recognized by their module)."""
-
-
-@contextlib.contextmanager
-def _untrusted(path: Path):
-    """Turn an error of parsing ``path`` into a ValueError that names it.
-
-    A missing file stays a FileNotFoundError, a missing pyarrow an ImportError, an
-    error of the system (an OSError with an errno) itself.
-    """
-    try:
-        yield
-    except Exception as error:
-        parsing = isinstance(error, _MALFORMED) or type(error).__module__.startswith("pyarrow")
-        if isinstance(error, OSError) and error.errno is None:  # pyarrow's damaged files
-            parsing = True
-        if not parsing:
-            raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        if not message.startswith(str(path)):
-            message = f"{path}: {message}"
-        raise ValueError(message) from None
 
 
 def _leading(shape: tuple, what: str) -> int:
@@ -221,7 +191,7 @@ def _leading(shape: tuple, what: str) -> int:
 
 def _csv_header(path: Path) -> list[str]:
     """[header line] of the CSV, or [] without one (as :func:`datasets.read_csv` reads it)."""
-    with open(path, encoding="utf-8") as lines:
+    with open_text(path, cost=None) as lines:  # two lines, each within a line's bound
         head = list(itertools.islice(lines, 2))
     header = len(head) == 2 and len(datasets.read_csv(io.StringIO("".join(head)))) == 1
     return head[:1] if header else []
@@ -236,8 +206,8 @@ def _csv_rows(path: Path, start: int, stop: int) -> pd.DataFrame:
             raise ValueError(f"{path}: no rows in [{start}, {stop})")
         return rows
     header = _csv_header(path)
-    with open(path, encoding="utf-8") as lines:
-        kept = list(itertools.islice(lines, len(header) + start, len(header) + stop))
+    with open_text(path, skip=len(header) + start) as lines:  # the kept lines bounded
+        kept = list(itertools.islice(lines, stop - start))
     if not kept:
         raise ValueError(f"{path}: no rows in [{start}, {stop})")
     rows = datasets.read_csv(io.StringIO("".join(header + kept)))
@@ -349,7 +319,7 @@ def read_rows(path, start: int, stop: int):
     if not 0 <= start <= stop:
         raise ValueError(f"rows must satisfy 0 <= start <= stop, got {start}, {stop}")
     suffix = _format(path)
-    with _untrusted(path):
+    with untrusted(path):
         if suffix == ".npy":
             with open(path, "rb") as file:
                 header = read_header(file, path.stat().st_size)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from bernmf.data.files.csv_table import write_csv
 from bernmf.studies.compare import summarize
 
 if TYPE_CHECKING:
@@ -88,12 +89,12 @@ def write(report: Report, folder) -> dict[str, Path]:
     folder = Path(folder)
     board = leaderboard(report.fits)
     paths = {name: folder / name for name in ("fits.csv", "leaderboard.csv", "pareto.png")}
-    report.fits.to_csv(paths["fits.csv"], index=False)
-    board.to_csv(paths["leaderboard.csv"], index=False)
+    write_csv(report.fits, paths["fits.csv"], index=False)
+    write_csv(board, paths["leaderboard.csv"], index=False)
     plot.pareto(board, path=paths["pareto.png"])
     if report.weights is not None and not report.weights.empty:
         paths["weights.csv"] = folder / "weights.csv"
-        report.weights.to_csv(paths["weights.csv"], index=False)
+        write_csv(report.weights, paths["weights.csv"], index=False)
     paths["report.html"] = folder / "report.html"
     paths["report.html"].write_text(_html(board, report, paths["pareto.png"]))
     return paths
