@@ -373,3 +373,25 @@ def test_the_commands_take_their_defaults_from_the_functions_they_call(
     args = vars(build_parser().parse_args(command))
     for name, value in changed.items():
         assert args[name] == read.get(name, value), name
+
+
+def strict_json(text: str):
+    """``json.loads`` that refuses JSON's non-standard NaN and Infinity."""
+
+    def refuse(name):
+        raise ValueError(f"not standard JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_writes_every_number_and_none_as_null():
+    """NaN and infinities as strings that float() reads back; None (no value) as null."""
+    from bernmf._output import to_json
+
+    values = {"inf": np.inf, "minus": -np.float32("inf"), "nan": float("nan"), "none": None}
+    written = json.dumps(to_json({**values, "list": [1.5, np.array([np.inf, 2.0])]}))
+    read = strict_json(written)
+    assert read == {
+        "inf": "inf", "minus": "-inf", "nan": "nan", "none": None, "list": [1.5, ["inf", 2.0]]
+    }  # fmt: skip
+    assert float(read["minus"]) == -np.inf and np.isnan(float(read["nan"]))

@@ -128,7 +128,10 @@ or OUT/as_published; see that module for the protocol.""",
 def common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--quiet", action="store_true", help="no progress and no table")
-    common.add_argument("--json", action="store_true", help="print the result as JSON")
+    common.add_argument(
+        "--json", action="store_true",
+        help='print the result as JSON (standard: inf and NaN as the strings "inf", "-inf", "nan")',
+    )  # fmt: skip
     common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     return common
 
