@@ -248,7 +248,9 @@ def test_an_outcome_of_probability_zero_scores_inf_and_says_how_many():
     assert entries_lpd(np.array([1.0, 0.0]), np.array([0.0, 0.0]))[0] == -np.inf
 
 
-def test_fit_warns_when_held_out_entries_are_certain_and_a_stack_never_gives_zero():
+def column_ruled_out():
+    """Y (30, 12) whose column 0 is all zeros in training and ones held out (rows 25-29),
+    where H reaches exactly 0 at the flat prior; masks train, validation, test."""
     rng = np.random.default_rng(0)
     Y = (rng.random((30, 12)) < 0.5).astype(float)
     Y[:, 0] = 0.0  # column 0 all zeros in training: a flat prior puts H at exactly 0
@@ -257,18 +259,25 @@ def test_fit_warns_when_held_out_entries_are_certain_and_a_stack_never_gives_zer
     train[25:, :6] = False
     validation = np.zeros(Y.shape, bool)
     validation[25:27, :6] = True
-    test = ~train & ~validation
+    return Y, train, validation, ~train & ~validation
+
+
+def test_fit_warns_when_held_out_entries_are_certain_and_a_stack_never_gives_zero():
+    """The flat prior (by name) rules held-out ones out and warns; the default prior keeps
+    every probability inside (0, 1), silently, as a stack does."""
+    Y, train, validation, test = column_ruled_out()
     with pytest.warns(bernmf.ZeroProbabilityWarning, match="exactly 0 or 1 at"):
-        flat = bernmf.fit(Y, "mm", 2, mask=train)
+        flat = bernmf.fit(Y, "mm", 2, mask=train, prior=bernmf.Prior.flat())
     with pytest.warns(bernmf.ZeroProbabilityWarning, match="scored entries have probability 0"):
         assert flat.perplexity(Y, test) == np.inf
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        smooth = bernmf.fit(Y, "mm", 2, mask=train, prior=bernmf.Prior(1.2, 1.2))
+        default = bernmf.fit(Y, "mm", 2, mask=train)
         stacked = bernmf.stack([flat], Y, validation=validation)
         assert np.isfinite(stacked.perplexity(Y, test))
-        assert np.isfinite(smooth.perplexity(Y, test))
+        assert np.isfinite(default.perplexity(Y, test))
     assert (stacked.probs > 0).all() and (stacked.probs < 1).all()
+    assert (default.probs > 0).all() and (default.probs < 1).all()
 
 
 def test_the_baseline_keeps_its_floor_when_stacking_gives_it_no_weight():

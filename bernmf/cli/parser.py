@@ -23,6 +23,7 @@ from bernmf.cli.study_commands import report_command, reproduce_command, tune_co
 from bernmf.data import datasets
 from bernmf.fitting.ensemble import COMBINES
 from bernmf.inference import get_engine
+from bernmf.models import Prior
 from bernmf.studies import compare as comparison
 from bernmf.studies.report import run as report
 
@@ -358,12 +359,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument(
         "--gamma", type=float, default=0.5, help="simulated W ~ Dirichlet(gamma) (default 0.5)"
     )
+    default = Prior()  # mm's
     demo_parser.add_argument(
-        "--mm-alpha", type=float, default=1.2, help="prior alpha of the mm fits (default 1.2)"
-    )
+        "--mm-alpha", type=float, default=default.alpha,
+        help=f"prior alpha of the mm fits (default {default.alpha:g}, mm's)",
+    )  # fmt: skip
     demo_parser.add_argument(
-        "--mm-beta", type=float, default=1.2, help="prior beta of the mm fits (default 1.2)"
-    )
+        "--mm-beta", type=float, default=default.beta,
+        help=f"prior beta of the mm fits (default {default.beta:g}, mm's)",
+    )  # fmt: skip
     demo_parser.add_argument(
         "--holdout", type=float, default=0.2, help="fraction held out (default 0.2)"
     )

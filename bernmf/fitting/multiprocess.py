@@ -86,7 +86,7 @@ def fit(
         distributed.run(None, 0, None, [], None, {}, failure=failure)
     rank, checked = request.rank, request.options
     flat = request.prior is None  # em is mm at the flat prior
-    run_prior = Prior().broadcast(rank) if flat else request.prior
+    run_prior = Prior.flat().broadcast(rank) if flat else request.prior
     key = (engine, sorted(checked.items()), combine, validation is not None)
     members = distributed.run(data, rank, run_prior, request.seeds, init, checked, key=key)
     if flat:

@@ -44,17 +44,30 @@ class Prior(NamedTuple):
     Each is a scalar or an array of length K (one value per component). The
     prior is data, not structure, so a grid of priors is one ``jax.vmap``.
 
+    The defaults, ``Prior()`` = Beta(1.2, 1.2) on H and Dirichlet(1.2) on W, are ``mm``'s
+    default prior: alpha, beta > 1 keep every entry of H, and so every P(Y=1) = W @ H,
+    strictly inside (0, 1), so that no held-out entry scores inf; on the paper's three
+    datasets at ranks 2 to 16 they predict within 1% of the best prior of a grid of 24 in
+    8 of 12 cases and within 6.3% in all (``experiments/default_prior.py``, docs/engines.md).
+    The flat prior, under which ``mm`` is maximum likelihood (``em``), is :meth:`flat`.
+
     Attributes
     ----------
-    alpha, beta : float or array of shape (K,)
+    alpha, beta : float or array of shape (K,), default 1.2
         ``H[k, n] ~ Beta(alpha[k], beta[k])``.
-    gamma : float or array of shape (K,)
+    gamma : float or array of shape (K,), default 1.2
         ``W[m, :] ~ Dirichlet(gamma)``; a scalar means the symmetric Dirichlet.
     """
 
-    alpha: ArrayLike = 1.0
-    beta: ArrayLike = 1.0
-    gamma: ArrayLike = 1.0
+    alpha: ArrayLike = 1.2
+    beta: ArrayLike = 1.2
+    gamma: ArrayLike = 1.2
+
+    @classmethod
+    def flat(cls) -> Prior:
+        """The flat prior, alpha = beta = gamma = 1: the MAP is the maximum likelihood
+        estimate (``em``'s), which can put H at exactly 0 or 1."""
+        return cls(1.0, 1.0, 1.0)
 
     def broadcast(self, rank: int) -> Prior:
         """Return the prior with each hyperparameter as a float64 array of shape (rank,).
