@@ -308,5 +308,6 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 terms = np.log(observed_probability(observed.Y, held_out, W @ H, W @ (1 - H)))
             zeros += int(np.isneginf(terms).sum())
             total += terms.sum()
-        warn_zero_probability(zeros, int(observed.mask.sum()), "NBMF.score")
+        count, fit = int(observed.mask.sum()), self.result_
+        warn_zero_probability(zeros, count, "NBMF.score", fit.engine, fit.prior)
         return float(total / observed.mask.sum())

@@ -379,15 +379,17 @@ def build_parser() -> argparse.ArgumentParser:
 def warning_printer():
     """A ``warnings.showwarning`` that writes each distinct warning once, as one line.
 
-    ``bernmf: warning: ...``, without the source file and line. A command fits many
-    times (seeds, ranks, engines), and a warning that each of those fits raises
-    alike (e.g. the same held-out entries at probability 0) is written the first time
-    only: Python's own once-per-place rule is undone whenever a filter changes.
+    ``bernmf: warning: ...``, without the source file and line; a warning with a ``cli``
+    text (:class:`bernmf.ZeroProbabilityWarning`: its advice in flags, not Python) is
+    written with that text. A command fits many times (seeds, ranks, engines), and a
+    warning that each of those fits raises alike (e.g. the same held-out entries at
+    probability 0) is written the first time only: Python's own once-per-place rule is
+    undone whenever a filter changes.
     """
     shown = set()
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        text = " ".join(str(message).split()) or category.__name__
+        text = " ".join(str(getattr(message, "cli", message)).split()) or category.__name__
         if text not in shown:
             shown.add(text)
             print(f"bernmf: warning: {text}", file=file or sys.stderr, flush=True)

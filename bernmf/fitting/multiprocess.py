@@ -150,7 +150,7 @@ def perplexity(fit: Fit, Y, mask=None) -> float:
     failure, count, total = None, 0, 0.0
     try:
         data = as_observed(Y, mask, warn_empty=False, require_entries=False)
-        total, count = scored_total(fit.scoring_blocks(data))
+        total, count = scored_total(fit.scoring_blocks(data), fit.engine, fit.prior)
     except (TypeError, ValueError) as error:
         failure = error
     counts = distributed.agree(failure, [count])[:, 0]
