@@ -50,9 +50,15 @@ import numpy as np
 
 from bernmf import _interrupt as interrupt
 
+NON_FINITE = {math.inf: "inf", -math.inf: "-inf"}
+"""The strings by which :func:`to_json` writes the floats that JSON has no number for
+(NaN is ``"nan"``): standard JSON holds them, and ``float(text)`` reads them back."""
+
 
 def to_json(value) -> object:
-    """Numpy scalars and arrays as plain JSON values; NaN and infinities as null."""
+    """Numpy scalars and arrays as plain JSON values; NaN and infinities as the strings
+    ``"nan"``, ``"inf"`` and ``"-inf"`` (:data:`NON_FINITE`), never null: JSON has no
+    number for them, and null would read as "no value" (an inf perplexity is a value)."""
     if isinstance(value, dict):
         return {str(k): to_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -62,7 +68,7 @@ def to_json(value) -> object:
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON has no NaN or infinity
+        return NON_FINITE.get(value, "nan")
     return value
 
 

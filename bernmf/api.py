@@ -64,7 +64,9 @@ def fit(
     prior : Prior, optional
         ``Prior(alpha, beta, gamma)``: ``H[k, n] ~ Beta(alpha_k, beta_k)`` and
         ``W[m, :] ~ Dirichlet(gamma)``, each a scalar or of length K. Default:
-        the engine's (``Prior()`` = flat for ``mm``); ``em`` takes none.
+        the engine's: ``Prior()`` for ``mm`` (alpha = beta = gamma = 1.2, which keeps H
+        inside (0, 1); ``Prior.flat()`` makes ``mm`` maximum likelihood), the flat prior
+        for ``nuts`` and ``svi``, gamma = 1/K for ``gibbs`` and ``vb``; ``em`` takes none.
     seed : int, default 0
         Seed of the random initialization, in [0, 2**32); with ``restarts`` or
         ``num_chains`` (nuts) R, the seeds up to ``seed + R - 1`` must be.

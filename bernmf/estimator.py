@@ -46,12 +46,12 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         the simplex, H in [0, 1]): ``"mm"``, ``"em"`` and the Bayesian engines (whose
         posterior mean is used). The logistic baselines are refused.
     alpha, beta : float or None, default None
-        ``H[k, n] ~ Beta(alpha, beta)``; None: the engine's default (1 for every engine
-        that takes a prior); must stay None for engines without a prior.
+        ``H[k, n] ~ Beta(alpha, beta)``; None: the engine's default (1.2 for ``mm``, 1
+        for the Bayesian engines); must stay None for engines without a prior.
     gamma : float or None, default None
-        ``W[m, :] ~ Dirichlet(gamma)``; None: the engine's default (1, or 1/K for
-        ``gibbs`` and ``vb``). ``transform`` folds rows in at this gamma raised to at
-        least 1 (its MM fold-in is concave there only).
+        ``W[m, :] ~ Dirichlet(gamma)``; None: the engine's default (1.2 for ``mm``, 1
+        for ``nuts`` and ``svi``, 1/K for ``gibbs`` and ``vb``). ``transform`` folds rows
+        in at this gamma raised to at least 1 (its MM fold-in is concave there only).
     max_iter, tol : int and float, optional
         Passed to the engine when given (its defaults otherwise).
     random_state : int, RandomState or None, default None
@@ -308,5 +308,6 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 terms = np.log(observed_probability(observed.Y, held_out, W @ H, W @ (1 - H)))
             zeros += int(np.isneginf(terms).sum())
             total += terms.sum()
-        warn_zero_probability(zeros, int(observed.mask.sum()), "NBMF.score")
+        count, fit = int(observed.mask.sum()), self.result_
+        warn_zero_probability(zeros, count, "NBMF.score", fit.engine, fit.prior)
         return float(total / observed.mask.sum())

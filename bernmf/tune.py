@@ -114,12 +114,12 @@ def _values(name: str, values) -> list[float]:
 def grid(
     Y,
     ranks: Sequence[int],
-    alphas=(1.0,),
-    betas=(1.0,),
+    alphas=(Prior().alpha,),
+    betas=(Prior().beta,),
     *,
     mask,
     validation,
-    gamma: float = 1.0,
+    gamma: float = Prior().gamma,
     restarts: int = 1,
     combine: str | None = None,
     refit: bool = False,
@@ -137,14 +137,14 @@ def grid(
     Y : array-like or DataFrame of shape (M, N)
         Binary data; NaN is missing.
     ranks : sequence of int
-    alphas, betas : sequences of float >= 1
+    alphas, betas : sequences of float >= 1, default mm's default prior's
         The Beta prior of H; every pair is fitted.
     mask : bool array of shape (M, N)
         Training entries (observed by the fits).
     validation : bool array of shape (M, N)
         Entries scored by the mean negative log-likelihood (perplexity), as
         :meth:`bernmf.Fit.perplexity` scores them: entries where Y is NaN are not.
-    gamma : float, default 1
+    gamma : float, default mm's default prior's
         Dirichlet parameter of the rows of W, the same for every fit.
     restarts : int, default 1
         Random initializations per setting, with seeds ``seed, seed + 1, ...``; the

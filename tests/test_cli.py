@@ -413,3 +413,53 @@ def test_distributed_arguments_are_refused_in_their_words(
     assert main(argv + [item for pair in given.items() for item in pair]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"bernmf: error: {message}") and err.count("\n") == 1
+
+
+def strict_json(text: str):
+    """``json.loads`` that refuses JSON's non-standard NaN and Infinity."""
+
+    def refuse(name):
+        raise ValueError(f"not standard JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_fit_warns_in_flags_and_writes_an_inf_perplexity_as_a_string(tmp_path, capsys):
+    """Column 0 all zeros in training: alpha = 1 puts its H at exactly 0, and its held-out
+    ones score inf. Each warning is one line whose advice is flags, never Python; the inf
+    validation perplexity is the string "inf" in standard JSON. The default prior warns of
+    nothing."""
+    Y = (np.random.default_rng(0).random((30, 12)) < 0.5).astype(float)
+    Y[:25, 0], Y[25:, 0] = 0.0, 1.0
+    keep = np.ones(Y.shape, bool)
+    keep[25:, :6] = False
+    pd.DataFrame(Y).to_csv(tmp_path / "data.csv")
+    np.savez(tmp_path / "mask.npz", Y=keep)
+    np.savez(tmp_path / "validation.npz", Y=~keep)
+    argv = ["fit", str(tmp_path / "data.csv"), "--rank", "2", "--json"]
+    argv += ["--mask", str(tmp_path / "mask.npz"), "--validation", str(tmp_path / "validation.npz")]
+    assert main([*argv, "--alpha", "1", "--beta", "1.2", "--out", str(tmp_path / "flat")]) == 0
+    out, err = capsys.readouterr()
+    assert strict_json(out)["validation_perplexity"] == "inf"
+    saved = strict_json((tmp_path / "flat" / "summary.json").read_text())
+    assert saved["validation_perplexity"] == "inf"
+    warned = err.splitlines()
+    assert len(warned) == 2  # the certain predictions, the validation perplexity
+    assert all(line.startswith("bernmf: warning: ") for line in warned)
+    assert all(line.endswith("; --alpha 1.2 --beta 1.2 keeps H inside (0, 1)") for line in warned)
+    assert main([*argv, "--out", str(tmp_path / "default")]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and np.isfinite(strict_json(out)["validation_perplexity"])
+
+
+def test_json_writes_every_number_and_none_as_null():
+    """NaN and infinities as strings that float() reads back; None (no value) as null."""
+    from bernmf._output import to_json
+
+    values = {"inf": np.inf, "minus": -np.float32("inf"), "nan": float("nan"), "none": None}
+    written = json.dumps(to_json({**values, "list": [1.5, np.array([np.inf, 2.0])]}))
+    read = strict_json(written)
+    assert read == {
+        "inf": "inf", "minus": "-inf", "nan": "nan", "none": None, "list": [1.5, ["inf", 2.0]]
+    }  # fmt: skip
+    assert float(read["minus"]) == -np.inf and np.isnan(float(read["nan"]))

@@ -55,7 +55,7 @@ def test_tables_have_one_row_per_fit_and_per_setting(result):
     assert fits[["engine", "rank", "seed"]].values.tolist() == [
         [e, k, s] for e in ("mm", "em") for k in (2, 3) for s in (0, 5)
     ]
-    assert set(fits.loc[fits["engine"] == "mm", "prior"]) == {"Beta(1.2, 1.5) Dirichlet(1)"}
+    assert set(fits.loc[fits["engine"] == "mm", "prior"]) == {"Beta(1.2, 1.5) Dirichlet(1.2)"}
     assert set(fits.loc[fits["engine"] == "em", "prior"]) == {"none"}
     assert (fits["iterations"] <= 30).all()
     assert summary[["engine", "rank", "fits"]].values.tolist() == [

@@ -90,7 +90,7 @@ def test_em_is_mm_at_the_flat_prior_and_equals_responsibility_em():
     Y, O, W0, H0 = random_problem(1, 25, 15, 3)
     plain = {"init": (W0, H0), "max_iter": 50, "tol": 0, "accelerate": False}
     em = bernmf.fit(Y, "em", 3, mask=O, **plain)
-    mm_flat = bernmf.fit(Y, "mm", 3, mask=O, **plain)
+    mm_flat = bernmf.fit(Y, "mm", 3, mask=O, prior=bernmf.Prior.flat(), **plain)
     np.testing.assert_array_equal(em.W, mm_flat.W)
     np.testing.assert_array_equal(em.trace, mm_flat.trace)
     W, H = numpy_em_ecm(Y, O, W0, H0, 50)
@@ -201,7 +201,9 @@ def test_empty_rows_and_columns_do_not_produce_nan():
     Y, O, W0, H0 = random_problem(7, 12, 10, 3)
     O[2], O[:, 5] = False, False
     with pytest.warns(UserWarning, match=r"1 row\(s\) and 1 column\(s\)") as caught:
-        flat = bernmf.fit(Y, "mm", 3, mask=O, init=(W0, H0), max_iter=100)
+        flat = bernmf.fit(
+            Y, "mm", 3, mask=O, prior=bernmf.Prior.flat(), init=(W0, H0), max_iter=100
+        )
     assert len(caught) == 1
     np.testing.assert_allclose(flat.W[2], W0[2])  # kept under the flat prior
     np.testing.assert_allclose(flat.H[:, 5], H0[:, 5])

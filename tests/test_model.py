@@ -106,3 +106,13 @@ def test_simulate_draws_from_the_model():
     np.testing.assert_array_equal(simulate(3, 5, 4, 2)[0], simulate(3, 5, 4, 2)[0])
     with pytest.raises(ValueError, match="K must be a positive integer"):
         simulate(0, 5, 4, 0)
+
+
+def test_the_default_prior_is_inside_and_the_flat_one_is_by_name():
+    """``Prior()`` (mm's default) has alpha, beta > 1, which keeps H inside (0, 1); the flat
+    prior is ``Prior.flat()``, still the one ``simulate`` draws from by default."""
+    default, flat = bernmf.Prior(), bernmf.Prior.flat()
+    assert min(default.alpha, default.beta) > 1 and flat == (1.0, 1.0, 1.0)
+    assert bernmf.inference.get_engine("mm").default_prior == default
+    for got, expected in zip(simulate(3, 5, 4, 2), simulate(3, 5, 4, 2, flat), strict=True):
+        np.testing.assert_array_equal(got, expected)

@@ -215,7 +215,7 @@ def test_float32_accelerated_fit_is_monotone_and_near_float64():
 def test_auto_precision_polishes_float32_iterations_to_a_float64_fits_objective():
     # dtype="auto": float32 until it stalls, then float64 to the stop
     Y, _, _ = bernmf.simulate(8, 150, 90, 4, bernmf.Prior(0.4, 1.5, 1.0))
-    options = {"prior": bernmf.Prior(1.3, 1.6), "seed": 3, "tol": 1e-7}
+    options = {"prior": bernmf.Prior(1.3, 1.6, 1.0), "seed": 3, "tol": 1e-7}
     auto = bernmf.fit(Y, "mm", 4, dtype="auto", **options)
     double = bernmf.fit(Y, "mm", 4, **options)
     switch = auto.extras["float32_iterations"]
@@ -250,7 +250,7 @@ def test_a_single_fit_from_its_start_and_a_batch_accelerate_alike():
 def test_em_accelerates_too():
     Y, O, _, _ = random_problem(12, 30, 20, 3)
     em = bernmf.fit(Y, "em", 3, mask=O, seed=1, max_iter=40, tol=0)
-    mm_flat = bernmf.fit(Y, "mm", 3, mask=O, seed=1, max_iter=40, tol=0)
+    mm_flat = bernmf.fit(Y, "mm", 3, mask=O, prior=bernmf.Prior.flat(), seed=1, max_iter=40, tol=0)
     np.testing.assert_array_equal(em.trace, mm_flat.trace)
     assert em.extras["sweeps"] == 1 + 3 * 40
     plain = bernmf.fit(Y, "em", 3, mask=O, seed=1, max_iter=40, tol=0, accelerate=False)

@@ -12,6 +12,7 @@ import bernmf
 from bernmf.data.split import random_split
 from bernmf.fitting.stack import BASELINE_FLOOR, baseline, members_table
 from bernmf.fitting.stacking import stacking_weights
+from bernmf.models.spec import zero_probability_advice
 
 
 def logsvd_and_ensemble(Y, train):
@@ -248,7 +249,9 @@ def test_an_outcome_of_probability_zero_scores_inf_and_says_how_many():
     assert entries_lpd(np.array([1.0, 0.0]), np.array([0.0, 0.0]))[0] == -np.inf
 
 
-def test_fit_warns_when_held_out_entries_are_certain_and_a_stack_never_gives_zero():
+def column_ruled_out():
+    """Y (30, 12) whose column 0 is all zeros in training and ones held out (rows 25-29),
+    where H reaches exactly 0 at the flat prior; masks train, validation, test."""
     rng = np.random.default_rng(0)
     Y = (rng.random((30, 12)) < 0.5).astype(float)
     Y[:, 0] = 0.0  # column 0 all zeros in training: a flat prior puts H at exactly 0
@@ -257,18 +260,67 @@ def test_fit_warns_when_held_out_entries_are_certain_and_a_stack_never_gives_zer
     train[25:, :6] = False
     validation = np.zeros(Y.shape, bool)
     validation[25:27, :6] = True
-    test = ~train & ~validation
+    return Y, train, validation, ~train & ~validation
+
+
+def test_fit_warns_when_held_out_entries_are_certain_and_a_stack_never_gives_zero():
+    """The flat prior (by name) rules held-out ones out and warns; the default prior keeps
+    every probability inside (0, 1), silently, as a stack does."""
+    Y, train, validation, test = column_ruled_out()
     with pytest.warns(bernmf.ZeroProbabilityWarning, match="exactly 0 or 1 at"):
-        flat = bernmf.fit(Y, "mm", 2, mask=train)
+        flat = bernmf.fit(Y, "mm", 2, mask=train, prior=bernmf.Prior.flat())
     with pytest.warns(bernmf.ZeroProbabilityWarning, match="scored entries have probability 0"):
         assert flat.perplexity(Y, test) == np.inf
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        smooth = bernmf.fit(Y, "mm", 2, mask=train, prior=bernmf.Prior(1.2, 1.2))
+        default = bernmf.fit(Y, "mm", 2, mask=train)
         stacked = bernmf.stack([flat], Y, validation=validation)
         assert np.isfinite(stacked.perplexity(Y, test))
-        assert np.isfinite(smooth.perplexity(Y, test))
+        assert np.isfinite(default.perplexity(Y, test))
     assert (stacked.probs > 0).all() and (stacked.probs < 1).all()
+    assert (default.probs > 0).all() and (default.probs < 1).all()
+
+
+@pytest.mark.parametrize("name", bernmf.engines())
+def test_zero_probability_advice_applies_to_the_engine_in_the_users_syntax(name):
+    """A flat prior: alpha, beta > 1 as Prior(...) in Python, as flags in the CLI; em: mm;
+    the default priors and the engines without one (logsvd, logpca): no prior advice."""
+    engine = bernmf.inference.get_engine(name)
+    python, cli = zero_probability_advice(name, engine.prior_for(None, 3))
+    assert "Prior(" not in cli and "--" not in python
+    if engine.takes_prior:
+        flat = zero_probability_advice(name, bernmf.Prior.flat().broadcast(3))
+        assert flat[0] == "prior=Prior(1.2, 1.2) keeps H inside (0, 1)"
+        assert flat[1] == "--alpha 1.2 --beta 1.2 keeps H inside (0, 1)"
+        assert ("alpha" in cli) == (name != "mm")  # the others' defaults: alpha = beta = 1
+    elif name == "em":
+        assert '"mm"' in python and cli.startswith("--engine mm")
+    elif not engine.takes_prior:
+        assert "alpha" not in python + cli and cli == ""
+    assert zero_probability_advice(None, None) == ("", "")
+
+
+def test_em_warns_with_advice_for_em_and_a_scored_run_only_when_a_score_is_inf():
+    """em at exactly 0 advises mm, in Python and (its cli text) in flags. compare scores
+    its fits: a certain prediction at an entry it scores finitely says nothing; one that
+    scores inf says how many."""
+    Y, train, _, test = column_ruled_out()
+    with pytest.warns(bernmf.ZeroProbabilityWarning) as caught:
+        bernmf.fit(Y, "em", 2, mask=train)
+    (warning,) = [w.message for w in caught]
+    assert str(warning).startswith("em: P(Y=1) is exactly 0 or 1 at")
+    assert str(warning).endswith('; "mm" (em with the default prior) keeps H inside (0, 1)')
+    assert warning.cli.endswith("; --engine mm (em with a prior) keeps H inside (0, 1)")
+    unharmed = test.copy()
+    unharmed[:, 0] = False  # column 0's held-out ones are not scored
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        finite = bernmf.compare(Y, ["em"], [2], [0], train=train, test=unharmed, progress=False)
+    assert np.isfinite(finite.fits["perplexity"]).all()
+    counts = f"em K=2 seed 0: {test[:, 0].sum()} of {test.sum()} scored"
+    with pytest.warns(bernmf.ZeroProbabilityWarning, match=counts):
+        ruled_out = bernmf.compare(Y, ["em"], [2], [0], train=train, test=test, progress=False)
+    assert (ruled_out.fits["perplexity"] == np.inf).all()
 
 
 def test_the_baseline_keeps_its_floor_when_stacking_gives_it_no_weight():

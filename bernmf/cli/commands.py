@@ -226,11 +226,8 @@ def fit_command(args) -> int:
         options["max_iter"] = args.max_iter
     if args.tol is not None:
         options["tol"] = args.tol
-    given = (args.alpha, args.beta, args.gamma)
-    prior = None
-    if any(v is not None for v in given):
-        prior = Prior(*(1.0 if v is None else v for v in given))
     chosen = get_engine(args.engine)  # an unknown name fails before anything is read or said
+    prior = chosen.prior_from(args.alpha, args.beta, args.gamma)  # those not given: defaults
     if "progress" in chosen.options and (args.quiet or args.json):
         options.setdefault("progress", False)
     tell(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")

@@ -25,6 +25,7 @@ from bernmf.data import datasets
 from bernmf.fitting import search
 from bernmf.fitting.ensemble import COMBINES
 from bernmf.inference import get_engine
+from bernmf.models import Prior
 from bernmf.studies import compare as comparison
 from bernmf.studies.report import run as report
 
@@ -131,7 +132,10 @@ or OUT/as_published; see that module for the protocol.""",
 def common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--quiet", action="store_true", help="no progress and no table")
-    common.add_argument("--json", action="store_true", help="print the result as JSON")
+    common.add_argument(
+        "--json", action="store_true",
+        help='print the result as JSON (standard: inf and NaN as the strings "inf", "-inf", "nan")',
+    )  # fmt: skip
     common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     return common
 
@@ -371,12 +375,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument(
         "--gamma", type=float, default=0.5, help="simulated W ~ Dirichlet(gamma) (default 0.5)"
     )
+    default = Prior()  # mm's
     demo_parser.add_argument(
-        "--mm-alpha", type=float, default=1.2, help="prior alpha of the mm fits (default 1.2)"
-    )
+        "--mm-alpha", type=float, default=default.alpha,
+        help=f"prior alpha of the mm fits (default {default.alpha:g}, mm's)",
+    )  # fmt: skip
     demo_parser.add_argument(
-        "--mm-beta", type=float, default=1.2, help="prior beta of the mm fits (default 1.2)"
-    )
+        "--mm-beta", type=float, default=default.beta,
+        help=f"prior beta of the mm fits (default {default.beta:g}, mm's)",
+    )  # fmt: skip
     demo_parser.add_argument(
         "--holdout", type=float, default=0.2, help="fraction held out (default 0.2)"
     )
@@ -388,15 +395,17 @@ def build_parser() -> argparse.ArgumentParser:
 def warning_printer():
     """A ``warnings.showwarning`` that writes each distinct warning once, as one line.
 
-    ``bernmf: warning: ...``, without the source file and line. A command fits many
-    times (seeds, ranks, engines), and a warning that each of those fits raises
-    alike (e.g. the same held-out entries at probability 0) is written the first time
-    only: Python's own once-per-place rule is undone whenever a filter changes.
+    ``bernmf: warning: ...``, without the source file and line; a warning with a ``cli``
+    text (:class:`bernmf.ZeroProbabilityWarning`: its advice in flags, not Python) is
+    written with that text. A command fits many times (seeds, ranks, engines), and a
+    warning that each of those fits raises alike (e.g. the same held-out entries at
+    probability 0) is written the first time only: Python's own once-per-place rule is
+    undone whenever a filter changes.
     """
     shown = set()
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        text = " ".join(str(message).split()) or category.__name__
+        text = " ".join(str(getattr(message, "cli", message)).split()) or category.__name__
         if text not in shown:
             shown.add(text)
             print(f"bernmf: warning: {text}", file=file or sys.stderr, flush=True)

@@ -86,7 +86,7 @@ def fit(
         distributed.run(None, 0, None, [], None, {}, failure=failure)
     rank, checked = request.rank, request.options
     flat = request.prior is None  # em is mm at the flat prior
-    run_prior = Prior().broadcast(rank) if flat else request.prior
+    run_prior = Prior.flat().broadcast(rank) if flat else request.prior
     key = (engine, sorted(checked.items()), combine, validation is not None)
     members = distributed.run(data, rank, run_prior, request.seeds, init, checked, key=key)
     if flat:
@@ -150,7 +150,7 @@ def perplexity(fit: Fit, Y, mask=None) -> float:
     failure, count, total = None, 0, 0.0
     try:
         data = as_observed(Y, mask, warn_empty=False, require_entries=False)
-        total, count = scored_total(fit.scoring_blocks(data))
+        total, count = scored_total(fit.scoring_blocks(data), fit.engine, fit.prior)
     except (TypeError, ValueError) as error:
         failure = error
     counts = distributed.agree(failure, [count])[:, 0]

@@ -19,12 +19,14 @@ import warnings
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
+
 from bernmf._progress import working_on
 from bernmf.data.observed import Observed, check_seed
 from bernmf.fitting.ensemble import combine_members, run_members, validation_lpd
 from bernmf.fitting.plan import Plan
 from bernmf.inference import Engine
-from bernmf.models.spec import Prior, ZeroProbabilityWarning
+from bernmf.models.spec import Prior, ZeroProbabilityWarning, warn_zero_probability
 from bernmf.results.fit import BLOCK_ENTRIES, Fit
 
 
@@ -102,11 +104,22 @@ def fit_settings(
 def run(request: Plan) -> Fit:
     """The :class:`Fit` of ``request``: one run, or its members combined; with its record.
 
+    Warns (:func:`warn_certain`) when the fit gives P(Y=1) exactly 0 or 1 at an entry
+    outside the training mask.
+
     Returns
     -------
     Fit
         As :func:`bernmf.fit` documents, ``extras["run"]`` from :meth:`Plan.record`.
     """
+    result = _fitted(request, stacklevel=5)  # _combined, _fitted, run, bernmf.fit, its caller
+    warn_certain(result, request.data, stacklevel=4)  # warn_certain, run, bernmf.fit, its caller
+    return result
+
+
+def _fitted(request: Plan, stacklevel: int) -> Fit:
+    """:func:`run`'s fit, before its check; the warning on an ensemble's modes pointing
+    ``stacklevel`` frames up (1: :func:`_combined`)."""
     engine, data = request.engine, request.data
     count = len(request.seeds)
     working_on(f"{engine.name} K={request.rank}" + (f", {count} restarts" if count > 1 else ""))
@@ -119,12 +132,16 @@ def run(request: Plan) -> Fit:
         fitted = fit_settings(
             engine, data, request.rank, [request.prior], request.seeds, request.options
         )
-        result = _combined([m.fit for m in fitted], request, stacklevel=4)
-    return _finished(result, request, stacklevel=4)  # _finished, run, bernmf.fit, its caller
+        result = _combined([m.fit for m in fitted], request, stacklevel=stacklevel)
+    return _finished(result, request)
 
 
 def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
     """:func:`run` of ``request`` from each seed of ``seeds``, scored on ``scored``.
+
+    A fit that gives a scored entry's outcome probability 0 (its score inf) warns
+    (:func:`~bernmf.models.spec.warn_zero_probability`); its P(Y=1) of exactly 0 or 1
+    elsewhere does not (:func:`warn_certain`): the scores say what matters.
 
     The fit of seed s is that of ``request`` with its members' seeds starting at s
     (``s, ..., s + R - 1`` for R restarts): every member of every seed is fitted once, in
@@ -153,7 +170,7 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
         check_seed(seed, max(count, request.options[request.engine.seed_count] if chains else 1))
     at = [dataclasses.replace(request, seeds=tuple(range(s, s + count))) for s in seeds]
     if chains and not request.ensemble:
-        fits = [run(one) for one in at]
+        fits = [_fitted(one, stacklevel=4) for one in at]
     else:
         needed = sorted({s for one in at for s in one.seeds})
         working_on(f"{request.engine.name} K={request.rank}, {len(needed)} fits")
@@ -165,8 +182,13 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
         for one in at:
             group = [by_seed[s] for s in one.seeds]
             result = _combined(group, one, stacklevel=3) if one.ensemble else group[0]
-            fits.append(_finished(result, one, stacklevel=3))  # _finished, runs, its caller
-    scores = -validation_lpd(fits, scored).mean(axis=0)
+            fits.append(_finished(result, one))
+    lpd = validation_lpd(fits, scored)
+    for seed, result, terms in zip(seeds, fits, lpd.T, strict=True):
+        what = f"perplexity of {result.engine} K={result.rank} seed {seed}"
+        zeros = int(np.isneginf(terms).sum())
+        warn_zero_probability(zeros, terms.size, what, result.engine, result.prior, stacklevel=3)
+    scores = -lpd.mean(axis=0)
     return [
         Scored(request.rank, request.prior, fit, float(score))
         for fit, score in zip(fits, scores, strict=True)
@@ -182,10 +204,8 @@ def _combined(fits: list[Fit], request: Plan, stacklevel: int) -> Fit:
     )  # fmt: skip
 
 
-def _finished(result: Fit, request: Plan, stacklevel: int) -> Fit:
-    """``result`` with the record of ``request``, the data's labels and the data, after
-    :func:`warn_certain` (its warning pointing ``stacklevel`` frames up, 1: this function)."""
-    warn_certain(result, request.data, stacklevel=stacklevel + 1)
+def _finished(result: Fit, request: Plan) -> Fit:
+    """``result`` with the record of ``request``, the data's labels and the data."""
     return dataclasses.replace(
         result,
         extras={**result.extras, "run": request.record()},
@@ -207,12 +227,9 @@ def warn_certain(result: Fit, data: Observed, stacklevel: int = 2) -> None:
         p = result.probs_rows(a, a + step)
         certain += int(((p == 0) | (p == 1))[~data.mask[a : a + step]].sum())
     if certain:
-        warnings.warn(
-            f"P(Y=1) is exactly 0 or 1 at {certain} of {int((~data.mask).sum())} entries outside "
-            "the training mask: a held-out entry there of the other outcome scores inf "
-            f"(bernmf.perplexity). For {result.engine!r}: H at 0 or 1 (a flat prior) or a "
-            "saturated logistic; a prior with alpha, beta > 1 (e.g. Prior(1.2, 1.2)) keeps H "
-            "inside (0, 1), and bernmf.stack adds a baseline member that never gives 0 or 1",
-            ZeroProbabilityWarning,
-            stacklevel=stacklevel,
+        fact = (
+            f"{result.engine}: P(Y=1) is exactly 0 or 1 at {certain} of {int((~data.mask).sum())} "
+            "entries outside the training mask, where the other outcome would score inf"
         )
+        warning = ZeroProbabilityWarning.of(fact, result.engine, result.prior)
+        warnings.warn(warning, stacklevel=stacklevel)

@@ -18,14 +18,14 @@ from bernmf.results.fit import Fit
 
 def run(data: Observed, rank: int, prior: None, seed: int, init=None, **options) -> Fit:
     """Fit by EM: :func:`bernmf.inference.mm.run` at the flat prior, with its options."""
-    result = mm.run(data, rank, Prior().broadcast(rank), seed, init, **options)
+    result = mm.run(data, rank, Prior.flat().broadcast(rank), seed, init, **options)
     return dataclasses.replace(result, engine="em", prior=None)
 
 
 def run_settings(data: Observed, rank: int, priors, seeds, **options) -> list[Fit]:
     """EM fits of ``seeds`` (``priors`` all None) in one compiled call:
     :func:`bernmf.inference.mm.run_settings` at the flat prior."""
-    flat = [Prior().broadcast(rank)] * len(seeds)
+    flat = [Prior.flat().broadcast(rank)] * len(seeds)
     fits = mm.run_settings(data, rank, flat, seeds, **options)
     return [dataclasses.replace(f, engine="em", prior=None) for f in fits]
 

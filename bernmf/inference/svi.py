@@ -367,7 +367,7 @@ ENGINE = register(
         "svi",
         run,
         OPTIONS,
-        Prior(),
+        Prior.flat(),  # posterior means stay inside (0, 1) at the flat prior
         check_prior,
         bayesian=True,
         check_options=check_options,

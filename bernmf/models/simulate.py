@@ -8,7 +8,7 @@ import numpy as np
 from bernmf.models.spec import Prior
 
 
-def simulate(key, M: int, N: int, K: int, prior: Prior = Prior()):
+def simulate(key, M: int, N: int, K: int, prior: Prior = Prior.flat()):
     """Draw W, H from the prior and Y ~ Bernoulli(W @ H).
 
     The draws use numpy's random Generator seeded from ``key`` (JAX's Beta and
@@ -23,7 +23,8 @@ def simulate(key, M: int, N: int, K: int, prior: Prior = Prior()):
     K : int
         Number of components.
     prior : Prior
-        Hyperparameters (scalars or arrays of shape (K,)).
+        Hyperparameters (scalars or arrays of shape (K,)); default the flat prior
+        (:meth:`Prior.flat`: H uniform on [0, 1], W uniform on the simplex).
 
     Returns
     -------

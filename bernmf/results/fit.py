@@ -173,7 +173,8 @@ class Fit:
         float
             See :func:`bernmf.models.perplexity` (not exponentiated).
         """
-        return perplexity_of_blocks(self.scoring_blocks(as_observed(Y, mask, warn_empty=False)))
+        blocks = self.scoring_blocks(as_observed(Y, mask, warn_empty=False))
+        return perplexity_of_blocks(blocks, self.engine, self.prior)
 
     def scoring_blocks(self, data: Observed):
         """``(Y, probs, mask)`` of blocks of rows of ``data`` (M, N), as scoring takes them.
