@@ -128,6 +128,14 @@ def test_report_command_on_a_data_file(small, tmp_path, capsys):
     assert "small" in capsys.readouterr().out
 
 
+def settings(seeds, options=None):
+    """The settings of an mm ensemble of 2 members combined by "mean", one per seed."""
+    return report.Settings(
+        engines=["mm"], ranks=[2], shared_rank=2, priors=[1.0], seeds=seeds, ensembles=["mm"],
+        restarts=2, combine="mean", options=options or {"mm": {}}, quick=False, progress=False,
+    )  # fmt: skip
+
+
 def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatch):
     import warnings
 
@@ -144,8 +152,8 @@ def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatc
     split = bernmf.data.split.paper_split(small.shape)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rows = report._ensemble_rows(small, split, "mm", 2, None, [0], 2, "mean", {})
-    assert np.isfinite(rows[0][0]["perplexity"])
+        rows = report._ensemble(small, split, report.Tuned("mm", 2, None, [2], ()), settings([0]))
+    assert np.isfinite(rows.table["perplexity"].iloc[0])
     assert not [w for w in caught if "distinct modes" in str(w.message)]
 
 
@@ -237,10 +245,11 @@ def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):
     monkeypatch.setattr(runner, "fit_settings", spy)
     split = bernmf.data.split.paper_split(small.shape)
     options = {"max_iter": 50}
-    rows = report._ensemble_rows(small, split, "mm", 2, None, [0, 1], 2, "mean", options)
+    tuned = report.Tuned("mm", 2, None, [2], ())
+    rows = report._ensemble(small, split, tuned, settings([0, 1], {"mm": options}))
     assert calls == [[0, 1, 2]]
     monkeypatch.undo()
-    for seed, (row, made) in zip((0, 1), rows, strict=True):
+    for seed, row, made in zip((0, 1), rows.table.to_dict("records"), rows.fits, strict=True):
         direct = bernmf.fit(
             small, "mm", 2, mask=split.train, seed=seed, restarts=2, combine="mean",
             validation=split.validation, **options,

@@ -1,6 +1,6 @@
 """The report as users read it: the leaderboard, the findings and the HTML page.
 
-:func:`leaderboard` summarizes the fits of a :class:`bernmf.studies.report.run.Report` per
+:func:`leaderboard` summarizes the fits of a :class:`bernmf.studies.report.record.Report` per
 engine and setting, :func:`findings` says what it found per dataset, and
 :func:`write` writes the CSVs, the Pareto plot and a self-contained HTML page.
 """
@@ -10,15 +10,12 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from bernmf.studies.compare import summarize
-
-if TYPE_CHECKING:
-    from bernmf.studies.report.run import Report
+from bernmf.studies.report.record import Report
 
 __all__ = ["findings", "leaderboard", "stacking_weights_table", "write"]
 

@@ -6,9 +6,12 @@ then scores several seeds on the test entries, at that tuned setting and at one 
 shared by all engines; ensembles (:func:`bernmf.fit` with ``restarts``) are rows of
 their own, and so are the stacks of the fits already made (``"stacked: all engines"``,
 ``"stacked: mm grid"``: :func:`bernmf.stack` on the validation entries, per seed).
-:func:`write` (:mod:`bernmf.studies.report.page`) turns the result into a tidy CSV, a Pareto
-plot of test perplexity against seconds and a self-contained HTML page (``bernmf report``);
-the ``quick`` budget is :mod:`bernmf.studies.report.budget`.
+The steps of a dataset are functions over records (:class:`Settings` in, :class:`Tuned`,
+:class:`Rows` and :class:`Made` out), assembled into a
+:class:`~bernmf.studies.report.record.Report`; :func:`write`
+(:mod:`bernmf.studies.report.page`) turns it into a tidy CSV, a Pareto plot of test perplexity
+against seconds and a self-contained HTML page (``bernmf report``); the ``quick`` budget is
+:mod:`bernmf.studies.report.budget`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import platform
 import time
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -33,30 +36,29 @@ from bernmf.fitting.stack import members_table
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
 from bernmf.posterior.draws import diagnostics
+from bernmf.results.fit import Fit
 from bernmf.results.loading import versions
 from bernmf.studies.compare import (
     STACKED_ALL,
     STACKED_MM,
-    _nonempty_list,
     compare,
     describe_prior,
     fit_row,
     lightened,
+    nonempty_list,
     stacked_rows,
 )
 from bernmf.studies.report.budget import estimate, floor, within_budget
 from bernmf.studies.report.page import findings, leaderboard, write
+from bernmf.studies.report.record import COLUMNS, Report
 
 __all__ = [
-    "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings", "floor",
-    "leaderboard", "run", "write",
+    "COLUMNS", "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings",
+    "floor", "leaderboard", "run", "write",
 ]  # fmt: skip
-
-COLUMNS = (
-    "dataset", "engine", "setting", "rank", "prior", "seed", "perplexity", "seconds",
-    "compile_seconds", "iterations", "ess_per_second",
-)  # fmt: skip
-"""The columns of :attr:`Report.fits`, in order."""
+"""``Report``, ``COLUMNS`` (:mod:`bernmf.studies.report.record`), ``findings``, ``leaderboard``,
+``write`` (:mod:`bernmf.studies.report.page`), ``estimate`` and ``floor``
+(:mod:`bernmf.studies.report.budget`) are here too, where ``bernmf.report`` had them."""
 
 QUICK_OPTIONS = {
     "mm": {"max_iter": 200},
@@ -71,53 +73,6 @@ QUICK_OPTIONS = {
 """Engine options of ``quick=True``: few iterations or draws, so a report takes about a minute."""
 
 QUIET = {"gibbs": {"progress": False}, "nuts": {"progress": False}, "svi": {"progress": False}}
-
-
-@dataclass(frozen=True)
-class Report:
-    """The result of :func:`run`.
-
-    Attributes
-    ----------
-    fits : DataFrame
-        One row per test fit, the columns :data:`COLUMNS`: ``setting`` is
-        ``"tuned"`` (rank, and mm's prior, chosen on validation), ``"shared K=k"``,
-        ``"ensemble"`` (R restarts combined, at the tuned setting) or ``"stacked"``
-        (engine ``"stacked: all engines"``: every fit of that seed and the tuning fits;
-        ``"stacked: mm grid"``: the mm ones; rank 0, prior ``"mixed"``, seconds the
-        sum of the members');
-        ``perplexity`` is on the test entries (nats per entry), ``seconds`` the run
-        time without compilation, ``iterations`` the iterations or draws, and
-        ``ess_per_second`` the median bulk ESS of WH per second (samplers; NaN else).
-    environment : dict
-        :func:`environment` at the time of the run.
-    data : DataFrame
-        One row per dataset (:func:`describe_data`): ``dataset``, ``rows``, ``columns``,
-        ``missing`` (fraction of entries), ``density`` (fraction of ones among the
-        observed entries).
-    chosen : DataFrame
-        One row per dataset and engine: the ``rank`` and ``prior`` chosen on the
-        validation entries, the ``grid`` of ranks chosen from, and ``edge``: "top" or
-        "bottom" when the chosen rank is the largest or smallest of a grid of several
-        (a larger or smaller one may do better), else "".
-    seconds : float
-        The run's wall-clock time.
-    left_out : DataFrame
-        ``dataset``, ``engine``, ``estimate`` (seconds) of the engines that ``quick``
-        left out for being over its budget (:data:`bernmf.studies.report.budget.QUICK_BUDGET`).
-    weights : DataFrame or None
-        The stacking weight per ``dataset``, ``seed``, ``stack`` (the row's engine),
-        member ``engine`` and ``rank`` (summed over the member fits of that engine and
-        rank) of the ``"stacked"`` rows.
-    """
-
-    fits: pd.DataFrame
-    environment: dict
-    data: pd.DataFrame = field(default_factory=pd.DataFrame)
-    chosen: pd.DataFrame = field(default_factory=pd.DataFrame)
-    seconds: float = float("nan")
-    left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
-    weights: pd.DataFrame | None = None
 
 
 def describe_data(name: str, Y) -> dict:
@@ -149,6 +104,10 @@ def run(
     progress: bool = True,
 ) -> Report:
     """Tune every engine on validation entries, then score seeds on test entries.
+
+    Each dataset goes through the steps :func:`_within_budget` (``quick``), :func:`_tune`
+    (each engine), :func:`_seeds` (at the tuned and the shared settings), :func:`_ensemble`
+    and :func:`_stacks`; the rows of every dataset make the :class:`Report`.
 
     Parameters
     ----------
@@ -187,120 +146,267 @@ def run(
     TypeError, ValueError
         An unknown engine, an ensemble engine not compared, empty lists, a bad rank.
     """
-    engines = _nonempty_list("engines", available() if engines is None else engines, "['mm']")
-    ranks = _nonempty_list("ranks", ranks, "[2, 4, 8]")
-    seeds = _nonempty_list("seeds", seeds, "range(3)")
+    settings = _settings(
+        data, engines, ranks, shared_rank, priors, seeds, ensembles, restarts, combine, quick,
+        progress,
+    )  # fmt: skip
+    begin = time.perf_counter()
+    made = [_dataset(name, Y, settings) for name, Y in data.items()]
+    weights = [table for one in made for table in one.weights]
+    return Report(
+        fits=_fits_table([table for one in made for table in one.rows]),
+        environment=environment(),
+        data=pd.DataFrame([describe_data(name, Y) for name, Y in data.items()]),
+        chosen=pd.DataFrame(
+            [row for one in made for row in one.chosen],
+            columns=["dataset", "engine", "rank", "prior", "grid", "edge"],
+        ),
+        seconds=time.perf_counter() - begin,
+        left_out=pd.DataFrame(
+            [row for one in made for row in one.left_out], columns=["dataset", "engine", "estimate"]
+        ),
+        weights=pd.concat(weights, ignore_index=True) if weights else None,
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The arguments of :func:`run`, checked once, as its steps read them.
+
+    ``ranks``, ``priors``, ``seeds`` and ``restarts`` are those of ``quick`` when it is set;
+    ``options`` holds each engine's options (:data:`QUICK_OPTIONS` or :data:`QUIET`).
+    """
+
+    engines: list[str]
+    ranks: list[int]
+    shared_rank: int
+    priors: list[float]
+    seeds: list[int]
+    ensembles: list[str]
+    restarts: int
+    combine: str
+    options: dict[str, dict]
+    quick: bool
+    progress: bool
+
+
+def _settings(
+    data, engines, ranks, shared_rank, priors, seeds, ensembles, restarts, combine, quick, progress
+) -> Settings:
+    """Check every argument (each engine at each rank and seed) before the first fit."""
+    engines = nonempty_list("engines", available() if engines is None else engines, "['mm']")
+    ranks = nonempty_list("ranks", ranks, "[2, 4, 8]")
+    seeds = nonempty_list("seeds", seeds, "range(3)")
     ensembles = [e for e in ensembles if e in engines] if ensembles else []
     if not data:
         raise ValueError("data is empty; give at least one dataset")
     for name in engines:
         get_engine(name)  # ValueError listing the known engines
-    ranks = [shared_rank] if quick else sorted(set(ranks))
-    priors = [1.2] if quick else list(priors)
-    seeds = list(seeds)[:2] if quick else list(seeds)
     restarts = 2 if quick else restarts
     if ensembles and (isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 2):
         raise ValueError(f"restarts must be an integer >= 2 for ensembles, got {restarts!r}")
-    options = {e: dict((QUICK_OPTIONS if quick else QUIET).get(e, {})) for e in engines}
-    for engine in engines:  # every rank, seed and option checked before the first fit
-        for rank in {*ranks, shared_rank}:
-            for seed in seeds:
-                for shape in {np.shape(Y) for Y in data.values()}:
-                    check_arguments(engine, rank, None, seed, options[engine], shape)
-    tables, chosen, weights, begin = [], [], [], time.perf_counter()
-    left_out = []
-    for name, Y in data.items():
-        split = paper_split(np.shape(Y))
-        common = {"train": split.train, "test": split.test, "progress": progress, "keep": True}
-        made = {}  # every fit of this dataset by id: (seed, or None for all seeds, fit)
-        kept = engines
-        if quick:
-            kept, dropped = within_budget(
-                name, Y, split, engines, shared_rank, seeds, ensembles, restarts, options, progress
-            )  # fmt: skip
-            left_out += dropped
-        for engine in kept:
-            rank, prior, tuning = _tuned(Y, split, engine, ranks, priors, options[engine], progress)
-            made.update({id(f): (None, f) for f in tuning})
-            edge = "" if len(ranks) < 2 else {max(ranks): "top", min(ranks): "bottom"}.get(rank, "")
-            grid = ",".join(str(r) for r in ranks)
-            chosen.append((name, engine, rank, describe_prior(prior), grid, edge))
-            measured = compare(
-                Y, [engine], [rank], seeds, priors={engine: prior},
-                options={engine: options[engine]}, measure=_ess_per_second, **common,
-            )  # fmt: skip
-            tables.append(measured.fits.assign(dataset=name, setting="tuned"))
-            shared = measured
-            if rank != shared_rank or prior is not None:
-                shared = compare(
-                    Y, [engine], [shared_rank], seeds, options={engine: options[engine]},
-                    measure=_ess_per_second, **common,
-                )  # fmt: skip
-            tables.append(shared.fits.assign(dataset=name, setting=f"shared K={shared_rank}"))
-            for comparison in (measured, shared):
-                pairs = zip(comparison.fits["seed"], comparison.results, strict=True)
-                made.update({id(f): (int(s), f) for s, f in pairs})
-            if engine in ensembles:
-                rows = _ensemble_rows(
-                    Y, split, engine, rank, prior, seeds, restarts, combine, options[engine]
-                )
-                made.update({id(f): (s, f) for s, (_, f) in zip(seeds, rows, strict=True)})
-                tables.append(
-                    pd.DataFrame([r for r, _ in rows]).assign(dataset=name, setting="ensemble")
-                )
-        stacked, used = _stacked(Y, split, list(made.values()), seeds)
-        tables += [table.assign(dataset=name) for table in stacked]
-        weights += [table.assign(dataset=name) for table in used]
-    fits = pd.concat(tables, ignore_index=True)
-    if "ess_per_second" not in fits:
-        fits["ess_per_second"] = np.nan
-    return Report(
-        fits=fits[list(COLUMNS)],
-        environment=environment(),
-        data=pd.DataFrame([describe_data(name, Y) for name, Y in data.items()]),
-        chosen=pd.DataFrame(chosen, columns=["dataset", "engine", "rank", "prior", "grid", "edge"]),
-        seconds=time.perf_counter() - begin,
-        left_out=pd.DataFrame(left_out, columns=["dataset", "engine", "estimate"]),
-        weights=pd.concat(weights, ignore_index=True) if weights else None,
+    settings = Settings(
+        engines=engines,
+        ranks=[shared_rank] if quick else sorted(set(ranks)),
+        shared_rank=shared_rank,
+        priors=[1.2] if quick else list(priors),
+        seeds=seeds[:2] if quick else seeds,
+        ensembles=ensembles,
+        restarts=restarts,
+        combine=combine,
+        options={e: dict((QUICK_OPTIONS if quick else QUIET).get(e, {})) for e in engines},
+        quick=quick,
+        progress=progress,
+    )
+    shapes = {np.shape(Y) for Y in data.values()}
+    for engine in engines:
+        for rank in {*settings.ranks, shared_rank}:
+            for seed in settings.seeds:
+                for shape in shapes:
+                    check_arguments(engine, rank, None, seed, settings.options[engine], shape)
+    return settings
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """One engine's setting chosen on the validation entries (:func:`_tune`).
+
+    Attributes
+    ----------
+    engine : str
+    rank : int
+    prior : Prior or None
+        mm's chosen prior; None (the engine's default) for the others.
+    grid : list of int
+        The ranks chosen from.
+    fits : tuple of Fit
+        The fits that chose it (seed 0, without draws): members of every seed's stacks.
+    """
+
+    engine: str
+    rank: int
+    prior: Prior | None
+    grid: list[int]
+    fits: tuple[Fit, ...]
+
+    def chosen(self, dataset: str) -> tuple:
+        """The row of :attr:`Report.chosen`: the rank flagged at a grid's edge."""
+        edge = ""
+        if len(self.grid) > 1:
+            edge = {max(self.grid): "top", min(self.grid): "bottom"}.get(self.rank, "")
+        grid = ",".join(str(r) for r in self.grid)
+        return (dataset, self.engine, self.rank, describe_prior(self.prior), grid, edge)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Test rows of one step and the fits (without draws) they made, one per row and in
+    its order; ``fits`` is empty when the rows are fits made before under another name
+    (the shared setting when it is the tuned one)."""
+
+    table: pd.DataFrame
+    fits: tuple[Fit, ...] = ()
+
+    def of_seed(self, seed: int) -> list[Fit]:
+        """The fits of the rows of ``seed`` that these rows made."""
+        if not self.fits:  # the rows of fits made before
+            return []
+        return [f for s, f in zip(self.table["seed"], self.fits, strict=True) if s == seed]
+
+
+@dataclass(frozen=True)
+class Made:
+    """One dataset's part of the :class:`Report`, as its steps made it: test ``rows``
+    (tables of :data:`COLUMNS` without ``dataset``), ``chosen``, ``left_out`` and
+    ``weights`` rows."""
+
+    rows: list[pd.DataFrame]
+    chosen: list[tuple]
+    left_out: list[tuple]
+    weights: list[pd.DataFrame]
+
+
+def _dataset(name: str, Y, settings: Settings) -> Made:
+    """The steps of one dataset: budget, tune, seeds, ensembles, stacks."""
+    split = paper_split(np.shape(Y))
+    engines, left_out = _within_budget(name, Y, split, settings)
+    tuned = [_tune(Y, split, engine, settings) for engine in engines]
+    rows = [_seeds(Y, split, one, settings) for one in tuned]
+    for one, engine_rows in zip(tuned, rows, strict=True):
+        if one.engine in settings.ensembles:
+            engine_rows.append(_ensemble(Y, split, one, settings))
+    stacked, weights = _stacks(Y, split, tuned, rows, settings.seeds)
+    tables = [r.table for engine_rows in rows for r in engine_rows] + stacked
+    return Made(
+        rows=[table.assign(dataset=name) for table in tables],
+        chosen=[one.chosen(name) for one in tuned],
+        left_out=left_out,
+        weights=[table.assign(dataset=name) for table in weights],
     )
 
 
-def _stacked(Y, split, made, seeds) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
-    """Rows ``"stacked: all engines"`` and ``"stacked: mm grid"`` per seed, and their weights.
-
-    The members of seed s are the fits already made with seed s and the tuning fits
-    (the mm grid, the other engines' ranks, seed 0); weights on validation entries.
-    """
-    test = as_observed(Y, split.test, warn_empty=False)
-    rows, weights = [], []
-    for seed in seeds:
-        chosen = [f for s, f in made if s is None or s == seed]
-        groups = {STACKED_ALL: chosen, STACKED_MM: [f for f in chosen if f.engine == "mm"]}
-        for row, result in stacked_rows(Y, groups, split.train, split.validation, test, seed):
-            rows.append(pd.DataFrame([row]).assign(setting="stacked"))
-            table = members_table(result).groupby(["engine", "rank"], as_index=False)["weight"]
-            weights.append(table.sum().assign(seed=seed, stack=row["engine"]))
-    return rows, weights
+def _within_budget(name, Y, split, settings: Settings) -> tuple[list[str], list[tuple]]:
+    """The engines to run on this dataset and the ``(dataset, engine, estimate)`` of those
+    left out: all of them, or with ``quick`` those within its budget
+    (:func:`bernmf.studies.report.budget.within_budget`)."""
+    if not settings.quick:
+        return settings.engines, []
+    return within_budget(
+        name, Y, split, settings.engines, settings.shared_rank, settings.seeds,
+        settings.ensembles, settings.restarts, settings.options, settings.progress,
+    )  # fmt: skip
 
 
-def _tuned(Y, split, engine, ranks, priors, options, progress) -> tuple:
-    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits,
-    and those fits (without draws)."""
+def _tune(Y, split, engine: str, settings: Settings) -> Tuned:
+    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits."""
+    ranks, options, progress = settings.ranks, settings.options[engine], settings.progress
     if engine == "mm":
         grid = tune.grid(
-            Y, ranks, priors, priors, mask=split.train, validation=split.validation,
-            progress=progress, **options,
+            Y, ranks, settings.priors, settings.priors, mask=split.train,
+            validation=split.validation, progress=progress, **options,
         )  # fmt: skip
-        best, fits = grid.best, [m.fit for m in grid.members]
-        return int(best["rank"]), Prior(best["alpha"], best["beta"]), fits
+        best, fits = grid.best, tuple(m.fit for m in grid.members)
+        return Tuned(engine, int(best["rank"]), Prior(best["alpha"], best["beta"]), ranks, fits)
     if len(ranks) == 1:
-        return ranks[0], None, []
+        return Tuned(engine, ranks[0], None, ranks, ())
     comparison = compare(
         Y, [engine], ranks, [0], train=split.train, test=split.validation,
         options={engine: options}, progress=progress, keep=True,
     )  # fmt: skip
     table = comparison.summary
-    return int(table.loc[table["perplexity"].idxmin(), "rank"]), None, list(comparison.results)
+    rank = int(table.loc[table["perplexity"].idxmin(), "rank"])
+    return Tuned(engine, rank, None, ranks, comparison.results)
+
+
+def _seeds(Y, split, tuned: Tuned, settings: Settings) -> list[Rows]:
+    """The test fits of every seed at the tuned setting and at the shared rank with the
+    engine's default prior (the same fits, not made again, when the two coincide)."""
+    engine, shared_rank = tuned.engine, settings.shared_rank
+    common = {
+        "train": split.train, "test": split.test, "progress": settings.progress, "keep": True,
+        "options": {engine: settings.options[engine]}, "measure": _ess_per_second,
+    }  # fmt: skip
+    at = compare(Y, [engine], [tuned.rank], settings.seeds, priors={engine: tuned.prior}, **common)
+    rows = [Rows(at.fits.assign(setting="tuned"), at.results)]
+    if tuned.rank == shared_rank and tuned.prior is None:
+        return [*rows, Rows(at.fits.assign(setting=f"shared K={shared_rank}"))]
+    shared = compare(Y, [engine], [shared_rank], settings.seeds, **common)
+    return [*rows, Rows(shared.fits.assign(setting=f"shared K={shared_rank}"), shared.results)]
+
+
+def _ensemble(Y, split, tuned: Tuned, settings: Settings) -> Rows:
+    """The ensemble of ``restarts`` members from each seed at the tuned setting, combined
+    on the validation entries and scored on the test ones: every member fitted once
+    (:func:`bernmf.fitting.runner.runs`)."""
+    engine, seeds = tuned.engine, settings.seeds
+    request = plan(
+        Y, engine, tuned.rank, mask=split.train, prior=tuned.prior, seed=seeds[0],
+        restarts=settings.restarts, combine=settings.combine, validation=split.validation,
+        options=settings.options[engine],
+    )  # fmt: skip
+    test = as_observed(Y, split.test, warn_empty=False)
+    with warnings.catch_warnings():  # distinct modes are why the report has ensembles
+        warnings.filterwarnings("ignore", MODES_WARNING, UserWarning)
+        fitted = runner.runs(request, seeds, test)
+    table = pd.DataFrame(
+        [
+            fit_row(f"{engine} ensemble", tuned.rank, seed, member) | {"ess_per_second": np.nan}
+            for seed, member in zip(seeds, fitted, strict=True)
+        ]
+    )
+    return Rows(table.assign(setting="ensemble"), tuple(lightened(m.fit) for m in fitted))
+
+
+def _stacks(Y, split, tuned: list[Tuned], rows: list[list[Rows]], seeds) -> tuple[list, list]:
+    """Rows ``"stacked: all engines"`` and ``"stacked: mm grid"`` per seed, and their weights.
+
+    The members of seed s are the tuning fits (the mm grid, the other engines' ranks,
+    seed 0) and the test fits made with seed s, engine by engine; weights on the
+    validation entries.
+    """
+    test = as_observed(Y, split.test, warn_empty=False)
+    tables, weights = [], []
+    for seed in seeds:
+        members = [
+            f
+            for one, engine_rows in zip(tuned, rows, strict=True)
+            for f in [*one.fits, *(f for r in engine_rows for f in r.of_seed(seed))]
+        ]
+        groups = {STACKED_ALL: members, STACKED_MM: [f for f in members if f.engine == "mm"]}
+        for row, result in stacked_rows(Y, groups, split.train, split.validation, test, seed):
+            tables.append(pd.DataFrame([row]).assign(setting="stacked"))
+            table = members_table(result).groupby(["engine", "rank"], as_index=False)["weight"]
+            weights.append(table.sum().assign(seed=seed, stack=row["engine"]))
+    return tables, weights
+
+
+def _fits_table(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of every step, the columns :data:`COLUMNS` (``ess_per_second`` NaN where no
+    step measured it)."""
+    fits = pd.concat(tables, ignore_index=True)
+    if "ess_per_second" not in fits:
+        fits["ess_per_second"] = np.nan
+    return fits[list(COLUMNS)]
 
 
 def _ess_per_second(result) -> dict:
@@ -309,25 +415,6 @@ def _ess_per_second(result) -> dict:
         return {"ess_per_second": np.nan}
     table = diagnostics(result, warn=False, ess_entries=200).table
     return {"ess_per_second": float(table.loc["WH", "ess_bulk_per_second"])}
-
-
-def _ensemble_rows(Y, split, engine, rank, prior, seeds, restarts, combine, options) -> list:
-    """The row and the fit (without draws) of the ensemble of ``restarts`` members from
-    each seed, combined on the validation entries and scored on the test ones: every
-    member fitted once (:func:`bernmf.fitting.runner.runs`)."""
-    request = plan(
-        Y, engine, rank, mask=split.train, prior=prior, seed=seeds[0], restarts=restarts,
-        combine=combine, validation=split.validation, options=options,
-    )  # fmt: skip
-    test = as_observed(Y, split.test, warn_empty=False)
-    with warnings.catch_warnings():  # distinct modes are why the report has ensembles
-        warnings.filterwarnings("ignore", MODES_WARNING, UserWarning)
-        fitted = runner.runs(request, seeds, test)
-    rows = []
-    for seed, member in zip(seeds, fitted, strict=True):
-        row = fit_row(f"{engine} ensemble", rank, seed, member) | {"ess_per_second": np.nan}
-        rows.append((row, lightened(member.fit)))
-    return rows
 
 
 def environment() -> dict:

@@ -1,0 +1,63 @@
+"""What a report is: :class:`Report`, the record that :func:`bernmf.studies.report.run.run`
+fills and :mod:`bernmf.studies.report.page` reads, and the columns of its fits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+__all__ = ["COLUMNS", "Report"]
+
+COLUMNS = (
+    "dataset", "engine", "setting", "rank", "prior", "seed", "perplexity", "seconds",
+    "compile_seconds", "iterations", "ess_per_second",
+)  # fmt: skip
+"""The columns of :attr:`Report.fits`, in order."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of :func:`bernmf.studies.report.run.run`.
+
+    Attributes
+    ----------
+    fits : DataFrame
+        One row per test fit, the columns :data:`COLUMNS`: ``setting`` is
+        ``"tuned"`` (rank, and mm's prior, chosen on validation), ``"shared K=k"``,
+        ``"ensemble"`` (R restarts combined, at the tuned setting) or ``"stacked"``
+        (engine ``"stacked: all engines"``: every fit of that seed and the tuning fits;
+        ``"stacked: mm grid"``: the mm ones; rank 0, prior ``"mixed"``, seconds the
+        sum of the members');
+        ``perplexity`` is on the test entries (nats per entry), ``seconds`` the run
+        time without compilation, ``iterations`` the iterations or draws, and
+        ``ess_per_second`` the median bulk ESS of WH per second (samplers; NaN else).
+    environment : dict
+        :func:`bernmf.studies.report.run.environment` at the time of the run.
+    data : DataFrame
+        One row per dataset (:func:`bernmf.studies.report.run.describe_data`): ``dataset``,
+        ``rows``, ``columns``, ``missing`` (fraction of entries), ``density`` (fraction of
+        ones among the observed entries).
+    chosen : DataFrame
+        One row per dataset and engine: the ``rank`` and ``prior`` chosen on the
+        validation entries, the ``grid`` of ranks chosen from, and ``edge``: "top" or
+        "bottom" when the chosen rank is the largest or smallest of a grid of several
+        (a larger or smaller one may do better), else "".
+    seconds : float
+        The run's wall-clock time.
+    left_out : DataFrame
+        ``dataset``, ``engine``, ``estimate`` (seconds) of the engines that ``quick``
+        left out for being over its budget (:data:`bernmf.studies.report.budget.QUICK_BUDGET`).
+    weights : DataFrame or None
+        The stacking weight per ``dataset``, ``seed``, ``stack`` (the row's engine),
+        member ``engine`` and ``rank`` (summed over the member fits of that engine and
+        rank) of the ``"stacked"`` rows.
+    """
+
+    fits: pd.DataFrame
+    environment: dict
+    data: pd.DataFrame = field(default_factory=pd.DataFrame)
+    chosen: pd.DataFrame = field(default_factory=pd.DataFrame)
+    seconds: float = float("nan")
+    left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
+    weights: pd.DataFrame | None = None
