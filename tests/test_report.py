@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import bernmf
+from bernmf import plot
 from bernmf.cli.parser import main
 from bernmf.studies.report import budget as quick
+from bernmf.studies.report import page
 from bernmf.studies.report import run as report
+from bernmf.studies.report.record import Report
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +156,9 @@ def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatc
     split = bernmf.data.split.paper_split(small.shape)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rows = report._ensemble(small, split, report.Tuned("mm", 2, None, [2], ()), settings([0]))
+        rows = report._ensemble(
+            small, split, report.Tuned("mm", 2, None, [2], (), [2]), settings([0])
+        )
     assert np.isfinite(rows.table["perplexity"].iloc[0])
     assert not [w for w in caught if "distinct modes" in str(w.message)]
 
@@ -192,8 +198,127 @@ def test_identical_fits_are_one_row():
     assert board.iloc[0]["setting"] == "tuned = shared K=4" and board.iloc[0]["fits"] == 2
     other = fits.assign(perplexity=fits["perplexity"] + np.repeat([0, 0, 0.1], 2))
     assert len(report.leaderboard(other)) == 2  # differing fits stay apart
-    ruled_out = fits.assign(perplexity=np.inf)  # inf says nothing of being the same fits
+    ruled_out = fits.assign(perplexity=np.inf)  # inf alone says nothing of being the same fits
     assert len(report.leaderboard(ruled_out)) == 3
+    # the test entries' log-probabilities do: the same, -inf at the same entries, one row
+    values = np.log(np.linspace(0.2, 0.9, 50))
+    values[[3, 17]] = -np.inf
+    keys = [("d", "em", "tuned"), ("d", "mm", "shared K=4"), ("d", "em", "shared K=4")]
+    entries = dict.fromkeys(keys, values)
+    board = report.leaderboard(ruled_out, entries)
+    assert len(board) == 1 and board.iloc[0]["engine"] == "em = mm"
+    moved = values.copy()
+    moved[5] = -np.inf  # a fit ruling out one more entry is another fit
+    assert len(report.leaderboard(ruled_out, {**entries, keys[1]: moved})) == 2
+
+
+def test_margins_are_in_nats_with_a_paired_bootstrap_sd_not_the_seeds():
+    """Two deterministic rows (sd 0 over seeds): the margin's sd comes from the test entries."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    first = np.log(rng.uniform(0.3, 0.9, n))
+    second = first - rng.exponential(0.02, n) * rng.choice([1, -0.5], n)
+    fits = pd.DataFrame(
+        {"dataset": "d", "engine": ["logsvd"] * 2 + ["vb"] * 2, "setting": "tuned", "rank": 4,
+         "prior": "none", "seed": [0, 1] * 2,
+         "perplexity": [-first.mean()] * 2 + [-second.mean()] * 2, "seconds": 1.0,
+         "compile_seconds": 0.0, "iterations": 10, "ess_per_second": np.nan}
+    )  # fmt: skip
+    entries = {("d", "logsvd", "tuned"): first, ("d", "vb", "tuned"): second}
+    board = report.leaderboard(fits, entries)
+    assert board["engine"].tolist() == ["logsvd", "vb"] and (board["perplexity_sd"] == 0).all()
+    gap, sd = board.iloc[1][["behind", "behind_sd"]]
+    assert gap == pytest.approx(first.mean() - second.mean(), rel=1e-12)
+    paired = np.std(first - second, ddof=1) / np.sqrt(n)  # the bootstrap estimates this
+    assert 0.8 * paired < sd < 1.2 * paired and board.iloc[0]["behind_sd"] == 0
+    assert report.leaderboard(fits, entries).equals(board)  # seeded: the same sd again
+    said = report.findings(Report(fits=fits, environment={}, entries=entries))["d"]
+    assert f"by {gap:.3g} nats ± {sd:.2g} (sd over 200 paired bootstrap resamples" in said[0]
+    assert "sd of the seeds" not in " ".join(said)
+
+
+def test_no_advice_is_drawn_from_inf_validation_scores(small, monkeypatch):
+    """Every em rank rules a validation entry out: nothing chosen, no edge, no advice."""
+    real = report.compare
+
+    def ruled_out(*args, **kwargs):
+        comparison = real(*args, **kwargs)
+        summary = comparison.summary.assign(perplexity=np.inf)
+        return dataclasses.replace(comparison, summary=summary)
+
+    monkeypatch.setattr(report, "compare", ruled_out)
+    result = report.run(
+        {"small": small}, ["em"], ranks=(2, 3, 5), shared_rank=3, seeds=[0], ensembles=(),
+        progress=False,
+    )  # fmt: skip
+    chosen = result.chosen.iloc[0]
+    assert (chosen["rank"], chosen["edge"], chosen["finite"]) == (3, "", "")
+    said = " ".join(report.findings(result)["small"])
+    assert "none was chosen; it ran at the shared K = 3" in said
+    assert "may do better" not in said and "chose K" not in said
+
+
+def test_no_edge_is_flagged_when_one_rank_alone_scores_finitely(small, monkeypatch):
+    """K = 2 alone is finite: it is chosen, but "a smaller rank may do better" would rest
+    on the inf scores of 3 and 5."""
+    real = report.compare
+
+    def larger_ranks_ruled_out(*args, **kwargs):
+        comparison = real(*args, **kwargs)
+        summary = comparison.summary
+        summary = summary.assign(
+            perplexity=summary["perplexity"].where(summary["rank"] == 2, np.inf)
+        )
+        return dataclasses.replace(comparison, summary=summary)
+
+    monkeypatch.setattr(report, "compare", larger_ranks_ruled_out)
+    result = report.run(
+        {"small": small}, ["em"], ranks=(2, 3, 5), shared_rank=3, seeds=[0], ensembles=(),
+        progress=False,
+    )  # fmt: skip
+    chosen = result.chosen.iloc[0]
+    assert (chosen["rank"], chosen["edge"], chosen["finite"]) == (2, "", "2")
+    said = " ".join(report.findings(result)["small"])
+    assert "em chose K = 2 of 2,3,5 on validation, the only rank whose validation" in said
+    assert "may do better" not in said
+
+
+def test_the_pareto_numbers_never_overlap_and_the_legend_is_outside_the_axes():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    # close pairs (mm tuned / mm ensemble, vb / logsvd), a tie and two off the scale
+    board = pd.DataFrame(
+        {"dataset": "d",
+         "engine": ["mm", "mm ensemble", "vb", "logsvd", "gibbs", "nuts", "svi", "em", "logpca"],
+         "setting": ["tuned", "ensemble"] + ["tuned"] * 7,
+         "seconds": [0.010, 0.011, 0.03, 0.031, 0.03, 2.0, 0.3, 0.01, 0.5],
+         "perplexity": [0.4500, 0.4502, 0.46, 0.4601, 0.46, 0.47, 0.50, 2.0, np.inf]}
+    )  # fmt: skip
+    fig = plot.pareto(board)
+    ax = fig.axes[0]
+    numbers = [t for t in ax.texts if t.get_text().isdigit()]
+    assert sorted(int(t.get_text()) for t in numbers) == list(range(1, 10))
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in numbers]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    frame = ax.get_window_extent(renderer)
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert legend.x0 > frame.x1  # right of the axes, covering no point
+    assert all(frame.contains(*box.get_points().mean(axis=0)) for box in boxes)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0] == "1  mm tuned: 0.45" and labels[1] == "2  mm ensemble: 0.4502"
+
+
+def test_the_weights_table_shows_the_positive_weights_and_sums_the_rest():
+    weights = pd.DataFrame(
+        {"dataset": "d", "seed": 0, "stack": "stacked: all engines",
+         "engine": ["mm", "mm", "vb", "em", "logsvd", "baseline"], "rank": [2, 4, 4, 4, 4, 1],
+         "weight": [0.0, 0.7, 1e-6, 0.0, 0.3 - 1e-6, 0.0]}
+    )  # fmt: skip
+    table = page.stacking_weights_table(weights)
+    assert table["engine"].tolist() == ["mm", "logsvd", "4 others, each under 0.0005"]
+    assert table["weight"].tolist() == pytest.approx([0.7, 0.3 - 1e-6, 1e-6])
 
 
 def test_quick_leaves_out_the_engines_over_its_budget_and_says_so(small, monkeypatch, capsys):
@@ -245,7 +370,7 @@ def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):
     monkeypatch.setattr(runner, "fit_settings", spy)
     split = bernmf.data.split.paper_split(small.shape)
     options = {"max_iter": 50}
-    tuned = report.Tuned("mm", 2, None, [2], ())
+    tuned = report.Tuned("mm", 2, None, [2], (), [2])
     rows = report._ensemble(small, split, tuned, settings([0, 1], {"mm": options}))
     assert calls == [[0, 1, 2]]
     monkeypatch.undo()

@@ -121,7 +121,7 @@ def report_command(args) -> int:
     with atomic_output(target, folder=True) as folder:
         report.write(result, folder)
         write_json(folder / "environment.json", result.environment)
-    board = report.leaderboard(result.fits)
+    board = report.leaderboard(result.fits, result.entries)
     summary = {"out": str(out), "leaderboard": board.to_dict(orient="records")}
     show(args, board, summary)
     say(args, f"results in {out}: report.html, fits.csv, leaderboard.csv, pareto.png")

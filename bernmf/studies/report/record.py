@@ -3,8 +3,10 @@ fills and :mod:`bernmf.studies.report.page` reads, and the columns of its fits."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["COLUMNS", "Report"]
@@ -40,9 +42,12 @@ class Report:
         ones among the observed entries).
     chosen : DataFrame
         One row per dataset and engine: the ``rank`` and ``prior`` chosen on the
-        validation entries, the ``grid`` of ranks chosen from, and ``edge``: "top" or
+        validation entries, the ``grid`` of ranks chosen from, ``edge``: "top" or
         "bottom" when the chosen rank is the largest or smallest of a grid of several
-        (a larger or smaller one may do better), else "".
+        (a larger or smaller one may do better; only when two ranks or more have a finite
+        validation perplexity), else "", and ``finite``: the ranks whose validation
+        perplexity is finite ("": none, nothing was chosen and the engine ran at the
+        shared rank with its default prior).
     seconds : float
         The run's wall-clock time.
     left_out : DataFrame
@@ -52,6 +57,11 @@ class Report:
         The stacking weight per ``dataset``, ``seed``, ``stack`` (the row's engine),
         member ``engine`` and ``rank`` (summed over the member fits of that engine and
         rank) of the ``"stacked"`` rows.
+    entries : dict of (dataset, engine, setting) to ndarray of shape (n,)
+        ``log P(Y=y)`` of each of the dataset's n test entries (row-major), mean over the
+        fits of the row's seeds (``-mean`` is the row's mean perplexity; ``-inf`` where a
+        fit gives the outcome probability 0): the margins between rows
+        (:func:`bernmf.studies.report.page.leaderboard`) and which rows are the same fits.
     """
 
     fits: pd.DataFrame
@@ -61,3 +71,4 @@ class Report:
     seconds: float = float("nan")
     left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
     weights: pd.DataFrame | None = None
+    entries: Mapping[tuple[str, str, str], np.ndarray] = field(default_factory=dict)

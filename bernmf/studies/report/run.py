@@ -30,7 +30,7 @@ from bernmf import tune
 from bernmf.data.observed import as_observed
 from bernmf.data.split import paper_split
 from bernmf.fitting import runner
-from bernmf.fitting.ensemble import MODES_WARNING
+from bernmf.fitting.ensemble import MODES_WARNING, validation_lpd
 from bernmf.fitting.plan import check_arguments, plan
 from bernmf.fitting.stack import members_table
 from bernmf.inference import available, get_engine
@@ -106,8 +106,9 @@ def run(
     """Tune every engine on validation entries, then score seeds on test entries.
 
     Each dataset goes through the steps :func:`_within_budget` (``quick``), :func:`_tune`
-    (each engine), :func:`_seeds` (at the tuned and the shared settings), :func:`_ensemble`
-    and :func:`_stacks`; the rows of every dataset make the :class:`Report`.
+    (each engine), :func:`_seeds` (at the tuned and the shared settings), :func:`_ensemble`,
+    :func:`_stacks` and :func:`_entries` (each row's test entries); the rows of every
+    dataset make the :class:`Report`.
 
     Parameters
     ----------
@@ -153,19 +154,24 @@ def run(
     begin = time.perf_counter()
     made = [_dataset(name, Y, settings) for name, Y in data.items()]
     weights = [table for one in made for table in one.weights]
+    entries = {
+        (name, *key): values for name, one in zip(data, made, strict=True)
+        for key, values in one.entries.items()
+    }  # fmt: skip
     return Report(
         fits=_fits_table([table for one in made for table in one.rows]),
         environment=environment(),
         data=pd.DataFrame([describe_data(name, Y) for name, Y in data.items()]),
         chosen=pd.DataFrame(
             [row for one in made for row in one.chosen],
-            columns=["dataset", "engine", "rank", "prior", "grid", "edge"],
+            columns=["dataset", "engine", "rank", "prior", "grid", "edge", "finite"],
         ),
         seconds=time.perf_counter() - begin,
         left_out=pd.DataFrame(
             [row for one in made for row in one.left_out], columns=["dataset", "engine", "estimate"]
         ),
         weights=pd.concat(weights, ignore_index=True) if weights else None,
+        entries=entries,
     )
 
 
@@ -241,6 +247,10 @@ class Tuned:
         The ranks chosen from.
     fits : tuple of Fit
         The fits that chose it (seed 0, without draws): members of every seed's stacks.
+    finite : list of int
+        The ranks of the grid with a finite validation perplexity (the others give some
+        validation entry probability 0). None of them: nothing was chosen, ``rank`` is
+        the shared one and ``prior`` the default.
     """
 
     engine: str
@@ -248,46 +258,56 @@ class Tuned:
     prior: Prior | None
     grid: list[int]
     fits: tuple[Fit, ...]
+    finite: list[int]
 
     def chosen(self, dataset: str) -> tuple:
-        """The row of :attr:`Report.chosen`: the rank flagged at a grid's edge."""
+        """The row of :attr:`Report.chosen`: the rank flagged at a grid's edge when the
+        validation scores of at least two ranks compare (finite)."""
         edge = ""
-        if len(self.grid) > 1:
+        if len(self.finite) > 1:
             edge = {max(self.grid): "top", min(self.grid): "bottom"}.get(self.rank, "")
-        grid = ",".join(str(r) for r in self.grid)
-        return (dataset, self.engine, self.rank, describe_prior(self.prior), grid, edge)
+        grid, finite = (",".join(str(r) for r in ranks) for ranks in (self.grid, self.finite))
+        prior = describe_prior(self.prior)
+        return (dataset, self.engine, self.rank, prior, grid, edge, finite)
 
 
 @dataclass(frozen=True)
 class Rows:
-    """Test rows of one step and the fits (without draws) they made, one per row and in
-    its order; ``fits`` is empty when the rows are fits made before under another name
-    (the shared setting when it is the tuned one)."""
+    """Test rows of one step, of one engine and setting, and their fits (without draws),
+    one per row and in its order; ``made`` is False when the fits were made before
+    under another setting (the shared one when it is the tuned one)."""
 
     table: pd.DataFrame
-    fits: tuple[Fit, ...] = ()
+    fits: tuple[Fit, ...]
+    made: bool = True
 
     def of_seed(self, seed: int) -> list[Fit]:
         """The fits of the rows of ``seed`` that these rows made."""
-        if not self.fits:  # the rows of fits made before
+        if not self.made:
             return []
         return [f for s, f in zip(self.table["seed"], self.fits, strict=True) if s == seed]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The rows' ``(engine, setting)``."""
+        return (str(self.table["engine"].iloc[0]), str(self.table["setting"].iloc[0]))
 
 
 @dataclass(frozen=True)
 class Made:
     """One dataset's part of the :class:`Report`, as its steps made it: test ``rows``
     (tables of :data:`COLUMNS` without ``dataset``), ``chosen``, ``left_out`` and
-    ``weights`` rows."""
+    ``weights`` rows, and the ``entries`` of :attr:`Report.entries` by (engine, setting)."""
 
     rows: list[pd.DataFrame]
     chosen: list[tuple]
     left_out: list[tuple]
     weights: list[pd.DataFrame]
+    entries: dict[tuple[str, str], np.ndarray]
 
 
 def _dataset(name: str, Y, settings: Settings) -> Made:
-    """The steps of one dataset: budget, tune, seeds, ensembles, stacks."""
+    """The steps of one dataset: budget, tune, seeds, ensembles, stacks, test entries."""
     split = paper_split(np.shape(Y))
     engines, left_out = _within_budget(name, Y, split, settings)
     tuned = [_tune(Y, split, engine, settings) for engine in engines]
@@ -296,12 +316,13 @@ def _dataset(name: str, Y, settings: Settings) -> Made:
         if one.engine in settings.ensembles:
             engine_rows.append(_ensemble(Y, split, one, settings))
     stacked, weights = _stacks(Y, split, tuned, rows, settings.seeds)
-    tables = [r.table for engine_rows in rows for r in engine_rows] + stacked
+    every = [r for engine_rows in rows for r in engine_rows] + stacked
     return Made(
-        rows=[table.assign(dataset=name) for table in tables],
+        rows=[r.table.assign(dataset=name) for r in every],
         chosen=[one.chosen(name) for one in tuned],
         left_out=left_out,
         weights=[table.assign(dataset=name) for table in weights],
+        entries=_entries(Y, split, every),
     )
 
 
@@ -318,7 +339,8 @@ def _within_budget(name, Y, split, settings: Settings) -> tuple[list[str], list[
 
 
 def _tune(Y, split, engine: str, settings: Settings) -> Tuned:
-    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits."""
+    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits;
+    the shared rank and the default prior when every validation perplexity is inf."""
     ranks, options, progress = settings.ranks, settings.options[engine], settings.progress
     if engine == "mm":
         grid = tune.grid(
@@ -326,16 +348,21 @@ def _tune(Y, split, engine: str, settings: Settings) -> Tuned:
             validation=split.validation, progress=progress, **options,
         )  # fmt: skip
         best, fits = grid.best, tuple(m.fit for m in grid.members)
-        return Tuned(engine, int(best["rank"]), Prior(best["alpha"], best["beta"]), ranks, fits)
-    if len(ranks) == 1:
-        return Tuned(engine, ranks[0], None, ranks, ())
-    comparison = compare(
-        Y, [engine], ranks, [0], train=split.train, test=split.validation,
-        options={engine: options}, progress=progress, keep=True,
-    )  # fmt: skip
-    table = comparison.summary
-    rank = int(table.loc[table["perplexity"].idxmin(), "rank"])
-    return Tuned(engine, rank, None, ranks, comparison.results)
+        rank, prior = int(best["rank"]), Prior(best["alpha"], best["beta"])
+        scores = grid.table.rename(columns={"validation_perplexity": "perplexity"})
+    elif len(ranks) == 1:
+        return Tuned(engine, ranks[0], None, ranks, (), ranks)
+    else:
+        comparison = compare(
+            Y, [engine], ranks, [0], train=split.train, test=split.validation,
+            options={engine: options}, progress=progress, keep=True,
+        )  # fmt: skip
+        scores, fits, prior = comparison.summary, comparison.results, None
+        rank = int(scores.loc[scores["perplexity"].idxmin(), "rank"])
+    finite = sorted({int(r) for r in scores.loc[np.isfinite(scores["perplexity"]), "rank"]})
+    if not finite:  # nothing to choose from
+        return Tuned(engine, settings.shared_rank, None, ranks, fits, [])
+    return Tuned(engine, rank, prior, ranks, fits, finite)
 
 
 def _seeds(Y, split, tuned: Tuned, settings: Settings) -> list[Rows]:
@@ -349,7 +376,7 @@ def _seeds(Y, split, tuned: Tuned, settings: Settings) -> list[Rows]:
     at = compare(Y, [engine], [tuned.rank], settings.seeds, priors={engine: tuned.prior}, **common)
     rows = [Rows(at.fits.assign(setting="tuned"), at.results)]
     if tuned.rank == shared_rank and tuned.prior is None:
-        return [*rows, Rows(at.fits.assign(setting=f"shared K={shared_rank}"))]
+        return [*rows, Rows(at.fits.assign(setting=f"shared K={shared_rank}"), at.results, False)]
     shared = compare(Y, [engine], [shared_rank], settings.seeds, **common)
     return [*rows, Rows(shared.fits.assign(setting=f"shared K={shared_rank}"), shared.results)]
 
@@ -378,14 +405,15 @@ def _ensemble(Y, split, tuned: Tuned, settings: Settings) -> Rows:
 
 
 def _stacks(Y, split, tuned: list[Tuned], rows: list[list[Rows]], seeds) -> tuple[list, list]:
-    """Rows ``"stacked: all engines"`` and ``"stacked: mm grid"`` per seed, and their weights.
+    """:class:`Rows` ``"stacked: all engines"`` and ``"stacked: mm grid"`` per seed (each
+    with its stack), and their weights.
 
     The members of seed s are the tuning fits (the mm grid, the other engines' ranks,
     seed 0) and the test fits made with seed s, engine by engine; weights on the
     validation entries.
     """
     test = as_observed(Y, split.test, warn_empty=False)
-    tables, weights = [], []
+    stacks, weights = [], []
     for seed in seeds:
         members = [
             f
@@ -394,10 +422,10 @@ def _stacks(Y, split, tuned: list[Tuned], rows: list[list[Rows]], seeds) -> tupl
         ]
         groups = {STACKED_ALL: members, STACKED_MM: [f for f in members if f.engine == "mm"]}
         for row, result in stacked_rows(Y, groups, split.train, split.validation, test, seed):
-            tables.append(pd.DataFrame([row]).assign(setting="stacked"))
+            stacks.append(Rows(pd.DataFrame([row]).assign(setting="stacked"), (result,)))
             table = members_table(result).groupby(["engine", "rank"], as_index=False)["weight"]
             weights.append(table.sum().assign(seed=seed, stack=row["engine"]))
-    return tables, weights
+    return stacks, weights
 
 
 def _fits_table(tables: list[pd.DataFrame]) -> pd.DataFrame:
@@ -407,6 +435,16 @@ def _fits_table(tables: list[pd.DataFrame]) -> pd.DataFrame:
     if "ess_per_second" not in fits:
         fits["ess_per_second"] = np.nan
     return fits[list(COLUMNS)]
+
+
+def _entries(Y, split, rows: list[Rows]) -> dict[tuple[str, str], np.ndarray]:
+    """``log P(Y=y)`` of each test entry (row-major) under the fits of each (engine, setting),
+    mean over its seeds: :attr:`Report.entries` (-mean is the row's mean test perplexity)."""
+    test = as_observed(Y, split.test, warn_empty=False)
+    columns: dict[tuple[str, str], list[np.ndarray]] = {}
+    for r in rows:
+        columns.setdefault(r.key, []).append(validation_lpd(r.fits, test))
+    return {key: np.hstack(parts).mean(axis=1) for key, parts in columns.items()}
 
 
 def _ess_per_second(result) -> dict:
