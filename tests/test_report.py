@@ -113,6 +113,8 @@ def test_written_html_stands_alone_with_table_and_image(result, tmp_path):
         ({"engines": ["em"], "shared_rank": 0}, "rank"),
         ({"engines": ["em"], "seeds": []}, "seeds is empty"),
         ({"engines": ["mm"], "restarts": 1}, "restarts must be an integer >= 2"),
+        ({"engines": ["mm"], "budget": 0}, "budget must be a number of seconds > 0"),
+        ({"engines": ["mm"], "budget": "600"}, "budget must be a number of seconds > 0"),
     ],
 )
 def test_bad_arguments_fail_before_any_fit(small, monkeypatch, kwargs, message):
@@ -132,12 +134,14 @@ def test_report_command_on_a_data_file(small, tmp_path, capsys):
     assert "small" in capsys.readouterr().out
 
 
-def settings(seeds, options=None):
-    """The settings of an mm ensemble of 2 members combined by "mean", one per seed."""
-    return report.Settings(
+def ensemble_of(seeds, options=None) -> tuple:
+    """The plan and settings of mm ensembles of 2 members combined by "mean", one per seed."""
+    settings = report.Settings(
         engines=["mm"], ranks=[2], shared_rank=2, priors=[1.0], seeds=seeds, ensembles=["mm"],
-        restarts=2, combine="mean", options=options or {"mm": {}}, quick=False, progress=False,
+        restarts=2, combine="mean", options={"mm": options or {}}, quick=False, progress=False,
+        budget=600.0,
     )  # fmt: skip
+    return quick.EnginePlan("mm", [2], [1.0], seeds, 2, options or {}), settings
 
 
 def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatch):
@@ -157,7 +161,7 @@ def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatc
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rows = report._ensemble(
-            small, split, report.Tuned("mm", 2, None, [2], (), [2]), settings([0])
+            "small", small, split, report.Tuned("mm", 2, None, [2], (), [2]), *ensemble_of([0])
         )
     assert np.isfinite(rows.table["perplexity"].iloc[0])
     assert not [w for w in caught if "distinct modes" in str(w.message)]
@@ -321,25 +325,105 @@ def test_the_weights_table_shows_the_positive_weights_and_sums_the_rest():
     assert table["weight"].tolist() == pytest.approx([0.7, 0.3 - 1e-6, 1e-6])
 
 
+def priced(monkeypatch, seconds: dict):
+    """Make every plan of engine e cost ``seconds[e]`` per fit unit, with no probe fit."""
+    monkeypatch.setattr(
+        quick, "probe", lambda Y, split, engine, *a: quick.Probe(engine, 0.0, 0.0, 0.0)
+    )
+    real = quick.plan_seconds
+    monkeypatch.setattr(
+        quick, "plan_seconds",
+        lambda plan, probe, shared: seconds[plan.engine] * quick.fit_units(plan, shared)
+        if seconds[plan.engine] else real(plan, probe, shared),
+    )  # fmt: skip
+
+
 def test_quick_leaves_out_the_engines_over_its_budget_and_says_so(small, monkeypatch, capsys):
-    seconds = {"mm": 200.0, "em": 500.0, "vb": 60.0, "logsvd": 30.0}  # mm is always kept
-    monkeypatch.setattr(quick, "estimate", lambda Y, split, engine, *a: seconds[engine])
+    # fit units of quick's plans: mm 8 (its prior, 2 seeds, 2 shared, ensemble of 3), others 2
+    seconds = {"mm": 25.0, "em": 250.0, "vb": 30.0, "logsvd": 15.0}  # mm is always kept
+    priced(monkeypatch, seconds)
     engines = ["mm", "em", "vb", "logsvd"]
     result = report.run({"small": small}, engines, quick=True, progress=True)
     # the two stacks of mm's fits alone are the same stack: one row
     assert set(result.fits["engine"]) == {"mm", "mm ensemble", "stacked: all engines"}
     assert result.left_out.to_dict("records") == [
-        {"dataset": "small", "engine": e, "estimate": seconds[e]} for e in ("em", "vb", "logsvd")
+        {"dataset": "small", "engine": e, "estimate": 2 * seconds[e]}
+        for e in ("em", "vb", "logsvd")
     ]
     err = capsys.readouterr().err
-    assert "report --quick on small: estimated 200 s (mm 200 s)" in err
-    assert "leaving out em, estimated 500 s" in err
-    seconds["mm"] = 40.0  # now logsvd (30 s) fits, and then vb (60 s) would not
+    assert "report on small: estimated 200 s (mm 200 s)" in err
+    assert "report on small: leaving out em, estimated 500 s at its shortest, over the quick" in err
+    seconds["mm"] = 5.0  # now logsvd (30 s) fits, and then vb (60 s) would not
     result = report.run({"small": small}, engines, quick=True, progress=False)
     assert set(result.fits["engine"]) == {
         "mm", "mm ensemble", "logsvd", "stacked: all engines", "stacked: mm grid"
     }  # fmt: skip
     assert any("em was left out" in line for line in report.findings(result)["small"])
+
+
+def test_plans_over_the_budget_are_shortened_the_most_expensive_first(small, monkeypatch, capsys):
+    """em (15 s a fit) over a budget of 80 s: 2 seeds (it has 2), then its shared rank only.
+    Every engine is estimated before the first fit of the report, and each step is said."""
+    seconds = {"mm": 0.5, "em": 15.0}
+    priced(monkeypatch, seconds)
+    result = report.run(
+        {"small": small}, ["mm", "em"], ranks=(2, 3), shared_rank=3, priors=(1.0,),
+        seeds=range(2), ensembles=(), budget=80, progress=True,
+    )  # fmt: skip
+    plans = result.plans.set_index("engine")
+    # em: 2 seeds at rank 3, 2 at the shared rank 3, tuning at 2 and 3: 5.67 units of 15 s
+    assert plans.loc["em", "estimate"] == pytest.approx(15 * (2 + 2 + 5 / 3))
+    assert plans.loc["em", "changes"] == "K = 3 only" and plans.loc["em", "seconds"] == 30
+    assert plans.loc["mm", "changes"] == "" and result.budget == 80
+    chosen = result.chosen.set_index("engine")
+    assert chosen.loc["em", "grid"] == "3" and chosen.loc["mm", "grid"] == "2,3"
+    em = result.fits[result.fits["engine"] == "em"]
+    assert set(em["rank"]) == {3} and len(em) == 4  # tuned = shared, 2 seeds each
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    first_fit = min(i for i, line in enumerate(lines) if ": tuning " in line)
+    assert max(i for i, line in enumerate(lines) if ": probing " in line) < first_fit
+    assert "report on small: em shortened to fit the budget of 80 s: K = 3 only" in err
+    assert "report on small: tuning mm on K = 2,3, alpha, beta in [1.0]" in err
+    assert "report on small: em at K = 3, 2 seeds" in err
+    said = report.findings(result)["small"]
+    assert any(
+        line.startswith("em was shortened to fit the budget of 80 s: K = 3 only") for line in said
+    )
+
+
+def test_an_engine_whose_plan_no_longer_fits_the_time_left_is_left_out(small, capsys):
+    """The estimates before it were short: em's plan needs 30 s, the deadline is past; mm
+    (never left out) runs."""
+    import time
+
+    mm, settings = ensemble_of([0])
+    em = quick.EnginePlan("em", [2], [1.0], [0], 0, {}, estimate=30.0, seconds=30.0)
+    split = bernmf.data.split.paper_split(small.shape)
+    settings = dataclasses.replace(settings, progress=True)
+    made = report._dataset("small", small, split, [mm, em], settings, time.perf_counter() - 1)
+    assert made.left_out == [("small", "em", 30.0)]
+    assert [row[1] for row in made.chosen] == ["mm"]
+    assert "report on small: leaving out em: 0 s left of the budget, its plan needs 30 s" in (
+        capsys.readouterr().err
+    )
+
+
+def test_an_engine_hopeless_by_its_operations_is_left_out_without_a_probe(monkeypatch):
+    probed = []
+    monkeypatch.setattr(quick, "probe", lambda Y, split, engine, *a: probed.append(engine))
+    Y = np.zeros((20, 3000))  # logpca: an eigensolve of 3000 x 3000 per iteration
+    Y[::2] = 1
+    split = bernmf.data.split.paper_split(Y.shape)
+    settings = report.Settings(
+        engines=["logpca"], ranks=[2], shared_rank=2, priors=[1.0], seeds=[0], ensembles=[],
+        restarts=2, combine="stack", options={"logpca": {}}, quick=False, progress=False,
+        budget=60.0,
+    )  # fmt: skip
+    kept, left_out, planned = quick.plans({"wide": Y}, {"wide": split}, settings)
+    assert kept == {"wide": []} and probed == []
+    assert left_out[0][:2] == ("wide", "logpca") and left_out[0][2] > 60
+    assert np.isnan(planned[0][3])  # no seconds planned
 
 
 def test_the_estimate_of_a_fit_is_near_its_time():
@@ -371,7 +455,7 @@ def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):
     split = bernmf.data.split.paper_split(small.shape)
     options = {"max_iter": 50}
     tuned = report.Tuned("mm", 2, None, [2], (), [2])
-    rows = report._ensemble(small, split, tuned, settings([0, 1], {"mm": options}))
+    rows = report._ensemble("small", small, split, tuned, *ensemble_of([0, 1], options))
     assert calls == [[0, 1, 2]]
     monkeypatch.undo()
     for seed, row, made in zip((0, 1), rows.table.to_dict("records"), rows.fits, strict=True):

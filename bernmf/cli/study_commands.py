@@ -115,7 +115,7 @@ def report_command(args) -> int:
     tell(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
     result = report.run(
         data, engines_, ranks=args.ranks, shared_rank=args.shared_rank, seeds=range(args.seeds),
-        ensembles=args.ensembles, restarts=args.restarts, quick=args.quick,
+        ensembles=args.ensembles, restarts=args.restarts, quick=args.quick, budget=args.budget,
         progress=not (args.quiet or args.json),
     )  # fmt: skip
     with atomic_output(target, folder=True) as folder:

@@ -203,12 +203,7 @@ def findings(report: Report, board: pd.DataFrame | None = None) -> dict[str, lis
         chosen = report.chosen[report.chosen["dataset"] == dataset] if len(report.chosen) else []
         for row in getattr(chosen, "itertuples", lambda: [])():
             lines.append(_choice(row))
-        out = report.left_out
-        for row in (out[out["dataset"] == dataset] if len(out) else out).itertuples():
-            lines.append(
-                f"{row.engine} was left out: estimated {row.estimate:.0f} s, over the --quick "
-                "budget."
-            )
+        lines += _budget(report, dataset)
         same = table[(table["fits"] > 1) & (table["perplexity_sd"] == 0)]
         for engine in dict.fromkeys(same["engine"]):
             lines.append(
@@ -246,6 +241,26 @@ def _winner(table: pd.DataFrame) -> list[str]:
     setting = best["setting"] + (f", K = {best['rank']}" if best["rank"] else "")
     score = f"{best['perplexity']:.4g}"
     return [f"Winner: {best['engine']} ({setting}) with test perplexity {score}{margin}."]
+
+
+def _budget(report: Report, dataset) -> list[str]:
+    """The sentences on the engines the budget shortened or left out on ``dataset``."""
+    lines = []
+    plans = report.plans
+    for row in (plans[plans["dataset"] == dataset] if len(plans) else plans).itertuples():
+        if row.changes and np.isfinite(row.seconds):
+            lines.append(
+                f"{row.engine} was shortened to fit the budget of {report.budget:.0f} s: "
+                f"{row.changes.replace('; ', ', ')} (estimated {row.estimate:.0f} s in full, "
+                f"{row.seconds:.0f} s so)."
+            )
+    out = report.left_out
+    for row in (out[out["dataset"] == dataset] if len(out) else out).itertuples():
+        lines.append(
+            f"{row.engine} was left out: estimated {row.estimate:.0f} s at its shortest, over "
+            f"the budget of {report.budget:.0f} s."
+        )
+    return lines
 
 
 def _choice(row) -> str:
@@ -329,9 +344,10 @@ def _html(board: pd.DataFrame, report: Report, png: Path) -> str:
                 "<h3>Stacking weight per engine and rank (mean over seeds, largest first)</h3>\n"
                 + mine.to_html(index=False, float_format=lambda x: f"{x:.3f}", border=0)
             )
-    runtime = (
-        f"<p>Total run time: {report.seconds:.0f} s.</p>" if np.isfinite(report.seconds) else ""
-    )
+    runtime = ""
+    if np.isfinite(report.seconds):
+        within = f" (budget {report.budget:.0f} s)" if np.isfinite(report.budget) else ""
+        runtime = f"<p>Total run time: {report.seconds:.0f} s{within}.</p>"
     rows = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in env.items()
     )

@@ -1,5 +1,6 @@
-"""What a report is: :class:`Report`, the record that :func:`bernmf.studies.report.run.run`
-fills and :mod:`bernmf.studies.report.page` reads, and the columns of its fits."""
+"""What a report is: :class:`Settings`, the arguments of :func:`bernmf.studies.report.run.run`
+as its steps and its budget read them, and :class:`Report`, the record it fills and
+:mod:`bernmf.studies.report.page` reads, with the columns of its fits."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["COLUMNS", "Report"]
+__all__ = ["COLUMNS", "Report", "Settings"]
 
 COLUMNS = (
     "dataset", "engine", "setting", "rank", "prior", "seed", "perplexity", "seconds",
@@ -51,8 +52,8 @@ class Report:
     seconds : float
         The run's wall-clock time.
     left_out : DataFrame
-        ``dataset``, ``engine``, ``estimate`` (seconds) of the engines that ``quick``
-        left out for being over its budget (:data:`bernmf.studies.report.budget.QUICK_BUDGET`).
+        ``dataset``, ``engine``, ``estimate`` (seconds, at its shortest) of the engines left
+        out for being over the budget (:func:`bernmf.studies.report.budget.plans`).
     weights : DataFrame or None
         The stacking weight per ``dataset``, ``seed``, ``stack`` (the row's engine),
         member ``engine`` and ``rank`` (summed over the member fits of that engine and
@@ -62,6 +63,12 @@ class Report:
         fits of the row's seeds (``-mean`` is the row's mean perplexity; ``-inf`` where a
         fit gives the outcome probability 0): the margins between rows
         (:func:`bernmf.studies.report.page.leaderboard`) and which rows are the same fits.
+    plans : DataFrame
+        One row per dataset and engine: ``estimate`` (seconds of its whole plan, estimated
+        up front), ``seconds`` (of its plan as run; NaN: left out) and ``changes`` (what the
+        budget shortened, "; "-separated; "" for nothing).
+    budget : float
+        The seconds the report aimed at.
     """
 
     fits: pd.DataFrame
@@ -72,3 +79,28 @@ class Report:
     left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
     weights: pd.DataFrame | None = None
     entries: Mapping[tuple[str, str, str], np.ndarray] = field(default_factory=dict)
+    plans: pd.DataFrame = field(default_factory=pd.DataFrame)
+    budget: float = float("nan")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The arguments of :func:`bernmf.studies.report.run.run`, checked once, as its steps
+    and :func:`bernmf.studies.report.budget.plans` read them.
+
+    ``ranks``, ``priors``, ``seeds`` and ``restarts`` are those of ``quick`` when it is set;
+    ``options`` holds each engine's options; ``budget`` is the report's seconds.
+    """
+
+    engines: list[str]
+    ranks: list[int]
+    shared_rank: int
+    priors: list[float]
+    seeds: list[int]
+    ensembles: list[str]
+    restarts: int
+    combine: str
+    options: dict[str, dict]
+    quick: bool
+    progress: bool
+    budget: float

@@ -10,8 +10,8 @@ The steps of a dataset are functions over records (:class:`Settings` in, :class:
 :class:`Rows` and :class:`Made` out), assembled into a
 :class:`~bernmf.studies.report.record.Report`; :func:`write`
 (:mod:`bernmf.studies.report.page`) turns it into a tidy CSV, a Pareto plot of test perplexity
-against seconds and a self-contained HTML page (``bernmf report``); the ``quick`` budget is
-:mod:`bernmf.studies.report.budget`.
+against seconds and a self-contained HTML page (``bernmf report``); what each engine runs
+within the budget is :mod:`bernmf.studies.report.budget`'s.
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ import numpy as np
 import pandas as pd
 
 from bernmf import tune
+from bernmf._progress import say
 from bernmf.data.observed import as_observed
 from bernmf.data.split import paper_split
 from bernmf.fitting import runner
 from bernmf.fitting.ensemble import MODES_WARNING, validation_lpd
-from bernmf.fitting.plan import check_arguments, plan
+from bernmf.fitting.plan import check_arguments
+from bernmf.fitting.plan import plan as plan_fit
 from bernmf.fitting.stack import members_table
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
@@ -48,9 +50,16 @@ from bernmf.studies.compare import (
     nonempty_list,
     stacked_rows,
 )
-from bernmf.studies.report.budget import estimate, floor, within_budget
+from bernmf.studies.report.budget import (
+    DEFAULT_BUDGET,
+    QUICK_BUDGET,
+    EnginePlan,
+    estimate,
+    floor,
+    plans,
+)
 from bernmf.studies.report.page import findings, leaderboard, write
-from bernmf.studies.report.record import COLUMNS, Report
+from bernmf.studies.report.record import COLUMNS, Report, Settings
 
 __all__ = [
     "COLUMNS", "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings",
@@ -101,14 +110,17 @@ def run(
     restarts: int = 4,
     combine: str = "stack",
     quick: bool = False,
+    budget: float | None = None,
     progress: bool = True,
 ) -> Report:
     """Tune every engine on validation entries, then score seeds on test entries.
 
-    Each dataset goes through the steps :func:`_within_budget` (``quick``), :func:`_tune`
-    (each engine), :func:`_seeds` (at the tuned and the shared settings), :func:`_ensemble`,
-    :func:`_stacks` and :func:`_entries` (each row's test entries); the rows of every
-    dataset make the :class:`Report`.
+    First every engine is estimated on every dataset, and its plan shortened or left out
+    to fit the budget (:func:`bernmf.studies.report.budget.plans`); then each dataset goes
+    through the steps :func:`_tune`, :func:`_seeds` (at the tuned and the shared settings)
+    and :func:`_ensemble` engine by engine (one whose plan no longer fits in the time left
+    is left out), then :func:`_stacks` and :func:`_entries` (each row's test entries), each
+    step said in a line as it starts; the rows of every dataset make the :class:`Report`.
 
     Parameters
     ----------
@@ -130,11 +142,16 @@ def run(
         members at their tuned setting, combined by ``combine`` with the
         validation entries.
     quick : bool, default False
-        :data:`QUICK_OPTIONS`, one rank, two seeds, two restarts: about a minute on animals.
-        Each engine is first timed by a probe (:func:`bernmf.studies.report.budget.estimate`);
+        :data:`QUICK_OPTIONS`, one rank, two seeds, two restarts: about a minute on animals;
         ``mm`` and the cheapest others within
-        :data:`bernmf.studies.report.budget.QUICK_BUDGET` are kept, the others left out
-        (``left_out``), and said so.
+        :data:`bernmf.studies.report.budget.QUICK_BUDGET` per dataset are kept, the others
+        left out (``left_out``), and said so.
+    budget : float, optional
+        Seconds the whole report aims at (default
+        :data:`bernmf.studies.report.budget.DEFAULT_BUDGET`, 600; ``quick``: 120 per
+        dataset). Every engine is timed by probe fits first; the plans over budget are
+        shortened (fewer seeds, the shared rank only, fewer draws, one seed, no ensemble)
+        or left out, the most expensive first, and said so (:attr:`Report.plans`).
     progress : bool, default True
         Progress bars of the tuning and test fits.
 
@@ -149,10 +166,17 @@ def run(
     """
     settings = _settings(
         data, engines, ranks, shared_rank, priors, seeds, ensembles, restarts, combine, quick,
-        progress,
+        budget, progress,
     )  # fmt: skip
     begin = time.perf_counter()
-    made = [_dataset(name, Y, settings) for name, Y in data.items()]
+    splits = {name: paper_split(np.shape(Y)) for name, Y in data.items()}
+    kept, left_out, planned = plans(data, splits, settings)
+    deadline = begin + settings.budget
+    made = [
+        _dataset(name, Y, splits[name], kept[name], settings, deadline)
+        for name, Y in data.items()
+    ]  # fmt: skip
+    left_out += [row for one in made for row in one.left_out]
     weights = [table for one in made for table in one.weights]
     entries = {
         (name, *key): values for name, one in zip(data, made, strict=True)
@@ -167,37 +191,29 @@ def run(
             columns=["dataset", "engine", "rank", "prior", "grid", "edge", "finite"],
         ),
         seconds=time.perf_counter() - begin,
-        left_out=pd.DataFrame(
-            [row for one in made for row in one.left_out], columns=["dataset", "engine", "estimate"]
-        ),
+        left_out=pd.DataFrame(left_out, columns=["dataset", "engine", "estimate"]),
         weights=pd.concat(weights, ignore_index=True) if weights else None,
         entries=entries,
+        plans=pd.DataFrame(
+            planned, columns=["dataset", "engine", "estimate", "seconds", "changes"]
+        ),
+        budget=settings.budget,
     )
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The arguments of :func:`run`, checked once, as its steps read them.
-
-    ``ranks``, ``priors``, ``seeds`` and ``restarts`` are those of ``quick`` when it is set;
-    ``options`` holds each engine's options (:data:`QUICK_OPTIONS` or :data:`QUIET`).
-    """
-
-    engines: list[str]
-    ranks: list[int]
-    shared_rank: int
-    priors: list[float]
-    seeds: list[int]
-    ensembles: list[str]
-    restarts: int
-    combine: str
-    options: dict[str, dict]
-    quick: bool
-    progress: bool
-
-
 def _settings(
-    data, engines, ranks, shared_rank, priors, seeds, ensembles, restarts, combine, quick, progress
+    data,
+    engines,
+    ranks,
+    shared_rank,
+    priors,
+    seeds,
+    ensembles,
+    restarts,
+    combine,
+    quick,
+    budget,
+    progress,
 ) -> Settings:
     """Check every argument (each engine at each rank and seed) before the first fit."""
     engines = nonempty_list("engines", available() if engines is None else engines, "['mm']")
@@ -211,6 +227,10 @@ def _settings(
     restarts = 2 if quick else restarts
     if ensembles and (isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 2):
         raise ValueError(f"restarts must be an integer >= 2 for ensembles, got {restarts!r}")
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0
+    ):
+        raise ValueError(f"budget must be a number of seconds > 0, got {budget!r}")
     settings = Settings(
         engines=engines,
         ranks=[shared_rank] if quick else sorted(set(ranks)),
@@ -223,6 +243,9 @@ def _settings(
         options={e: dict((QUICK_OPTIONS if quick else QUIET).get(e, {})) for e in engines},
         quick=quick,
         progress=progress,
+        budget=float(QUICK_BUDGET * len(data) if quick else DEFAULT_BUDGET)
+        if budget is None
+        else float(budget),
     )
     shapes = {np.shape(Y) for Y in data.values()}
     for engine in engines:
@@ -296,62 +319,70 @@ class Rows:
 @dataclass(frozen=True)
 class Made:
     """One dataset's part of the :class:`Report`, as its steps made it: test ``rows``
-    (tables of :data:`COLUMNS` without ``dataset``), ``chosen``, ``left_out`` and
-    ``weights`` rows, and the ``entries`` of :attr:`Report.entries` by (engine, setting)."""
+    (tables of :data:`COLUMNS` without ``dataset``), ``chosen``, ``weights`` and
+    ``left_out`` rows (engines whose plan no longer fitted in the time left), and the
+    ``entries`` of :attr:`Report.entries` by (engine, setting)."""
 
     rows: list[pd.DataFrame]
     chosen: list[tuple]
-    left_out: list[tuple]
     weights: list[pd.DataFrame]
+    left_out: list[tuple]
     entries: dict[tuple[str, str], np.ndarray]
 
 
-def _dataset(name: str, Y, settings: Settings) -> Made:
-    """The steps of one dataset: budget, tune, seeds, ensembles, stacks, test entries."""
-    split = paper_split(np.shape(Y))
-    engines, left_out = _within_budget(name, Y, split, settings)
-    tuned = [_tune(Y, split, engine, settings) for engine in engines]
-    rows = [_seeds(Y, split, one, settings) for one in tuned]
-    for one, engine_rows in zip(tuned, rows, strict=True):
-        if one.engine in settings.ensembles:
-            engine_rows.append(_ensemble(Y, split, one, settings))
-    stacked, weights = _stacks(Y, split, tuned, rows, settings.seeds)
+def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) -> Made:
+    """The steps of one dataset, engine by engine with the plans the budget kept: tune, seeds,
+    ensembles; then the stacks and the test entries. An engine (not ``mm``) whose plan's
+    seconds no longer fit before ``deadline`` (a ``time.perf_counter`` time: the estimates
+    of those before it were short) is left out, and said so."""
+    tuned, rows, kept, left_out = [], [], [], []
+    for plan in planned:
+        left = deadline - time.perf_counter()
+        if plan.engine != "mm" and plan.seconds > left:
+            say(
+                settings.progress,
+                f"report on {name}: leaving out {plan.engine}: {max(left, 0):.0f} s left of the "
+                f"budget, its plan needs {plan.seconds:.0f} s",
+            )
+            left_out.append((name, plan.engine, plan.seconds))
+            continue
+        one = _tune(name, Y, split, plan, settings)
+        engine_rows = _seeds(name, Y, split, one, plan, settings)
+        if plan.restarts:
+            engine_rows.append(_ensemble(name, Y, split, one, plan, settings))
+        tuned.append(one)
+        rows.append(engine_rows)
+        kept.append(plan)
+    seeds = sorted({seed for plan in kept for seed in plan.seeds})
+    say(settings.progress, f"report on {name}: stacking the fits of each seed")
+    stacked, weights = _stacks(Y, split, tuned, rows, seeds)
     every = [r for engine_rows in rows for r in engine_rows] + stacked
     return Made(
         rows=[r.table.assign(dataset=name) for r in every],
         chosen=[one.chosen(name) for one in tuned],
-        left_out=left_out,
         weights=[table.assign(dataset=name) for table in weights],
+        left_out=left_out,
         entries=_entries(Y, split, every),
     )
 
 
-def _within_budget(name, Y, split, settings: Settings) -> tuple[list[str], list[tuple]]:
-    """The engines to run on this dataset and the ``(dataset, engine, estimate)`` of those
-    left out: all of them, or with ``quick`` those within its budget
-    (:func:`bernmf.studies.report.budget.within_budget`)."""
-    if not settings.quick:
-        return settings.engines, []
-    return within_budget(
-        name, Y, split, settings.engines, settings.shared_rank, settings.seeds,
-        settings.ensembles, settings.restarts, settings.options, settings.progress,
-    )  # fmt: skip
-
-
-def _tune(Y, split, engine: str, settings: Settings) -> Tuned:
+def _tune(name: str, Y, split, plan: EnginePlan, settings: Settings) -> Tuned:
     """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits;
     the shared rank and the default prior when every validation perplexity is inf."""
-    ranks, options, progress = settings.ranks, settings.options[engine], settings.progress
-    if engine == "mm":
-        grid = tune.grid(
-            Y, ranks, settings.priors, settings.priors, mask=split.train,
-            validation=split.validation, progress=progress, **options,
-        )  # fmt: skip
-        best, fits = grid.best, tuple(m.fit for m in grid.members)
-        rank, prior = int(best["rank"]), Prior(best["alpha"], best["beta"])
-        scores = grid.table.rename(columns={"validation_perplexity": "perplexity"})
-    elif len(ranks) == 1:
+    engine, ranks, options, progress = plan.engine, plan.ranks, plan.options, settings.progress
+    if engine != "mm" and len(ranks) == 1:
         return Tuned(engine, ranks[0], None, ranks, (), ranks)
+    grid = ",".join(str(rank) for rank in ranks)
+    what = f"{engine} on K = {grid}" + (f", alpha, beta in {plan.priors}" if engine == "mm" else "")
+    say(progress, f"report on {name}: tuning {what} (plan: {plan.seconds:.0f} s in all)")
+    if engine == "mm":
+        tuning = tune.grid(
+            Y, ranks, plan.priors, plan.priors, mask=split.train, validation=split.validation,
+            progress=progress, **options,
+        )  # fmt: skip
+        best, fits = tuning.best, tuple(m.fit for m in tuning.members)
+        rank, prior = int(best["rank"]), Prior(best["alpha"], best["beta"])
+        scores = tuning.table.rename(columns={"validation_perplexity": "perplexity"})
     else:
         comparison = compare(
             Y, [engine], ranks, [0], train=split.train, test=split.validation,
@@ -365,31 +396,39 @@ def _tune(Y, split, engine: str, settings: Settings) -> Tuned:
     return Tuned(engine, rank, prior, ranks, fits, finite)
 
 
-def _seeds(Y, split, tuned: Tuned, settings: Settings) -> list[Rows]:
+def _seeds(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settings) -> list[Rows]:
     """The test fits of every seed at the tuned setting and at the shared rank with the
     engine's default prior (the same fits, not made again, when the two coincide)."""
     engine, shared_rank = tuned.engine, settings.shared_rank
     common = {
         "train": split.train, "test": split.test, "progress": settings.progress, "keep": True,
-        "options": {engine: settings.options[engine]}, "measure": _ess_per_second,
+        "options": {engine: plan.options}, "measure": _ess_per_second,
     }  # fmt: skip
-    at = compare(Y, [engine], [tuned.rank], settings.seeds, priors={engine: tuned.prior}, **common)
+    seeds = f"{len(plan.seeds)} seed{'s' * (len(plan.seeds) > 1)}"
+    say(settings.progress, f"report on {name}: {engine} at K = {tuned.rank}, {seeds}")
+    at = compare(Y, [engine], [tuned.rank], plan.seeds, priors={engine: tuned.prior}, **common)
     rows = [Rows(at.fits.assign(setting="tuned"), at.results)]
     if tuned.rank == shared_rank and tuned.prior is None:
         return [*rows, Rows(at.fits.assign(setting=f"shared K={shared_rank}"), at.results, False)]
-    shared = compare(Y, [engine], [shared_rank], settings.seeds, **common)
+    say(settings.progress, f"report on {name}: {engine} at the shared K = {shared_rank}, {seeds}")
+    shared = compare(Y, [engine], [shared_rank], plan.seeds, **common)
     return [*rows, Rows(shared.fits.assign(setting=f"shared K={shared_rank}"), shared.results)]
 
 
-def _ensemble(Y, split, tuned: Tuned, settings: Settings) -> Rows:
-    """The ensemble of ``restarts`` members from each seed at the tuned setting, combined
-    on the validation entries and scored on the test ones: every member fitted once
-    (:func:`bernmf.fitting.runner.runs`)."""
-    engine, seeds = tuned.engine, settings.seeds
-    request = plan(
+def _ensemble(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settings) -> Rows:
+    """The ensemble of ``plan.restarts`` members from each seed at the tuned setting,
+    combined on the validation entries and scored on the test ones: every member fitted
+    once (:func:`bernmf.fitting.runner.runs`)."""
+    engine, seeds = tuned.engine, plan.seeds
+    say(
+        settings.progress,
+        f"report on {name}: {engine} ensembles of {plan.restarts} at K = {tuned.rank}, "
+        f"{len(seeds)} seed{'s' * (len(seeds) > 1)}",
+    )
+    request = plan_fit(
         Y, engine, tuned.rank, mask=split.train, prior=tuned.prior, seed=seeds[0],
-        restarts=settings.restarts, combine=settings.combine, validation=split.validation,
-        options=settings.options[engine],
+        restarts=plan.restarts, combine=settings.combine, validation=split.validation,
+        options=plan.options,
     )  # fmt: skip
     test = as_observed(Y, split.test, warn_empty=False)
     with warnings.catch_warnings():  # distinct modes are why the report has ensembles
