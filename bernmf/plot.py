@@ -278,8 +278,11 @@ def pareto_front(seconds, perplexity) -> np.ndarray:
 def pareto(board: pd.DataFrame, *, path=None) -> Figure:
     """Test perplexity against seconds (log scale), one panel per dataset, front drawn.
 
+    Each point is numbered (best perplexity first), its number placed beside it where it
+    overlaps no other number or point (:func:`_place_numbers`), and the numbers are
+    listed with their engine, setting and perplexity in a legend right of the axes.
     Off-scale perplexities (see :func:`outlier_limit`) are drawn as arrows at the top
-    of a clipped axis, with their values.
+    of a clipped axis, numbered as the others.
 
     Parameters
     ----------
@@ -291,52 +294,131 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
     -------
     matplotlib.figure.Figure
     """
+    from matplotlib.lines import Line2D
+
     datasets = list(dict.fromkeys(board["dataset"]))
-    fig = Figure(figsize=(5.5 * len(datasets), 4.5))
+    fig = Figure(figsize=(9.5, 4.6 * len(datasets)))
+    panels = []
     for i, dataset in enumerate(datasets):
-        ax = fig.add_subplot(1, len(datasets), i + 1)
+        ax = fig.add_subplot(len(datasets), 1, i + 1)
         table = (  # settings that are the same fits (tuned = shared rank) share a point
             board[board["dataset"] == dataset]
             .groupby(["engine", "seconds", "perplexity"], sort=False)["setting"]
             .agg(" = ".join)
             .reset_index()
+            .sort_values("perplexity", kind="stable", ignore_index=True)
         )
         x, y = table["seconds"].to_numpy(float), table["perplexity"].to_numpy(float)
-        labels = [
-            e if s == "ensemble" else f"{e} {s}"
-            for e, s in zip(table["engine"], table["setting"], strict=True)
-        ]
         top = outlier_limit(y)
-        shown = y if top is None else np.minimum(y, top)
+        off = np.zeros(len(y), bool) if top is None else y > top
+        shown = np.where(off, top if top is not None else 0.0, y)
+        handles = []
+        for j, (engine, setting) in enumerate(zip(table["engine"], table["setting"], strict=True)):
+            marker = "D" if engine.endswith("ensemble") else "o"
+            color = OFF_SCALE_COLOR if off[j] else engine_color(engine)
+            handles.append(
+                Line2D([], [], marker="^" if off[j] else marker, color=color, linestyle="",
+                       label=_pareto_label(j + 1, engine, setting, y[j], off[j]))
+            )  # fmt: skip
         for engine in dict.fromkeys(table["engine"]):
-            chosen = (table["engine"] == engine).to_numpy() & (shown == y)
+            chosen = (table["engine"] == engine).to_numpy() & ~off
             marker = "D" if engine.endswith("ensemble") else "o"
             ax.scatter(
                 x[chosen], y[chosen], label=as_text(engine), s=25, color=engine_color(engine),
                 marker=marker,
             )  # fmt: skip
-        for xi, yi, label in zip(x, y, labels, strict=True):
-            if top is None or yi <= top:
-                ax.annotate(
-                    as_text(label), (xi, yi), xytext=(3, 3), textcoords="offset points", fontsize=6
-                )
+        ax.scatter(x[off], shown[off], marker="^", s=40, color=OFF_SCALE_COLOR, clip_on=False)
         front = pareto_front(x, y)
         order = np.argsort(x[front])
         ax.step(x[front][order], y[front][order], where="post", color="grey", linestyle="--")
         ax.set_xscale("log")
         finite = x[np.isfinite(x) & (x > 0)]
-        if finite.size:  # room for the labels right of the points, inside the axes
-            ax.set_xlim(finite.min() / 1.3, finite.max() * 2.5)
+        if finite.size:  # room for the numbers around the points
+            ax.set_xlim(finite.min() / 1.6, finite.max() * 1.6)
         log_ticks(ax, "x")
         if top is not None:
             ax.set_ylim(top=top)
-            _mark_off_scale(ax, x, y, labels, top)
         ax.set(
             xlabel="seconds per fit (log)", ylabel="test perplexity (nats)", title=as_text(dataset)
         )
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    return _finish(fig, path)
+        ax.legend(
+            handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+            fontsize=7, ncols=1 + len(handles) // 24, title="points (best first)",
+            title_fontsize=7, handletextpad=0.3,
+        )  # fmt: skip
+        panels.append((ax, x, shown))
+    fig.tight_layout()  # before the numbers: they are placed in the final axes
+    for ax, x, shown in panels:
+        _place_numbers(ax, x, shown, [str(j + 1) for j in range(len(x))])
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def _pareto_label(number: int, engine: str, setting: str, perplexity: float, off: bool) -> str:
+    """The legend's text of point ``number`` of :func:`pareto` (all its text but numbers and
+    axis labels)."""
+    name = engine if setting in ("ensemble", "stacked") else f"{engine} {setting}"
+    return as_text(f"{number}  {name}: {perplexity:.4g}" + (" (off scale)" if off else ""))
+
+
+def _place_numbers(ax, x, y, numbers: list[str], fontsize: float = 7.0) -> None:
+    """Write ``numbers[i]`` beside point ``(x[i], y[i])`` where it overlaps no other number
+    and no point, inside the axes; a thin line joins a number placed away from its point.
+
+    Greedy, point by point: the first free box among offsets on rings of growing radius
+    (16 directions each) around the point, in display units; a number with no free box
+    (hardly possible: rings reach the whole axes) goes where it overlaps least.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.transforms import Bbox
+
+    canvas = FigureCanvasAgg(ax.figure)
+    renderer = canvas.get_renderer()
+    scale = ax.figure.dpi / 72.0  # display units per point
+    frame = ax.get_window_extent(renderer)
+    ok = np.isfinite(x) & np.isfinite(y)
+    centers = np.full((len(x), 2), np.nan)
+    centers[ok] = ax.transData.transform(np.column_stack([x[ok], y[ok]]))
+    marker = 4.0 * scale  # half the side of a point's box
+    taken = [Bbox.from_bounds(cx - marker, cy - marker, 2 * marker, 2 * marker)
+             for cx, cy in centers[ok]]  # fmt: skip
+    angles = np.linspace(0.0, 2 * np.pi, 16, endpoint=False)  # right first, then around
+    radii = [9, 13, 18, 24, 32, 42, 55, 75, 100, 140, 200, 300]
+    for i in np.flatnonzero(ok):
+        text = ax.annotate(numbers[i], (x[i], y[i]), fontsize=fontsize, ha="center", va="center",
+                           annotation_clip=False)  # fmt: skip
+        extent = text.get_window_extent(renderer)
+        width, height = extent.width + 2, extent.height
+        best, fewest = (0.0, 0.0), np.inf
+        for radius in radii:
+            for angle in angles:
+                dx, dy = radius * scale * np.cos(angle), radius * scale * np.sin(angle)
+                cx, cy = centers[i] + (dx, dy)
+                box = Bbox.from_bounds(cx - width / 2, cy - height / 2, width, height)
+                inside = frame.containsx(box.x0) and frame.containsx(box.x1)
+                inside = inside and frame.containsy(box.y0) and frame.containsy(box.y1)
+                overlaps = sum(box.overlaps(other) for other in taken) + (not inside) * 100
+                if overlaps < fewest:
+                    best, fewest = (dx, dy), overlaps
+                if not overlaps:
+                    break
+            if not fewest:
+                break
+        dx, dy = best
+        text.remove()
+        line = (
+            {"arrowstyle": "-", "lw": 0.5, "color": "grey"}
+            if np.hypot(dx, dy) > 12 * scale
+            else None
+        )
+        ax.annotate(
+            numbers[i], (x[i], y[i]), xytext=(dx / scale, dy / scale), textcoords="offset points",
+            fontsize=fontsize, ha="center", va="center", arrowprops=line, annotation_clip=False,
+        )  # fmt: skip
+        cx, cy = centers[i] + best
+        taken.append(Bbox.from_bounds(cx - width / 2, cy - height / 2, width, height))
 
 
 def perplexity_boxplot(

@@ -352,3 +352,22 @@ def test_diagnostics_are_the_former_ones(block, threads):
     assert np.isfinite(new.ess_bulk["WH"]).sum() == 20
     with pytest.raises(ValueError, match="threads"):
         bernmf.diagnostics(fit, threads=0)
+
+
+def test_the_kernel_over_arrays_gives_the_arrays_of_diagnostics():
+    """rhat_and_ess takes the aligned draws, no Fit; diagnostics adds the table around it."""
+    from bernmf.posterior.draws import rhat_and_ess
+
+    W, H = synthetic_factor_draws(np.random.default_rng(5), S=60)
+    fit = _fit_with_draws(W, H)
+    aligned = bernmf.align_components(fit)
+    arrays = rhat_and_ess(aligned.draws["W"], aligned.draws["H"], ess_entries=15, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        layer = bernmf.diagnostics(fit, ess_entries=15, seed=2, threads=1)
+    for got, want in zip(arrays, (layer.rhat, layer.ess_bulk, layer.ess_tail), strict=True):
+        for quantity in ("WH", "W", "H"):
+            np.testing.assert_array_equal(got[quantity], want[quantity])
+    assert layer.table.loc["WH", "rhat_max"] == np.nanmax(arrays[0]["WH"])
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        rhat_and_ess(W, H, threads=0)

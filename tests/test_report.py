@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import bernmf
+from bernmf import plot
 from bernmf.cli.parser import main
 from bernmf.studies.report import budget as quick
+from bernmf.studies.report import page
 from bernmf.studies.report import run as report
+from bernmf.studies.report.record import Report
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +113,8 @@ def test_written_html_stands_alone_with_table_and_image(result, tmp_path):
         ({"engines": ["em"], "shared_rank": 0}, "rank"),
         ({"engines": ["em"], "seeds": []}, "seeds is empty"),
         ({"engines": ["mm"], "restarts": 1}, "restarts must be an integer >= 2"),
+        ({"engines": ["mm"], "budget": 0}, "budget must be a number of seconds > 0"),
+        ({"engines": ["mm"], "budget": "600"}, "budget must be a number of seconds > 0"),
     ],
 )
 def test_bad_arguments_fail_before_any_fit(small, monkeypatch, kwargs, message):
@@ -128,6 +134,16 @@ def test_report_command_on_a_data_file(small, tmp_path, capsys):
     assert "small" in capsys.readouterr().out
 
 
+def ensemble_of(seeds, options=None) -> tuple:
+    """The plan and settings of mm ensembles of 2 members combined by "mean", one per seed."""
+    settings = report.Settings(
+        engines=["mm"], ranks=[2], shared_rank=2, priors=[1.0], seeds=seeds, ensembles=["mm"],
+        restarts=2, combine="mean", options={"mm": options or {}}, quick=False, progress=False,
+        budget=600.0,
+    )  # fmt: skip
+    return quick.EnginePlan("mm", [2], [1.0], seeds, 2, options or {}), settings
+
+
 def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatch):
     import warnings
 
@@ -144,8 +160,10 @@ def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatc
     split = bernmf.data.split.paper_split(small.shape)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rows = report._ensemble_rows(small, split, "mm", 2, None, [0], 2, "mean", {})
-    assert np.isfinite(rows[0][0]["perplexity"])
+        rows = report._ensemble(
+            "small", small, split, report.Tuned("mm", 2, None, [2], (), [2]), *ensemble_of([0])
+        )
+    assert np.isfinite(rows.table["perplexity"].iloc[0])
     assert not [w for w in caught if "distinct modes" in str(w.message)]
 
 
@@ -184,29 +202,228 @@ def test_identical_fits_are_one_row():
     assert board.iloc[0]["setting"] == "tuned = shared K=4" and board.iloc[0]["fits"] == 2
     other = fits.assign(perplexity=fits["perplexity"] + np.repeat([0, 0, 0.1], 2))
     assert len(report.leaderboard(other)) == 2  # differing fits stay apart
-    ruled_out = fits.assign(perplexity=np.inf)  # inf says nothing of being the same fits
+    ruled_out = fits.assign(perplexity=np.inf)  # inf alone says nothing of being the same fits
     assert len(report.leaderboard(ruled_out)) == 3
+    # the test entries' log-probabilities do: the same, -inf at the same entries, one row
+    values = np.log(np.linspace(0.2, 0.9, 50))
+    values[[3, 17]] = -np.inf
+    keys = [("d", "em", "tuned"), ("d", "mm", "shared K=4"), ("d", "em", "shared K=4")]
+    entries = dict.fromkeys(keys, values)
+    board = report.leaderboard(ruled_out, entries)
+    assert len(board) == 1 and board.iloc[0]["engine"] == "em = mm"
+    moved = values.copy()
+    moved[5] = -np.inf  # a fit ruling out one more entry is another fit
+    assert len(report.leaderboard(ruled_out, {**entries, keys[1]: moved})) == 2
+
+
+def test_margins_are_in_nats_with_a_paired_bootstrap_sd_not_the_seeds():
+    """Two deterministic rows (sd 0 over seeds): the margin's sd comes from the test entries."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    first = np.log(rng.uniform(0.3, 0.9, n))
+    second = first - rng.exponential(0.02, n) * rng.choice([1, -0.5], n)
+    fits = pd.DataFrame(
+        {"dataset": "d", "engine": ["logsvd"] * 2 + ["vb"] * 2, "setting": "tuned", "rank": 4,
+         "prior": "none", "seed": [0, 1] * 2,
+         "perplexity": [-first.mean()] * 2 + [-second.mean()] * 2, "seconds": 1.0,
+         "compile_seconds": 0.0, "iterations": 10, "ess_per_second": np.nan}
+    )  # fmt: skip
+    entries = {("d", "logsvd", "tuned"): first, ("d", "vb", "tuned"): second}
+    board = report.leaderboard(fits, entries)
+    assert board["engine"].tolist() == ["logsvd", "vb"] and (board["perplexity_sd"] == 0).all()
+    gap, sd = board.iloc[1][["behind", "behind_sd"]]
+    assert gap == pytest.approx(first.mean() - second.mean(), rel=1e-12)
+    paired = np.std(first - second, ddof=1) / np.sqrt(n)  # the bootstrap estimates this
+    assert 0.8 * paired < sd < 1.2 * paired and board.iloc[0]["behind_sd"] == 0
+    assert report.leaderboard(fits, entries).equals(board)  # seeded: the same sd again
+    said = report.findings(Report(fits=fits, environment={}, entries=entries))["d"]
+    assert f"by {gap:.3g} nats ± {sd:.2g} (sd over 200 paired bootstrap resamples" in said[0]
+    assert "sd of the seeds" not in " ".join(said)
+
+
+def test_no_advice_is_drawn_from_inf_validation_scores(small, monkeypatch):
+    """Every em rank rules a validation entry out: nothing chosen, no edge, no advice."""
+    real = report.compare
+
+    def ruled_out(*args, **kwargs):
+        comparison = real(*args, **kwargs)
+        summary = comparison.summary.assign(perplexity=np.inf)
+        return dataclasses.replace(comparison, summary=summary)
+
+    monkeypatch.setattr(report, "compare", ruled_out)
+    result = report.run(
+        {"small": small}, ["em"], ranks=(2, 3, 5), shared_rank=3, seeds=[0], ensembles=(),
+        progress=False,
+    )  # fmt: skip
+    chosen = result.chosen.iloc[0]
+    assert (chosen["rank"], chosen["edge"], chosen["finite"]) == (3, "", "")
+    said = " ".join(report.findings(result)["small"])
+    assert "none was chosen; it ran at the shared K = 3" in said
+    assert "may do better" not in said and "chose K" not in said
+
+
+def test_no_edge_is_flagged_when_one_rank_alone_scores_finitely(small, monkeypatch):
+    """K = 2 alone is finite: it is chosen, but "a smaller rank may do better" would rest
+    on the inf scores of 3 and 5."""
+    real = report.compare
+
+    def larger_ranks_ruled_out(*args, **kwargs):
+        comparison = real(*args, **kwargs)
+        summary = comparison.summary
+        summary = summary.assign(
+            perplexity=summary["perplexity"].where(summary["rank"] == 2, np.inf)
+        )
+        return dataclasses.replace(comparison, summary=summary)
+
+    monkeypatch.setattr(report, "compare", larger_ranks_ruled_out)
+    result = report.run(
+        {"small": small}, ["em"], ranks=(2, 3, 5), shared_rank=3, seeds=[0], ensembles=(),
+        progress=False,
+    )  # fmt: skip
+    chosen = result.chosen.iloc[0]
+    assert (chosen["rank"], chosen["edge"], chosen["finite"]) == (2, "", "2")
+    said = " ".join(report.findings(result)["small"])
+    assert "em chose K = 2 of 2,3,5 on validation, the only rank whose validation" in said
+    assert "may do better" not in said
+
+
+def test_the_pareto_numbers_never_overlap_and_the_legend_is_outside_the_axes():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    # close pairs (mm tuned / mm ensemble, vb / logsvd), a tie and two off the scale
+    board = pd.DataFrame(
+        {"dataset": "d",
+         "engine": ["mm", "mm ensemble", "vb", "logsvd", "gibbs", "nuts", "svi", "em", "logpca"],
+         "setting": ["tuned", "ensemble"] + ["tuned"] * 7,
+         "seconds": [0.010, 0.011, 0.03, 0.031, 0.03, 2.0, 0.3, 0.01, 0.5],
+         "perplexity": [0.4500, 0.4502, 0.46, 0.4601, 0.46, 0.47, 0.50, 2.0, np.inf]}
+    )  # fmt: skip
+    fig = plot.pareto(board)
+    ax = fig.axes[0]
+    numbers = [t for t in ax.texts if t.get_text().isdigit()]
+    assert sorted(int(t.get_text()) for t in numbers) == list(range(1, 10))
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in numbers]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    frame = ax.get_window_extent(renderer)
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert legend.x0 > frame.x1  # right of the axes, covering no point
+    assert all(frame.contains(*box.get_points().mean(axis=0)) for box in boxes)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0] == "1  mm tuned: 0.45" and labels[1] == "2  mm ensemble: 0.4502"
+
+
+def test_the_weights_table_shows_the_positive_weights_and_sums_the_rest():
+    weights = pd.DataFrame(
+        {"dataset": "d", "seed": 0, "stack": "stacked: all engines",
+         "engine": ["mm", "mm", "vb", "em", "logsvd", "baseline"], "rank": [2, 4, 4, 4, 4, 1],
+         "weight": [0.0, 0.7, 1e-6, 0.0, 0.3 - 1e-6, 0.0]}
+    )  # fmt: skip
+    table = page.stacking_weights_table(weights)
+    assert table["engine"].tolist() == ["mm", "logsvd", "4 others, each under 0.0005"]
+    assert table["weight"].tolist() == pytest.approx([0.7, 0.3 - 1e-6, 1e-6])
+
+
+def priced(monkeypatch, seconds: dict):
+    """Make every plan of engine e cost ``seconds[e]`` per fit unit, with no probe fit."""
+    monkeypatch.setattr(
+        quick, "probe", lambda Y, split, engine, *a: quick.Probe(engine, 0.0, 0.0, 0.0)
+    )
+    real = quick.plan_seconds
+    monkeypatch.setattr(
+        quick, "plan_seconds",
+        lambda plan, probe, shared: seconds[plan.engine] * quick.fit_units(plan, shared)
+        if seconds[plan.engine] else real(plan, probe, shared),
+    )  # fmt: skip
 
 
 def test_quick_leaves_out_the_engines_over_its_budget_and_says_so(small, monkeypatch, capsys):
-    seconds = {"mm": 200.0, "em": 500.0, "vb": 60.0, "logsvd": 30.0}  # mm is always kept
-    monkeypatch.setattr(quick, "estimate", lambda Y, split, engine, *a: seconds[engine])
+    # fit units of quick's plans: mm 8 (its prior, 2 seeds, 2 shared, ensemble of 3), others 2
+    seconds = {"mm": 25.0, "em": 250.0, "vb": 30.0, "logsvd": 15.0}  # mm is always kept
+    priced(monkeypatch, seconds)
     engines = ["mm", "em", "vb", "logsvd"]
     result = report.run({"small": small}, engines, quick=True, progress=True)
     # the two stacks of mm's fits alone are the same stack: one row
     assert set(result.fits["engine"]) == {"mm", "mm ensemble", "stacked: all engines"}
     assert result.left_out.to_dict("records") == [
-        {"dataset": "small", "engine": e, "estimate": seconds[e]} for e in ("em", "vb", "logsvd")
+        {"dataset": "small", "engine": e, "estimate": 2 * seconds[e]}
+        for e in ("em", "vb", "logsvd")
     ]
     err = capsys.readouterr().err
-    assert "report --quick on small: estimated 200 s (mm 200 s)" in err
-    assert "leaving out em, estimated 500 s" in err
-    seconds["mm"] = 40.0  # now logsvd (30 s) fits, and then vb (60 s) would not
+    assert "report on small: estimated 200 s (mm 200 s)" in err
+    assert "report on small: leaving out em, estimated 500 s at its shortest, over the quick" in err
+    seconds["mm"] = 5.0  # now logsvd (30 s) fits, and then vb (60 s) would not
     result = report.run({"small": small}, engines, quick=True, progress=False)
     assert set(result.fits["engine"]) == {
         "mm", "mm ensemble", "logsvd", "stacked: all engines", "stacked: mm grid"
     }  # fmt: skip
     assert any("em was left out" in line for line in report.findings(result)["small"])
+
+
+def test_plans_over_the_budget_are_shortened_the_most_expensive_first(small, monkeypatch, capsys):
+    """em (15 s a fit) over a budget of 80 s: 2 seeds (it has 2), then its shared rank only.
+    Every engine is estimated before the first fit of the report, and each step is said."""
+    seconds = {"mm": 0.5, "em": 15.0}
+    priced(monkeypatch, seconds)
+    result = report.run(
+        {"small": small}, ["mm", "em"], ranks=(2, 3), shared_rank=3, priors=(1.0,),
+        seeds=range(2), ensembles=(), budget=80, progress=True,
+    )  # fmt: skip
+    plans = result.plans.set_index("engine")
+    # em: 2 seeds at rank 3, 2 at the shared rank 3, tuning at 2 and 3: 5.67 units of 15 s
+    assert plans.loc["em", "estimate"] == pytest.approx(15 * (2 + 2 + 5 / 3))
+    assert plans.loc["em", "changes"] == "K = 3 only" and plans.loc["em", "seconds"] == 30
+    assert plans.loc["mm", "changes"] == "" and result.budget == 80
+    chosen = result.chosen.set_index("engine")
+    assert chosen.loc["em", "grid"] == "3" and chosen.loc["mm", "grid"] == "2,3"
+    em = result.fits[result.fits["engine"] == "em"]
+    assert set(em["rank"]) == {3} and len(em) == 4  # tuned = shared, 2 seeds each
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    first_fit = min(i for i, line in enumerate(lines) if ": tuning " in line)
+    assert max(i for i, line in enumerate(lines) if ": probing " in line) < first_fit
+    assert "report on small: em shortened to fit the budget of 80 s: K = 3 only" in err
+    assert "report on small: tuning mm on K = 2,3, alpha, beta in [1.0]" in err
+    assert "report on small: em at K = 3, 2 seeds" in err
+    said = report.findings(result)["small"]
+    assert any(
+        line.startswith("em was shortened to fit the budget of 80 s: K = 3 only") for line in said
+    )
+
+
+def test_an_engine_whose_plan_no_longer_fits_the_time_left_is_left_out(small, capsys):
+    """The estimates before it were short: em's plan needs 30 s, the deadline is past; mm
+    (never left out) runs."""
+    import time
+
+    mm, settings = ensemble_of([0])
+    em = quick.EnginePlan("em", [2], [1.0], [0], 0, {}, estimate=30.0, seconds=30.0)
+    split = bernmf.data.split.paper_split(small.shape)
+    settings = dataclasses.replace(settings, progress=True)
+    made = report._dataset("small", small, split, [mm, em], settings, time.perf_counter() - 1)
+    assert made.left_out == [("small", "em", 30.0)]
+    assert [row[1] for row in made.chosen] == ["mm"]
+    assert "report on small: leaving out em: 0 s left of the budget, its plan needs 30 s" in (
+        capsys.readouterr().err
+    )
+
+
+def test_an_engine_hopeless_by_its_operations_is_left_out_without_a_probe(monkeypatch):
+    probed = []
+    monkeypatch.setattr(quick, "probe", lambda Y, split, engine, *a: probed.append(engine))
+    Y = np.zeros((20, 3000))  # logpca: an eigensolve of 3000 x 3000 per iteration
+    Y[::2] = 1
+    split = bernmf.data.split.paper_split(Y.shape)
+    settings = report.Settings(
+        engines=["logpca"], ranks=[2], shared_rank=2, priors=[1.0], seeds=[0], ensembles=[],
+        restarts=2, combine="stack", options={"logpca": {}}, quick=False, progress=False,
+        budget=60.0,
+    )  # fmt: skip
+    kept, left_out, planned = quick.plans({"wide": Y}, {"wide": split}, settings)
+    assert kept == {"wide": []} and probed == []
+    assert left_out[0][:2] == ("wide", "logpca") and left_out[0][2] > 60
+    assert np.isnan(planned[0][3])  # no seconds planned
 
 
 def test_the_estimate_of_a_fit_is_near_its_time():
@@ -237,10 +454,11 @@ def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):
     monkeypatch.setattr(runner, "fit_settings", spy)
     split = bernmf.data.split.paper_split(small.shape)
     options = {"max_iter": 50}
-    rows = report._ensemble_rows(small, split, "mm", 2, None, [0, 1], 2, "mean", options)
+    tuned = report.Tuned("mm", 2, None, [2], (), [2])
+    rows = report._ensemble("small", small, split, tuned, *ensemble_of([0, 1], options))
     assert calls == [[0, 1, 2]]
     monkeypatch.undo()
-    for seed, (row, made) in zip((0, 1), rows, strict=True):
+    for seed, row, made in zip((0, 1), rows.table.to_dict("records"), rows.fits, strict=True):
         direct = bernmf.fit(
             small, "mm", 2, mask=split.train, seed=seed, restarts=2, combine="mean",
             validation=split.validation, **options,

@@ -28,6 +28,7 @@ from bernmf.inference import get_engine
 from bernmf.models import Prior
 from bernmf.studies import compare as comparison
 from bernmf.studies.report import run as report
+from bernmf.studies.report.budget import DEFAULT_BUDGET, QUICK_BUDGET
 
 # ---------------------------------------------------------------------------------------
 # argument types
@@ -114,6 +115,7 @@ Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
   bernmf report --quick data.csv.gz --out results/mine-quick   # estimates time first
   bernmf report --engines mm,em,vb,logsvd,logpca --data-dir ../shared/data --out results/report
   bernmf report data.csv --engines mm,em --out results/mine
+  bernmf report data.csv --budget 300 --out results/mine    # every engine, about 5 minutes
 
 Each engine's rank (and mm's prior) is chosen on the validation entries of the paper's
 split, then scored on its test entries over --seeds seeds, also at --shared-rank; the
@@ -340,6 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="few iterations, one rank, 2 seeds; engines estimated over its time budget are left "
         "out, and said so (about a minute on animals)",
     )
+    report_parser.add_argument(
+        "--budget", type=float, default=reports["budget"], metavar="SECONDS",
+        help=f"seconds the whole report aims at ({DEFAULT_BUDGET:.0f}; --quick: "
+        f"{QUICK_BUDGET:.0f} per dataset): every engine is estimated first, and those over it "
+        "run fewer seeds, ranks or draws, or are left out, and said so",
+    )  # fmt: skip
     output_options(report_parser)
     report_parser.set_defaults(run=report_command)
 

@@ -116,13 +116,13 @@ def report_command(args) -> int:
     tell(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
     result = report.run(
         data, engines_, ranks=args.ranks, shared_rank=args.shared_rank, seeds=range(args.seeds),
-        ensembles=args.ensembles, restarts=args.restarts, quick=args.quick,
+        ensembles=args.ensembles, restarts=args.restarts, quick=args.quick, budget=args.budget,
         progress=not (args.quiet or args.json),
     )  # fmt: skip
     with atomic_output(target, folder=True) as folder:
         report.write(result, folder)
         write_json(folder / "environment.json", result.environment)
-    board = report.leaderboard(result.fits)
+    board = report.leaderboard(result.fits, result.entries)
     summary = {"out": str(out), "leaderboard": board.to_dict(orient="records")}
     show(args, board, summary)
     say(args, f"results in {out}: report.html, fits.csv, leaderboard.csv, pareto.png")

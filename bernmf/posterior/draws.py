@@ -279,6 +279,117 @@ def _sum_of_products(a: np.ndarray, b: np.ndarray, out=None) -> np.ndarray:
     return total
 
 
+def rhat_and_ess(
+    W_draws,
+    H_draws,
+    *,
+    ess_entries: int = 1000,
+    seed: int = 0,
+    max_block_values: int = CHUNK_VALUES,
+    threads: int | None = None,
+) -> tuple[dict, dict, dict]:
+    """R-hat of every entry of WH, W and H, and bulk/tail ESS of some: the arrays of
+    :func:`diagnostics`, from (aligned) draws.
+
+    R-hat: :func:`rank_rhat`; WH's a tile at a time on ``threads`` threads
+    (:func:`_wh_rhat`), so its draws are never all in memory. ESS (bulk and tail, the
+    numbers of ``arviz_stats.ess``): of at most ``ess_entries`` entries of each quantity
+    drawn at random by ``seed`` (:func:`_sampled_ess`), NaN elsewhere.
+
+    Parameters
+    ----------
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+        Components aligned across chains (:func:`align_components`) for W's and H's numbers.
+    ess_entries, seed, max_block_values, threads
+        As :func:`diagnostics` takes them.
+
+    Returns
+    -------
+    rhat, ess_bulk, ess_tail : dict of str to ndarray
+        Keys ``"WH"``, ``"W"``, ``"H"``; shapes (M, N), (M, K), (K, N). R-hat is NaN with
+        fewer than 2 chains.
+
+    Raises
+    ------
+    ValueError
+        ``threads`` under 1.
+    """
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    W_draws, H_draws = np.asarray(W_draws, float), np.asarray(H_draws, float)
+    H_wide = _components_first(H_draws, 2)  # (K, N, C * S): WH's products read it
+    rhat = {
+        "WH": _wh_rhat(W_draws, H_wide, max_block_values, threads),
+        "W": rank_rhat(W_draws),
+        "H": rank_rhat(H_draws),
+    }
+    ess_bulk, ess_tail = _sampled_ess(W_draws, H_draws, H_wide, ess_entries, seed)
+    return rhat, ess_bulk, ess_tail
+
+
+def _wh_rhat(W_draws, H_wide, max_block_values: int, threads: int) -> np.ndarray:
+    """R-hat of every entry of WH (M, N) from W (C, S, M, K) and H as (K, N, C * S)
+    (:func:`_components_first`), a tile of rows x columns at a time.
+
+    A tile holds about ``max_block_values`` numbers (at least one entry's draws), so that
+    small tiles stay in cache and reuse the memory of the last; thread t takes every
+    ``threads``-th strip of rows.
+    """
+    C, S, M = W_draws.shape[:3]
+    N = H_wide.shape[1]
+    wh = np.empty((M, N))
+    tile_entries = max(1, max_block_values // (C * S))
+    tile_columns = min(N, max(1, math.isqrt(tile_entries)))
+    tile_rows = min(M, max(1, tile_entries // tile_columns))
+
+    def strips(thread: int) -> None:
+        """R-hat of every ``threads``-th strip of rows of WH, a tile of columns at a time."""
+        work = Workspace(tile_rows * tile_columns, 2 * C * (S // 2))
+        buffers = np.empty((2, tile_rows * tile_columns * C * S))
+        for start in range(thread * tile_rows, M, threads * tile_rows):
+            rows = slice(start, start + tile_rows)
+            W_strip = _components_first(W_draws[:, :, rows], 3)  # (K, r, C * S)
+            for first in range(0, N, tile_columns):
+                columns = slice(first, first + tile_columns)
+                shape = (W_strip.shape[1], min(tile_columns, N - first), C * S)
+                out = [buffer[: math.prod(shape)].reshape(shape) for buffer in buffers]
+                tile = _sum_of_products(W_strip[:, :, None], H_wide[:, None, columns], out)
+                rhat = rank_rhat_rows(tile.reshape(-1, C, S), workspace=work)
+                wh[rows, columns] = rhat.reshape(shape[:2])
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(strips, range(threads)))
+    return wh
+
+
+def _sampled_ess(W_draws, H_draws, H_wide, ess_entries: int, seed: int) -> tuple[dict, dict]:
+    """Bulk and tail ESS of at most ``ess_entries`` entries of WH, W and H each, drawn at
+    random by ``seed`` (in that order, from one generator); NaN for the other entries.
+    ``H_wide``: H_draws as (K, N, C * S)."""
+    C, S, M = W_draws.shape[:3]
+    N = H_draws.shape[-1]
+    rng = np.random.default_rng(seed)
+    ess_bulk, ess_tail = {}, {}
+    for quantity, shape in (("WH", (M, N)), ("W", W_draws.shape[2:]), ("H", H_draws.shape[2:])):
+        size = int(np.prod(shape))
+        chosen = np.sort(rng.choice(size, min(size, ess_entries), replace=False))
+        if quantity == "WH":
+            rows, columns = np.unravel_index(chosen, shape)
+            W_wide = _components_first(W_draws[:, :, rows], 3)
+            picked = _sum_of_products(W_wide, H_wide[:, columns]).reshape(-1, C, S)
+        else:
+            draws = W_draws if quantity == "W" else H_draws
+            picked = _entries_first(draws.reshape(C, S, size)[..., chosen])
+        for store, method in ((ess_bulk, "bulk"), (ess_tail, "tail")):
+            values = np.full(size, np.nan)
+            values[chosen] = ess_rows(picked, method)
+            store[quantity] = values.reshape(shape)
+    return ess_bulk, ess_tail
+
+
 def diagnostics(
     fit: Fit,
     *,
@@ -298,6 +409,7 @@ def diagnostics(
     for each quantity on at most ``ess_entries`` entries drawn at random (all of
     them when there are fewer); the per-entry ESS arrays are NaN elsewhere. R-hat
     needs at least 2 chains: with one (``svi``) it is NaN and only ESS is reported.
+    The arrays come from :func:`rhat_and_ess`; this builds the table and the warning.
 
     Parameters
     ----------
@@ -320,68 +432,50 @@ def diagnostics(
     Diagnostics
     """
     check_draws(fit)
-    if threads is None:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    if threads < 1:
-        raise ValueError(f"threads must be at least 1, got {threads}")
     aligned = align_components(fit)
-    W_draws, H_draws = (np.asarray(aligned.draws[k], float) for k in ("W", "H"))
-    C, S, M = W_draws.shape[:3]
-    N = H_draws.shape[-1]
-    H_wide = _components_first(H_draws, 2)  # (K, N, C * S)
-    wh = np.empty((M, N))
-    tile_entries = max(1, max_block_values // (C * S))
-    tile_columns = min(N, max(1, math.isqrt(tile_entries)))
-    tile_rows = min(M, max(1, tile_entries // tile_columns))
-
-    def wh_rhat(thread: int) -> None:
-        """R-hat of every ``threads``-th strip of rows of WH, a tile of columns at a time."""
-        work = Workspace(tile_rows * tile_columns, 2 * C * (S // 2))
-        buffers = np.empty((2, tile_rows * tile_columns * C * S))
-        for start in range(thread * tile_rows, M, threads * tile_rows):
-            rows = slice(start, start + tile_rows)
-            W_strip = _components_first(W_draws[:, :, rows], 3)  # (K, r, C * S)
-            for first in range(0, N, tile_columns):
-                columns = slice(first, first + tile_columns)
-                shape = (W_strip.shape[1], min(tile_columns, N - first), C * S)
-                out = [buffer[: math.prod(shape)].reshape(shape) for buffer in buffers]
-                tile = _sum_of_products(W_strip[:, :, None], H_wide[:, None, columns], out)
-                rhat = rank_rhat_rows(tile.reshape(-1, C, S), workspace=work)
-                wh[rows, columns] = rhat.reshape(shape[:2])
-
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(wh_rhat, range(threads)))
-    rhat = {"WH": wh, "W": rank_rhat(W_draws), "H": rank_rhat(H_draws)}
-    rng = np.random.default_rng(seed)
-    ess_bulk, ess_tail = {}, {}
-    for quantity, shape in (("WH", (M, N)), ("W", W_draws.shape[2:]), ("H", H_draws.shape[2:])):
-        size = int(np.prod(shape))
-        chosen = np.sort(rng.choice(size, min(size, ess_entries), replace=False))
-        if quantity == "WH":
-            rows, columns = np.unravel_index(chosen, shape)
-            W_wide = _components_first(W_draws[:, :, rows], 3)
-            picked = _sum_of_products(W_wide, H_wide[:, columns]).reshape(-1, C, S)
-        else:
-            draws = W_draws if quantity == "W" else H_draws
-            picked = _entries_first(draws.reshape(C, S, size)[..., chosen])
-        for store, method in ((ess_bulk, "bulk"), (ess_tail, "tail")):
-            values = np.full(size, np.nan)
-            values[chosen] = ess_rows(picked, method)
-            store[quantity] = values.reshape(shape)
+    rhat, ess_bulk, ess_tail = rhat_and_ess(
+        aligned.draws["W"], aligned.draws["H"], ess_entries=ess_entries, seed=seed,
+        max_block_values=max_block_values, threads=threads,
+    )  # fmt: skip
     diverging = fit.sample_stats.get("diverging")
     divergences = 0 if diverging is None else int(np.asarray(diverging).sum())
     seconds = float(fit.timings.get("run", np.nan))
+    chains = np.shape(aligned.draws["W"])[0]
+    table = _table(rhat, ess_bulk, ess_tail, chains, seconds)
+    worst = table.loc["WH", "rhat_max"]
+    if warn and (worst > RHAT_WARN or divergences):
+        warnings.warn(
+            f"posterior of engine {fit.engine!r} may not have converged: max R-hat(WH) = "
+            f"{worst:.3f} (share <= {RHAT_WARN}: {table.loc['WH', 'share_rhat_le_1.01']:.3f}), "
+            f"{divergences} divergent transition(s)",
+            UserWarning,
+            stacklevel=2,
+        )
+    return Diagnostics(
+        table=table,
+        rhat=rhat,
+        ess_bulk=ess_bulk,
+        ess_tail=ess_tail,
+        divergences=divergences,
+        seconds=seconds,
+    )
+
+
+def _table(rhat: dict, ess_bulk: dict, ess_tail: dict, chains: int, seconds: float):
+    """:attr:`Diagnostics.table` of the per-entry arrays: one row per quantity (R-hat NaN
+    with one chain)."""
     rows = []
     for quantity in ("WH", "W", "H"):
         r = rhat[quantity].ravel()
         bulk, tail = ess_bulk[quantity].ravel(), ess_tail[quantity].ravel()
+        several = chains > 1
         rows.append(
             {
                 "quantity": quantity,
                 "entries": r.size,
-                "rhat_max": np.nanmax(r) if C > 1 else np.nan,
-                "rhat_q99": np.nanquantile(r, 0.99) if C > 1 else np.nan,
-                "share_rhat_le_1.01": float(np.mean(r <= RHAT_WARN)) if C > 1 else np.nan,
+                "rhat_max": np.nanmax(r) if several else np.nan,
+                "rhat_q99": np.nanquantile(r, 0.99) if several else np.nan,
+                "share_rhat_le_1.01": float(np.mean(r <= RHAT_WARN)) if several else np.nan,
                 "ess_entries": int(np.isfinite(bulk).sum()),
                 "ess_bulk_min": np.nanmin(bulk),
                 "ess_bulk_median": np.nanmedian(bulk),
@@ -392,22 +486,4 @@ def diagnostics(
         )
     import pandas as pd  # on first use: it loads in 0.5 s
 
-    table = pd.DataFrame(rows).set_index("quantity")
-    if warn:
-        worst = table.loc["WH", "rhat_max"]
-        if worst > RHAT_WARN or divergences:
-            warnings.warn(
-                f"posterior of engine {fit.engine!r} may not have converged: max R-hat(WH) = "
-                f"{worst:.3f} (share <= {RHAT_WARN}: {table.loc['WH', 'share_rhat_le_1.01']:.3f}), "
-                f"{divergences} divergent transition(s)",
-                UserWarning,
-                stacklevel=2,
-            )
-    return Diagnostics(
-        table=table,
-        rhat=rhat,
-        ess_bulk=ess_bulk,
-        ess_tail=ess_tail,
-        divergences=divergences,
-        seconds=seconds,
-    )
+    return pd.DataFrame(rows).set_index("quantity")

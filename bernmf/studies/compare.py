@@ -30,7 +30,7 @@ from bernmf.results.fit import Fit
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Comparison", "compare", "describe_prior", "summarize"]
+__all__ = ["Comparison", "compare", "describe_prior", "nonempty_list", "summarize"]
 
 ENSEMBLE_KEYS = ("restarts", "combine")
 """Keys of an engine's ``options`` that :func:`compare` hands to :func:`bernmf.fitting.plan.plan`
@@ -146,9 +146,9 @@ def compare(
     >>> result.summary[["engine", "rank", "fits"]].values.tolist()
     [['mm', 2, 2], ['mm', 3, 2], ['em', 2, 2], ['em', 3, 2]]
     """
-    engines = _nonempty_list("engines", engines, "['mm', 'em']")
-    ranks = _nonempty_list("ranks", ranks, "[2, 4, 8]")
-    seeds = _nonempty_list("seeds", seeds, "range(3)")
+    engines = nonempty_list("engines", engines, "['mm', 'em']")
+    ranks = nonempty_list("ranks", ranks, "[2, 4, 8]")
+    seeds = nonempty_list("seeds", seeds, "range(3)")
     for name in engines:
         get_engine(name)  # ValueError listing the known engines
     priors, options = dict(priors or {}), {e: dict(o) for e, o in (options or {}).items()}
@@ -296,7 +296,9 @@ def summarize(fits: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return fits.groupby(keys, sort=False).agg(**columns).reset_index()
 
 
-def _nonempty_list(name: str, values, example: str) -> list:
+def nonempty_list(name: str, values, example: str) -> list:
+    """``values`` as a list; TypeError when it is a string or not iterable, ValueError when
+    empty, the message naming the argument ``name`` and showing ``example``."""
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
         raise TypeError(f"{name} must be a list, e.g. {example}; got {values!r}")
     values = list(values)

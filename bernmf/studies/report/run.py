@@ -6,9 +6,12 @@ then scores several seeds on the test entries, at that tuned setting and at one 
 shared by all engines; ensembles (:func:`bernmf.fit` with ``restarts``) are rows of
 their own, and so are the stacks of the fits already made (``"stacked: all engines"``,
 ``"stacked: mm grid"``: :func:`bernmf.stack` on the validation entries, per seed).
-:func:`write` (:mod:`bernmf.studies.report.page`) turns the result into a tidy CSV, a Pareto
-plot of test perplexity against seconds and a self-contained HTML page (``bernmf report``);
-the ``quick`` budget is :mod:`bernmf.studies.report.budget`.
+The steps of a dataset are functions over records (:class:`Settings` in, :class:`Tuned`,
+:class:`Rows` and :class:`Made` out), assembled into a
+:class:`~bernmf.studies.report.record.Report`; :func:`write`
+(:mod:`bernmf.studies.report.page`) turns it into a tidy CSV, a Pareto plot of test perplexity
+against seconds and a self-contained HTML page (``bernmf report``); what each engine runs
+within the budget is :mod:`bernmf.studies.report.budget`'s.
 """
 
 from __future__ import annotations
@@ -18,45 +21,53 @@ import platform
 import time
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from bernmf import tune
+from bernmf._progress import say
 from bernmf.data.observed import as_observed
 from bernmf.data.split import paper_split
 from bernmf.fitting import runner
-from bernmf.fitting.ensemble import MODES_WARNING
-from bernmf.fitting.plan import check_arguments, plan
+from bernmf.fitting.ensemble import MODES_WARNING, validation_lpd
+from bernmf.fitting.plan import check_arguments
+from bernmf.fitting.plan import plan as plan_fit
 from bernmf.fitting.stack import members_table
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
 from bernmf.posterior.draws import diagnostics
+from bernmf.results.fit import Fit
 from bernmf.results.loading import versions
 from bernmf.studies.compare import (
     STACKED_ALL,
     STACKED_MM,
-    _nonempty_list,
     compare,
     describe_prior,
     fit_row,
     lightened,
+    nonempty_list,
     stacked_rows,
 )
-from bernmf.studies.report.budget import estimate, floor, within_budget
+from bernmf.studies.report.budget import (
+    DEFAULT_BUDGET,
+    QUICK_BUDGET,
+    EnginePlan,
+    estimate,
+    floor,
+    plans,
+)
 from bernmf.studies.report.page import findings, leaderboard, write
+from bernmf.studies.report.record import COLUMNS, Report, Settings
 
 __all__ = [
-    "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings", "floor",
-    "leaderboard", "run", "write",
+    "COLUMNS", "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings",
+    "floor", "leaderboard", "run", "write",
 ]  # fmt: skip
-
-COLUMNS = (
-    "dataset", "engine", "setting", "rank", "prior", "seed", "perplexity", "seconds",
-    "compile_seconds", "iterations", "ess_per_second",
-)  # fmt: skip
-"""The columns of :attr:`Report.fits`, in order."""
+"""``Report``, ``COLUMNS`` (:mod:`bernmf.studies.report.record`), ``findings``, ``leaderboard``,
+``write`` (:mod:`bernmf.studies.report.page`), ``estimate`` and ``floor``
+(:mod:`bernmf.studies.report.budget`) are here too, where ``bernmf.report`` had them."""
 
 QUICK_OPTIONS = {
     "mm": {"max_iter": 200},
@@ -71,53 +82,6 @@ QUICK_OPTIONS = {
 """Engine options of ``quick=True``: few iterations or draws, so a report takes about a minute."""
 
 QUIET = {"gibbs": {"progress": False}, "nuts": {"progress": False}, "svi": {"progress": False}}
-
-
-@dataclass(frozen=True)
-class Report:
-    """The result of :func:`run`.
-
-    Attributes
-    ----------
-    fits : DataFrame
-        One row per test fit, the columns :data:`COLUMNS`: ``setting`` is
-        ``"tuned"`` (rank, and mm's prior, chosen on validation), ``"shared K=k"``,
-        ``"ensemble"`` (R restarts combined, at the tuned setting) or ``"stacked"``
-        (engine ``"stacked: all engines"``: every fit of that seed and the tuning fits;
-        ``"stacked: mm grid"``: the mm ones; rank 0, prior ``"mixed"``, seconds the
-        sum of the members');
-        ``perplexity`` is on the test entries (nats per entry), ``seconds`` the run
-        time without compilation, ``iterations`` the iterations or draws, and
-        ``ess_per_second`` the median bulk ESS of WH per second (samplers; NaN else).
-    environment : dict
-        :func:`environment` at the time of the run.
-    data : DataFrame
-        One row per dataset (:func:`describe_data`): ``dataset``, ``rows``, ``columns``,
-        ``missing`` (fraction of entries), ``density`` (fraction of ones among the
-        observed entries).
-    chosen : DataFrame
-        One row per dataset and engine: the ``rank`` and ``prior`` chosen on the
-        validation entries, the ``grid`` of ranks chosen from, and ``edge``: "top" or
-        "bottom" when the chosen rank is the largest or smallest of a grid of several
-        (a larger or smaller one may do better), else "".
-    seconds : float
-        The run's wall-clock time.
-    left_out : DataFrame
-        ``dataset``, ``engine``, ``estimate`` (seconds) of the engines that ``quick``
-        left out for being over its budget (:data:`bernmf.studies.report.budget.QUICK_BUDGET`).
-    weights : DataFrame or None
-        The stacking weight per ``dataset``, ``seed``, ``stack`` (the row's engine),
-        member ``engine`` and ``rank`` (summed over the member fits of that engine and
-        rank) of the ``"stacked"`` rows.
-    """
-
-    fits: pd.DataFrame
-    environment: dict
-    data: pd.DataFrame = field(default_factory=pd.DataFrame)
-    chosen: pd.DataFrame = field(default_factory=pd.DataFrame)
-    seconds: float = float("nan")
-    left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
-    weights: pd.DataFrame | None = None
 
 
 def describe_data(name: str, Y) -> dict:
@@ -146,9 +110,17 @@ def run(
     restarts: int = 4,
     combine: str = "stack",
     quick: bool = False,
+    budget: float | None = None,
     progress: bool = True,
 ) -> Report:
     """Tune every engine on validation entries, then score seeds on test entries.
+
+    First every engine is estimated on every dataset, and its plan shortened or left out
+    to fit the budget (:func:`bernmf.studies.report.budget.plans`); then each dataset goes
+    through the steps :func:`_tune`, :func:`_seeds` (at the tuned and the shared settings)
+    and :func:`_ensemble` engine by engine (one whose plan no longer fits in the time left
+    is left out), then :func:`_stacks` and :func:`_entries` (each row's test entries), each
+    step said in a line as it starts; the rows of every dataset make the :class:`Report`.
 
     Parameters
     ----------
@@ -170,11 +142,16 @@ def run(
         members at their tuned setting, combined by ``combine`` with the
         validation entries.
     quick : bool, default False
-        :data:`QUICK_OPTIONS`, one rank, two seeds, two restarts: about a minute on animals.
-        Each engine is first timed by a probe (:func:`bernmf.studies.report.budget.estimate`);
+        :data:`QUICK_OPTIONS`, one rank, two seeds, two restarts: about a minute on animals;
         ``mm`` and the cheapest others within
-        :data:`bernmf.studies.report.budget.QUICK_BUDGET` are kept, the others left out
-        (``left_out``), and said so.
+        :data:`bernmf.studies.report.budget.QUICK_BUDGET` per dataset are kept, the others
+        left out (``left_out``), and said so.
+    budget : float, optional
+        Seconds the whole report aims at (default
+        :data:`bernmf.studies.report.budget.DEFAULT_BUDGET`, 600; ``quick``: 120 per
+        dataset). Every engine is timed by probe fits first; the plans over budget are
+        shortened (fewer seeds, the shared rank only, fewer draws, one seed, no ensemble)
+        or left out, the most expensive first, and said so (:attr:`Report.plans`).
     progress : bool, default True
         Progress bars of the tuning and test fits.
 
@@ -187,120 +164,326 @@ def run(
     TypeError, ValueError
         An unknown engine, an ensemble engine not compared, empty lists, a bad rank.
     """
-    engines = _nonempty_list("engines", available() if engines is None else engines, "['mm']")
-    ranks = _nonempty_list("ranks", ranks, "[2, 4, 8]")
-    seeds = _nonempty_list("seeds", seeds, "range(3)")
+    settings = _settings(
+        data, engines, ranks, shared_rank, priors, seeds, ensembles, restarts, combine, quick,
+        budget, progress,
+    )  # fmt: skip
+    begin = time.perf_counter()
+    splits = {name: paper_split(np.shape(Y)) for name, Y in data.items()}
+    kept, left_out, planned = plans(data, splits, settings)
+    deadline = begin + settings.budget
+    made = [
+        _dataset(name, Y, splits[name], kept[name], settings, deadline)
+        for name, Y in data.items()
+    ]  # fmt: skip
+    left_out += [row for one in made for row in one.left_out]
+    weights = [table for one in made for table in one.weights]
+    entries = {
+        (name, *key): values for name, one in zip(data, made, strict=True)
+        for key, values in one.entries.items()
+    }  # fmt: skip
+    return Report(
+        fits=_fits_table([table for one in made for table in one.rows]),
+        environment=environment(),
+        data=pd.DataFrame([describe_data(name, Y) for name, Y in data.items()]),
+        chosen=pd.DataFrame(
+            [row for one in made for row in one.chosen],
+            columns=["dataset", "engine", "rank", "prior", "grid", "edge", "finite"],
+        ),
+        seconds=time.perf_counter() - begin,
+        left_out=pd.DataFrame(left_out, columns=["dataset", "engine", "estimate"]),
+        weights=pd.concat(weights, ignore_index=True) if weights else None,
+        entries=entries,
+        plans=pd.DataFrame(
+            planned, columns=["dataset", "engine", "estimate", "seconds", "changes"]
+        ),
+        budget=settings.budget,
+    )
+
+
+def _settings(
+    data,
+    engines,
+    ranks,
+    shared_rank,
+    priors,
+    seeds,
+    ensembles,
+    restarts,
+    combine,
+    quick,
+    budget,
+    progress,
+) -> Settings:
+    """Check every argument (each engine at each rank and seed) before the first fit."""
+    engines = nonempty_list("engines", available() if engines is None else engines, "['mm']")
+    ranks = nonempty_list("ranks", ranks, "[2, 4, 8]")
+    seeds = nonempty_list("seeds", seeds, "range(3)")
     ensembles = [e for e in ensembles if e in engines] if ensembles else []
     if not data:
         raise ValueError("data is empty; give at least one dataset")
     for name in engines:
         get_engine(name)  # ValueError listing the known engines
-    ranks = [shared_rank] if quick else sorted(set(ranks))
-    priors = [1.2] if quick else list(priors)
-    seeds = list(seeds)[:2] if quick else list(seeds)
     restarts = 2 if quick else restarts
     if ensembles and (isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 2):
         raise ValueError(f"restarts must be an integer >= 2 for ensembles, got {restarts!r}")
-    options = {e: dict((QUICK_OPTIONS if quick else QUIET).get(e, {})) for e in engines}
-    for engine in engines:  # every rank, seed and option checked before the first fit
-        for rank in {*ranks, shared_rank}:
-            for seed in seeds:
-                for shape in {np.shape(Y) for Y in data.values()}:
-                    check_arguments(engine, rank, None, seed, options[engine], shape)
-    tables, chosen, weights, begin = [], [], [], time.perf_counter()
-    left_out = []
-    for name, Y in data.items():
-        split = paper_split(np.shape(Y))
-        common = {"train": split.train, "test": split.test, "progress": progress, "keep": True}
-        made = {}  # every fit of this dataset by id: (seed, or None for all seeds, fit)
-        kept = engines
-        if quick:
-            kept, dropped = within_budget(
-                name, Y, split, engines, shared_rank, seeds, ensembles, restarts, options, progress
-            )  # fmt: skip
-            left_out += dropped
-        for engine in kept:
-            rank, prior, tuning = _tuned(Y, split, engine, ranks, priors, options[engine], progress)
-            made.update({id(f): (None, f) for f in tuning})
-            edge = "" if len(ranks) < 2 else {max(ranks): "top", min(ranks): "bottom"}.get(rank, "")
-            grid = ",".join(str(r) for r in ranks)
-            chosen.append((name, engine, rank, describe_prior(prior), grid, edge))
-            measured = compare(
-                Y, [engine], [rank], seeds, priors={engine: prior},
-                options={engine: options[engine]}, measure=_ess_per_second, **common,
-            )  # fmt: skip
-            tables.append(measured.fits.assign(dataset=name, setting="tuned"))
-            shared = measured
-            if rank != shared_rank or prior is not None:
-                shared = compare(
-                    Y, [engine], [shared_rank], seeds, options={engine: options[engine]},
-                    measure=_ess_per_second, **common,
-                )  # fmt: skip
-            tables.append(shared.fits.assign(dataset=name, setting=f"shared K={shared_rank}"))
-            for comparison in (measured, shared):
-                pairs = zip(comparison.fits["seed"], comparison.results, strict=True)
-                made.update({id(f): (int(s), f) for s, f in pairs})
-            if engine in ensembles:
-                rows = _ensemble_rows(
-                    Y, split, engine, rank, prior, seeds, restarts, combine, options[engine]
-                )
-                made.update({id(f): (s, f) for s, (_, f) in zip(seeds, rows, strict=True)})
-                tables.append(
-                    pd.DataFrame([r for r, _ in rows]).assign(dataset=name, setting="ensemble")
-                )
-        stacked, used = _stacked(Y, split, list(made.values()), seeds)
-        tables += [table.assign(dataset=name) for table in stacked]
-        weights += [table.assign(dataset=name) for table in used]
-    fits = pd.concat(tables, ignore_index=True)
-    if "ess_per_second" not in fits:
-        fits["ess_per_second"] = np.nan
-    return Report(
-        fits=fits[list(COLUMNS)],
-        environment=environment(),
-        data=pd.DataFrame([describe_data(name, Y) for name, Y in data.items()]),
-        chosen=pd.DataFrame(chosen, columns=["dataset", "engine", "rank", "prior", "grid", "edge"]),
-        seconds=time.perf_counter() - begin,
-        left_out=pd.DataFrame(left_out, columns=["dataset", "engine", "estimate"]),
-        weights=pd.concat(weights, ignore_index=True) if weights else None,
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0
+    ):
+        raise ValueError(f"budget must be a number of seconds > 0, got {budget!r}")
+    settings = Settings(
+        engines=engines,
+        ranks=[shared_rank] if quick else sorted(set(ranks)),
+        shared_rank=shared_rank,
+        priors=[1.2] if quick else list(priors),
+        seeds=seeds[:2] if quick else seeds,
+        ensembles=ensembles,
+        restarts=restarts,
+        combine=combine,
+        options={e: dict((QUICK_OPTIONS if quick else QUIET).get(e, {})) for e in engines},
+        quick=quick,
+        progress=progress,
+        budget=float(QUICK_BUDGET * len(data) if quick else DEFAULT_BUDGET)
+        if budget is None
+        else float(budget),
+    )
+    shapes = {np.shape(Y) for Y in data.values()}
+    for engine in engines:
+        for rank in {*settings.ranks, shared_rank}:
+            for seed in settings.seeds:
+                for shape in shapes:
+                    check_arguments(engine, rank, None, seed, settings.options[engine], shape)
+    return settings
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """One engine's setting chosen on the validation entries (:func:`_tune`).
+
+    Attributes
+    ----------
+    engine : str
+    rank : int
+    prior : Prior or None
+        mm's chosen prior; None (the engine's default) for the others.
+    grid : list of int
+        The ranks chosen from.
+    fits : tuple of Fit
+        The fits that chose it (seed 0, without draws): members of every seed's stacks.
+    finite : list of int
+        The ranks of the grid with a finite validation perplexity (the others give some
+        validation entry probability 0). None of them: nothing was chosen, ``rank`` is
+        the shared one and ``prior`` the default.
+    """
+
+    engine: str
+    rank: int
+    prior: Prior | None
+    grid: list[int]
+    fits: tuple[Fit, ...]
+    finite: list[int]
+
+    def chosen(self, dataset: str) -> tuple:
+        """The row of :attr:`Report.chosen`: the rank flagged at a grid's edge when the
+        validation scores of at least two ranks compare (finite)."""
+        edge = ""
+        if len(self.finite) > 1:
+            edge = {max(self.grid): "top", min(self.grid): "bottom"}.get(self.rank, "")
+        grid, finite = (",".join(str(r) for r in ranks) for ranks in (self.grid, self.finite))
+        prior = describe_prior(self.prior)
+        return (dataset, self.engine, self.rank, prior, grid, edge, finite)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Test rows of one step, of one engine and setting, and their fits (without draws),
+    one per row and in its order; ``made`` is False when the fits were made before
+    under another setting (the shared one when it is the tuned one)."""
+
+    table: pd.DataFrame
+    fits: tuple[Fit, ...]
+    made: bool = True
+
+    def of_seed(self, seed: int) -> list[Fit]:
+        """The fits of the rows of ``seed`` that these rows made."""
+        if not self.made:
+            return []
+        return [f for s, f in zip(self.table["seed"], self.fits, strict=True) if s == seed]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The rows' ``(engine, setting)``."""
+        return (str(self.table["engine"].iloc[0]), str(self.table["setting"].iloc[0]))
+
+
+@dataclass(frozen=True)
+class Made:
+    """One dataset's part of the :class:`Report`, as its steps made it: test ``rows``
+    (tables of :data:`COLUMNS` without ``dataset``), ``chosen``, ``weights`` and
+    ``left_out`` rows (engines whose plan no longer fitted in the time left), and the
+    ``entries`` of :attr:`Report.entries` by (engine, setting)."""
+
+    rows: list[pd.DataFrame]
+    chosen: list[tuple]
+    weights: list[pd.DataFrame]
+    left_out: list[tuple]
+    entries: dict[tuple[str, str], np.ndarray]
+
+
+def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) -> Made:
+    """The steps of one dataset, engine by engine with the plans the budget kept: tune, seeds,
+    ensembles; then the stacks and the test entries. An engine (not ``mm``) whose plan's
+    seconds no longer fit before ``deadline`` (a ``time.perf_counter`` time: the estimates
+    of those before it were short) is left out, and said so."""
+    tuned, rows, kept, left_out = [], [], [], []
+    for plan in planned:
+        left = deadline - time.perf_counter()
+        if plan.engine != "mm" and plan.seconds > left:
+            say(
+                settings.progress,
+                f"report on {name}: leaving out {plan.engine}: {max(left, 0):.0f} s left of the "
+                f"budget, its plan needs {plan.seconds:.0f} s",
+            )
+            left_out.append((name, plan.engine, plan.seconds))
+            continue
+        one = _tune(name, Y, split, plan, settings)
+        engine_rows = _seeds(name, Y, split, one, plan, settings)
+        if plan.restarts:
+            engine_rows.append(_ensemble(name, Y, split, one, plan, settings))
+        tuned.append(one)
+        rows.append(engine_rows)
+        kept.append(plan)
+    seeds = sorted({seed for plan in kept for seed in plan.seeds})
+    say(settings.progress, f"report on {name}: stacking the fits of each seed")
+    stacked, weights = _stacks(Y, split, tuned, rows, seeds)
+    every = [r for engine_rows in rows for r in engine_rows] + stacked
+    return Made(
+        rows=[r.table.assign(dataset=name) for r in every],
+        chosen=[one.chosen(name) for one in tuned],
+        weights=[table.assign(dataset=name) for table in weights],
+        left_out=left_out,
+        entries=_entries(Y, split, every),
     )
 
 
-def _stacked(Y, split, made, seeds) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
-    """Rows ``"stacked: all engines"`` and ``"stacked: mm grid"`` per seed, and their weights.
-
-    The members of seed s are the fits already made with seed s and the tuning fits
-    (the mm grid, the other engines' ranks, seed 0); weights on validation entries.
-    """
-    test = as_observed(Y, split.test, warn_empty=False)
-    rows, weights = [], []
-    for seed in seeds:
-        chosen = [f for s, f in made if s is None or s == seed]
-        groups = {STACKED_ALL: chosen, STACKED_MM: [f for f in chosen if f.engine == "mm"]}
-        for row, result in stacked_rows(Y, groups, split.train, split.validation, test, seed):
-            rows.append(pd.DataFrame([row]).assign(setting="stacked"))
-            table = members_table(result).groupby(["engine", "rank"], as_index=False)["weight"]
-            weights.append(table.sum().assign(seed=seed, stack=row["engine"]))
-    return rows, weights
-
-
-def _tuned(Y, split, engine, ranks, priors, options, progress) -> tuple:
-    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits,
-    and those fits (without draws)."""
+def _tune(name: str, Y, split, plan: EnginePlan, settings: Settings) -> Tuned:
+    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits;
+    the shared rank and the default prior when every validation perplexity is inf."""
+    engine, ranks, options, progress = plan.engine, plan.ranks, plan.options, settings.progress
+    if engine != "mm" and len(ranks) == 1:
+        return Tuned(engine, ranks[0], None, ranks, (), ranks)
+    grid = ",".join(str(rank) for rank in ranks)
+    what = f"{engine} on K = {grid}" + (f", alpha, beta in {plan.priors}" if engine == "mm" else "")
+    say(progress, f"report on {name}: tuning {what} (plan: {plan.seconds:.0f} s in all)")
     if engine == "mm":
-        grid = tune.grid(
-            Y, ranks, priors, priors, mask=split.train, validation=split.validation,
+        tuning = tune.grid(
+            Y, ranks, plan.priors, plan.priors, mask=split.train, validation=split.validation,
             progress=progress, **options,
         )  # fmt: skip
-        best, fits = grid.best, [m.fit for m in grid.members]
-        return int(best["rank"]), Prior(best["alpha"], best["beta"]), fits
-    if len(ranks) == 1:
-        return ranks[0], None, []
-    comparison = compare(
-        Y, [engine], ranks, [0], train=split.train, test=split.validation,
-        options={engine: options}, progress=progress, keep=True,
+        best, fits = tuning.best, tuple(m.fit for m in tuning.members)
+        rank, prior = int(best["rank"]), Prior(best["alpha"], best["beta"])
+        scores = tuning.table.rename(columns={"validation_perplexity": "perplexity"})
+    else:
+        comparison = compare(
+            Y, [engine], ranks, [0], train=split.train, test=split.validation,
+            options={engine: options}, progress=progress, keep=True,
+        )  # fmt: skip
+        scores, fits, prior = comparison.summary, comparison.results, None
+        rank = int(scores.loc[scores["perplexity"].idxmin(), "rank"])
+    finite = sorted({int(r) for r in scores.loc[np.isfinite(scores["perplexity"]), "rank"]})
+    if not finite:  # nothing to choose from
+        return Tuned(engine, settings.shared_rank, None, ranks, fits, [])
+    return Tuned(engine, rank, prior, ranks, fits, finite)
+
+
+def _seeds(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settings) -> list[Rows]:
+    """The test fits of every seed at the tuned setting and at the shared rank with the
+    engine's default prior (the same fits, not made again, when the two coincide)."""
+    engine, shared_rank = tuned.engine, settings.shared_rank
+    common = {
+        "train": split.train, "test": split.test, "progress": settings.progress, "keep": True,
+        "options": {engine: plan.options}, "measure": _ess_per_second,
+    }  # fmt: skip
+    seeds = f"{len(plan.seeds)} seed{'s' * (len(plan.seeds) > 1)}"
+    say(settings.progress, f"report on {name}: {engine} at K = {tuned.rank}, {seeds}")
+    at = compare(Y, [engine], [tuned.rank], plan.seeds, priors={engine: tuned.prior}, **common)
+    rows = [Rows(at.fits.assign(setting="tuned"), at.results)]
+    if tuned.rank == shared_rank and tuned.prior is None:
+        return [*rows, Rows(at.fits.assign(setting=f"shared K={shared_rank}"), at.results, False)]
+    say(settings.progress, f"report on {name}: {engine} at the shared K = {shared_rank}, {seeds}")
+    shared = compare(Y, [engine], [shared_rank], plan.seeds, **common)
+    return [*rows, Rows(shared.fits.assign(setting=f"shared K={shared_rank}"), shared.results)]
+
+
+def _ensemble(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settings) -> Rows:
+    """The ensemble of ``plan.restarts`` members from each seed at the tuned setting,
+    combined on the validation entries and scored on the test ones: every member fitted
+    once (:func:`bernmf.fitting.runner.runs`)."""
+    engine, seeds = tuned.engine, plan.seeds
+    say(
+        settings.progress,
+        f"report on {name}: {engine} ensembles of {plan.restarts} at K = {tuned.rank}, "
+        f"{len(seeds)} seed{'s' * (len(seeds) > 1)}",
+    )
+    request = plan_fit(
+        Y, engine, tuned.rank, mask=split.train, prior=tuned.prior, seed=seeds[0],
+        restarts=plan.restarts, combine=settings.combine, validation=split.validation,
+        options=plan.options,
     )  # fmt: skip
-    table = comparison.summary
-    return int(table.loc[table["perplexity"].idxmin(), "rank"]), None, list(comparison.results)
+    test = as_observed(Y, split.test, warn_empty=False)
+    with warnings.catch_warnings():  # distinct modes are why the report has ensembles
+        warnings.filterwarnings("ignore", MODES_WARNING, UserWarning)
+        fitted = runner.runs(request, seeds, test)
+    table = pd.DataFrame(
+        [
+            fit_row(f"{engine} ensemble", tuned.rank, seed, member) | {"ess_per_second": np.nan}
+            for seed, member in zip(seeds, fitted, strict=True)
+        ]
+    )
+    return Rows(table.assign(setting="ensemble"), tuple(lightened(m.fit) for m in fitted))
+
+
+def _stacks(Y, split, tuned: list[Tuned], rows: list[list[Rows]], seeds) -> tuple[list, list]:
+    """:class:`Rows` ``"stacked: all engines"`` and ``"stacked: mm grid"`` per seed (each
+    with its stack), and their weights.
+
+    The members of seed s are the tuning fits (the mm grid, the other engines' ranks,
+    seed 0) and the test fits made with seed s, engine by engine; weights on the
+    validation entries.
+    """
+    test = as_observed(Y, split.test, warn_empty=False)
+    stacks, weights = [], []
+    for seed in seeds:
+        members = [
+            f
+            for one, engine_rows in zip(tuned, rows, strict=True)
+            for f in [*one.fits, *(f for r in engine_rows for f in r.of_seed(seed))]
+        ]
+        groups = {STACKED_ALL: members, STACKED_MM: [f for f in members if f.engine == "mm"]}
+        for row, result in stacked_rows(Y, groups, split.train, split.validation, test, seed):
+            stacks.append(Rows(pd.DataFrame([row]).assign(setting="stacked"), (result,)))
+            table = members_table(result).groupby(["engine", "rank"], as_index=False)["weight"]
+            weights.append(table.sum().assign(seed=seed, stack=row["engine"]))
+    return stacks, weights
+
+
+def _fits_table(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of every step, the columns :data:`COLUMNS` (``ess_per_second`` NaN where no
+    step measured it)."""
+    fits = pd.concat(tables, ignore_index=True)
+    if "ess_per_second" not in fits:
+        fits["ess_per_second"] = np.nan
+    return fits[list(COLUMNS)]
+
+
+def _entries(Y, split, rows: list[Rows]) -> dict[tuple[str, str], np.ndarray]:
+    """``log P(Y=y)`` of each test entry (row-major) under the fits of each (engine, setting),
+    mean over its seeds: :attr:`Report.entries` (-mean is the row's mean test perplexity)."""
+    test = as_observed(Y, split.test, warn_empty=False)
+    columns: dict[tuple[str, str], list[np.ndarray]] = {}
+    for r in rows:
+        columns.setdefault(r.key, []).append(validation_lpd(r.fits, test))
+    return {key: np.hstack(parts).mean(axis=1) for key, parts in columns.items()}
 
 
 def _ess_per_second(result) -> dict:
@@ -309,25 +492,6 @@ def _ess_per_second(result) -> dict:
         return {"ess_per_second": np.nan}
     table = diagnostics(result, warn=False, ess_entries=200).table
     return {"ess_per_second": float(table.loc["WH", "ess_bulk_per_second"])}
-
-
-def _ensemble_rows(Y, split, engine, rank, prior, seeds, restarts, combine, options) -> list:
-    """The row and the fit (without draws) of the ensemble of ``restarts`` members from
-    each seed, combined on the validation entries and scored on the test ones: every
-    member fitted once (:func:`bernmf.fitting.runner.runs`)."""
-    request = plan(
-        Y, engine, rank, mask=split.train, prior=prior, seed=seeds[0], restarts=restarts,
-        combine=combine, validation=split.validation, options=options,
-    )  # fmt: skip
-    test = as_observed(Y, split.test, warn_empty=False)
-    with warnings.catch_warnings():  # distinct modes are why the report has ensembles
-        warnings.filterwarnings("ignore", MODES_WARNING, UserWarning)
-        fitted = runner.runs(request, seeds, test)
-    rows = []
-    for seed, member in zip(seeds, fitted, strict=True):
-        row = fit_row(f"{engine} ensemble", rank, seed, member) | {"ess_per_second": np.nan}
-        rows.append((row, lightened(member.fit)))
-    return rows
 
 
 def environment() -> dict:

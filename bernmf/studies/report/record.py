@@ -1,0 +1,106 @@
+"""What a report is: :class:`Settings`, the arguments of :func:`bernmf.studies.report.run.run`
+as its steps and its budget read them, and :class:`Report`, the record it fills and
+:mod:`bernmf.studies.report.page` reads, with the columns of its fits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["COLUMNS", "Report", "Settings"]
+
+COLUMNS = (
+    "dataset", "engine", "setting", "rank", "prior", "seed", "perplexity", "seconds",
+    "compile_seconds", "iterations", "ess_per_second",
+)  # fmt: skip
+"""The columns of :attr:`Report.fits`, in order."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of :func:`bernmf.studies.report.run.run`.
+
+    Attributes
+    ----------
+    fits : DataFrame
+        One row per test fit, the columns :data:`COLUMNS`: ``setting`` is
+        ``"tuned"`` (rank, and mm's prior, chosen on validation), ``"shared K=k"``,
+        ``"ensemble"`` (R restarts combined, at the tuned setting) or ``"stacked"``
+        (engine ``"stacked: all engines"``: every fit of that seed and the tuning fits;
+        ``"stacked: mm grid"``: the mm ones; rank 0, prior ``"mixed"``, seconds the
+        sum of the members');
+        ``perplexity`` is on the test entries (nats per entry), ``seconds`` the run
+        time without compilation, ``iterations`` the iterations or draws, and
+        ``ess_per_second`` the median bulk ESS of WH per second (samplers; NaN else).
+    environment : dict
+        :func:`bernmf.studies.report.run.environment` at the time of the run.
+    data : DataFrame
+        One row per dataset (:func:`bernmf.studies.report.run.describe_data`): ``dataset``,
+        ``rows``, ``columns``, ``missing`` (fraction of entries), ``density`` (fraction of
+        ones among the observed entries).
+    chosen : DataFrame
+        One row per dataset and engine: the ``rank`` and ``prior`` chosen on the
+        validation entries, the ``grid`` of ranks chosen from, ``edge``: "top" or
+        "bottom" when the chosen rank is the largest or smallest of a grid of several
+        (a larger or smaller one may do better; only when two ranks or more have a finite
+        validation perplexity), else "", and ``finite``: the ranks whose validation
+        perplexity is finite ("": none, nothing was chosen and the engine ran at the
+        shared rank with its default prior).
+    seconds : float
+        The run's wall-clock time.
+    left_out : DataFrame
+        ``dataset``, ``engine``, ``estimate`` (seconds, at its shortest) of the engines left
+        out for being over the budget (:func:`bernmf.studies.report.budget.plans`).
+    weights : DataFrame or None
+        The stacking weight per ``dataset``, ``seed``, ``stack`` (the row's engine),
+        member ``engine`` and ``rank`` (summed over the member fits of that engine and
+        rank) of the ``"stacked"`` rows.
+    entries : dict of (dataset, engine, setting) to ndarray of shape (n,)
+        ``log P(Y=y)`` of each of the dataset's n test entries (row-major), mean over the
+        fits of the row's seeds (``-mean`` is the row's mean perplexity; ``-inf`` where a
+        fit gives the outcome probability 0): the margins between rows
+        (:func:`bernmf.studies.report.page.leaderboard`) and which rows are the same fits.
+    plans : DataFrame
+        One row per dataset and engine: ``estimate`` (seconds of its whole plan, estimated
+        up front), ``seconds`` (of its plan as run; NaN: left out) and ``changes`` (what the
+        budget shortened, "; "-separated; "" for nothing).
+    budget : float
+        The seconds the report aimed at.
+    """
+
+    fits: pd.DataFrame
+    environment: dict
+    data: pd.DataFrame = field(default_factory=pd.DataFrame)
+    chosen: pd.DataFrame = field(default_factory=pd.DataFrame)
+    seconds: float = float("nan")
+    left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
+    weights: pd.DataFrame | None = None
+    entries: Mapping[tuple[str, str, str], np.ndarray] = field(default_factory=dict)
+    plans: pd.DataFrame = field(default_factory=pd.DataFrame)
+    budget: float = float("nan")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The arguments of :func:`bernmf.studies.report.run.run`, checked once, as its steps
+    and :func:`bernmf.studies.report.budget.plans` read them.
+
+    ``ranks``, ``priors``, ``seeds`` and ``restarts`` are those of ``quick`` when it is set;
+    ``options`` holds each engine's options; ``budget`` is the report's seconds.
+    """
+
+    engines: list[str]
+    ranks: list[int]
+    shared_rank: int
+    priors: list[float]
+    seeds: list[int]
+    ensembles: list[str]
+    restarts: int
+    combine: str
+    options: dict[str, dict]
+    quick: bool
+    progress: bool
+    budget: float
