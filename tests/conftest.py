@@ -1,7 +1,8 @@
-"""Shared fixtures: the paper's data and split from ../shared (never copied into the repo).
+"""Shared fixtures (the paper's data and split from ../shared, never copied into the repo)
+and the compile cache of a test run.
 
 Compiled programs are cached in a temporary folder removed at the end of the run, not in
-the user's cache (unless ``BERNMF_COMPILE_CACHE`` is set).
+the user's cache, unless ``BERNMF_COMPILE_CACHE`` is set.
 """
 
 from __future__ import annotations
@@ -10,29 +11,17 @@ import atexit
 import os
 import shutil
 import tempfile
-from pathlib import Path
-
-import numpy as np
-import pandas as pd
-import pytest
 
 if "BERNMF_COMPILE_CACHE" not in os.environ:  # hermetic: compiled programs of this run only
     _COMPILE_CACHE = tempfile.mkdtemp(prefix="bernmf-test-compile-cache-")
     os.environ["BERNMF_COMPILE_CACHE"] = _COMPILE_CACHE  # subprocesses and xdist workers share it
     atexit.register(shutil.rmtree, _COMPILE_CACHE, ignore_errors=True)
 
-SHARED = Path(os.environ.get("BERNMF_SHARED_DIR", Path(__file__).parents[1].parent / "shared"))
-
-
-def shared_file(*parts: str) -> Path:
-    """Path of a file under ../shared; in CI a missing file fails, elsewhere it skips."""
-    path = SHARED.joinpath(*parts)
-    if not path.exists():
-        message = f"{path} not found (set BERNMF_SHARED_DIR to the shared folder)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+# bernmf (imported by helpers) reads BERNMF_COMPILE_CACHE when imported: set above
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import shared_file
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_file
+from helpers import shared_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import expit

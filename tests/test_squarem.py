@@ -11,10 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_file
+from helpers import mm_cases, random_problem, shared_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_mm import mm_cases, random_problem
 
 import bernmf
 from bernmf.data.observed import as_observed
