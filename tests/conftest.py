@@ -1,8 +1,13 @@
-"""Shared fixtures (the paper's data and split from ../shared, never copied into the repo)
-and the compile cache of a test run.
+"""Shared fixtures (the paper's data and split from ../shared, never copied into the repo),
+the compile cache of a test run, and the Hypothesis profiles.
 
 Compiled programs are cached in a temporary folder removed at the end of the run, not in
-the user's cache, unless ``BERNMF_COMPILE_CACHE`` is set.
+the user's cache, unless ``BERNMF_COMPILE_CACHE`` names a folder (``make test-fast`` keeps
+one between runs).
+
+Hypothesis profiles, chosen by ``BERNMF_HYPOTHESIS_PROFILE`` or ``--hypothesis-profile``:
+``ci`` (the default: Hypothesis's own CI settings, derandomized, each property with its
+count) and ``fast`` (a tenth of each count, :func:`helpers.examples`; ``make test-fast``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,15 @@ if "BERNMF_COMPILE_CACHE" not in os.environ:  # hermetic: compiled programs of t
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import shared_file
+from helpers import CI_EXAMPLES, shared_file
+from hypothesis import settings
+
+PROFILE_VARIABLE = "BERNMF_HYPOTHESIS_PROFILE"
+"""Environment variable naming the Hypothesis profile (``--hypothesis-profile`` wins)."""
+
+settings.register_profile("ci", settings.get_profile("ci"), max_examples=CI_EXAMPLES)
+settings.register_profile("fast", settings.get_profile("ci"), max_examples=CI_EXAMPLES // 10)
+settings.load_profile(os.environ.get(PROFILE_VARIABLE) or "ci")
 
 
 @pytest.fixture(scope="session")

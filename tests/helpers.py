@@ -1,5 +1,5 @@
 """What several test modules share: the shared data folder, exact equality of saved fits,
-and random MM problems.
+random MM problems, and Hypothesis example counts.
 
 Test modules import from here (and from ``untrusted_files`` for hostile files), never from
 one another (``tests/test_suite.py`` checks it).
@@ -8,12 +8,14 @@ one another (``tests/test_suite.py`` checks it).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import settings
 from hypothesis import strategies as st
 
 import bernmf
@@ -31,6 +33,20 @@ def shared_file(*parts: str) -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+CI_EXAMPLES = 100
+"""``max_examples`` of the ``ci`` Hypothesis profile (``tests/conftest.py``), Hypothesis's own."""
+
+
+def examples(count: int) -> int:
+    """Hypothesis examples of a property that runs ``count`` in CI, under the loaded profile.
+
+    ``count`` scaled by the profile's ``max_examples`` against :data:`CI_EXAMPLES`,
+    rounded up: ``count`` under ``ci``, a tenth under ``fast``. Read when a test module
+    is imported, after pytest has loaded the profile.
+    """
+    return math.ceil(count * settings.default.max_examples / CI_EXAMPLES)
 
 
 def assert_same(saved, loaded, where="fit"):

@@ -11,7 +11,7 @@ import zipfile
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import assert_same
+from helpers import assert_same, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -262,7 +262,7 @@ def small_file(tmp_path_factory):
     return fit, path.read_bytes()
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=examples(100), deadline=None, derandomize=True)
 @given(data=st.data())
 def test_damaged_files_load_equal_or_raise_value_error(small_file, tmp_path_factory, data):
     fit, content = small_file

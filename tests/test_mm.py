@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import mm_cases, random_problem
+from helpers import examples, mm_cases, random_problem
 from hypothesis import HealthCheck, given, settings
 
 import bernmf
@@ -91,7 +91,7 @@ def test_em_is_mm_at_the_flat_prior_and_equals_responsibility_em():
     assert em.engine == "em" and em.prior is None
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mm_cases())
 def test_objective_never_increases(case):
     Y, O, K, prior, seed = case
