@@ -1,7 +1,13 @@
-"""Shared fixtures: the paper's data and split from ../shared (never copied into the repo).
+"""Shared fixtures (the paper's data and split from ../shared, never copied into the repo),
+the compile cache of a test run, and the Hypothesis profiles.
 
 Compiled programs are cached in a temporary folder removed at the end of the run, not in
-the user's cache (unless ``BERNMF_COMPILE_CACHE`` is set).
+the user's cache, unless ``BERNMF_COMPILE_CACHE`` names a folder (``make test-fast`` keeps
+one between runs).
+
+Hypothesis profiles, chosen by ``BERNMF_HYPOTHESIS_PROFILE`` or ``--hypothesis-profile``:
+``ci`` (the default: Hypothesis's own CI settings, derandomized, each property with its
+count) and ``fast`` (a tenth of each count, :func:`helpers.examples`; ``make test-fast``).
 """
 
 from __future__ import annotations
@@ -10,29 +16,25 @@ import atexit
 import os
 import shutil
 import tempfile
-from pathlib import Path
-
-import numpy as np
-import pandas as pd
-import pytest
 
 if "BERNMF_COMPILE_CACHE" not in os.environ:  # hermetic: compiled programs of this run only
     _COMPILE_CACHE = tempfile.mkdtemp(prefix="bernmf-test-compile-cache-")
     os.environ["BERNMF_COMPILE_CACHE"] = _COMPILE_CACHE  # subprocesses and xdist workers share it
     atexit.register(shutil.rmtree, _COMPILE_CACHE, ignore_errors=True)
 
-SHARED = Path(os.environ.get("BERNMF_SHARED_DIR", Path(__file__).parents[1].parent / "shared"))
+# bernmf (imported by helpers) reads BERNMF_COMPILE_CACHE when imported: set above
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import CI_EXAMPLES, shared_file
+from hypothesis import settings
 
+PROFILE_VARIABLE = "BERNMF_HYPOTHESIS_PROFILE"
+"""Environment variable naming the Hypothesis profile (``--hypothesis-profile`` wins)."""
 
-def shared_file(*parts: str) -> Path:
-    """Path of a file under ../shared; in CI a missing file fails, elsewhere it skips."""
-    path = SHARED.joinpath(*parts)
-    if not path.exists():
-        message = f"{path} not found (set BERNMF_SHARED_DIR to the shared folder)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+settings.register_profile("ci", settings.get_profile("ci"), max_examples=CI_EXAMPLES)
+settings.register_profile("fast", settings.get_profile("ci"), max_examples=CI_EXAMPLES // 10)
+settings.load_profile(os.environ.get(PROFILE_VARIABLE) or "ci")
 
 
 @pytest.fixture(scope="session")

@@ -387,7 +387,7 @@ def test_posterior_vs_map_quick_smoke(tmp_path):
     import importlib.util
     from pathlib import Path
 
-    from conftest import shared_file
+    from helpers import shared_file
 
     data_dir = shared_file("data", "animals.csv").parent
     script = Path(__file__).parents[1] / "experiments" / "posterior_vs_map.py"

@@ -63,7 +63,7 @@ def test_a_second_process_loads_every_program_from_the_cache(tmp_path, engine, o
     assert cached_files(tmp_path / "programs")
     _, second = run_fit(environment, engine, **options)
     assert second["misses"] == 0 and second["hits"] == first["misses"]
-    assert second["compile"] < first["compile"]
+    # how much faster that is: benchmarks/first_call.py (a timing, not a test)
 
 
 def test_the_cache_goes_under_bernmf_cache_dir_by_default(tmp_path):

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SHARED, shared_file
+from helpers import SHARED, shared_file
 
 from bernmf.data import datasets
 from bernmf.data.files import csv_table as csv_reader

@@ -531,15 +531,19 @@ def test_a_process_killed_during_the_fit_ends_the_other_with_one_line(folder, ki
     stderr = ended(processes[survivor], folder / f"p{survivor}.err", within=60)
     assert processes[survivor].returncode == 1, stderr
     line = last_line(stderr)
-    # process 1 killed: the coordinator finds its connection broken at the next exchange,
-    # unless its runtime notices the missing heartbeats first (seen under load); the
-    # coordinator killed: JAX's runtime ends process 1. Either way, one line.
-    lost = f"bernmf: error: process {survivor} of 2 lost a peer"
-    if not (killed == 1 and line.startswith(lost)):
-        expected = f"bernmf: error: process {survivor} of 2 was ended by SIGABRT"
-        assert line.startswith(expected), stderr
-        said = [x for x in stderr.splitlines() if not x.startswith("bernmf fit: ")]  # heartbeats
-        assert line.endswith("a peer or the coordinator is gone") and len(said) == 1, stderr
+    # The survivor has two connections to its peer, and the first to break decides its
+    # line, whichever process was killed: gloo's (the fit's next exchange fails in Python:
+    # "lost a peer during the fit") or the coordination service's (JAX's runtime aborts
+    # the fit's process: "was ended by SIGABRT"). Which breaks first is the scheduling of
+    # the kernel and of JAX's threads (both seen under load, for either process killed),
+    # not bernmf's to choose: both are the one line that launch.py documents.
+    lost = f"bernmf: error: process {survivor} of 2 lost a peer during the fit ("
+    aborted = f"bernmf: error: process {survivor} of 2 was ended by SIGABRT (JAX's"
+    assert line.startswith(lost) or (
+        line.startswith(aborted) and line.endswith("a peer or the coordinator is gone")
+    ), stderr
+    said = [x for x in stderr.splitlines() if not x.startswith("bernmf fit: ")]  # heartbeats
+    assert said == [line], stderr
     assert time.monotonic() - begin < 60
 
 

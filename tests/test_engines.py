@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from test_io import assert_same
+from helpers import assert_same
 
 import bernmf
 from bernmf.inference import _compile, get_engine, registry

@@ -308,7 +308,7 @@ def test_lumbreras_reference_quick(tmp_path, capsys):
     import importlib.util
     from pathlib import Path
 
-    from conftest import shared_file
+    from helpers import shared_file
 
     data_dir = shared_file("data", "animals.csv").parent
     script = Path(__file__).parents[1] / "experiments" / "lumbreras_reference.py"

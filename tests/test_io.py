@@ -11,6 +11,7 @@ import zipfile
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import assert_same, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,38 +19,6 @@ import bernmf
 from bernmf.data.observed import Observed, as_observed
 from bernmf.results.fit import Fit
 from bernmf.results.loading import load_metadata
-
-
-def assert_same(saved, loaded, where="fit"):
-    """Recursive equality: arrays bit for bit with dtype, indexes with dtype and name."""
-    if dataclasses.is_dataclass(saved):
-        for field in dataclasses.fields(saved):
-            name = field.name
-            assert_same(getattr(saved, name), getattr(loaded, name), f"{where}.{name}")
-    elif isinstance(saved, pd.Index):
-        assert isinstance(loaded, pd.Index), where
-        pd.testing.assert_index_equal(saved, loaded, exact=True, obj=where)
-        assert saved.name == loaded.name, where
-    elif isinstance(saved, tuple) and hasattr(saved, "_fields"):  # Prior, Observed
-        assert type(saved) is type(loaded), where
-        for name in saved._fields:
-            assert_same(getattr(saved, name), getattr(loaded, name), f"{where}.{name}")
-    elif isinstance(saved, np.ndarray | np.generic):
-        assert type(saved) is type(loaded), where
-        assert saved.dtype == loaded.dtype and saved.shape == loaded.shape, where
-        np.testing.assert_array_equal(saved, loaded, err_msg=where, strict=True)
-    elif isinstance(saved, dict):
-        assert isinstance(loaded, dict) and list(saved) == list(loaded), where
-        for key in saved:
-            assert_same(saved[key], loaded[key], f"{where}[{key!r}]")
-    elif isinstance(saved, list | tuple):
-        assert type(saved) is type(loaded) and len(saved) == len(loaded), where
-        for i, (a, b) in enumerate(zip(saved, loaded, strict=True)):
-            assert_same(a, b, f"{where}[{i}]")
-    elif isinstance(saved, float) and np.isnan(saved):  # e.g. nuts' timings["compile"]
-        assert type(loaded) is float and np.isnan(loaded), (where, saved, loaded)
-    else:
-        assert type(saved) is type(loaded) and saved == loaded, (where, saved, loaded)
 
 
 @pytest.fixture(scope="module")
@@ -293,7 +262,7 @@ def small_file(tmp_path_factory):
     return fit, path.read_bytes()
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=examples(100), deadline=None, derandomize=True)
 @given(data=st.data())
 def test_damaged_files_load_equal_or_raise_value_error(small_file, tmp_path_factory, data):
     fit, content = small_file

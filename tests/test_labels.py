@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,7 +108,7 @@ def assert_identical(loaded, index):
         assert [type(v) for v in loaded] == [type(v) for v in index]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(indexes())
 def test_every_supported_index_round_trips_through_json(index):
     assert_identical(through_json(index), index)

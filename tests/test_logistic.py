@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_file
+from helpers import examples, shared_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import expit
@@ -146,7 +146,7 @@ def assert_non_increasing(trace):
 
 
 @pytest.mark.filterwarnings("ignore:.*no observed entry")
-@settings(max_examples=20, deadline=None, derandomize=True)
+@settings(max_examples=examples(20), deadline=None, derandomize=True)
 @given(
     seed=st.integers(0, 2**32 - 1),
     observed=st.floats(0.3, 1.0),
@@ -162,7 +162,7 @@ def test_logsvd_loss_never_increases(seed, observed, svd):
     assert fit.n_iter == len(fit.trace) - 1 <= MAX_ITER
 
 
-@settings(max_examples=20, deadline=None, derandomize=True)
+@settings(max_examples=examples(20), deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1), m=st.floats(0.5, 12.0))
 def test_logpca_loss_never_increases_without_missing_entries(seed, m):
     # without missing entries eta = m q does not depend on mu, so the updates of mu and
@@ -173,7 +173,7 @@ def test_logpca_loss_never_increases_without_missing_entries(seed, m):
 
 
 @pytest.mark.filterwarnings("ignore:.*no observed entry")
-@settings(max_examples=20, deadline=None, derandomize=True)
+@settings(max_examples=examples(20), deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1), observed=st.floats(0.3, 1.0), m=st.floats(0.5, 12.0))
 def test_logpca_with_missing_entries_keeps_no_final_increase(seed, observed, m):
     # R's update of mu holds eta fixed although eta depends on mu at missing entries, so

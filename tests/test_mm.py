@@ -6,8 +6,8 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers import examples, mm_cases, random_problem
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import bernmf
 from bernmf.inference._compile import cache_size
@@ -57,14 +57,6 @@ def numpy_em_ecm(Y, O, W, H, n_iter):
     return W, H
 
 
-def random_problem(seed, M, N, K, density=0.4, observed=0.7):
-    rng = np.random.default_rng(seed)
-    Y = (rng.random((M, N)) < density).astype(float)
-    O = rng.random((M, N)) < observed
-    W = rng.random((M, K)) + 0.05
-    return Y, O, W / W.sum(axis=1, keepdims=True), rng.random((K, N)) * 0.9 + 0.05
-
-
 def test_mm_matches_numpy_reference_for_50_iterations():
     Y, O, W0, H0 = random_problem(0, 30, 20, 4)
     O[3] = False  # an empty row (gamma > 1: W goes to the prior mode)
@@ -99,31 +91,7 @@ def test_em_is_mm_at_the_flat_prior_and_equals_responsibility_em():
     assert em.engine == "em" and em.prior is None
 
 
-@st.composite
-def mm_cases(draw):
-    # few sizes, so that examples share compiled programs; 1 and 7 are the edges
-    M, N = draw(st.sampled_from([1, 2, 3, 7])), draw(st.sampled_from([1, 2, 3, 7]))
-    K = draw(st.sampled_from([k for k in (1, 2, 5) if k <= max(M, N)]))  # fit refuses more
-    seed = draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
-    Y = (rng.random((M, N)) < draw(st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]))).astype(float)
-    if M > 1 and draw(st.booleans()):
-        Y[0] = draw(st.sampled_from([0.0, 1.0]))  # an all-zero or all-one row
-    O = rng.random((M, N)) < draw(st.sampled_from([0.3, 0.7, 1.0]))
-    if draw(st.booleans()):
-        O[rng.integers(M)] = False  # an empty row
-    if draw(st.booleans()):
-        O[:, rng.integers(N)] = False  # an empty column
-    O[rng.integers(M), rng.integers(N)] = True  # at least one observed entry
-    per_component = draw(st.booleans())
-    size = K if per_component else None
-    prior = bernmf.Prior(
-        *(1 + rng.exponential(0.5, size) * draw(st.sampled_from([0, 1])) for _ in range(3))
-    )
-    return Y, O, K, prior, seed
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mm_cases())
 def test_objective_never_increases(case):
     Y, O, K, prior, seed = case

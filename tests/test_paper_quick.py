@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from conftest import shared_file
+from helpers import shared_file
 
 import bernmf
 from bernmf.data.observed import as_observed

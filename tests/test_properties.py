@@ -19,6 +19,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -59,7 +60,7 @@ def cases(count: int) -> settings:
     """Hypothesis settings: ``count`` reproducible examples, without deadline (the first
     fits of a shape compile)."""
     return settings(
-        max_examples=count,
+        max_examples=examples(count),
         deadline=None,
         derandomize=True,
         suppress_health_check=[HealthCheck.too_slow],

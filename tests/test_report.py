@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import types
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ import pytest
 import bernmf
 from bernmf import plot
 from bernmf.cli.parser import main
+from bernmf.inference import get_engine
 from bernmf.studies.report import budget as quick
 from bernmf.studies.report import page
 from bernmf.studies.report import run as report
@@ -426,17 +428,65 @@ def test_an_engine_hopeless_by_its_operations_is_left_out_without_a_probe(monkey
     assert np.isnan(planned[0][3])  # no seconds planned
 
 
-def test_the_estimate_of_a_fit_is_near_its_time():
-    Y, _, _ = bernmf.simulate(1, 300, 200, 4, bernmf.Prior(0.3, 0.6, 0.5))
-    split = bernmf.data.split.paper_split(Y.shape)
-    options = {"max_iter": 300, "tol": 0.0}  # exactly 300 iterations
-    report.estimate(Y, split, "em", 4, options, 1)  # compiles
-    compiled = report.estimate(Y, split, "em", 4, options, 0)
-    per_fit = (report.estimate(Y, split, "em", 4, options, 10) - compiled) / 10
-    spent = np.median(
-        [bernmf.fit(Y, "em", 4, mask=split.train, **options).timings["run"] for _ in range(3)]
-    )
-    assert spent / 4 < per_fit < spent * 4
+def probes(monkeypatch, timed):
+    """Make the budget's probe fits return ``timed``'s ``(compile, run, iterations)`` in
+    turn, as a fit measured by a fake clock would; returns the options of each call."""
+    calls, timed = [], list(timed)
+
+    def probe(Y, engine, rank, **options):
+        calls.append(options)
+        compile_seconds, run, n_iter = timed.pop(0)
+        timings = {"compile": compile_seconds, "run": run}
+        return types.SimpleNamespace(timings=timings, n_iter=n_iter)
+
+    monkeypatch.setattr(quick, "fit", probe)
+    return calls
+
+
+def test_the_estimate_is_compile_plus_fits_times_the_probes_seconds_per_iteration(
+    small, monkeypatch
+):
+    """A probe compiles; one stopped after an iteration and one after a few time the
+    iterations between them (without a call's fixed cost), times max_iter per fit."""
+    split = bernmf.data.split.paper_split(small.shape)
+    calls = probes(monkeypatch, [(2.0, 0.5, 1), (0.0, 0.25, 1), (0.0, 1.25, 11)])
+    seconds = quick.estimate(small, split, "em", 3, {"max_iter": 300}, 4)
+    assert seconds == pytest.approx(2.0 + 4 * 300 * (1.25 - 0.25) / (11 - 1), rel=1e-12)
+    assert [c["tol"] for c in calls] == [1e300, 1e300, 1e-2]  # once, once, a few
+    assert all(c["max_iter"] == 300 and c["mask"] is split.train for c in calls)
+    # iterations too fast to tell from the call: the few iterations' call, per iteration
+    probes(monkeypatch, [(2.0, 0.5, 1), (0.0, 0.25, 1), (0.0, 0.2, 11)])
+    seconds = quick.estimate(small, split, "em", 3, {}, 4)  # em's default max_iter
+    max_iter = get_engine("em").options["max_iter"]
+    assert seconds == pytest.approx(2.0 + 4 * max_iter * 0.2 / 11, rel=1e-12)
+
+
+def test_the_estimate_of_a_sampler_counts_its_probe_draws(small, monkeypatch):
+    split = bernmf.data.split.paper_split(small.shape)
+    calls = probes(monkeypatch, [(3.0, 0.8, 0)])  # one probe: 2 + 2 draws
+    seconds = quick.estimate(small, split, "gibbs", 3, {"num_samples": 100}, 2)
+    warmup = get_engine("gibbs").options["num_warmup"]
+    assert seconds == pytest.approx(3.0 + 2 * (warmup + 100) * 0.8 / 4, rel=1e-12)
+    assert calls == [
+        {"mask": split.train, "num_samples": 2, "num_warmup": 2, "progress": False}
+    ]  # fmt: skip
+
+
+def test_the_probes_stop_after_one_iteration_then_a_few_on_one_program(small, monkeypatch):
+    """What the estimate's formula assumes of the real probes (their seconds are timed by
+    benchmarks/report_estimate.py)."""
+    made, real = [], quick.fit
+
+    def spy(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(quick, "fit", spy)
+    split = bernmf.data.split.paper_split(small.shape)
+    quick.estimate(small, split, "em", 3, {"max_iter": 300}, 1)
+    _, once, more = made
+    assert once.n_iter == 1 < more.n_iter < 300
+    assert once.timings["compile"] == more.timings["compile"] == 0.0  # the probe's program
 
 
 def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import shared_file
+from helpers import shared_file
 
 from bernmf.data.datasets import SHAPES
 from bernmf.data.split import Split, paper_split, random_split

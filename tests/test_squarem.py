@@ -11,10 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_file
+from helpers import examples, mm_cases, random_problem, shared_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_mm import mm_cases, random_problem
 
 import bernmf
 from bernmf.data.observed import as_observed
@@ -136,7 +135,7 @@ def test_an_extrapolation_that_raises_the_objective_falls_back_to_plain_mm():
     assert np.all(np.diff(np.asarray(solution.trace)) <= 0)
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=examples(100), deadline=None, derandomize=True)
 @given(
     st.integers(0, 2**32 - 1),
     st.floats(1.0, 1e3),
@@ -164,7 +163,7 @@ def test_extrapolated_points_are_feasible(seed, max_step, boundary_share):
     assert np.all(H[points[2].H > 0] > 0) and np.all(H[points[2].H < 1] < 1)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mm_cases(), st.sampled_from(["float64", "auto"]))
 def test_accelerated_objective_never_increases(case, dtype):
     Y, O, K, prior, seed = case

@@ -1,0 +1,117 @@
+"""What several test modules share: the shared data folder, exact equality of saved fits,
+random MM problems, and Hypothesis example counts.
+
+Test modules import from here (and from ``untrusted_files`` for hostile files), never from
+one another (``tests/test_suite.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+
+import bernmf
+
+SHARED = Path(os.environ.get("BERNMF_SHARED_DIR", Path(__file__).parents[1].parent / "shared"))
+"""The paper's data and R references (``BERNMF_SHARED_DIR``, else ``../shared``)."""
+
+
+def shared_file(*parts: str) -> Path:
+    """Path of a file under :data:`SHARED`; in CI a missing file fails, elsewhere it skips."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        message = f"{path} not found (set BERNMF_SHARED_DIR to the shared folder)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+CI_EXAMPLES = 100
+"""``max_examples`` of the ``ci`` Hypothesis profile (``tests/conftest.py``), Hypothesis's own."""
+
+
+def examples(count: int) -> int:
+    """Hypothesis examples of a property that runs ``count`` in CI, under the loaded profile.
+
+    ``count`` scaled by the profile's ``max_examples`` against :data:`CI_EXAMPLES`,
+    rounded up: ``count`` under ``ci``, a tenth under ``fast``. Read when a test module
+    is imported, after pytest has loaded the profile.
+    """
+    return math.ceil(count * settings.default.max_examples / CI_EXAMPLES)
+
+
+def assert_same(saved, loaded, where="fit"):
+    """Recursive equality: arrays bit for bit with dtype, indexes with dtype and name."""
+    if dataclasses.is_dataclass(saved):
+        for field in dataclasses.fields(saved):
+            name = field.name
+            assert_same(getattr(saved, name), getattr(loaded, name), f"{where}.{name}")
+    elif isinstance(saved, pd.Index):
+        assert isinstance(loaded, pd.Index), where
+        pd.testing.assert_index_equal(saved, loaded, exact=True, obj=where)
+        assert saved.name == loaded.name, where
+    elif isinstance(saved, tuple) and hasattr(saved, "_fields"):  # Prior, Observed
+        assert type(saved) is type(loaded), where
+        for name in saved._fields:
+            assert_same(getattr(saved, name), getattr(loaded, name), f"{where}.{name}")
+    elif isinstance(saved, np.ndarray | np.generic):
+        assert type(saved) is type(loaded), where
+        assert saved.dtype == loaded.dtype and saved.shape == loaded.shape, where
+        np.testing.assert_array_equal(saved, loaded, err_msg=where, strict=True)
+    elif isinstance(saved, dict):
+        assert isinstance(loaded, dict) and list(saved) == list(loaded), where
+        for key in saved:
+            assert_same(saved[key], loaded[key], f"{where}[{key!r}]")
+    elif isinstance(saved, list | tuple):
+        assert type(saved) is type(loaded) and len(saved) == len(loaded), where
+        for i, (a, b) in enumerate(zip(saved, loaded, strict=True)):
+            assert_same(a, b, f"{where}[{i}]")
+    elif isinstance(saved, float) and np.isnan(saved):  # e.g. nuts' timings["compile"]
+        assert type(loaded) is float and np.isnan(loaded), (where, saved, loaded)
+    else:
+        assert type(saved) is type(loaded) and saved == loaded, (where, saved, loaded)
+
+
+def random_problem(seed, M, N, K, density=0.4, observed=0.7):
+    """``(Y, O, W, H)``: random binary Y (M, N), mask O, and a start W (M, K), H (K, N)
+    inside the constraints."""
+    rng = np.random.default_rng(seed)
+    Y = (rng.random((M, N)) < density).astype(float)
+    O = rng.random((M, N)) < observed
+    W = rng.random((M, K)) + 0.05
+    return Y, O, W / W.sum(axis=1, keepdims=True), rng.random((K, N)) * 0.9 + 0.05
+
+
+@st.composite
+def mm_cases(draw):
+    """``(Y, O, K, prior, seed)``: small MM problems with their edges (all-zero and all-one
+    rows, empty rows and columns, per-component priors)."""
+    # few sizes, so that examples share compiled programs; 1 and 7 are the edges
+    M, N = draw(st.sampled_from([1, 2, 3, 7])), draw(st.sampled_from([1, 2, 3, 7]))
+    K = draw(st.sampled_from([k for k in (1, 2, 5) if k <= max(M, N)]))  # fit refuses more
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    Y = (rng.random((M, N)) < draw(st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]))).astype(float)
+    if M > 1 and draw(st.booleans()):
+        Y[0] = draw(st.sampled_from([0.0, 1.0]))  # an all-zero or all-one row
+    O = rng.random((M, N)) < draw(st.sampled_from([0.3, 0.7, 1.0]))
+    if draw(st.booleans()):
+        O[rng.integers(M)] = False  # an empty row
+    if draw(st.booleans()):
+        O[:, rng.integers(N)] = False  # an empty column
+    O[rng.integers(M), rng.integers(N)] = True  # at least one observed entry
+    per_component = draw(st.booleans())
+    size = K if per_component else None
+    prior = bernmf.Prior(
+        *(1 + rng.exponential(0.5, size) * draw(st.sampled_from([0, 1])) for _ in range(3))
+    )
+    return Y, O, K, prior, seed
