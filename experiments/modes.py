@@ -121,7 +121,7 @@ def fit_pool(Y, split, grid: dict, pool: int, dtype: str) -> Pool:
     data = as_observed(Y, split.train)
     settings, val, test, objective, seconds = [], [], [], [], []
     for rank in grid["ranks"]:
-        priors = [bernmf.Prior(a, b) for a, b in grid["priors"] for _ in range(pool)]
+        priors = [bernmf.Prior(a, b, 1.0) for a, b in grid["priors"] for _ in range(pool)]
         seeds = [s for _ in grid["priors"] for s in range(pool)]
         begin = time.perf_counter()
         batch = mm.run_many(data, rank, priors, seeds, dtype=dtype)

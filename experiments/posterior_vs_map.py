@@ -248,6 +248,7 @@ def dataset_study(name, args):
         args.mm_values,
         mask=split.train,
         validation=split.validation,
+        gamma=1.0,  # as the fits below
         workers=args.workers,
         progress=not args.quiet,
     )

@@ -99,7 +99,7 @@ def mm_pool(Y, split, grid: dict, seeds: int) -> dict[tuple, bernmf.Fit]:
     pool = {}
     for rank in grid["ranks"]:
         settings = [(a, b, s) for a, b in grid["priors"] for s in range(seeds)]
-        priors = [bernmf.Prior(a, b).broadcast(rank) for a, b, _ in settings]
+        priors = [bernmf.Prior(a, b, 1.0).broadcast(rank) for a, b, _ in settings]
         batch = mm.run_many(data, rank, priors, [s for *_, s in settings], dtype=grid["dtype"])
         log(f"  mm rank {rank}: {len(settings)} fits, {batch.run_seconds:.1f} s run")
         for i, (a, b, s) in enumerate(settings):

@@ -32,7 +32,7 @@ def test_the_record_names_options_prior_seeds_data_and_versions(tmp_path):
     result = bernmf.fit(Y, "mm", 2, mask=mask, prior=prior, seed=4, max_iter=30)
     record = result.extras["run"]
     assert record["options"] == {**get_engine("mm").options, "max_iter": 30}
-    assert record["prior"] == {"alpha": [1.2, 1.2], "beta": [1.5, 1.5], "gamma": [1.0, 1.0]}
+    assert record["prior"] == {"alpha": [1.2, 1.2], "beta": [1.5, 1.5], "gamma": [1.2, 1.2]}
     assert (record["engine"], record["rank"], record["seeds"]) == ("mm", 2, [4])
     assert record["data"] == {
         "shape": [30, 20],

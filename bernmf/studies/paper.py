@@ -71,13 +71,13 @@ def nbmf_method(data, split, name, method, ranks, alphas, betas, args, variant):
         options["accelerate"] = args.accelerate
         tuning = tune.grid(
             data, ranks, alphas, betas, mask=split.train, validation=split.validation,
-            seed=VALIDATION_SEED, dtype=args.grid_dtype, progress=not args.quiet,
+            gamma=1.0, seed=VALIDATION_SEED, dtype=args.grid_dtype, progress=not args.quiet,
             stream=sys.stdout, **options,
         )  # fmt: skip
     rows = tuning.table.assign(dataset=name, method=method, stage="validation")
     rows = rows.rename(columns={"validation_perplexity": "perplexity"})
     best = tuning.best
-    prior = Prior(best["alpha"], best["beta"])
+    prior = Prior(best["alpha"], best["beta"], 1.0)  # the paper's gamma
     if variant == "as_published":
         outputs = published.fits(
             observed, best["rank"], [prior] * len(args.seeds), args.seeds, dtype=args.dtype,

@@ -150,7 +150,7 @@ def grid(Y, ranks, alphas, betas, *, mask, validation, seed=0, **options) -> Tun
     rows, timings, best = [], {}, (np.inf, None)
     settings = [(a, b) for a in alphas for b in betas]
     for rank in ranks:
-        priors = [Prior(a, b) for a, b in settings]
+        priors = [Prior(a, b, 1.0) for a, b in settings]  # the paper's gamma
         outputs = fits(data, rank, priors, [seed] * len(priors), **options)
         W, H, _, n_iter, converged, seconds = outputs
         timings[rank] = {"compile": 0.0, "run": seconds}
