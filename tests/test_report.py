@@ -437,7 +437,7 @@ def probes(monkeypatch, timed):
         calls.append(options)
         compile_seconds, run, n_iter = timed.pop(0)
         timings = {"compile": compile_seconds, "run": run}
-        return types.SimpleNamespace(timings=timings, n_iter=n_iter)
+        return types.SimpleNamespace(engine=engine, timings=timings, n_iter=n_iter, sample_stats={})
 
     monkeypatch.setattr(quick, "fit", probe)
     return calls
@@ -463,13 +463,13 @@ def test_the_estimate_is_compile_plus_fits_times_the_probes_seconds_per_iteratio
 
 def test_the_estimate_of_a_sampler_counts_its_probe_draws(small, monkeypatch):
     split = bernmf.data.split.paper_split(small.shape)
-    calls = probes(monkeypatch, [(3.0, 0.8, 0)])  # one probe: 2 + 2 draws
+    # a probe of 2 + 2 draws compiles; the same probe again, compiled, times the draws
+    calls = probes(monkeypatch, [(3.0, 0.8, 0), (0.0, 0.4, 0)])
     seconds = quick.estimate(small, split, "gibbs", 3, {"num_samples": 100}, 2)
     warmup = get_engine("gibbs").options["num_warmup"]
-    assert seconds == pytest.approx(3.0 + 2 * (warmup + 100) * 0.8 / 4, rel=1e-12)
-    assert calls == [
-        {"mask": split.train, "num_samples": 2, "num_warmup": 2, "progress": False}
-    ]  # fmt: skip
+    assert seconds == pytest.approx(3.0 + 2 * (warmup + 100) * 0.4 / 4, rel=1e-12)
+    probe = {"mask": split.train, "num_samples": 2, "num_warmup": 2, "progress": False}
+    assert calls == [probe, probe]
 
 
 def test_the_probes_stop_after_one_iteration_then_a_few_on_one_program(small, monkeypatch):
