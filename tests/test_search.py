@@ -18,10 +18,10 @@ from bernmf.fitting.stack import members_table
 
 @pytest.fixture
 def small(monkeypatch):
-    """A small simulated matrix with a test split, and a search cut to two ranks and two
-    rounds of mm seeds (the ladder and the rounds are what the budget would cut)."""
+    """A small simulated matrix with a test split, and a search cut to two ranks and one
+    round of mm's priors and seeds (the ladder and the rounds are what the budget would cut)."""
     monkeypatch.setattr(search_module, "RANKS", (2, 4))
-    monkeypatch.setattr(search_module, "MM_ROUNDS", 2)
+    monkeypatch.setattr(search_module, "MM_ROUNDS", 1)
     Y, _, _ = bernmf.simulate(1, 40, 30, 3, bernmf.Prior(0.5, 0.5, 0.5))
     split = random_split(Y.shape, (0.85, 0.0, 0.15), seed=1)
     observed = Y.copy()
@@ -42,9 +42,10 @@ def test_a_fit_without_a_rank_is_a_refit_stack_of_the_searched_engines(small):
         ("mm", 4, 1),
     }
     assert record["left_out"] == []
-    # mm: every prior of the grid, two rounds of two seeds each
+    # mm: its default prior at each rank, then every prior of the grid with new seeds
     mm = table[table["engine"] == "mm"]
-    assert len(mm) == 2 * len(search_module.MM_PRIORS) * 2 * search_module.MM_SEEDS
+    assert len(mm) == 2 * (1 + len(search_module.MM_PRIORS) * search_module.MM_SEEDS)
+    assert sorted(set(mm["seed"])) == [0, 1, 2]
     assert record["held_out_entries"] == round(0.15 * np.isfinite(observed).sum())
     score = result.perplexity(Y, split.test)
     assert np.isfinite(score) and score < np.log(2)  # better than a coin, never inf

@@ -3,11 +3,12 @@ fits stacked on held-out entries and refit on every observed entry.
 
 :func:`search` is what ``bernmf.fit(Y)`` (no rank) and ``bernmf fit DATA`` (no ``--rank``)
 run. It holds out a share of the observed entries (:data:`HOLDOUT`), fits a ladder of ranks
-(:data:`RANKS`) of each engine, ``mm`` over a few Beta priors
-(:data:`MM_PRIORS`) and seeds in one compiled call per rank, estimates each next step from
-the time the last one of that engine took (the lowest rank is each engine's probe, always
-fitted) and leaves out what would overrun the fitting share of the budget
-(:data:`FITTING_SHARE`), then adds seeds to ``mm`` while time is left.
+(:data:`RANKS`) of each engine at its default prior, one fit a rank, estimating each next
+step from the time the last one of that engine took (the lowest rank is each engine's probe,
+always fitted) and leaving out what would overrun the fitting share of the budget
+(:data:`FITTING_SHARE`); then, while time is left, rounds of ``mm`` fits at its best ranks
+(:data:`BEST_RANKS`) over a few Beta priors (:data:`MM_PRIORS`) and new seeds, in one
+compiled call per rank.
 :func:`bernmf.stack` mixes every fit on the held-out entries (a setting's seeds share one
 weight) and fits the members of positive weight again on every observed entry
 (``refit=True``): the stacking study (``experiments/stacking.py``) found this the best
@@ -56,9 +57,13 @@ stacking study weighted most on the paper's three datasets."""
 MM_SEEDS = 2
 """mm's seeds per prior and rank in a round; each later round adds as many."""
 
-MM_ROUNDS = 5
-"""At most this many rounds of mm seeds (10 seeds per setting: the stacking study's R on
-animals; more seeds add fits to stack more than they add to the stack's score)."""
+MM_ROUNDS = 4
+"""At most this many rounds of mm's priors and seeds after the ladder (8 seeds per setting;
+more add fits to stack more than they add to the stack's score)."""
+
+BEST_RANKS = 3
+"""mm's ranks of best held-out perplexity on the ladder that the rounds of priors and seeds
+go to."""
 
 
 @dataclasses.dataclass
@@ -152,7 +157,7 @@ def search(
         those left out (``"left_out"``, each with its reason).
     """
     check_real("budget", budget, 0.0, closed="neither")
-    check_seed(seed, MM_SEEDS * MM_ROUNDS)
+    check_seed(seed, 1 + MM_SEEDS * MM_ROUNDS)
     chosen = _check_engines(engines)
     data = as_observed(Y, mask, warn_empty=False)
     if validation is None:
@@ -177,10 +182,11 @@ def search(
     stopped: set[str] = set()
 
     def step(engine: Engine, rank: int, round_: int = 0) -> bool:
-        """Fit one engine at one rank (round 0), or more seeds of it (later rounds), if the
-        estimate fits the budget; False when it does not (a left-out rank is said so)."""
-        priors = list(MM_PRIORS) if engine.name == "mm" else [None]
-        seeds = _seeds(engine, seed, round_)
+        """Fit one engine at one rank with its default prior (round 0), or mm's priors and
+        more seeds (later rounds), if the estimate fits the budget; False when it does not
+        (a left-out rank is said so)."""
+        priors = list(MM_PRIORS) if round_ else [None]  # None: the engine's default prior
+        seeds = _seeds(seed, round_)
         count = len(priors) * len(seeds)
         estimate = clock.estimate(engine.name, rank, count, new_rank=round_ == 0)
         probe = engine.name not in clock.last  # every engine is fitted at least once
@@ -203,7 +209,7 @@ def search(
             {"engine": engine.name, "rank": rank, "round": round_, "fits": count,
              "seconds": seconds, "validation_perplexity": best}
         )  # fmt: skip
-        more = f" (round {round_ + 1} of seeds)" if round_ else ""
+        more = f" (priors and seeds, round {round_})" if round_ else ""
         say(
             progress,
             f"  {engine.name} K={rank}{more}: {count} fit{'s' * (count > 1)} in {seconds:.1f} s,"
@@ -217,9 +223,12 @@ def search(
             if engine.name not in stopped and not step(engine, rank):
                 stopped.add(engine.name)  # its higher ranks cost more still
     mm = [e for e in chosen if e.name == "mm"]
-    tried = [f["rank"] for f in fitted if f["engine"] == "mm"]
-    for round_ in range(1, MM_ROUNDS if mm else 0):
-        if not all(step(mm[0], rank, round_) for rank in tried):
+    explored = sorted(
+        (f["validation_perplexity"], f["rank"]) for f in fitted if f["engine"] == "mm"
+    )
+    best_ranks = [rank for _, rank in explored[:BEST_RANKS]]
+    for round_ in range(1, MM_ROUNDS + 1 if mm else 0):
+        if not all(step(mm[0], rank, round_) for rank in best_ranks):
             break
     if not fits:
         raise ValueError(
@@ -248,10 +257,13 @@ def _quiet(engine: Engine) -> dict:
     return {"progress": False} if "progress" in engine.options else {}
 
 
-def _seeds(engine: Engine, seed: int, round_: int) -> list[int]:
-    """The seeds of round ``round_``: :data:`MM_SEEDS` new ones a round for ``mm``, else one."""
-    count = MM_SEEDS if engine.name == "mm" else 1
-    return list(range(seed + round_ * count, seed + (round_ + 1) * count))
+def _seeds(seed: int, round_: int) -> list[int]:
+    """The seeds of round ``round_``: ``seed`` in round 0, then :data:`MM_SEEDS` new ones a
+    round."""
+    if round_ == 0:
+        return [seed]
+    first = seed + 1 + (round_ - 1) * MM_SEEDS
+    return list(range(first, first + MM_SEEDS))
 
 
 def summary(result: Fit) -> list[str]:
