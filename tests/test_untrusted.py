@@ -178,6 +178,7 @@ TAMPERED = """
 import numpy as np
 from scipy import sparse
 import bernmf
+from bernmf.studies.report.run import describe_data
 
 Y = (np.random.default_rng(0).random((30, 20)) < 0.3).astype(float)
 def tampered(layout, field, value):
@@ -199,12 +200,17 @@ for layout, field, value in cases:
             bernmf.fit(data, "mm", 2, mask=mask, max_iter=2)
         except ValueError as error:
             print("ValueError:", error, flush=True)
-for layout, field, value in cases:  # the scikit-learn front end
-    print(layout, field, "X", flush=True)
-    try:
-        bernmf.NBMF(n_components=2, max_iter=2).fit(tampered(layout, field, value))
-    except ValueError as error:
-        print("ValueError:", error, flush=True)
+for layout, field, value in cases:  # the scikit-learn front end, the report's table
+    for argument in ("X", "data"):
+        print(layout, field, argument, flush=True)
+        matrix = tampered(layout, field, value)
+        try:
+            if argument == "X":
+                bernmf.NBMF(n_components=2, max_iter=2).fit(matrix)
+            else:
+                describe_data("data", matrix)
+        except ValueError as error:
+            print("ValueError:", error, flush=True)
 """
 
 
@@ -218,7 +224,7 @@ def test_inconsistent_sparse_matrices_in_memory_are_refused_not_a_crash():
     lines = done.stdout.splitlines()
     assert done.returncode == 0, f"ended with {done.returncode} after {lines[-1:]}"
     cases, errors = lines[0::2], lines[1::2]
-    assert len(cases) == len(errors) == 33
+    assert len(cases) == len(errors) == 44
     for case, error in zip(cases, errors, strict=True):
         layout, field, argument = case.split()
         shown = {"lil": "row 5's lists", "coo": "field 'row'"}.get(layout, f"field {field!r}")

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from bernmf import tune
-from bernmf.data.observed import as_observed
+from bernmf.data.observed import as_observed, is_sparse
+from bernmf.data.sparse import checked_coo
 from bernmf.data.split import paper_split
 from bernmf.fitting import runner
 from bernmf.fitting.ensemble import MODES_WARNING
@@ -122,7 +123,7 @@ class Report:
 
 def describe_data(name: str, Y) -> dict:
     """``dataset``, ``rows``, ``columns``, ``missing`` fraction and ``density`` of ones."""
-    values = Y.toarray() if hasattr(Y, "toarray") else np.asarray(Y, dtype=float)
+    values = checked_coo(Y, name).toarray() if is_sparse(Y) else np.asarray(Y, dtype=float)
     observed = ~np.isnan(values)
     M, N = values.shape
     return {
