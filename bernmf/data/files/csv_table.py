@@ -183,7 +183,10 @@ def read_csv(path, values=(0, 1)) -> pd.DataFrame:
     ------
     ValueError
         If a cell of the data is anything other than ``values`` or missing, or the
-        file has no data cell.
+        file has no data cell; if the file is damaged (compressed data, UTF-8), or its
+        text, columns or a line would take more than the memory budget to read (the
+        path is read by :mod:`~bernmf.data.files.streams`, which bounds them), the
+        message naming the file and the budget.
     """
     with streams.untrusted(path):
         try:
