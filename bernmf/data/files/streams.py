@@ -68,7 +68,7 @@ class FileRefused(ValueError):
 
 
 class OverBudget(FileRefused):
-    """More text, or a longer line, than the memory budget allows for its reader."""
+    """More text, columns or a longer line than the memory budget allows for its reader."""
 
 
 MALFORMED = (
