@@ -15,7 +15,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bernmf.api import fit as fit_engine
-from bernmf.data.observed import Observed, as_observed
+from bernmf.data.observed import Observed, as_observed, is_sparse
+from bernmf.data.sparse import checked_coo
 from bernmf.inference import get_engine
 from bernmf.inference.fold_in import fold_in
 from bernmf.models.spec import Prior, observed_probability, warn_zero_probability
@@ -120,6 +121,8 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _binary(self, X, *, reset: bool) -> np.ndarray:
         """X validated, as float64 0/1 with NaN where missing, shape (n, n_features)."""
+        if is_sparse(X):  # its arrays checked before sklearn or scipy read them
+            X = checked_coo(X, "X")
         values = validate_data(
             self,
             X,

@@ -82,14 +82,16 @@ def test_a_bomb_of_any_format_is_refused_at_the_budget_naming_file_and_budget(
         content = COMPRESS[suffix](text)
     path = tmp_path / f"bomb.csv{suffix}"
     path.write_bytes(content)
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4e6")  # CSV text: 200 KB
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4e6")  # text: (4 MB - 100 x 2048) / 20
     calls = every_reader(path)
     if not suffix:  # lines of a plain file are counted, or skipped, one at a time
         assert calls.pop("count_rows")() == 5000
         assert calls.pop("read_rows")().shape == (5, 100)
     for name, read in calls.items():
         with pytest.raises(
-            ValueError, match=r"more text .*than 200.0 KB, 1/20 of the memory budget of 4.0 MB"
+            ValueError,
+            match=r"more text .*than 189.8 KB: its reader takes up to 20 bytes of memory a "
+            r"byte, beside 204.8 KB for its columns, within the memory budget of 4.0 MB",
         ) as error:
             read()
         assert str(error.value).startswith(str(path)), name
@@ -108,22 +110,33 @@ def test_rows_of_a_large_plain_csv_are_bounded_by_what_is_kept(tmp_path, monkeyp
     """A process of a distributed fit reads its block of a file larger than its budget."""
     path = tmp_path / "y.csv"
     path.write_text(ROW * 5000)  # 1 MB
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4e6")  # CSV text: 200 KB
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4e6")  # text: 189.8 KB
     assert readers.count_rows(path) == 5000  # one line at a time
     assert readers.read_rows(path, 4000, 4500).shape == (500, 100)  # 100 KB kept
-    with pytest.raises(ValueError, match=r"y.csv: more text than 200.0 KB"):
+    with pytest.raises(ValueError, match=r"y.csv: more text than 189.8 KB"):
         readers.read_rows(path, 1000, 3000)
 
 
 def test_a_refusal_too_large_to_name_its_cells_says_so(tmp_path, monkeypatch):
     path = tmp_path / "typo.csv"
     path.write_text(ROW * 2000 + "0,x\n")  # 400 KB: read as numbers, not as text cells
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "16e6")  # numbers: 800 KB, cells: 200 KB
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "16e6")  # numbers: 790 KB, cells: 195 KB
     with pytest.raises(ValueError, match=r"typo.csv: .*\(its cells are not named: more text"):
         readers.read_matrix(path)
     monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "64e6")
     with pytest.raises(ValueError, match=r"typo.csv: cells must be 0, 1 or empty; found \['x'\]"):
         readers.read_matrix(path)
+
+
+def test_a_table_of_too_many_columns_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    """pandas spends about 1.5 KB a column: one line of 10^6 cells (2 MB) took 1.5 GB."""
+    path = tmp_path / "wide.csv.gz"
+    path.write_bytes(gzip.compress(("0," * 4999 + "1\n").encode() * 2))  # 10 KB a line
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4e6")  # 1953 columns, a line of 62.5 KB
+    message = r"wide.csv.gz: 5000 columns take about 10.2 MB to read \(2048 bytes a column\)"
+    for read in every_reader(path).values():
+        with pytest.raises(ValueError, match=message):
+            read()
 
 
 BOMB_READ = """
@@ -150,7 +163,7 @@ def test_reading_a_bomb_takes_the_budget_at_most(tmp_path):
         [sys.executable, "-c", BOMB_READ, str(path)], env=env, capture_output=True, text=True
     )
     message, peak = done.stdout.splitlines()
-    assert message.startswith(f"{path}: more text once decompressed than 500.0 KB")
+    assert message.startswith(f"{path}: more text once decompressed than 489.8 KB")
     assert int(peak) < 1e7 + 30e6, int(peak)
 
 

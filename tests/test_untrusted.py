@@ -18,31 +18,49 @@ from scipy import sparse
 from bernmf.data.files import readers
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKERS, FILES = 2, 1100
-"""Worker processes of the fuzz, and files each generates and reads (2200 in all)."""
+WORKERS = 2
+"""Worker processes of the fuzz, each with its own seed."""
 
 
-def test_fuzzed_files_are_read_or_refused_with_a_value_error_naming_them(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1"}
+def fuzz(folder: Path, files: int, matrices: int) -> None:
+    """``files`` generated files read, and ``matrices`` tampered matrices checked, by each
+    worker (:mod:`tests.untrusted_files`): no crash, no error but a ValueError naming the
+    file (or a ValueError or TypeError naming the argument)."""
+    env = {
+        **os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
+        "BERNMF_MEMORY_BUDGET": "2e6",  # 100 KB of CSV text: bombs are small to make
+    }  # fmt: skip
     workers = []
     for seed in range(WORKERS):
-        folder = tmp_path / str(seed)
-        folder.mkdir()
-        command = [sys.executable, "-m", "tests.untrusted_files", str(seed), str(FILES), folder]
+        (folder / str(seed)).mkdir()
+        command = [sys.executable, "-m", "tests.untrusted_files", str(seed), str(files)]
+        command += [str(folder / str(seed)), str(matrices)]
         workers.append(
             subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
         )
-    failures, read = [], 0
+    failures, read, checked = [], 0, 0
     for worker in workers:
-        stdout, _ = worker.communicate(timeout=300)
+        stdout, _ = worker.communicate(timeout=500)
         lines = stdout.splitlines()
-        files = [line for line in lines if line.startswith("file ")]
-        read += len(files)
+        started = [line for line in lines if line.startswith(("file ", "matrix "))]
+        read += sum(line.startswith("file ") for line in started)
+        checked += sum(line.startswith("matrix ") for line in started)
         if worker.returncode != 0:
-            failures.append(f"worker ended with {worker.returncode} reading {files[-1:]}")
+            failures.append(f"worker ended with {worker.returncode} at {started[-1:]}")
         failures += [line for line in lines if line.startswith("{")]
     assert not failures, "\n".join(failures[:20])
-    assert read == WORKERS * FILES
+    assert (read, checked) == (WORKERS * files, WORKERS * matrices)
+
+
+def test_fuzzed_files_and_matrices_are_read_or_refused_naming_them(tmp_path):
+    """A deterministic subset of the fuzz below: 480 files, 120 matrices."""
+    fuzz(tmp_path, files=240, matrices=60)
+
+
+@pytest.mark.slow
+def test_thousands_of_fuzzed_files_and_matrices_are_read_or_refused_naming_them(tmp_path):
+    """3200 files of 12 formats (compressed CSVs included) and 600 matrices of 7 layouts."""
+    fuzz(tmp_path, files=1600, matrices=300)
 
 
 def save_npz(path, **fields):
@@ -160,6 +178,7 @@ TAMPERED = """
 import numpy as np
 from scipy import sparse
 import bernmf
+from bernmf.studies.report.run import describe_data
 
 Y = (np.random.default_rng(0).random((30, 20)) < 0.3).astype(float)
 def tampered(layout, field, value):
@@ -181,6 +200,17 @@ for layout, field, value in cases:
             bernmf.fit(data, "mm", 2, mask=mask, max_iter=2)
         except ValueError as error:
             print("ValueError:", error, flush=True)
+for layout, field, value in cases:  # the scikit-learn front end, the report's table
+    for argument in ("X", "data"):
+        print(layout, field, argument, flush=True)
+        matrix = tampered(layout, field, value)
+        try:
+            if argument == "X":
+                bernmf.NBMF(n_components=2, max_iter=2).fit(matrix)
+            else:
+                describe_data("data", matrix)
+        except ValueError as error:
+            print("ValueError:", error, flush=True)
 """
 
 
@@ -194,7 +224,7 @@ def test_inconsistent_sparse_matrices_in_memory_are_refused_not_a_crash():
     lines = done.stdout.splitlines()
     assert done.returncode == 0, f"ended with {done.returncode} after {lines[-1:]}"
     cases, errors = lines[0::2], lines[1::2]
-    assert len(cases) == len(errors) == 22
+    assert len(cases) == len(errors) == 44
     for case, error in zip(cases, errors, strict=True):
         layout, field, argument = case.split()
         shown = {"lil": "row 5's lists", "coo": "field 'row'"}.get(layout, f"field {field!r}")

@@ -1,18 +1,28 @@
-"""Damaged and crafted files for every reader and ``bernmf.load``: the fuzz of test_untrusted.
+"""Damaged and crafted files for every reader and ``bernmf.load``, and tampered sparse
+matrices in memory: the fuzz of test_untrusted.
 
-``python -m tests.untrusted_files SEED COUNT FOLDER`` writes COUNT files generated from
-SEED in FOLDER, one at a time, and reads each with every reader that takes its
-format. Before reading a file it prints ``file <name>`` (so that a crash names it),
-after it one JSON line ``{"file", "reader", "outcome", "message"}`` per reader whose
-outcome is not a success or a ValueError naming the file. A file is a valid one
-(``.npy``, dense and sparse ``.npz``, CSV, Parquet, a saved fit), then byte flips,
-a truncation or a crafted header or field.
+``python -m tests.untrusted_files SEED COUNT FOLDER [MATRICES]`` writes COUNT files
+generated from SEED in FOLDER, one at a time, and reads each with every reader that
+takes its format; then builds MATRICES (default 0) scipy.sparse matrices of every
+layout, tampers with their arrays, and checks each as Y and as a mask
+(:func:`bernmf.data.observed.as_observed`). Before reading a file it prints ``file
+<name>`` (so that a crash names it), before a matrix ``matrix <i> <layout>``; after it
+one JSON line ``{"file", "reader", "outcome", "message"}`` per reader whose outcome is
+not a success or a ValueError naming the file (for a matrix: a ValueError or TypeError
+naming the argument). A file is a valid one (``.npy``, dense and sparse ``.npz``, CSV,
+Parquet, a saved fit, a compressed CSV), then byte flips, a truncation or a crafted
+header or field; a compressed CSV may also be a bomb (a repeated row, or one line,
+inflating past the memory budget), of several members, or mislabelled. Run it with a
+small ``BERNMF_MEMORY_BUDGET`` so that bombs are cheap to make.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import json
+import lzma
 import random
 import sys
 import warnings
@@ -23,8 +33,14 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-KINDS = ("npy", "npz", "csr", "csc", "coo", "csv", "parquet", "fit")
-"""The formats generated, in turn."""
+KINDS = ("npy", "npz", "csr", "csc", "coo", "csv", "parquet", "fit", "gz", "bz2", "xz", "zip")
+"""The formats generated, in turn (the last four: compressed CSVs, ``.csv.gz`` ...)."""
+CODECS = {
+    "gz": gzip.compress,
+    "bz2": bz2.compress,
+    "xz": lzma.compress,
+    "zip": lambda data: zip_bytes({"y.csv": data}, True),
+}
 
 DESCRS = ["<f8", "|b1", "|i1", "<i8", ">f4", "|O", "<U3", "|S2", "|V8", "<M8[D]", "<c16", "x"]
 SHAPES = ["(4, 3)", "(3,)", "()", "(10**12,)", "(4, 3, 2)", "(2**62, 2**62)", "(-1, 3)", "(0, 3)"]
@@ -167,8 +183,54 @@ def crafted_fit(rng: random.Random, valid: bytes) -> bytes:
     return zip_bytes(members, True)
 
 
+def compressed_file(kind: str, rng: random.Random, folder: Path) -> bytes:
+    """A CSV compressed by ``kind``: valid, a bomb, of several members, mislabelled, or
+    valid then flipped, truncated or crafted."""
+    text, compress = valid_file("csv", rng, folder), CODECS[kind]
+    how = rng.random()
+    if how < 0.15:  # a repeated row past the budget's share of text, or one endless line
+        row = text.splitlines(keepends=True)[-1] if text.strip() else b"0,1\n"
+        bomb = row * (rng.choice([2, 20]) * 10**5 // len(row))
+        return compress(bomb.replace(b"\n", b",") if rng.random() < 0.3 else bomb)
+    if how < 0.3:  # several members: gzip, bz2 and xz read them all; a .zip needs one file
+        cut = rng.randrange(len(text) + 1)
+        if kind == "zip":
+            members = {"a.csv": text[:cut], "b.csv": text[cut:], "d/": b""}
+            keep = rng.sample(sorted(members), rng.randint(0, 3))
+            return zip_bytes({name: members[name] for name in keep}, rng.random() < 0.5)
+        return compress(text[:cut]) + compress(text[cut:]) + rng.choice([b"", b"\0" * 8, b"x"])
+    if how < 0.4:  # mislabelled: another codec's bytes, plain text, an .npz
+        other = rng.choice([*(c for k, c in CODECS.items() if k != kind), lambda d: d])
+        return rng.choice([other(text), zip_bytes({"Y.npy": npy_bytes(np.eye(2))}, False)])
+    if how < 0.5:  # crafted text: any cells, a field longer than csv's limit, latin-1
+        long_field = b'"' + b"x" * 140_000 + b'",1\n'
+        latin1 = text.replace(b"r", b"\xe9")
+        return compress(rng.choice([crafted_file("csv", rng, text), long_field, latin1]))
+    if how < 0.55 and kind == "zip":  # an encrypted member, a damaged directory
+        content = bytearray(compress(text))
+        if rng.random() < 0.5:
+            content[6] |= 1
+            content[content.find(b"PK\x01\x02") + 8] |= 1
+        else:
+            end = content.rfind(b"PK\x05\x06")
+            field = rng.choice([12, 16])
+            content[end + field : end + field + 4] = rng.randrange(2**32).to_bytes(4, "little")
+        return bytes(content)
+    content = compress(text)
+    if how < 0.8:
+        content = bytearray(content)
+        for _ in range(rng.randint(1, 3)):
+            content[rng.randrange(len(content))] ^= rng.randint(1, 255)
+        return bytes(content)
+    if how < 0.95:
+        return content[: rng.randrange(len(content))]
+    return content
+
+
 def damaged(kind: str, rng: random.Random, folder: Path) -> bytes:
     """A valid file of ``kind``, then flipped, truncated or crafted (or left valid)."""
+    if kind in CODECS:
+        return compressed_file(kind, rng, folder)
     content = valid_file(kind, rng, folder)
     how = rng.random()
     if how < 0.35:
@@ -248,13 +310,108 @@ def saved_fits(folder: Path) -> list[bytes]:
     return [f.save(folder / f"seed-{i}.npz").read_bytes() for i, f in enumerate([plain, ensemble])]
 
 
-def main(seed: int, count: int, folder: Path) -> None:
+LAYOUTS = ("csr", "csc", "bsr", "coo", "lil", "dok", "dia")
+"""The scipy.sparse layouts of the matrices tampered with, in turn."""
+
+
+def sparse_matrix(layout: str, rng: random.Random):
+    """A valid matrix of ``layout`` (a NaN stored now and then; BSR in blocks that fit)."""
+    Y = matrix(rng)
+    if rng.random() < 0.2:
+        Y[rng.randrange(Y.shape[0]), rng.randrange(Y.shape[1])] = np.nan
+    if layout == "bsr":
+        return sparse.bsr_array(Y, blocksize=(2 if Y.shape[0] % 2 == 0 else 1, 1))
+    return getattr(sparse, f"{layout}_array")(Y)
+
+
+def crafted_array(rng: random.Random, array) -> np.ndarray:
+    """``array`` with one entry changed, another length, or another dtype."""
+    array = np.asarray(array)
+    choice = rng.random()
+    if choice < 0.6 and array.size:
+        array = array.astype(np.int64) if array.dtype.kind in "iub" else array.copy()
+        array.flat[rng.randrange(array.size)] = rng.choice([*INTEGERS, 0.5, np.nan, np.inf])
+        return array
+    if choice < 0.8:
+        return np.array([rng.choice(INTEGERS) for _ in range(rng.randint(0, 8))], np.int64)
+    return np.asarray(array, rng.choice([np.float64, np.uint64, np.int8, np.bool_, "U2", object]))
+
+
+def tamper(matrix, rng: random.Random) -> None:
+    """Change one of ``matrix``'s own arrays (or its shape) in place, as scipy never checks."""
+    layout, choice = matrix.format, rng.random()
+    if choice < 0.1:
+        matrix._shape = (rng.choice(INTEGERS), rng.choice(INTEGERS))
+    elif layout in ("csr", "csc", "bsr"):
+        field = rng.choice(["indptr", "indptr", "indices", "data"])
+        setattr(matrix, field, crafted_array(rng, getattr(matrix, field)))
+    elif layout == "coo":
+        coords = list(matrix.coords)
+        which = rng.randrange(3)
+        if which == 2:
+            matrix.data = crafted_array(rng, matrix.data)
+        else:
+            coords[which] = crafted_array(rng, coords[which])
+            matrix.coords = tuple(coords[: rng.choice([1, 2, 2, 2])])
+    elif layout == "lil":
+        i = rng.randrange(matrix.shape[0])
+        lists = matrix.rows if rng.random() < 0.5 else matrix.data
+        lists[i] = rng.choice([[*lists[i], rng.choice(INTEGERS)], [], "x", lists[i][:-1]])
+    elif layout == "dok":
+        key = rng.choice([(rng.choice(INTEGERS), 0), (0, rng.choice(INTEGERS)), (0,), "x"])
+        dict.__setitem__(matrix._dict, key, rng.choice([1.0, 2.0, np.nan, "x"]))
+    else:  # dia
+        field = rng.choice(["offsets", "data"])
+        setattr(matrix, field, crafted_array(rng, getattr(matrix, field)))
+
+
+def check_matrices(seed: int, count: int) -> None:
+    """Tampered matrices as Y and as a mask: checked, or refused naming the argument."""
+    from bernmf.data.observed import as_observed
+
+    rng = random.Random(seed)
+    for i in range(count):
+        layout = LAYOUTS[i % len(LAYOUTS)]
+        matrix = sparse_matrix(layout, rng)
+        for _ in range(rng.randint(1, 2)):
+            try:
+                tamper(matrix, rng)
+            except (ValueError, TypeError, AttributeError, IndexError):
+                pass  # scipy refused this change: the matrix is as it was
+        print(f"matrix {i} {layout}", flush=True)
+        for argument in ("Y", "mask"):
+            try:
+                if argument == "Y":
+                    as_observed(matrix)
+                else:
+                    as_observed(np.ones(_shape(matrix)), mask=matrix)
+            except (ValueError, TypeError) as error:
+                if argument in str(error):
+                    continue
+                outcome, message = f"{type(error).__name__} without {argument!r}", str(error)
+            except Exception as error:  # what the test reports
+                outcome, message = f"raw {type(error).__name__}", str(error)
+            else:
+                continue
+            record = {"file": f"matrix {i} {layout}", "reader": argument, "outcome": outcome}
+            print(json.dumps({**record, "message": message})[:400], flush=True)
+
+
+def _shape(matrix) -> tuple[int, int]:
+    """The shape of Y for a tampered mask: its own if sane, else (3, 2)."""
+    shape = matrix._shape
+    sane = len(shape) == 2 and all(isinstance(n, int) and 0 < n < 100 for n in shape)
+    return tuple(shape) if sane else (3, 2)
+
+
+def main(seed: int, count: int, folder: Path, matrices: int = 0) -> None:
     FITS.extend(saved_fits(folder))
     rng = random.Random(seed)
     warnings.simplefilter("ignore")
     for i in range(count):
         kind = KINDS[i % len(KINDS)]
         suffix = {"fit": ".npz", "csr": ".npz", "csc": ".npz", "coo": ".npz"}.get(kind, "")
+        suffix = f".csv.{kind}" if kind in CODECS else suffix
         path = folder / f"f{seed}-{i}-{kind}{suffix or '.' + kind}"
         path.write_bytes(damaged(kind, rng, folder))
         print(f"file {path.name}", flush=True)
@@ -272,8 +429,9 @@ def main(seed: int, count: int, folder: Path) -> None:
             record = {"file": path.name, "reader": name, "outcome": outcome, "message": message}
             print(json.dumps(record)[:400], flush=True)
         path.unlink()
+    check_matrices(seed, matrices)
     print("done", flush=True)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))
+    main(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), *map(int, sys.argv[4:5]))

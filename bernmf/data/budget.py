@@ -5,7 +5,8 @@ A file read by :mod:`bernmf.data.files.readers` or :func:`bernmf.load` may decla
 preallocates its traces and draws for the largest counts its options allow
 (``restarts x max_iter``, ``chains x draws``). Both are refused, before anything is
 allocated or compiled, when they would need more than :func:`memory_budget` bytes,
-with a ValueError that says the size they would need.
+with a ValueError that says the size they would need. The text of a CSV, plain or
+compressed, is counted against it as it is read (:mod:`bernmf.data.files.streams`).
 """
 
 from __future__ import annotations

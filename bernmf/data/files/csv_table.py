@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from bernmf.data.files import streams
-from bernmf.data.files.streams import CELLS_COST, PARSE_COST, open_bytes, open_text, untrusted
 
 __all__ = [
     "COMPRESSIONS", "FORMULA_STARTS", "HEAD_ROWS", "MISSING", "binary_frame", "read_csv",
@@ -86,17 +85,18 @@ def _layout(first_line, first_column, values, source: str) -> tuple[bool, bool]:
     return header, names
 
 
-def _head(path) -> tuple[list[str], list[str]]:
-    """The first line's cells and the first column's first :data:`HEAD_ROWS` cells, read
-    without parsing the rest of the lines."""
-    first_column, first_line = _first_column(path, HEAD_ROWS)
+def _head(path) -> tuple[list[str], list[str], int]:
+    """The first line's cells, the first column's first :data:`HEAD_ROWS` cells, and the
+    most cells of those lines, read without parsing the rest of the lines."""
+    first_column, first_line, width = _first_column(path, HEAD_ROWS)
     if not first_column:
         raise ValueError(f"{path}: the file is empty")
-    return first_line, first_column
+    return first_line, first_column, width
 
 
-def _first_column(path, rows: int | None = None) -> tuple[list[str], list[str]]:
-    """The first cell of each line (of the first ``rows``), and the first line's cells.
+def _first_column(path, rows: int | None = None) -> tuple[list[str], list[str], int]:
+    """The first cell of each line (of the first ``rows``), the first line's cells, and
+    the most cells of a line (counting its commas, a quoted one too).
 
     Only a line whose first cell is quoted is parsed in full (by :mod:`csv`).
     """
@@ -104,26 +104,27 @@ def _first_column(path, rows: int | None = None) -> tuple[list[str], list[str]]:
         lines = itertools.islice(handle, rows)
         first = next(lines, None)
         if first is None:
-            return [], []
+            return [], [], 0
         first_line = next(csv.reader([first]), [""])
-        column = [first_line[0] if first_line else ""]
+        column, width = [first_line[0] if first_line else ""], first.count(",") + 1
         for line in lines:
             cell = line.split(",", 1)[0].rstrip("\r\n")
             column.append(next(csv.reader([line]))[0] if cell.startswith('"') else cell)
-    return column, first_line
+            width = max(width, line.count(",") + 1)
+    return column, first_line, width
 
 
 @contextlib.contextmanager
-def _opened(path, cost: int = PARSE_COST, binary: bool = False):
-    """A path opened by the bounded reader (:func:`~bernmf.data.files.streams.open_text`,
-    decompressed by its suffix, at most ``memory_budget() / cost`` bytes of text), or a
-    file given, from its start."""
+def _opened(path, cost: int = streams.PARSE_COST, binary: bool = False, reserve: int = 0):
+    """A path opened by the bounded reader (:func:`~bernmf.data.files.streams.open_text`:
+    decompressed by its suffix, at most ``(memory_budget() - reserve) / cost`` bytes of
+    text), or a file given, from its start."""
     if hasattr(path, "read"):
         if hasattr(path, "seek"):
             path.seek(0)
         yield path
     else:
-        with (open_bytes if binary else open_text)(path, cost) as handle:
+        with (streams.open_bytes if binary else streams.open_text)(path, cost, reserve) as handle:
             yield handle
 
 
@@ -182,9 +183,12 @@ def read_csv(path, values=(0, 1)) -> pd.DataFrame:
     ------
     ValueError
         If a cell of the data is anything other than ``values`` or missing, or the
-        file has no data cell.
+        file has no data cell; if the file is damaged (compressed data, UTF-8), or its
+        text, columns or a line would take more than the memory budget to read (the
+        path is read by :mod:`~bernmf.data.files.streams`, which bounds them), the
+        message naming the file and the budget.
     """
-    with untrusted(path):
+    with streams.untrusted(path):
         try:
             return _read_numbers(path, values)
         except streams.FileRefused:
@@ -200,7 +204,8 @@ def read_csv(path, values=(0, 1)) -> pd.DataFrame:
 
 def _text(path) -> np.ndarray:
     """Cells of a CSV as an object array of strings, none missing (empty cells are ``""``)."""
-    with _opened(path, CELLS_COST, binary=True) as source:
+    reserve = streams.column_reserve(path, _first_column(path, 1)[2], streams.CELLS_COLUMN_COST)
+    with _opened(path, streams.CELLS_COST, binary=True, reserve=reserve) as source:
         cells = pd.read_csv(source, header=None, dtype=object, na_filter=False, encoding="utf-8")
     return cells.to_numpy(object)
 
@@ -217,9 +222,10 @@ def _read_numbers(path, values) -> pd.DataFrame:
 
     ValueError if the file is not numbers in that layout, or a cell is not a value.
     """
-    first_line, first_column = _head(path)
+    first_line, first_column, width = _head(path)
     header, names = _layout(first_line, first_column, values, str(path))
-    with _opened(path, binary=True) as source:
+    reserve = streams.column_reserve(path, width, streams.PARSE_COLUMN_COST)
+    with _opened(path, binary=True, reserve=reserve) as source:
         frame = pd.read_csv(
             source,
             header=None,

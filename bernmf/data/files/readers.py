@@ -18,7 +18,7 @@ from bernmf.data import datasets
 from bernmf.data.budget import check_bytes
 from bernmf.data.files.archive import Archive, read_data, read_header
 from bernmf.data.files.npz import dense_member, npz_rows, sparse_layout
-from bernmf.data.files.streams import open_text, untrusted
+from bernmf.data.files.streams import PARSE_COLUMN_COST, column_reserve, open_text, untrusted
 from bernmf.data.observed import aligned
 from bernmf.data.split import SPLIT_CODES, Split
 
@@ -175,7 +175,7 @@ def count_rows(path) -> int:
                 return _leading(archive.header(dense_member(archive)).shape, "the array")
         if suffix == ".csv":
             with open_text(path, cost=None) as lines:  # one line at a time
-                return sum(1 for _ in lines) - len(_csv_header(path))
+                return sum(1 for _ in lines) - len(_csv_header(path)[0])
         if suffix in (".parquet", ".pq"):
             with _parquet_file(path) as file:
                 return file.metadata.num_rows
@@ -189,12 +189,13 @@ def _leading(shape: tuple, what: str) -> int:
     return shape[0]
 
 
-def _csv_header(path: Path) -> list[str]:
-    """[header line] of the CSV, or [] without one (as :func:`datasets.read_csv` reads it)."""
+def _csv_header(path: Path) -> tuple[list[str], int]:
+    """[header line] of the CSV, or [] without one (as :func:`datasets.read_csv` reads it),
+    and the most cells of its first two lines (counting their commas)."""
     with open_text(path, cost=None) as lines:  # two lines, each within a line's bound
         head = list(itertools.islice(lines, 2))
     header = len(head) == 2 and len(datasets.read_csv(io.StringIO("".join(head)))) == 1
-    return head[:1] if header else []
+    return head[:1] if header else [], max((line.count(",") + 1 for line in head), default=0)
 
 
 def _csv_rows(path: Path, start: int, stop: int) -> pd.DataFrame:
@@ -205,8 +206,9 @@ def _csv_rows(path: Path, start: int, stop: int) -> pd.DataFrame:
         if rows.empty:
             raise ValueError(f"{path}: no rows in [{start}, {stop})")
         return rows
-    header = _csv_header(path)
-    with open_text(path, skip=len(header) + start) as lines:  # the kept lines bounded
+    header, width = _csv_header(path)
+    reserve = column_reserve(path, width, PARSE_COLUMN_COST)
+    with open_text(path, reserve=reserve, skip=len(header) + start) as lines:  # kept: bounded
         kept = list(itertools.islice(lines, stop - start))
     if not kept:
         raise ValueError(f"{path}: no rows in [{start}, {stop})")

@@ -3,10 +3,11 @@
 :func:`open_text` and :func:`open_bytes` decompress a file by its suffix (``.gz``,
 ``.bz2``, ``.xz``, ``.zip`` of one file, ``.zst``; any other suffix is plain text),
 multi-member files included, and count the bytes they give. Once the count exceeds
-``memory_budget() / cost`` (``cost``: the bytes of memory its reader spends on a byte
-of text, :data:`PARSE_COST` or :data:`CELLS_COST`), or a line exceeds
-``memory_budget() / LINE_COST``, the read stops with :class:`FileRefused`, a ValueError
-that names the file and the budget. Decompression runs in bounded steps, so a file
+what its reader may hold within the memory budget (``(memory_budget() - reserve) /
+cost``: ``cost`` bytes of memory a byte of text, ``reserve`` for its columns, as
+measured for :mod:`~bernmf.data.files.csv_table`), or a line exceeds ``memory_budget()
+/ LINE_COST``, the read stops with :class:`OverBudget`, a ValueError that names the
+file and the budget. Decompression runs in bounded steps, so a file
 that would inflate to gigabytes (a bomb of any format, a multi-member gzip, one
 endless line) costs at most the memory budget, whatever it holds.
 
@@ -30,24 +31,28 @@ from pathlib import Path
 from bernmf.data.budget import BUDGET_VARIABLE, memory_budget, size_text
 
 __all__ = [
-    "CELLS_COST", "COMPRESSIONS", "LINE_COST", "PARSE_COST", "FileRefused", "OverBudget",
-    "open_bytes", "open_text", "untrusted",
+    "CELLS_COLUMN_COST", "CELLS_COST", "COMPRESSIONS", "LINE_COST", "PARSE_COLUMN_COST",
+    "PARSE_COST", "FileRefused", "OverBudget", "column_reserve", "open_bytes", "open_text",
+    "untrusted",
 ]  # fmt: skip
 
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip", ".zst")
 """Suffixes of the compressed files read (``.zst`` needs the ``zstandard`` package, ``.zip``
 must hold one file)."""
 
-PARSE_COST = 20
-"""Peak bytes of memory that reading a CSV as numbers takes a byte of its text, at most:
-its text may take ``memory_budget() / PARSE_COST`` bytes. Measured peaks (above the
-imports, :func:`bernmf.data.files.csv_table.read_csv`): 18.2 for a table of empty cells
-(a float64 NaN from each byte), 9.3 for a 0/1 table, 15-17 for one column of
-distinct names beside one of cells, 6-7 for text cells (refused)."""
+PARSE_COST, PARSE_COLUMN_COST = 20, 2048
+"""Peak bytes of memory that reading a CSV as numbers takes, at most, a byte of its text
+and a column: a CSV of T bytes of text and N columns takes up to ``20 T + 2048 N`` bytes,
+which must fit the memory budget. Measured peaks (above the imports,
+:func:`bernmf.data.files.csv_table.read_csv`): 18.2 bytes a byte for a table of empty
+cells (a float64 NaN from each byte), 9.3 for a 0/1 table, 15-17 with one column of
+distinct row names, 6-7 for text cells (refused); 1.4-1.6 KB a column of a table of
+1 to 10 rows and 10^5 to 10^6 columns (pandas' arrays and labels a column)."""
 
-CELLS_COST = 80
+CELLS_COST, CELLS_COLUMN_COST = 80, 4096
 """The same for reading a CSV cell by cell as text, as is done to name the cells of a
-refusal: measured 73 for a table of empty cells, 36 for a 0/1 table."""
+refusal: measured 73 bytes a byte for a table of empty cells, 36 for a 0/1 table; 2.2-2.8
+KB a column."""
 
 LINE_COST = 64
 """A line may take ``memory_budget() / LINE_COST`` bytes: a line split into cells costs
@@ -63,7 +68,7 @@ class FileRefused(ValueError):
 
 
 class OverBudget(FileRefused):
-    """More text, or a longer line, than the memory budget allows for its reader."""
+    """More text, columns or a longer line than the memory budget allows for its reader."""
 
 
 MALFORMED = (
@@ -105,33 +110,43 @@ def untrusted(path, *, decoding: bool = False):
         raise (FileRefused if decoding else ValueError)(message) from None
 
 
-def _limit(cost: int | None) -> int | None:
-    return None if cost is None else memory_budget() // cost
+def _limit(cost: int | None, reserve: int = 0) -> int | None:
+    """The bytes of text that a reader of ``cost`` may read beside ``reserve`` bytes."""
+    return None if cost is None else max(memory_budget() - reserve, 0) // cost
 
 
-def _over(path, what: str, limit: int, cost: int) -> OverBudget:
-    """The refusal of more than ``limit`` bytes (``what``: of text, in a line)."""
-    return OverBudget(
-        f"{path}: {what} {size_text(limit)}, 1/{cost} of the memory budget of "
-        f"{size_text(memory_budget())}: its reader takes up to {cost} bytes of memory a byte "
-        f"(set {BUDGET_VARIABLE} to raise the budget)"
-    )
+def _budget() -> str:
+    return f"the memory budget of {size_text(memory_budget())} (set {BUDGET_VARIABLE} to raise it)"
+
+
+def column_reserve(path, columns: int, cost: int) -> int:
+    """The bytes that reading ``columns`` columns takes at ``cost`` bytes a column
+    (:data:`PARSE_COLUMN_COST`, :data:`CELLS_COLUMN_COST`); :class:`OverBudget` if they
+    exceed the memory budget."""
+    reserve = columns * cost
+    if reserve > memory_budget():
+        raise OverBudget(
+            f"{path}: {columns} columns take about {size_text(reserve)} to read ({cost} bytes "
+            f"a column), more than {_budget()}"
+        )
+    return reserve
 
 
 class _Counted(io.RawIOBase):
     """The decompressed bytes of ``stream``, counted and bounded (see :func:`open_bytes`)."""
 
-    def __init__(self, stream, path, cost: int | None, compressed: bool):
-        self._stream, self._path = stream, path
-        self._what = "more text once decompressed than" if compressed else "more text than"
+    def __init__(self, stream, path, compressed: bool):
+        self._stream, self._path, self._compressed = stream, path, compressed
         self._line = max(memory_budget() // LINE_COST, 1)
         self._count = self._run = 0
-        self.allow(cost)
+        self.allow(None)
 
-    def allow(self, cost: int | None) -> None:
-        """Bound the bytes read from here on by ``cost`` (see :func:`open_bytes`)."""
-        self._cost = cost
-        self._stop = None if cost is None else self._count + _limit(cost)
+    def allow(self, cost: int | None, reserve: int = 0) -> None:
+        """Bound the bytes read from here on by ``cost`` and ``reserve`` (see
+        :func:`open_bytes`)."""
+        self._cost, self._reserve = cost, reserve
+        limit = _limit(cost, reserve)
+        self._stop = None if limit is None else self._count + limit
 
     def readable(self) -> bool:
         return True
@@ -143,7 +158,7 @@ class _Counted(io.RawIOBase):
         buffer[:size] = data
         self._count += size
         if self._stop is not None and self._count > self._stop:
-            raise _over(self._path, self._what, _limit(self._cost), self._cost)
+            raise self._refusal()
         ends = [data.find(b"\n"), data.find(b"\r")]
         first = min((e for e in ends if e >= 0), default=-1)
         if first < 0:
@@ -153,8 +168,20 @@ class _Counted(io.RawIOBase):
         else:
             self._run = size - 1 - max(data.rfind(b"\n"), data.rfind(b"\r"))
         if self._run > self._line:
-            raise _over(self._path, "a line longer than", self._line, LINE_COST)
+            raise OverBudget(
+                f"{self._path}: a line longer than {size_text(self._line)}, 1/{LINE_COST} of "
+                f"{_budget()}"
+            )
         return size
+
+    def _refusal(self) -> OverBudget:
+        text = "text once decompressed" if self._compressed else "text"
+        columns = f", beside {size_text(self._reserve)} for its columns" if self._reserve else ""
+        return OverBudget(
+            f"{self._path}: more {text} than {size_text(_limit(self._cost, self._reserve))}: "
+            f"its reader takes up to {self._cost} bytes of memory a byte{columns}, within "
+            f"{_budget()}"
+        )
 
 
 def _decompressed(raw, path: Path, stack: contextlib.ExitStack):
@@ -188,7 +215,7 @@ def _decompressed(raw, path: Path, stack: contextlib.ExitStack):
 
 
 @contextlib.contextmanager
-def open_bytes(path, cost: int | None = PARSE_COST):
+def open_bytes(path, cost: int | None = PARSE_COST, reserve: int = 0):
     """The bytes of ``path``, decompressed by its suffix, bounded; a binary file.
 
     Parameters
@@ -196,9 +223,11 @@ def open_bytes(path, cost: int | None = PARSE_COST):
     path : str or path-like
     cost : int or None, default :data:`PARSE_COST`
         The bytes of memory its reader spends a byte: the text may be at most
-        ``memory_budget() // cost`` bytes (None: no bound on the total, for a reader
-        whose memory does not grow with it, e.g. one that counts lines). A line may be
-        at most ``memory_budget() // LINE_COST`` bytes in any case.
+        ``(memory_budget() - reserve) // cost`` bytes (None: no bound on the total, for
+        a reader whose memory does not grow with it, e.g. one that counts lines). A
+        line may be at most ``memory_budget() // LINE_COST`` bytes in any case.
+    reserve : int, default 0
+        Bytes of the budget that its reader spends besides (:func:`column_reserve`).
 
     Raises
     ------
@@ -206,33 +235,33 @@ def open_bytes(path, cost: int | None = PARSE_COST):
         A file that cannot be opened.
     FileRefused
         (A ValueError naming the file, raised while reading.) Damaged, encrypted or
-        mislabelled compressed data, a ``.zip`` of more than one file, more text than
-        the bound, a line too long.
+        mislabelled compressed data, a ``.zip`` of more than one file; :class:`OverBudget`:
+        more text than the bound, a line too long.
     ImportError
         A ``.zst`` file without the zstandard package.
     """
     path = Path(path)
-    compressed = path.suffix.lower() in COMPRESSIONS
     with contextlib.ExitStack() as stack:
         raw = stack.enter_context(open(path, "rb"))
         with untrusted(path, decoding=True):
             stream = _decompressed(raw, path, stack)
-        counted = _Counted(stream, path, cost, compressed)
+        counted = _Counted(stream, path, path.suffix.lower() in COMPRESSIONS)
+        counted.allow(cost, reserve)
         yield stack.enter_context(io.BufferedReader(counted, buffer_size=_CHUNK))
 
 
 @contextlib.contextmanager
-def open_text(path, cost: int | None = PARSE_COST, skip: int = 0):
+def open_text(path, cost: int | None = PARSE_COST, reserve: int = 0, skip: int = 0):
     """The text of ``path`` (UTF-8), as :func:`open_bytes` bounds it; a text file.
 
     Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (as the csv module reads them). The
     first ``skip`` lines are read past, each within the bound of a line, and the bound
     of ``cost`` counts the bytes after them only (for a block of rows of a large file).
     """
-    with open_bytes(path, None if skip else cost) as binary:
+    with open_bytes(path, None if skip else cost, reserve) as binary:
         text = io.TextIOWrapper(binary, encoding="utf-8", newline="")
         if skip:
             for _ in itertools.islice(text, skip):
                 pass
-            binary.raw.allow(cost)
+            binary.raw.allow(cost, reserve)
         yield text

@@ -28,7 +28,8 @@ import pandas as pd
 
 from bernmf import tune
 from bernmf._progress import say
-from bernmf.data.observed import as_observed
+from bernmf.data.observed import as_observed, is_sparse
+from bernmf.data.sparse import checked_coo
 from bernmf.data.split import paper_split
 from bernmf.fitting import runner
 from bernmf.fitting.ensemble import MODES_WARNING, validation_lpd
@@ -86,7 +87,7 @@ QUIET = {"gibbs": {"progress": False}, "nuts": {"progress": False}, "svi": {"pro
 
 def describe_data(name: str, Y) -> dict:
     """``dataset``, ``rows``, ``columns``, ``missing`` fraction and ``density`` of ones."""
-    values = Y.toarray() if hasattr(Y, "toarray") else np.asarray(Y, dtype=float)
+    values = checked_coo(Y, name).toarray() if is_sparse(Y) else np.asarray(Y, dtype=float)
     observed = ~np.isnan(values)
     M, N = values.shape
     return {
