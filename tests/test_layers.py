@@ -16,7 +16,14 @@ import pytest
 PACKAGE = Path(__file__).parents[1] / "bernmf"
 
 LAYERS = [
-    {"bernmf.models", "bernmf._moved", "bernmf._cache", "bernmf._progress", "bernmf._output"},
+    {
+        "bernmf.models",
+        "bernmf._moved",
+        "bernmf._cache",
+        "bernmf._progress",
+        "bernmf._output",
+        "bernmf._warnings",
+    },
     {"bernmf.data"},  # a user's data checked, splits, datasets, the memory budget, files
     {"bernmf.posterior"},  # draws: summaries, alignment, diagnostics, PSIS, ArviZ export
     {"bernmf.results", "bernmf.plot"},  # what a fit is, saving and loading it, its plots

@@ -114,3 +114,12 @@ def test_probs_at_a_few_entries_of_a_large_fit_makes_no_m_by_n_array(monkeypatch
         tracemalloc.stop()
     np.testing.assert_array_equal(p, probability(fit.W, fit.H)[rows, columns])
     assert peak < M * N * 8 / 4  # W @ H and its clip of 262 rows (2 x 2.1 MB), not 24 MB
+
+
+def test_a_warning_deep_in_bernmf_points_at_the_line_that_called_it():
+    """bernmf._warnings: Fit.perplexity's warning, three frames down, names this line."""
+    fit = bernmf.Fit("mm", 1, None, np.ones((2, 1)), np.array([[0.0, 1.0]]), np.zeros(1), 0,
+                     True, {}, 0)  # fmt: skip
+    with pytest.warns(bernmf.ZeroProbabilityWarning, match="probability 0") as caught:
+        assert fit.perplexity(np.array([[1.0, 1.0], [0.0, 1.0]])) == np.inf
+    assert [w.filename for w in caught] == [__file__]

@@ -17,11 +17,11 @@ chains of a sampler) settle in different ones. :func:`bernmf.fit` with
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from bernmf._warnings import warn
 from bernmf.data.observed import Observed
 from bernmf.fitting.modes import count_modes
 from bernmf.fitting.stacking import chain_stacking, entries_lpd, stacking_weights
@@ -133,7 +133,6 @@ def combine_members(
     *,
     score: Callable[[Fit], float] = final_objective,
     gather=None,
-    stacklevel: int = 3,
 ) -> Fit:
     """One :class:`Fit` of the members, their predictive probabilities mixed by ``combine``.
 
@@ -157,8 +156,6 @@ def combine_members(
         :mod:`bernmf.fitting.multiprocess`): maps an array of this part's scored entries,
         (n, R), to that of all parts, (n_all, R), in the same order in every part,
         so that the weights, modes and validation scores are those of all rows.
-    stacklevel : int, default 3
-        Of the warning on distinct modes: 3 points at the caller of the caller.
 
     Returns
     -------
@@ -188,13 +185,11 @@ def combine_members(
     entries = int(gather(np.array([[observed.mask.sum()]])).sum())
     modes = count_modes(H, scores, entries)
     if modes.disagree:
-        warnings.warn(
+        warn(
             f"the {len(members)} members reached {modes.count} distinct modes, "
             f"{modes.gap_per_entry:.2g} nats apart per observed entry at worst: one fit "
             "depends on its seed, and "
-            "combine='mean' or 'stack' averages over the modes",
-            UserWarning,
-            stacklevel=stacklevel,
+            "combine='mean' or 'stack' averages over the modes"
         )
     record = {
         "seeds": [m.seed for m in members],

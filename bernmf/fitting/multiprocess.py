@@ -94,9 +94,7 @@ def fit(
     if not request.ensemble:
         result = members[0]
     else:
-        result = combine_members(
-            members, combine, data, held_out, gather=distributed.gather_rows, stacklevel=4
-        )
+        result = combine_members(members, combine, data, held_out, gather=distributed.gather_rows)
     extras = {**result.extras, "run": request.record()}
     return dataclasses.replace(
         result,
@@ -133,7 +131,7 @@ def check_entries(failure: Exception | None, data: Observed, held_out: Observed 
     if validation.all() and table[:, 1].sum() == 0:
         raise ValueError("validation selects no entry of Y, in any process")
     columns_seen = distributed.gather_rows(data.mask.any(axis=0)[None]).any(axis=0)
-    warn_empty_lines(data.mask.any(axis=1), columns_seen, stacklevel=5)
+    warn_empty_lines(data.mask.any(axis=1), columns_seen)
 
 
 def perplexity(fit: Fit, Y, mask=None) -> float:

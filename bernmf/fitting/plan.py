@@ -104,8 +104,8 @@ def plan(
     chosen = get_engine(engine)
     restarts = check_combine(chosen, restarts, combine, validation is not None, init is not None)
     data = as_observed(Y, mask, warn_empty=False, require_entries=not part)
-    if not part:  # at the caller of bernmf.fit, two frames up
-        warn_empty_lines(data.mask.any(axis=1), data.mask.any(axis=0), stacklevel=4)
+    if not part:
+        warn_empty_lines(data.mask.any(axis=1), data.mask.any(axis=0))
     chosen, rank, prior, options = check_arguments(
         engine, rank, prior, seed, given, None if part else data.shape, restarts=restarts
     )

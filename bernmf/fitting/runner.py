@@ -15,11 +15,11 @@ runs a :class:`bernmf.fitting.plan.Plan`: :func:`bernmf.fit` is ``run(plan(...))
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from bernmf._progress import working_on
+from bernmf._warnings import warn
 from bernmf.data.observed import Observed, check_seed
 from bernmf.fitting.ensemble import combine_members, run_members, validation_lpd
 from bernmf.fitting.plan import Plan
@@ -119,8 +119,8 @@ def run(request: Plan) -> Fit:
         fitted = fit_settings(
             engine, data, request.rank, [request.prior], request.seeds, request.options
         )
-        result = _combined([m.fit for m in fitted], request, stacklevel=4)
-    return _finished(result, request, stacklevel=4)  # _finished, run, bernmf.fit, its caller
+        result = _combined([m.fit for m in fitted], request)
+    return _finished(result, request)
 
 
 def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
@@ -164,8 +164,8 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
         fits = []
         for one in at:
             group = [by_seed[s] for s in one.seeds]
-            result = _combined(group, one, stacklevel=3) if one.ensemble else group[0]
-            fits.append(_finished(result, one, stacklevel=3))  # _finished, runs, its caller
+            result = _combined(group, one) if one.ensemble else group[0]
+            fits.append(_finished(result, one))
     scores = -validation_lpd(fits, scored).mean(axis=0)
     return [
         Scored(request.rank, request.prior, fit, float(score))
@@ -173,19 +173,17 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
     ]
 
 
-def _combined(fits: list[Fit], request: Plan, stacklevel: int) -> Fit:
-    """The members of ``request`` combined (:func:`bernmf.fitting.ensemble.combine_members`), a
-    warning on their modes pointing ``stacklevel`` frames up (1: this function)."""
+def _combined(fits: list[Fit], request: Plan) -> Fit:
+    """The members of ``request`` combined (:func:`bernmf.fitting.ensemble.combine_members`)."""
     return combine_members(
-        fits, request.combine, request.data, request.held_out,
-        score=request.engine.score, stacklevel=stacklevel + 1,
-    )  # fmt: skip
+        fits, request.combine, request.data, request.held_out, score=request.engine.score
+    )
 
 
-def _finished(result: Fit, request: Plan, stacklevel: int) -> Fit:
+def _finished(result: Fit, request: Plan) -> Fit:
     """``result`` with the record of ``request``, the data's labels and the data, after
-    :func:`warn_certain` (its warning pointing ``stacklevel`` frames up, 1: this function)."""
-    warn_certain(result, request.data, stacklevel=stacklevel + 1)
+    :func:`warn_certain`."""
+    warn_certain(result, request.data)
     return dataclasses.replace(
         result,
         extras={**result.extras, "run": request.record()},
@@ -195,11 +193,10 @@ def _finished(result: Fit, request: Plan, stacklevel: int) -> Fit:
     )
 
 
-def warn_certain(result: Fit, data: Observed, stacklevel: int = 2) -> None:
+def warn_certain(result: Fit, data: Observed) -> None:
     """A :class:`~bernmf.models.spec.ZeroProbabilityWarning` when ``probs`` is exactly 0 or 1
     at entries outside the training mask: a held-out entry there of the other outcome
-    would score inf. ``probs`` is read a block of rows at a time; the warning points
-    ``stacklevel`` frames up (2: the caller)."""
+    would score inf. ``probs`` is read a block of rows at a time."""
     M, N = result.shape
     step = M if result.stored_probs is not None else max(1, BLOCK_ENTRIES // N)
     certain = 0
@@ -207,12 +204,11 @@ def warn_certain(result: Fit, data: Observed, stacklevel: int = 2) -> None:
         p = result.probs_rows(a, a + step)
         certain += int(((p == 0) | (p == 1))[~data.mask[a : a + step]].sum())
     if certain:
-        warnings.warn(
+        warn(
             f"P(Y=1) is exactly 0 or 1 at {certain} of {int((~data.mask).sum())} entries outside "
             "the training mask: a held-out entry there of the other outcome scores inf "
             f"(bernmf.perplexity). For {result.engine!r}: H at 0 or 1 (a flat prior) or a "
             "saturated logistic; a prior with alpha, beta > 1 (e.g. Prior(1.2, 1.2)) keeps H "
             "inside (0, 1), and bernmf.stack adds a baseline member that never gives 0 or 1",
             ZeroProbabilityWarning,
-            stacklevel=stacklevel,
         )

@@ -14,7 +14,6 @@ users share one implementation of each quantity.
 from __future__ import annotations
 
 import math
-import warnings
 from types import SimpleNamespace
 from typing import NamedTuple
 
@@ -22,6 +21,8 @@ import jax
 import numpy as np
 from jax.scipy import special as jax_special
 from numpy.typing import ArrayLike
+
+from bernmf._warnings import warn
 
 
 class Factors(NamedTuple):
@@ -189,13 +190,12 @@ def outcome_log_probability(Y, selected, probs) -> np.ndarray:
 def warn_zero_probability(zeros: int, count: int, what: str = "perplexity") -> None:
     """A :class:`ZeroProbabilityWarning` that ``zeros`` of ``count`` scored entries are at 0."""
     if zeros:
-        warnings.warn(
+        warn(
             f"{what}: {zeros} of {count} scored entries have probability 0 under the model "
             "(it rules their observed outcome out), so the score is inf. H at exactly 0 or 1 "
             "(a flat prior, or em) does this; a prior with alpha, beta > 1 keeps P(Y=1) inside "
             "(0, 1), and bernmf.stack adds a baseline member that never gives 0",
             ZeroProbabilityWarning,
-            stacklevel=3,
         )
 
 
