@@ -66,8 +66,8 @@ def fit(
         ``seed, ..., seed + R - 1``: for ``mm`` and ``em`` R fits in one compiled
         call, for ``nuts`` and ``gibbs`` R chains (``num_chains`` is set to R), for
         the other engines one fit per seed. For ``nuts`` and ``gibbs`` an ensemble
-        without ``restarts`` (``combine`` or ``validation`` given) has one member
-        per chain of ``num_chains``.
+        without ``restarts`` (``combine`` given) has one member per chain of
+        ``num_chains``.
     combine : {"best", "mean", "stack"}, default "best"
         How the members are combined: the one of best final objective, the uniform
         mixture of their predictive probabilities, or the mixture weighted by
@@ -78,8 +78,10 @@ def fit(
         objectives, ``weights`` and the modes they reached.
     validation : bool array of shape (M, N), optional
         Held-out entries of Y (observed, outside ``mask``) on which ``"stack"``
-        weights the members and every member and the mixture are scored
-        (``extras["restarts"]["validation_perplexity"]``). They never enter a fit.
+        weights the members of an ensemble and every member is scored
+        (``extras["restarts"]["validation_perplexity"]``). They never enter a fit and
+        never change what it returns (draws, W, H, probs): without ``restarts`` or
+        ``combine`` the fit is the single fit it would be without them.
     distributed : bool, default False
         True: Y (and mask, init's W) are this process's block of rows, and the fit
         runs across every process started with ``jax.distributed.initialize`` (the

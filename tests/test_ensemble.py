@@ -113,15 +113,46 @@ SMALL_TRAIN, SMALL_VALIDATION = TRAIN[:30, :20], VALIDATION[:30, :20]
         ("nuts", {"num_warmup": 5, "num_samples": 5, "progress": False}),  # default 2 chains
     ],
 )
-@pytest.mark.parametrize("ensemble", [{"combine": "mean"}, {"validation": SMALL_VALIDATION}])
+@pytest.mark.parametrize(
+    "ensemble", [{"combine": "mean"}, {"combine": "mean", "validation": SMALL_VALIDATION}]
+)
 def test_an_ensemble_without_restarts_has_a_member_per_chain(engine, options, ensemble):
-    # issue 23: combine= or validation= alone ran 1 chain while the record said more
+    # issue 23: combine= alone ran 1 chain while the record said more
     chains = options.get("num_chains", bernmf.inference.get_engine(engine).options["num_chains"])
     result = bernmf.fit(Y[:30, :20], engine, 2, mask=SMALL_TRAIN, seed=4, **options, **ensemble)
     assert len(result.members) == chains
     assert [m.seed for m in result.members] == list(range(4, 4 + chains))
     assert result.extras["run"]["options"]["num_chains"] == chains
     assert result.extras["run"]["seeds"] == list(range(4, 4 + chains))
+
+
+SAMPLER = {"num_warmup": 5, "num_samples": 5, "progress": False}
+
+
+@pytest.mark.parametrize(
+    "engine, options",
+    [
+        ("nuts", SAMPLER),  # its default 2 chains
+        ("gibbs", {**SAMPLER, "num_chains": 2}),
+        ("gibbs", {**SAMPLER, "restarts": 2}),
+        ("mm", {"max_iter": 30}),
+        ("mm", {"restarts": 3, "max_iter": 30}),
+        ("mm", {"restarts": 3, "combine": "mean", "max_iter": 30}),
+    ],
+)
+def test_validation_changes_what_is_scored_never_the_fit(engine, options):
+    """Issue 35: nuts with validation= returned one chain's draws (its record said 2 chains)."""
+    train, held_out = SMALL_TRAIN, SMALL_VALIDATION
+    alone = bernmf.fit(Y[:30, :20], engine, 2, mask=train, seed=4, **options)
+    scored = bernmf.fit(Y[:30, :20], engine, 2, mask=train, seed=4, validation=held_out, **options)
+    for name in ("W", "H", "probs", "trace"):
+        np.testing.assert_array_equal(getattr(scored, name), getattr(alone, name), err_msg=name)
+    assert scored.draws.keys() == alone.draws.keys()
+    for name, draws in alone.draws.items():
+        np.testing.assert_array_equal(scored.draws[name], draws, err_msg=name)
+    assert scored.extras["run"]["options"] == alone.extras["run"]["options"]
+    if alone.draws and not alone.members:  # as many chains as the record says
+        assert len(scored.draws["W"]) == scored.extras["run"]["options"]["num_chains"]
 
 
 @pytest.fixture

@@ -49,8 +49,8 @@ def check_combine(
     ValueError
         R not an integer in [1, :data:`MAX_RESTARTS`], an unknown ``combine``,
         ``"stack"`` without validation entries for an engine without posterior draws,
-        or an ensemble (R > 1, validation entries or ``combine`` other than
-        ``"best"``) with initial factors: its members start from their seeds.
+        or an ensemble (R > 1 or ``combine`` other than ``"best"``) with initial
+        factors: its members start from their seeds.
     """
     bad = isinstance(restarts, bool) or not isinstance(restarts, int | np.integer)
     if bad or not 1 <= restarts <= MAX_RESTARTS:
@@ -63,9 +63,9 @@ def check_combine(
             "predictive density on held-out entries: give validation= (a bool mask of "
             "observed entries outside the training mask)"
         )
-    if init_given and (restarts > 1 or combine != "best" or validation_given):
+    if init_given and (restarts > 1 or combine != "best"):
         raise ValueError(
-            "an ensemble (restarts, combine or validation) starts its members from random "
+            "an ensemble (restarts or combine) starts its members from random "
             "initializations: do not give init"
         )
     return int(restarts)

@@ -46,7 +46,8 @@ class Plan:
     combine : str
     ensemble : bool
         Whether the members are combined (:func:`bernmf.fitting.ensemble.combine_members`):
-        more than one seed, validation entries, or a ``combine`` other than ``"best"``.
+        ``restarts`` > 1 or a ``combine`` other than ``"best"``. Validation entries never
+        make one: they change what is scored, not what is fitted.
     init : tuple (W, H) or None
     data : Observed
         The training entries.
@@ -112,7 +113,7 @@ def plan(
     held_out = None
     if validation is not None:
         held_out = held_out_entries(Y, data, validation, require_entries=not part)
-    ensemble = restarts > 1 or held_out is not None or combine != "best"
+    ensemble = restarts > 1 or combine != "best"
     if ensemble:
         if "num_chains" in given and given["num_chains"] != restarts and restarts > 1:
             raise ValueError(
@@ -130,7 +131,7 @@ def member_count(engine: Engine, restarts: int, options: dict) -> int:
     """The members of an ensemble: ``restarts``, or for an engine whose members are its
     chains (:attr:`~bernmf.inference.registry.Engine.seed_count` with
     :attr:`~bernmf.inference.registry.Engine.run_members`) and ``restarts`` 1, its
-    ``num_chains`` (so that ``combine`` or ``validation`` alone keep the chains asked for).
+    ``num_chains`` (so that ``combine`` alone keeps the chains asked for).
     """
     if restarts == 1 and engine.seed_count is not None and engine.run_members is not None:
         return int(options[engine.seed_count])
