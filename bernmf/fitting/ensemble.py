@@ -26,7 +26,6 @@ from bernmf.data.observed import Observed
 from bernmf.fitting.modes import count_modes
 from bernmf.fitting.stacking import chain_stacking, entries_lpd, stacking_weights
 from bernmf.inference import Engine
-from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
 
 COMBINES = ("best", "mean", "stack")
@@ -69,20 +68,6 @@ def check_combine(
             "initializations: do not give init"
         )
     return int(restarts)
-
-
-def run_members(
-    engine: Engine,
-    data: Observed,
-    rank: int,
-    prior: Prior | None,
-    seeds: Sequence[int],
-    options: dict,
-) -> list[Fit]:
-    """The members of ``seeds``: the engine's :attr:`~Engine.run_members`, else one run each."""
-    if engine.run_members is not None:
-        return engine.run_members(data, rank, prior, list(seeds), **options)
-    return [engine.run(data, rank, prior, int(s), None, **options) for s in seeds]
 
 
 def validation_lpd(members: Sequence[Fit], validation: Observed) -> np.ndarray:

@@ -9,6 +9,8 @@ defaults, prior, seeds or chains, masks, validation entries, combine) into a
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +42,7 @@ class Plan:
         Broadcast to shape (rank,): the engine's default when none was given.
     options : dict
         Every option of the engine, its declared defaults included (for an ensemble of
-        a sampler's chains, ``num_chains`` is the number of members).
+        a sampler's chains, ``num_chains`` is the number of members: :meth:`at`).
     seeds : tuple of int
         The members' seeds, consecutive from ``seed``; one for a single fit.
     combine : str
@@ -65,6 +67,16 @@ class Plan:
     init: tuple | None
     data: Observed
     held_out: Observed | None
+
+    def at(self, seeds: Sequence[int]) -> Plan:
+        """This request with the members of ``seeds``: for an ensemble of an engine whose
+        members are its chains (:attr:`~bernmf.inference.registry.Engine.run_members` with
+        :attr:`~bernmf.inference.registry.Engine.seed_count`), ``num_chains`` is their
+        number. The one place that turns members into chains."""
+        options, engine = self.options, self.engine
+        if self.ensemble and engine.run_members is not None and engine.seed_count is not None:
+            options = {**options, engine.seed_count: len(seeds)}
+        return dataclasses.replace(self, seeds=tuple(int(s) for s in seeds), options=options)
 
     def record(self) -> dict:
         """How the fit was made (:func:`run_record` with ``data``: :func:`data_record`)."""
@@ -121,10 +133,8 @@ def plan(
                 f"num_chains out (it was {given['num_chains']!r})"
             )
         restarts = member_count(chosen, restarts, options)
-        if restarts > 1 and chosen.run_members is not None and "num_chains" in options:
-            options = {**options, "num_chains": restarts}  # the members are the chains
-    seeds = tuple(range(int(seed), int(seed) + restarts))
-    return Plan(chosen, rank, prior, options, seeds, combine, ensemble, init, data, held_out)
+    request = Plan(chosen, rank, prior, options, (), combine, ensemble, init, data, held_out)
+    return request.at(range(int(seed), int(seed) + restarts))
 
 
 def member_count(engine: Engine, restarts: int, options: dict) -> int:

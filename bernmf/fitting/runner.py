@@ -21,7 +21,7 @@ from typing import NamedTuple
 from bernmf._progress import working_on
 from bernmf._warnings import warn
 from bernmf.data.observed import Observed, check_seed
-from bernmf.fitting.ensemble import combine_members, run_members, validation_lpd
+from bernmf.fitting.ensemble import combine_members, validation_lpd
 from bernmf.fitting.plan import Plan
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior, ZeroProbabilityWarning
@@ -66,9 +66,11 @@ def fit_settings(
         The training entries.
     rank : int
     priors : sequence of Prior or None
-        The settings (each checked and broadcast by :meth:`Engine.prior_for`).
+        The settings, each checked and broadcast to (rank,) by :meth:`Engine.prior_for`
+        (as :func:`bernmf.fitting.plan.plan` does): not checked again here.
     seeds : sequence of int
-        The same seeds for every prior (a sampler's: consecutive, one per chain).
+        The same seeds for every prior, checked (a sampler's: consecutive, one per
+        chain of ``options``: :meth:`bernmf.fitting.plan.Plan.at`).
     options : dict
         Every option of the engine (:meth:`Engine.with_defaults`).
     held_out : Observed, optional
@@ -82,14 +84,16 @@ def fit_settings(
     list of Scored
         ``len(priors) * len(seeds)`` members.
     """
-    priors = [engine.prior_for(p, rank) for p in priors]
     pairs = [(p, int(s)) for p in priors for s in seeds]
     if engine.run_settings is not None:
         fits = engine.run_settings(
             data, rank, [p for p, _ in pairs], [s for _, s in pairs], **options, **batching
         )
+    elif engine.run_members is not None:
+        seeds = [int(s) for s in seeds]
+        fits = [f for p in priors for f in engine.run_members(data, rank, p, seeds, **options)]
     else:
-        fits = [f for p in priors for f in run_members(engine, data, rank, p, seeds, options)]
+        fits = [engine.run(data, rank, p, s, None, **options) for p, s in pairs]
     scores = [None] * len(fits)
     if held_out is not None:
         scores = (-validation_lpd(fits, held_out).mean(axis=0)).tolist()
@@ -151,16 +155,17 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
     chains = request.engine.seed_count is not None
     for seed in seeds:
         check_seed(seed, max(count, request.options[request.engine.seed_count] if chains else 1))
-    at = [dataclasses.replace(request, seeds=tuple(range(s, s + count))) for s in seeds]
+    at = [request.at(range(s, s + count)) for s in seeds]
     if chains and not request.ensemble:
         fits = [run(one) for one in at]
     else:
-        needed = sorted({s for one in at for s in one.seeds})
-        working_on(f"{request.engine.name} K={request.rank}, {len(needed)} fits")
+        shared = request.at(sorted({s for one in at for s in one.seeds}))
+        working_on(f"{request.engine.name} K={request.rank}, {len(shared.seeds)} fits")
         made = fit_settings(
-            request.engine, request.data, request.rank, [request.prior], needed, request.options
-        )
-        by_seed = {seed: m.fit for seed, m in zip(needed, made, strict=True)}
+            request.engine, request.data, request.rank, [request.prior], shared.seeds,
+            shared.options,
+        )  # fmt: skip
+        by_seed = {seed: m.fit for seed, m in zip(shared.seeds, made, strict=True)}
         fits = []
         for one in at:
             group = [by_seed[s] for s in one.seeds]

@@ -234,10 +234,11 @@ def _refitted(
         if engine.seed_count is not None:
             chosen[engine.seed_count] = 1
         setting = json.dumps(chosen, sort_keys=True, default=repr)
-        key = (one.engine, one.rank, _prior_key(one.prior), setting)
+        prior = engine.prior_for(one.prior, one.rank)  # a refit's request, checked as fit's
+        key = (one.engine, one.rank, _prior_key(prior), setting)
         if engine.seed_count is not None:
             key += (i,)  # a chain of its own
-        settings.setdefault(key, (engine, one.rank, one.prior, chosen, []))[-1].append(i)
+        settings.setdefault(key, (engine, one.rank, prior, chosen, []))[-1].append(i)
     for engine, rank, prior, chosen, indices in settings.values():
         seeds = sorted({int(members[i].seed) for i in indices})
         fitted = fit_settings(engine, data, rank, [prior], seeds, chosen)

@@ -69,16 +69,19 @@ def by_chain(run: Callable) -> Callable:
     """``run_members`` of a sampler whose ``run`` takes ``num_chains``: R chains, one run.
 
     Chain c of the engine's run from ``seeds[0]`` is its one-chain fit of seed
-    ``seeds[0] + c``, so ``seeds`` must be consecutive.
+    ``seeds[0] + c``, so ``seeds`` must be consecutive, one per chain: the plan decides
+    ``num_chains`` with the seeds (:meth:`bernmf.fitting.plan.Plan.at`).
     """
 
     def run_members(
         data: Observed, rank: int, prior: Prior, seeds: Sequence[int], **options
     ) -> list[Fit]:
         seeds = [int(s) for s in seeds]
-        if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
-            raise ValueError(f"the chains of a sampler take consecutive seeds, got {seeds}")
-        options = {**options, "num_chains": len(seeds)}
+        if seeds != list(range(seeds[0], seeds[0] + options["num_chains"])):
+            raise ValueError(
+                f"the {options['num_chains']} chains of a sampler take as many consecutive "
+                f"seeds, got {seeds}"
+            )
         return split_chains(run(data, rank, prior, seeds[0], None, **options))
 
     return run_members
