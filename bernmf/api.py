@@ -74,12 +74,13 @@ def fit(
         stacking their log predictive densities on ``validation`` (for posterior
         draws without ``validation``: on their PSIS-LOO). ``probs`` and
         :meth:`Fit.perplexity` are the mixture's; W and H are the best member's;
-        ``fit.members`` holds the members and ``extras["restarts"]`` their seeds,
-        objectives, ``weights`` and the modes they reached.
+        ``fit.mixture`` (:class:`~bernmf.results.fit.Mixture`) holds the members,
+        their ``weights``, ``scores`` and the ``modes`` they reached
+        (``fit.mixture.table()``: one row per member).
     validation : bool array of shape (M, N), optional
         Held-out entries of Y (observed, outside ``mask``) on which ``"stack"``
         weights the members of an ensemble and every member is scored
-        (``extras["restarts"]["validation_perplexity"]``). They never enter a fit and
+        (``fit.mixture.validation_perplexity``). They never enter a fit and
         never change what it returns (draws, W, H, probs): without ``restarts`` or
         ``combine`` the fit is the single fit it would be without them.
     distributed : bool, default False
@@ -109,6 +110,9 @@ def fit(
     Returns
     -------
     Fit
+        With its record (``fit.record``): the seed, the timings, the request as plain
+        JSON (``fit.record.plan``: every option, the prior, the seeds, digests of the
+        data), the data and its labels.
 
     Raises
     ------

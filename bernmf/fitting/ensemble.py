@@ -26,7 +26,7 @@ from bernmf.data.observed import Observed
 from bernmf.fitting.modes import count_modes
 from bernmf.fitting.stacking import chain_stacking, entries_lpd, stacking_weights
 from bernmf.inference import Engine
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Mixture, Posterior
 
 COMBINES = ("best", "mean", "stack")
 """The ways :func:`bernmf.fit` combines the members of an ensemble."""
@@ -147,15 +147,14 @@ def combine_members(
     Fit
         ``probs`` is the mixture ``sum_r weights[r] * members[r].probs``, computed
         on demand from the members (so :meth:`Fit.perplexity` scores the mixture);
-        W, H, trace, n_iter and seed are the best member's; ``converged`` is True
-        when every member converged (None when the members' is None);
-        ``timings`` add up the members'; ``draws`` pool the members' chains, except
-        for ``"best"``; ``members`` holds the members and ``extras["restarts"]``
-        their seeds, objectives (final trace values), ``scores``, iterations,
-        convergence, ``weights``, the
-        ``combine`` rule, the mode each member reached
-        (:func:`bernmf.fitting.modes.count_modes`; a UserWarning when they disagree strongly)
-        and, with validation entries, each member's ``validation_perplexity``.
+        W, H, trace, n_iter, seed and extras are the best member's
+        (:attr:`~bernmf.results.fit.Mixture.chosen`); ``converged`` is True when every
+        member converged (None when the members' is None); ``timings`` add up the
+        members'; ``draws`` pool the members' chains, except for ``"best"``;
+        ``mixture`` (:class:`~bernmf.results.fit.Mixture`) holds the members, their
+        ``weights``, the ``combine`` rule, their ``scores``, the mode each reached
+        (:func:`bernmf.fitting.modes.count_modes`; a UserWarning when they disagree
+        strongly) and, with validation entries, each member's ``validation_perplexity``.
     """
     members = list(members)
     scores = _scores(members, score)
@@ -176,29 +175,26 @@ def combine_members(
             "depends on its seed, and "
             "combine='mean' or 'stack' averages over the modes"
         )
-    record = {
-        "seeds": [m.seed for m in members],
-        "objectives": [m.objective for m in members],
-        "scores": scores.tolist(),
-        "n_iter": [m.n_iter for m in members],
-        "converged": [None if m.converged is None else bool(m.converged) for m in members],
-        "weights": weights.tolist(),
-        "combine": combine,
-        "modes": modes.labels.tolist(),
-    }
-    if lpd is not None:
-        record["validation_perplexity"] = (-lpd.mean(axis=0)).tolist()
+    mixture = Mixture(
+        members=tuple(members),
+        weights=tuple(weights.tolist()),
+        rule=combine,
+        scores=tuple(scores.tolist()),
+        modes=tuple(modes.labels.tolist()),
+        validation_perplexity=None if lpd is None else tuple((-lpd.mean(axis=0)).tolist()),
+    )
     chosen = members[best]
     pooled = combine != "best" and bool(chosen.draws)
+    timings = {k: float(sum(m.timings.get(k, 0.0) for m in members)) for k in chosen.timings}
     return dataclasses.replace(
         chosen,
         stored_probs=None,  # the members' mixture, computed on demand (Fit.probs_rows)
         converged=None
         if any(m.converged is None for m in members)
         else all(m.converged for m in members),
-        timings={k: float(sum(m.timings.get(k, 0.0) for m in members)) for k in chosen.timings},
-        extras={**chosen.extras, "restarts": record},
-        draws=draws if pooled else chosen.draws,
-        sample_stats=_pooled(members, "sample_stats") if pooled else chosen.sample_stats,
-        members=tuple(members),
+        record=dataclasses.replace(chosen.record, timings=timings),
+        posterior=Posterior(draws, _pooled(members, "sample_stats"))
+        if pooled
+        else chosen.posterior,
+        mixture=mixture,
     )

@@ -62,7 +62,7 @@ def fit(
     Fit
         ``W`` (M_p, K) and ``probs`` (M_p, N, computed on demand) of this process's
         rows; H, the trace, ``n_iter``, ``converged`` and the ensemble's weights
-        the same in every process. ``extras["run"]["data"]`` describes this
+        the same in every process. ``record.plan["data"]`` describes this
         process's rows.
 
     Raises
@@ -95,14 +95,7 @@ def fit(
         result = members[0]
     else:
         result = combine_members(members, combine, data, held_out, gather=distributed.gather_rows)
-    extras = {**result.extras, "run": request.record()}
-    return dataclasses.replace(
-        result,
-        extras=extras,
-        row_labels=data.row_labels,
-        col_labels=data.col_labels,
-        observed=data,
-    )
+    return request.recorded(result)
 
 
 def check_entries(failure: Exception | None, data: Observed, held_out: Observed | None) -> None:

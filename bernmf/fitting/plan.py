@@ -27,6 +27,7 @@ from bernmf.data.observed import (
 from bernmf.fitting.ensemble import check_combine
 from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
+from bernmf.results.fit import Fit
 from bernmf.results.loading import versions
 
 
@@ -78,13 +79,43 @@ class Plan:
             options = {**options, engine.seed_count: len(seeds)}
         return dataclasses.replace(self, seeds=tuple(int(s) for s in seeds), options=options)
 
-    def record(self) -> dict:
-        """How the fit was made (:func:`run_record` with ``data``: :func:`data_record`)."""
-        record = run_record(
-            self.engine, self.rank, self.prior, self.seeds[0], self.init, len(self.seeds),
-            self.combine, self.options,
+    def as_json(self) -> dict:
+        """The request as plain JSON values, which a fit keeps as ``fit.record.plan``.
+
+        Returns
+        -------
+        dict
+            ``engine``, ``rank``, ``options`` (every option the engine ran with, its
+            defaults included; a value that is not a JSON number, string, list or dict
+            as its ``repr``), ``prior`` (``{"alpha": [...], "beta": [...], "gamma":
+            [...]}`` of length rank, or None), ``seeds`` (one per member),
+            ``restarts`` (their number), ``combine``, ``init`` (``"given"`` or
+            ``"random"``), ``versions`` (:func:`bernmf.results.loading.versions`) and
+            ``data`` (:func:`data_digests`).
+        """
+        prior = self.prior
+        return {
+            "engine": self.engine.name,
+            "rank": self.rank,
+            "options": {name: _plain(value) for name, value in self.options.items()},
+            "prior": None if prior is None else {k: _plain(v) for k, v in prior._asdict().items()},
+            "seeds": list(self.seeds),
+            "restarts": len(self.seeds),
+            "combine": self.combine,
+            "init": "random" if self.init is None else "given",
+            "versions": versions(),
+            "data": data_digests(self.data, self.held_out),
+        }
+
+    def recorded(self, result: Fit) -> Fit:
+        """``result`` with the record of this request: :meth:`as_json`, the training data
+        and its labels (:class:`~bernmf.results.fit.Record`)."""
+        data = self.data
+        record = dataclasses.replace(
+            result.record, plan=self.as_json(), observed=data, row_labels=data.row_labels,
+            col_labels=data.col_labels,
         )  # fmt: skip
-        return {**record, "data": data_record(self.data, self.held_out)}
+        return dataclasses.replace(result, record=record)
 
 
 def plan(
@@ -148,36 +179,7 @@ def member_count(engine: Engine, restarts: int, options: dict) -> int:
     return restarts
 
 
-def run_record(
-    engine: Engine, rank: int, prior: Prior | None, seed: int, init, restarts, combine, options
-) -> dict:
-    """How a fit was made, as plain JSON values: :func:`fit` keeps it in ``extras["run"]``.
-
-    Returns
-    -------
-    dict
-        ``engine``, ``rank``, ``options`` (every option the engine ran with, its
-        defaults included; a value that is not a JSON number, string, list or dict
-        as its ``repr``), ``prior`` (``{"alpha": [...], "beta": [...], "gamma":
-        [...]}`` of length rank, or None), ``seeds`` (one per member), ``restarts``,
-        ``combine``, ``init`` (``"given"`` or ``"random"``) and ``versions``
-        (:func:`bernmf.results.loading.versions`). :func:`fit` adds ``data``
-        (:func:`data_record`).
-    """
-    return {
-        "engine": engine.name,
-        "rank": rank,
-        "options": {name: _plain(value) for name, value in options.items()},
-        "prior": None if prior is None else {k: _plain(v) for k, v in prior._asdict().items()},
-        "seeds": list(range(seed, seed + restarts)),
-        "restarts": restarts,
-        "combine": combine,
-        "init": "random" if init is None else "given",
-        "versions": versions(),
-    }
-
-
-def data_record(data: Observed, held_out: Observed | None) -> dict:
+def data_digests(data: Observed, held_out: Observed | None) -> dict:
     """The data a fit was made on, by digest: ``shape``, ``observed`` (count of
     training entries), ``mask_sha256``, ``ones_sha256`` (:meth:`Observed.digests`)
     and ``validation_sha256`` (that of the validation mask, or None)."""

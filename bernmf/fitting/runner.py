@@ -14,7 +14,6 @@ runs a :class:`bernmf.fitting.plan.Plan`: :func:`bernmf.fit` is ``run(plan(...))
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -109,7 +108,7 @@ def run(request: Plan) -> Fit:
     Returns
     -------
     Fit
-        As :func:`bernmf.fit` documents, ``extras["run"]`` from :meth:`Plan.record`.
+        As :func:`bernmf.fit` documents, its record from :meth:`Plan.recorded`.
     """
     engine, data = request.engine, request.data
     count = len(request.seeds)
@@ -186,16 +185,10 @@ def _combined(fits: list[Fit], request: Plan) -> Fit:
 
 
 def _finished(result: Fit, request: Plan) -> Fit:
-    """``result`` with the record of ``request``, the data's labels and the data, after
+    """``result`` with the record of ``request`` (:meth:`Plan.recorded`), after
     :func:`warn_certain`."""
     warn_certain(result, request.data)
-    return dataclasses.replace(
-        result,
-        extras={**result.extras, "run": request.record()},
-        row_labels=request.data.row_labels,
-        col_labels=request.data.col_labels,
-        observed=request.data,
-    )
+    return request.recorded(result)
 
 
 def warn_certain(result: Fit, data: Observed) -> None:

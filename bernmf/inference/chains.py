@@ -17,7 +17,7 @@ import numpy as np
 from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
 from bernmf.posterior.draws import component_permutations, mean_probability, permute_draws
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Posterior
 
 
 def split_chains(fit: Fit) -> list[Fit]:
@@ -55,10 +55,15 @@ def split_chains(fit: Fit) -> list[Fit]:
                 H=H_aligned.mean(axis=(0, 1)),
                 stored_probs=mean_probability(W_c, H_c),
                 trace=-log_joint[c],
-                seed=fit.seed + c,
-                timings={k: v / C for k, v in fit.timings.items()},
-                draws={**fit.draws, "W": W_c, "H": H_c},
-                sample_stats={k: np.asarray(v)[c : c + 1] for k, v in fit.sample_stats.items()},
+                record=dataclasses.replace(
+                    fit.record,
+                    seed=fit.seed + c,
+                    timings={k: v / C for k, v in fit.timings.items()},
+                ),
+                posterior=Posterior(
+                    {**fit.draws, "W": W_c, "H": H_c},
+                    {k: np.asarray(v)[c : c + 1] for k, v in fit.sample_stats.items()},
+                ),
                 extras={**fit.extras, "log_joint": log_joint[c : c + 1], "chain": c},
             )
         )
