@@ -81,7 +81,8 @@ def main() -> None:
     for seed in range(1, args.repeats + 1):
         fit, new_seconds = new(seed)
         draws, old_seconds = old(seed)
-        new_ess, old_ess = ess(fit), ess(dataclasses.replace(fit, draws=draws))
+        former = dataclasses.replace(fit, posterior=dataclasses.replace(fit.posterior, draws=draws))
+        new_ess, old_ess = ess(fit), ess(former)
         rows.append((new_seconds, old_seconds, new_ess / new_seconds, old_ess / old_seconds))
         print(f"seed {seed}: seconds new {new_seconds:.2f}, old {old_seconds:.2f}; "
               f"median bulk ESS(WH) new {new_ess:.0f}, old {old_ess:.0f}", flush=True)  # fmt: skip

@@ -47,7 +47,7 @@ def restart_rows(name, Y, rank, prior, restarts, common) -> list[tuple]:
     batched = bernmf.fit(Y, "mm", rank, prior=prior, restarts=restarts, **common)
     assert batched.seed == best.seed, (batched.seed, best.seed)  # the same best fit
     iterations = sum(f.n_iter for f in loop)
-    assert sum(batched.extras["restarts"]["n_iter"]) == iterations
+    assert sum(batched.mixture.table()["n_iter"]) == iterations
     return [
         (name, "restarts", "loop of bernmf.fit", restarts, iterations, 0.0, loop_seconds),
         (

@@ -78,20 +78,23 @@ def fit(
         ``seed, ..., seed + R - 1``: for ``mm`` and ``em`` R fits in one compiled
         call, for ``nuts`` and ``gibbs`` R chains (``num_chains`` is set to R), for
         the other engines one fit per seed. For ``nuts`` and ``gibbs`` an ensemble
-        without ``restarts`` (``combine`` or ``validation`` given) has one member
-        per chain of ``num_chains``.
+        without ``restarts`` (``combine`` given) has one member per chain of
+        ``num_chains``.
     combine : {"best", "mean", "stack"}, default "best"
         How the members are combined: the one of best final objective, the uniform
         mixture of their predictive probabilities, or the mixture weighted by
         stacking their log predictive densities on ``validation`` (for posterior
         draws without ``validation``: on their PSIS-LOO). ``probs`` and
         :meth:`Fit.perplexity` are the mixture's; W and H are the best member's;
-        ``fit.members`` holds the members and ``extras["restarts"]`` their seeds,
-        objectives, ``weights`` and the modes they reached.
+        ``fit.mixture`` (:class:`~bernmf.results.fit.Mixture`) holds the members,
+        their ``weights``, ``scores`` and the ``modes`` they reached
+        (``fit.mixture.table()``: one row per member).
     validation : bool array of shape (M, N), optional
         Held-out entries of Y (observed, outside ``mask``) on which ``"stack"``
-        weights the members and every member and the mixture are scored
-        (``extras["restarts"]["validation_perplexity"]``). They never enter a fit.
+        weights the members of an ensemble and every member is scored
+        (``fit.mixture.validation_perplexity``). They never enter a fit and
+        never change what it returns (draws, W, H, probs): without ``restarts`` or
+        ``combine`` the fit is the single fit it would be without them.
     distributed : bool, default False
         True: Y (and mask, init's W) are this process's block of rows, and the fit
         runs across every process started with ``jax.distributed.initialize`` (the
@@ -121,6 +124,9 @@ def fit(
     Returns
     -------
     Fit
+        With its record (``fit.record``): the seed, the timings, the request as plain
+        JSON (``fit.record.plan``: every option, the prior, the seeds, digests of the
+        data), the data and its labels.
 
     Raises
     ------

@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from bernmf._warnings import warn
 from bernmf.api import fit as fit_engine
 from bernmf.data.observed import Observed, as_observed, is_sparse
 from bernmf.data.sparse import checked_coo
@@ -232,11 +233,7 @@ class NBMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             observed = as_observed(self._binary(X, reset=False), mask)
         empty = int((~observed.mask.any(axis=1)).sum())
         if empty:
-            warnings.warn(
-                f"{empty} row(s) have no observed entry; their weights are the prior's",
-                UserWarning,
-                stacklevel=3,
-            )
+            warn(f"{empty} row(s) have no observed entry; their weights are the prior's")
         return observed
 
     def fit_transform(self, X, y=None, mask=None):

@@ -30,7 +30,7 @@ import pandas as pd
 
 from bernmf._progress import say, working_on
 from bernmf.data.budget import check_fit_bytes
-from bernmf.data.observed import as_observed, check_count, check_rank
+from bernmf.data.observed import as_observed, check_count, check_rank, check_seed
 from bernmf.fitting.ensemble import MAX_RESTARTS
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import Scored, fit_settings
@@ -189,19 +189,21 @@ def grid(
     held_out = held_out_entries(Y, data, np.asarray(validation, bool))
     rows_at, columns_at, y = held_out.entries()
     stream = stream or sys.stderr
-    priors = [Prior(a, b, gamma) for a in alphas for b in betas]
+    check_seed(seed, restarts)
+    settings = [Prior(a, b, gamma) for a in alphas for b in betas]
+    priors = {k: [engine.prior_for(p, k) for p in settings] for k in ranks}  # checked, (K,)
     seeds = [seed + r for r in range(restarts)]
     batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
-    fits = f"{len(priors) * restarts} fits of alphas x betas x restarts={restarts}"
-    check_fit_bytes(options, len(priors) * restarts, data.shape, max(ranks), fits)
+    fits = f"{len(settings) * restarts} fits of alphas x betas x restarts={restarts}"
+    check_fit_bytes(options, len(settings) * restarts, data.shape, max(ranks), fits)
     rows, ensembles, timings, everyone = [], [], {}, []
     single = combine in (None, "stack")  # best: the single fit of lowest validation perplexity
     best_score, best_factors = np.inf, None
     for rank in ranks:
         label = f"rank {rank}"
-        working_on(f"mm K={rank}, {len(priors) * restarts} fits")
+        working_on(f"mm K={rank}, {len(settings) * restarts} fits")
         fitted = fit_settings(
-            engine, data, rank, priors, seeds, options, held_out,
+            engine, data, rank, priors[rank], seeds, options, held_out,
             label=label, stream=stream, **batching,
         )  # fmt: skip
         everyone += fitted

@@ -93,7 +93,7 @@ def log(message: str) -> None:
 
 def mm_pool(Y, split, grid: dict, seeds: int) -> dict[tuple, bernmf.Fit]:
     """MM fits ``{(rank, alpha, beta, seed): Fit}``, seeds 0 .. seeds - 1, one call per rank;
-    each records its float type as :func:`bernmf.fit` records options (``extras["run"]``),
+    each records its float type as :func:`bernmf.fit` records options (``record.plan``),
     which a refit (``bernmf.stack(..., refit=True)``) runs with."""
     data = as_observed(Y, split.train)
     pool = {}
@@ -106,7 +106,8 @@ def mm_pool(Y, split, grid: dict, seeds: int) -> dict[tuple, bernmf.Fit]:
             timings = {"compile": 0.0, "run": float(batch.seconds[i])}
             fit = batch.fit(i, priors[i], s, timings=timings)
             run = {"options": {"dtype": grid["dtype"]}}
-            pool[(rank, a, b, s)] = dataclasses.replace(fit, extras={**fit.extras, "run": run})
+            record = dataclasses.replace(fit.record, plan=run)
+            pool[(rank, a, b, s)] = dataclasses.replace(fit, record=record)
     return pool
 
 
@@ -121,7 +122,11 @@ def scored(name: str, result: bernmf.Fit, Y, split, stack_seconds: float = 0.0) 
     stacking's seconds alone, and the smallest test-entry probability."""
     rows, columns, y = as_observed(Y, split.test, warn_empty=False).entries()
     p = result.probs_at(rows, columns)
-    refitted = result.extras.get("stack", {}).get("refit", False)
+    refitted = (
+        result.mixture is not None
+        and result.mixture.stacking is not None
+        and (result.mixture.stacking.refit)
+    )
     return {
         "method": name,
         "test": result.perplexity(Y, split.test),
@@ -171,9 +176,9 @@ def run_dataset(name: str, grid: dict, args, out: Path, results: list, weights: 
                     members, Y, validation=split.validation, mask=split.train, seeds=seeds,
                     refit=refit,
                 )  # fmt: skip
-                found.append(scored(method, stacked, Y, split, stacked.extras["stack"]["seconds"]))
+                found.append(scored(method, stacked, Y, split, stacked.mixture.stacking.seconds))
             if refit:
-                log(f"  set {j}: refit {stacked.extras['stack']['refit_seconds']:.1f} s")
+                log(f"  set {j}: refit {stacked.mixture.stacking.refit_seconds:.1f} s")
             if method in ("stacked: setting means", "stacked: all engines"):
                 table = members_table(stacked)
                 by = table.groupby(["engine", "rank"], as_index=False)["weight"].sum()

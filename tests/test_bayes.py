@@ -23,6 +23,7 @@ from bernmf.data.observed import as_observed
 from bernmf.inference import _compile, mm, nuts
 from bernmf.models import numpyro_model, unconstrained
 from bernmf.models.spec import log_joint, log_likelihood, masked_log_likelihood_terms
+from bernmf.results.fit import Posterior, Record
 
 M, N, K = 24, 18, 2
 
@@ -159,7 +160,7 @@ def test_to_arviz_groups_dims_labels_and_pointwise_log_likelihood(nuts_fit, simu
     assert np.isfinite(loo.elpd) and loo.elpd < 0
 
 
-def _fake_fit(W_draws, H_draws, **changes):
+def _fake_fit(W_draws, H_draws, sample_stats=None, observed=None):
     """A Fit with given draws (the form any Bayesian engine fills)."""
     S, m, k = W_draws.shape[1:]
     return bernmf.Fit(
@@ -169,13 +170,10 @@ def _fake_fit(W_draws, H_draws, **changes):
         W=W_draws.mean(axis=(0, 1)),
         H=H_draws.mean(axis=(0, 1)),
         stored_probs=np.zeros((m, H_draws.shape[-1])),
-        trace=np.zeros(1),
-        n_iter=S,
+        trace=np.zeros(S + 1),
         converged=True,
-        timings={"compile": 0.0, "run": 2.0},
-        seed=0,
-        draws={"W": W_draws, "H": H_draws},
-        **changes,
+        record=Record(0, {"compile": 0.0, "run": 2.0}, observed=observed),
+        posterior=Posterior({"W": W_draws, "H": H_draws}, sample_stats or {}),
     )
 
 

@@ -25,6 +25,7 @@ import pytest
 import bernmf
 from bernmf import _output
 from bernmf.cli.parser import main
+from bernmf.results.fit import Record
 
 ROOT = Path(__file__).parents[1]  # the checkout, for the processes' PYTHONPATH
 FIT_FILES = {"W.csv", "H.csv", "trace.csv", "summary.json", "fit.npz", "factors.png", "trace.png"}
@@ -86,7 +87,7 @@ def hidden(folder: Path) -> list[str]:
 def test_two_threads_saving_one_fit_path(tmp_path, monkeypatch):
     Y, _, _ = bernmf.simulate(0, 10, 6, 2)
     fit = bernmf.fit(Y, "mm", 2, max_iter=3)
-    fits = [dataclasses.replace(fit, seed=seed) for seed in (1, 2)]
+    fits = [dataclasses.replace(fit, record=Record(seed, fit.timings)) for seed in (1, 2)]
     path = tmp_path / "fit.npz"
     hold_before_publishing(monkeypatch, folders=False)
     results = in_threads(lambda f: f.save(path), fits)
@@ -117,7 +118,7 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
     import numpy as np
     from bernmf import _output
-    from bernmf.results.fit import Fit
+    from bernmf.results.fit import Fit, Record
 
     kind, go, target, seed = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
     publish = _output._publish
@@ -131,7 +132,7 @@ SCRIPT = textwrap.dedent(
 
     _output._publish = held
     half = np.full((2, 3), 0.5)
-    fit = Fit("mm", 1, None, np.ones((2, 1)), half[:1], np.zeros(2), 1, True, {}, seed)
+    fit = Fit("mm", 1, None, np.ones((2, 1)), half[:1], np.zeros(2), True, Record(seed, {}))
     try:
         if kind == "file":
             fit.save(target)

@@ -19,6 +19,7 @@ import bernmf
 from bernmf.posterior import convergence
 from bernmf.posterior.convergence import Workspace, ess_rows, rank_rhat_rows, score_sums
 from bernmf.posterior.draws import rank_rhat
+from bernmf.results.fit import Posterior, Record
 
 
 def _reference_average_ranks(rows: np.ndarray) -> np.ndarray:
@@ -322,12 +323,10 @@ def _fit_with_draws(W, H):
         W=W.mean(axis=(0, 1)),
         H=H.mean(axis=(0, 1)),
         stored_probs=np.zeros((W.shape[2], H.shape[-1])),
-        trace=np.zeros(1),
-        n_iter=W.shape[1],
+        trace=np.zeros(W.shape[1] + 1),
         converged=True,
-        timings={"run": 1.0},
-        seed=0,
-        draws={"W": W, "H": H},
+        record=Record(0, {"run": 1.0}),
+        posterior=Posterior({"W": W, "H": H}),
     )
 
 

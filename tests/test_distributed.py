@@ -47,10 +47,10 @@ WORKER = textwrap.dedent(
         np.savez(f"{out}/{name}-{index}.npz", W=fit.W, H=fit.H, trace=fit.trace)
     fit = bernmf.fit(Y[first:stop], "mm", 3, mask=O[first:stop], validation=V[first:stop],
                      distributed=True, **ENSEMBLE)
-    record = fit.extras["restarts"]
+    mixture = fit.mixture
     from bernmf.fitting.multiprocess import perplexity
     np.savez(f"{out}/ensemble-{index}.npz", W=fit.W, H=fit.H, probs=fit.probs,
-             weights=record["weights"], scores=record["validation_perplexity"],
+             weights=mixture.weights, scores=mixture.validation_perplexity,
              perplexity=perplexity(fit, Y[first:stop], V[first:stop]))
     fit.save(f"{out}/fit-{index}.npz")
     wide = bernmf.fit(Y[first:stop], "mm", 25, distributed=True, max_iter=2)  # 25 > this block
@@ -186,11 +186,11 @@ def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_pa
             np.testing.assert_allclose(W, one.W, rtol=0, atol=tolerance)
         one = bernmf.fit(Y, "mm", 3, mask=O, validation=~O, **ENSEMBLE)
     parts = [np.load(tmp_path / f"ensemble-{i}.npz") for i in range(count)]
-    record = one.extras["restarts"]
+    mixture = one.mixture
     for part in parts:  # weights and scores of all rows' validation entries, in every process
         np.testing.assert_allclose(part["H"], one.H, rtol=0, atol=1e-8)
-        np.testing.assert_allclose(part["scores"], record["validation_perplexity"], rtol=1e-8)
-        np.testing.assert_allclose(part["weights"], record["weights"], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(part["scores"], mixture.validation_perplexity, rtol=1e-8)
+        np.testing.assert_allclose(part["weights"], mixture.weights, rtol=0, atol=1e-5)
         np.testing.assert_allclose(part["perplexity"], one.perplexity(Y, ~O), rtol=1e-6)
     np.testing.assert_allclose(np.concatenate([p["W"] for p in parts]), one.W, rtol=0, atol=1e-8)
     probs = np.concatenate([p["probs"] for p in parts])
@@ -355,7 +355,7 @@ def test_cli_processes_write_their_rows_of_w_and_process_0_h(tmp_path):
     np.testing.assert_allclose(H, one.H, rtol=0, atol=1e-8)
     members = pd.read_csv(out / "members.csv")
     np.testing.assert_allclose(members["weight"], [0.5, 0.5])
-    np.testing.assert_allclose(members["objective"], one.extras["restarts"]["objectives"])
+    np.testing.assert_allclose(members["objective"], one.mixture.table()["objective"])
     saved = [bernmf.load(out / f"fit.part-{i:05d}.npz") for i in range(2)]
     probs = np.concatenate([fit.probs for fit in saved])
     np.testing.assert_allclose(probs, one.probs, rtol=0, atol=1e-8)
@@ -391,7 +391,7 @@ def test_one_process_distributed_fit_is_the_plain_fit():
         one = bernmf.fit(Y, "mm", 3, **options)
         ours = bernmf.fit(Y, "mm", 3, distributed=True, **options)
     np.testing.assert_allclose(ours.probs, one.probs, rtol=0, atol=1e-10)
-    assert ours.extras["restarts"]["modes"] == one.extras["restarts"]["modes"]
+    assert ours.mixture.modes == one.mixture.modes
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,7 @@ def test_mean_is_the_uniform_mixture_and_scores_it(members):
     mixture = np.mean([m.probs for m in members], axis=0)
     np.testing.assert_allclose(result.probs, mixture, rtol=0, atol=1e-12)
     assert np.isclose(result.perplexity(Y, TEST), nll(mixture, TEST), rtol=1e-12)
-    assert result.extras["restarts"]["weights"] == [0.25] * 4
+    assert result.mixture.weights == (0.25,) * 4
 
 
 def test_best_is_the_member_of_lowest_objective(members):
@@ -60,7 +60,7 @@ def test_best_is_the_member_of_lowest_objective(members):
     chosen = members[int(np.argmin(objectives))]
     np.testing.assert_array_equal(result.probs, chosen.probs)
     np.testing.assert_array_equal(result.W, chosen.W)
-    assert result.seed == chosen.seed and result.extras["restarts"]["objectives"] == objectives
+    assert result.seed == chosen.seed and result.mixture.table()["objective"] == objectives
 
 
 def test_stacking_gives_a_bad_member_almost_no_weight(members):
@@ -76,7 +76,7 @@ def test_stacking_gives_a_bad_member_almost_no_weight(members):
     bad = dataclasses.replace(members[1], stored_probs=np.clip(W_other @ H_other, 1e-9, 1 - 1e-9))
     observed, validation = as_observed(Y, TRAIN), as_observed(Y, VALIDATION)
     result = combine_members([bad, good], "stack", observed, validation)
-    weights = np.asarray(result.extras["restarts"]["weights"])
+    weights = np.asarray(result.mixture.weights)
     assert weights[0] < 0.05 and np.isclose(weights.sum(), 1)
     best = min([bad, good], key=lambda m: m.objective)
     assert result.seed == best.seed  # W, H and seed: the member of best objective
@@ -94,9 +94,9 @@ def test_the_chains_of_a_sampler_are_its_members():
     np.testing.assert_allclose(result.probs, pooled.probs, rtol=1e-12)
     np.testing.assert_array_equal(result.draws["H"], pooled.draws["H"])
     lp = pooled.sample_stats["lp"]
-    assert result.extras["restarts"]["objectives"] == pytest.approx(list(-lp[:, -1]))
+    assert result.mixture.table()["objective"] == pytest.approx(list(-lp[:, -1]))
     # a member is scored over its kept draws, not its last one
-    assert result.extras["restarts"]["scores"] == pytest.approx(list(-lp.mean(axis=1)))
+    assert result.mixture.scores == pytest.approx(list(-lp.mean(axis=1)))
     # its objective has the sign of the fit alone (minus the log joint), issue 23
     alone = bernmf.fit(Y, "gibbs", K, mask=TRAIN, seed=6, **options)
     assert result.members[1].objective == pytest.approx(alone.objective)
@@ -114,15 +114,46 @@ SMALL_TRAIN, SMALL_VALIDATION = TRAIN[:30, :20], VALIDATION[:30, :20]
         ("nuts", {"num_warmup": 5, "num_samples": 5, "progress": False}),  # default 2 chains
     ],
 )
-@pytest.mark.parametrize("ensemble", [{"combine": "mean"}, {"validation": SMALL_VALIDATION}])
+@pytest.mark.parametrize(
+    "ensemble", [{"combine": "mean"}, {"combine": "mean", "validation": SMALL_VALIDATION}]
+)
 def test_an_ensemble_without_restarts_has_a_member_per_chain(engine, options, ensemble):
-    # issue 23: combine= or validation= alone ran 1 chain while the record said more
+    # issue 23: combine= alone ran 1 chain while the record said more
     chains = options.get("num_chains", bernmf.inference.get_engine(engine).options["num_chains"])
     result = bernmf.fit(Y[:30, :20], engine, 2, mask=SMALL_TRAIN, seed=4, **options, **ensemble)
     assert len(result.members) == chains
     assert [m.seed for m in result.members] == list(range(4, 4 + chains))
-    assert result.extras["run"]["options"]["num_chains"] == chains
-    assert result.extras["run"]["seeds"] == list(range(4, 4 + chains))
+    assert result.record.plan["options"]["num_chains"] == chains
+    assert result.record.plan["seeds"] == list(range(4, 4 + chains))
+
+
+SAMPLER = {"num_warmup": 5, "num_samples": 5, "progress": False}
+
+
+@pytest.mark.parametrize(
+    "engine, options",
+    [
+        ("nuts", SAMPLER),  # its default 2 chains
+        ("gibbs", {**SAMPLER, "num_chains": 2}),
+        ("gibbs", {**SAMPLER, "restarts": 2}),
+        ("mm", {"max_iter": 30}),
+        ("mm", {"restarts": 3, "max_iter": 30}),
+        ("mm", {"restarts": 3, "combine": "mean", "max_iter": 30}),
+    ],
+)
+def test_validation_changes_what_is_scored_never_the_fit(engine, options):
+    """Issue 35: nuts with validation= returned one chain's draws (its record said 2 chains)."""
+    train, held_out = SMALL_TRAIN, SMALL_VALIDATION
+    alone = bernmf.fit(Y[:30, :20], engine, 2, mask=train, seed=4, **options)
+    scored = bernmf.fit(Y[:30, :20], engine, 2, mask=train, seed=4, validation=held_out, **options)
+    for name in ("W", "H", "probs", "trace"):
+        np.testing.assert_array_equal(getattr(scored, name), getattr(alone, name), err_msg=name)
+    assert scored.draws.keys() == alone.draws.keys()
+    for name, draws in alone.draws.items():
+        np.testing.assert_array_equal(scored.draws[name], draws, err_msg=name)
+    assert scored.record.plan["options"] == alone.record.plan["options"]
+    if alone.draws and not alone.members:  # as many chains as the record says
+        assert len(scored.draws["W"]) == scored.record.plan["options"]["num_chains"]
 
 
 @pytest.fixture
@@ -165,7 +196,9 @@ def test_an_ensemble_saves_and_loads_with_its_members(members, tmp_path):
     result = bernmf.fit(Y, "mm", K, mask=TRAIN, restarts=4, combine="mean", **OPTIONS)
     loaded = bernmf.load(result.save(tmp_path / "ensemble.npz"))
     np.testing.assert_array_equal(loaded.probs, result.probs)
-    assert loaded.extras["restarts"] == result.extras["restarts"]
+    assert loaded.mixture.table() == result.mixture.table()
+    for part in ("weights", "rule", "scores", "modes", "validation_perplexity", "stacking"):
+        assert getattr(loaded.mixture, part) == getattr(result.mixture, part), part
     assert len(loaded.members) == 4
     for saved, back in zip(result.members, loaded.members, strict=True):
         for name in ("W", "H", "probs", "trace"):
@@ -183,14 +216,14 @@ def test_members_in_distant_modes_warn_at_the_caller():
     with pytest.warns(UserWarning, match="3 distinct modes") as caught:
         result = bernmf.fit(small, "mm", 3, prior=bernmf.Prior(1.2, 1, 1), restarts=3, max_iter=40)
     assert caught[0].filename == __file__
-    assert sorted(set(result.extras["restarts"]["modes"])) == [0, 1, 2]
+    assert sorted(set(result.mixture.modes)) == [0, 1, 2]
 
 
 def test_chain_stacking_without_validation_keeps_the_arviz_export():
     """gibbs chains stacked by their PSIS-LOO on the training entries; the pooled draws export."""
     options = {"num_warmup": 10, "num_samples": 30, "progress": False}
     result = bernmf.fit(Y[:30, :20], "gibbs", K, restarts=2, combine="stack", **options)
-    weights = np.asarray(result.extras["restarts"]["weights"])
+    weights = np.asarray(result.mixture.weights)
     assert weights.shape == (2,) and np.isclose(weights.sum(), 1) and (weights >= 0).all()
     mixture = weights[0] * result.members[0].probs + weights[1] * result.members[1].probs
     np.testing.assert_allclose(result.probs, mixture, rtol=0, atol=1e-12)

@@ -7,6 +7,7 @@ import io
 import json
 import warnings
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 import bernmf
 from bernmf.data.observed import Observed, as_observed
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Posterior, Record
 from bernmf.results.loading import load_metadata
 
 
@@ -61,10 +62,10 @@ def test_round_trip_of_draws_sample_stats_and_extras(tmp_path):
         H=rng.random((K, N)),
         stored_probs=rng.random((M, N)),
         trace=np.array([3.0, 2.0, np.nan, np.inf]),
-        n_iter=3,
         converged=False,
-        timings={"compile": 0.5, "run": 1.25},
-        seed=7,
+        record=Record(
+            7, {"compile": 0.5, "run": 1.25}, None, Observed(observed.Y, observed.mask, None, None)
+        ),
         extras={
             "mu": rng.random(N).astype(np.float32),
             "m": 4.0,
@@ -73,9 +74,10 @@ def test_round_trip_of_draws_sample_stats_and_extras(tmp_path):
             "names": ("a", "b"),
             "nested": {"list": [1, None, "x"], "array": np.arange(3)},
         },
-        draws={"W": rng.random((C, S, M, K)), "H": rng.random((C, S, K, N))},
-        sample_stats={"diverging": rng.random((C, S)) < 0.1, "energy": rng.random((C, S))},
-        observed=Observed(observed.Y, observed.mask, None, None),
+        posterior=Posterior(
+            {"W": rng.random((C, S, M, K)), "H": rng.random((C, S, K, N))},
+            {"diverging": rng.random((C, S)) < 0.1, "energy": rng.random((C, S))},
+        ),
     )
     loaded = bernmf.load(fit.save(tmp_path / "posterior.npz"))
     assert_same(fit, loaded)
@@ -101,7 +103,9 @@ def test_refuses_to_overwrite_unless_asked_and_leaves_no_temporary(labelled_fit,
     labelled_fit.save(path)
     with pytest.raises(FileExistsError, match="overwrite=True"):
         labelled_fit.save(path)
-    other = dataclasses.replace(labelled_fit, seed=99)
+    other = dataclasses.replace(
+        labelled_fit, record=dataclasses.replace(labelled_fit.record, seed=99)
+    )
     other.save(path, overwrite=True)
     assert bernmf.load(path).seed == 99
     bad = dataclasses.replace(labelled_fit, extras={"thing": object()})
@@ -139,11 +143,14 @@ def test_labels_of_every_kind_survive_save_and_load(labelled_fit, tmp_path):
         [np.arange(30) % 3, [f"r{i}" for i in range(30)]], names=[("group", 1), None]
     )
     columns = pd.date_range("2024-03-20", periods=20, freq="D", tz="Europe/Paris", name=7)
-    fit = dataclasses.replace(labelled_fit, row_labels=rows, col_labels=columns)
+    labels = dataclasses.replace(labelled_fit.record, row_labels=rows, col_labels=columns)
+    fit = dataclasses.replace(labelled_fit, record=labels)
     loaded = bernmf.load(fit.save(tmp_path / "fit.npz"))
     assert_same(fit.row_labels, loaded.row_labels)
     assert_unlabelled_members(fit, loaded)
-    odd = dataclasses.replace(fit, col_labels=pd.Index([object()] * 20))
+    odd = dataclasses.replace(
+        fit, record=dataclasses.replace(labels, col_labels=pd.Index([object()] * 20))
+    )
     with pytest.raises(ValueError, match="cannot save the label"):
         odd.save(tmp_path / "odd.npz")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.npz"]
@@ -305,7 +312,7 @@ def with_value(index, value):
         ("H", with_value((0, 0), 5.0), r"H has values outside \[0, 1\]"),
         ("W", with_value((0, 0), -0.5), "W has rows that are not on the simplex"),
         ("W", lambda W: W * 2, "W has rows that are not on the simplex"),
-        ("trace", lambda trace: trace[:0], "trace is empty"),
+        ("trace", lambda trace: trace[:0], "trace has 0 values for n_iter=13"),
     ],
     ids=["H-nan", "H-5", "W-negative", "W-sum", "trace-empty"],
 )
@@ -363,7 +370,7 @@ def test_members_probabilities_and_traces_are_checked(ensembles, tmp_path):
     for name, change, message in [
         ("members/probs", with_value((1, 0, 0), 7.0), r"member 1: probs has values outside"),
         ("members/H", with_value((0, 0, 0), np.inf), "member 0: H has values that are not"),
-        ("members/trace/1", lambda trace: trace[:0], "member 1: trace is empty"),
+        ("members/trace/1", lambda trace: trace[:0], "member 1: trace has 0 values for n_iter="),
     ]:
         path.write_bytes(ensembles["logsvd"])
         edit_array(path, name, change)
@@ -451,3 +458,48 @@ def test_every_member_of_a_stack_is_checked(saved_stack, tmp_path, name, change,
     with pytest.raises(ValueError, match=message) as error:
         bernmf.load(path)
     assert str(error.value).startswith(str(path))
+
+
+FORMAT_3 = Path(__file__).parent / "data" / "format-3"
+
+
+@pytest.mark.parametrize("name", ["mm", "labelled", "nuts", "ensemble", "stack", "stack_refit"])
+def test_a_file_of_before_the_typed_parts_loads_and_saves_back_the_same(name, tmp_path):
+    """Fits saved when the mixture and the request were extras (tests/data/format-3): they
+    load into Fit.mixture and Fit.record.plan, and saving writes the same file again."""
+    path = FORMAT_3 / f"{name}.npz"
+    fit = bernmf.load(path)
+    assert not {"restarts", "stack", "run"} & set(fit.extras)
+    assert (fit.record.plan is None) == name.startswith("stack")
+    if fit.record.plan is not None:
+        assert fit.record.plan["data"]["shape"] == [12, 8] == list(fit.shape)
+    again = fit.save(tmp_path / "again.npz")
+    with zipfile.ZipFile(path) as old, zipfile.ZipFile(again) as new:
+        assert sorted(old.namelist()) == sorted(new.namelist())
+        for member in old.namelist():
+            if member != "metadata.json":
+                assert old.read(member) == new.read(member), member
+        before, after = (json.loads(z.read("metadata.json")) for z in (old, new))
+    assert {**before, "versions": None} == {**after, "versions": None}
+
+
+def test_the_parts_of_files_of_before_the_typed_parts():
+    ensemble, stack, refit, nuts, labelled = (
+        bernmf.load(FORMAT_3 / f"{name}.npz")
+        for name in ("ensemble", "stack", "stack_refit", "nuts", "labelled")
+    )
+    mixture = ensemble.mixture
+    assert mixture.rule == "stack" and len(mixture.members) == 3 and mixture.stacking is None
+    assert ensemble.W is not None and ensemble.seed == ensemble.members[mixture.chosen].seed
+    np.testing.assert_array_equal(ensemble.W, ensemble.members[mixture.chosen].W)
+    assert len(mixture.validation_perplexity) == len(mixture.modes) == 3
+    assert ensemble.record.plan["restarts"] == 3 and ensemble.record.plan["combine"] == "stack"
+    assert stack.engine == "stack" and stack.mixture.stacking.seeds == "mean"
+    assert not stack.mixture.stacking.refit and stack.mixture.stacking.refit_seconds is None
+    assert refit.mixture.stacking.refit and refit.mixture.stacking.refit_seconds > 0
+    table = bernmf.fitting.stack.members_table(stack)
+    assert list(table["engine"]) == ["mm", "logsvd", "baseline"]
+    np.testing.assert_array_equal(table["weight"], stack.mixture.weights)
+    assert nuts.draws["W"].shape == (2, 5, 12, 2) and nuts.mixture is None
+    assert list(labelled.row_labels) == [f"r{i}" for i in range(12)]
+    assert labelled.col_labels.name == "item" and labelled.observed.shape == (12, 8)

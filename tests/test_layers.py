@@ -23,6 +23,7 @@ LAYERS = [
         "bernmf._progress",
         "bernmf._output",
         "bernmf._interrupt",
+        "bernmf._warnings",
     },
     {"bernmf.data"},  # a user's data checked, splits, datasets, the memory budget, files
     {"bernmf.posterior"},  # draws: summaries, alignment, diagnostics, PSIS, ArviZ export

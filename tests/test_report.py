@@ -515,4 +515,4 @@ def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):
         )  # fmt: skip
         assert row["perplexity"] == pytest.approx(direct.perplexity(small, split.test), rel=1e-12)
         assert [m.seed for m in made.members] == [seed, seed + 1]
-        assert made.extras["run"]["seeds"] == direct.extras["run"]["seeds"]
+        assert made.record.plan["seeds"] == direct.record.plan["seeds"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tracemalloc
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 import bernmf
 from bernmf.models.spec import perplexity, probability
 from bernmf.results import fit as results
+from bernmf.results.fit import Record
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def test_perplexity_of_a_large_fit_makes_no_m_by_n_array_of_floats(monkeypatch):
     W = rng.dirichlet(np.ones(K), size=M)
     H = rng.random((K, N))
     Y = rng.random((M, N)) < W @ H
-    fit = bernmf.Fit("mm", K, None, W, H, np.zeros(1), 0, True, {}, 0)
+    fit = bernmf.Fit("mm", K, None, W, H, np.zeros(1), True, Record(0, {}))
     tracemalloc.start()
     try:
         value = fit.perplexity(Y)
@@ -105,7 +107,7 @@ def test_probs_at_a_few_entries_of_a_large_fit_makes_no_m_by_n_array(monkeypatch
     monkeypatch.setattr(results, "BLOCK_ENTRIES", 2**18)
     rng = np.random.default_rng(1)
     fit = bernmf.Fit("mm", K, None, rng.dirichlet(np.ones(K), M), rng.random((K, N)),
-                     np.zeros(1), 0, True, {}, 0)  # fmt: skip
+                     np.zeros(1), True, Record(0, {}))  # fmt: skip
     rows, columns = np.nonzero(rng.random((M, N)) < 0.01)
     tracemalloc.start()
     try:
@@ -115,3 +117,53 @@ def test_probs_at_a_few_entries_of_a_large_fit_makes_no_m_by_n_array(monkeypatch
         tracemalloc.stop()
     np.testing.assert_array_equal(p, probability(fit.W, fit.H)[rows, columns])
     assert peak < M * N * 8 / 4  # W @ H and its clip of 262 rows (2 x 2.1 MB), not 24 MB
+
+
+def test_a_warning_deep_in_bernmf_points_at_the_line_that_called_it():
+    """bernmf._warnings: Fit.perplexity's warning, three frames down, names this line."""
+    fit = bernmf.Fit(
+        "mm", 1, None, np.ones((2, 1)), np.array([[0.0, 1.0]]), np.zeros(1), True, Record(0, {})
+    )
+    with pytest.warns(bernmf.ZeroProbabilityWarning, match="probability 0") as caught:
+        assert fit.perplexity(np.array([[1.0, 1.0], [0.0, 1.0]])) == np.inf
+    assert [w.filename for w in caught] == [__file__]
+
+
+def test_a_fit_is_a_record_of_typed_parts(problem):
+    """Issue 35: at most 12 fields; what was read from extras keys is typed parts."""
+    Y, mask = problem
+    assert len(dataclasses.fields(bernmf.Fit)) <= 12
+    with pytest.warns(UserWarning, match="distinct modes"):
+        fit = bernmf.fit(Y, "mm", 3, mask=mask, restarts=3, combine="mean", max_iter=30)
+    mixture = fit.mixture
+    assert set(fit.extras) == set(mixture.members[0].extras)  # the engine's own, only
+    assert fit.members == mixture.members and mixture.rule == "mean"
+    assert mixture.weights == (1 / 3,) * 3 and mixture.stacking is None
+    chosen = fit.members[mixture.chosen]
+    assert chosen.objective == min(m.objective for m in fit.members)
+    assert (fit.W is chosen.W) and fit.seed == chosen.seed == fit.record.seed
+    assert fit.n_iter == fit.trace.size - 1 == chosen.n_iter
+    assert fit.record.plan["seeds"] == [0, 1, 2] and fit.observed is fit.record.observed
+    assert fit.timings["run"] == pytest.approx(sum(m.timings["run"] for m in fit.members))
+    assert fit.posterior is None and fit.draws == {} and fit.sample_stats == {}
+
+
+def test_a_stack_shows_the_factors_of_its_member_of_largest_weight():
+    """A stack has no factors of its own: W, H, rank, prior, trace and seed are its chosen
+    member's, and its probs the mixture (not W @ H)."""
+    Y, _, _ = bernmf.simulate(2, 50, 30, 3, bernmf.Prior(0.3, 0.3, 0.3))  # clear structure
+    mask = np.random.default_rng(2).random(Y.shape) < 0.7
+    options = {"mask": mask, "max_iter": 50}
+    fits = [bernmf.fit(Y, "mm", 2, prior=bernmf.Prior(1.2, 1.2), **options),
+            bernmf.fit(Y, "logsvd", 2, **options)]  # fmt: skip
+    stacked = bernmf.stack(fits, Y, validation=~mask)
+    mixture = stacked.mixture
+    assert sorted(mixture.weights)[-2] > 0.01  # two members mixed
+    top = stacked.members[mixture.chosen]
+    assert mixture.chosen == int(np.argmax(mixture.weights)) and mixture.rule == "stack"
+    assert stacked.engine == "stack" and stacked.mixture.stacking.seeds == "mean"
+    for name in ("W", "H", "rank", "prior", "trace", "seed"):
+        assert getattr(stacked, name) is getattr(top, name), name
+    mixed = sum(w * m.probs for w, m in zip(mixture.weights, stacked.members, strict=True))
+    np.testing.assert_allclose(stacked.probs, mixed, rtol=1e-15, atol=0)
+    assert not np.allclose(stacked.probs, probability(stacked.W, stacked.H))

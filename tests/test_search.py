@@ -34,7 +34,7 @@ def test_a_fit_without_a_rank_is_a_refit_stack_of_the_searched_engines(small):
     result = search(observed, budget=600, progress=False)
     record = result.extras["search"]
     table = members_table(result)
-    assert result.engine == "stack" and result.extras["stack"]["refit"]
+    assert result.engine == "stack" and result.mixture.stacking.refit
     assert set(table["engine"]) == {"mm", "logsvd", "baseline"}
     fitted = {(f["engine"], f["rank"], f["round"]) for f in record["fitted"]}
     assert fitted == {("mm", 2, 0), ("mm", 4, 0), ("logsvd", 2, 0), ("logsvd", 4, 0)} | {

@@ -266,9 +266,9 @@ def test_restarts_keep_the_lowest_objective_of_the_seeds_fits(engine):
     best = bernmf.fit(Y, engine, 3, seed=5, restarts=4, **options)
     singles = [bernmf.fit(Y, engine, 3, seed=s, **options) for s in range(5, 9)]
     finals = [f.trace[-1] for f in singles]
-    report = best.extras["restarts"]
-    assert report["seeds"] == [5, 6, 7, 8]
-    np.testing.assert_allclose(report["objectives"], finals, rtol=1e-9)
+    report = best.mixture.table()
+    assert report["seed"] == [5, 6, 7, 8]
+    np.testing.assert_allclose(report["objective"], finals, rtol=1e-9)
     assert report["n_iter"] == [f.n_iter for f in singles]
     chosen = singles[int(np.argmin(finals))]
     assert best.engine == engine and best.seed == chosen.seed

@@ -13,6 +13,7 @@ from bernmf.data.split import random_split
 from bernmf.fitting.stack import BASELINE_FLOOR, baseline, members_table
 from bernmf.fitting.stacking import GAP, stacking_weights
 from bernmf.models.spec import zero_probability_advice
+from bernmf.results.fit import Record
 
 
 def logsvd_and_ensemble(Y, train):
@@ -64,7 +65,7 @@ def test_the_stack_perplexity_is_the_mixture_of_its_members_by_hand(problem):
     frequency = ((Y * split.train).sum(axis=0) + 1) / (column + 2)
     probs = [m.probs for m in members] + [np.broadcast_to(frequency, Y.shape)]
     val = by_hand(Y, split.validation, probs)
-    weights = np.asarray(stacked.extras["stack"]["weights"])
+    weights = np.asarray(stacked.mixture.weights)
     np.testing.assert_allclose(weights, floored(stacking_weights(val)), atol=1e-12)
     test = by_hand(Y, split.test, probs)
     expected = -np.mean(np.log(np.exp(test) @ weights))
@@ -74,7 +75,7 @@ def test_the_stack_perplexity_is_the_mixture_of_its_members_by_hand(problem):
     assert list(table["engine"]) == ["mm", "logsvd", "mm", "mm", "baseline"]
     assert list(table["rank"]) == [3, 2, 2, 2, 1]
     np.testing.assert_allclose(table["validation_perplexity"], -val.mean(axis=0), rtol=1e-12)
-    mixture = stacked.extras["stack"]["validation_perplexity"]
+    mixture = stacked.mixture.stacking.validation_perplexity
     assert mixture == pytest.approx(-np.mean(np.log(np.exp(val) @ weights)), rel=1e-12)
     assert mixture <= table["validation_perplexity"].min() + 2e-6  # optimal, but the floor
     assert stacked.timings["run"] == pytest.approx(sum(m.timings["run"] for m in stacked.members))
@@ -100,7 +101,7 @@ def test_seeds_mean_gives_a_setting_one_weight_split_between_its_seeds(structure
     val, test = by_hand(Y, split.validation, probs), by_hand(Y, split.test, probs)
     setting = floored(stacking_weights(val))
     assert setting.min() > 0.01  # every setting has weight: the test can tell them apart
-    weights = np.asarray(stacked.extras["stack"]["weights"])
+    weights = np.asarray(stacked.mixture.weights)
     assert weights[1] == weights[2]  # the setting's weight, split evenly between its seeds
     merged = np.array([weights[0], weights[1] + weights[2], weights[3]])
     # merged and setting solve one problem from log densities equal up to rounding (the
@@ -114,7 +115,7 @@ def test_seeds_mean_gives_a_setting_one_weight_split_between_its_seeds(structure
     # rounding (the members' probabilities mixed before the log, here densities after)
     assert stacked.perplexity(Y, split.test) == pytest.approx(mixed(test, merged), rel=1e-12)
     each = bernmf.stack(fits, Y, validation=split.validation, seeds="stack")
-    assert not np.allclose(each.extras["stack"]["weights"], weights, atol=1e-3)
+    assert not np.allclose(each.mixture.weights, weights, atol=1e-3)
     assert len(stacked.members) == 4  # the members themselves: saved and loaded as such
     loaded = bernmf.load(stacked.save(tmp_path / "stack.npz"))
     np.testing.assert_allclose(loaded.probs, stacked.probs, rtol=0, atol=1e-15)
@@ -126,8 +127,8 @@ def test_refit_fits_the_weighted_members_again_on_training_and_validation(struct
     Y, split, fits = structured
     chosen = bernmf.stack(fits, Y, validation=split.validation)
     refitted = bernmf.stack(fits, Y, validation=split.validation, refit=True)
-    weights = np.asarray(refitted.extras["stack"]["weights"])
-    np.testing.assert_allclose(weights, chosen.extras["stack"]["weights"], rtol=0, atol=0)
+    weights = np.asarray(refitted.mixture.weights)
+    np.testing.assert_allclose(weights, chosen.mixture.weights, rtol=0, atol=0)
     both = split.train | split.validation
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -145,7 +146,7 @@ def test_refit_fits_the_weighted_members_again_on_training_and_validation(struct
     assert refitted.perplexity(Y, split.test) == pytest.approx(expected, rel=1e-8)
     assert refitted.perplexity(Y, split.test) != pytest.approx(chosen.perplexity(Y, split.test))
     assert np.array_equal(refitted.observed.mask, both)
-    assert refitted.extras["stack"]["refit"] and refitted.extras["stack"]["refit_seconds"] > 0
+    assert refitted.mixture.stacking.refit and refitted.mixture.stacking.refit_seconds > 0
     whole = bernmf.stack(fits, Y, validation=split.validation, unpack=False)
     with pytest.raises(ValueError, match="has members of its own"):
         bernmf.stack([whole], Y, validation=split.validation, unpack=False, refit=True)
@@ -160,7 +161,7 @@ def test_unpack_false_stacks_an_ensemble_as_its_mixture(problem, tmp_path):
     mean = np.mean([m.probs for m in fits[2].members], axis=0)
     probs = [fits[0].probs, fits[1].probs, mean, np.broadcast_to(frequency, Y.shape)]
     weights = floored(stacking_weights(by_hand(Y, split.validation, probs)))
-    np.testing.assert_allclose(stacked.extras["stack"]["weights"], weights, atol=1e-12)
+    np.testing.assert_allclose(stacked.mixture.weights, weights, atol=1e-12)
     expected = -np.mean(np.log(np.exp(by_hand(Y, split.test, probs)) @ weights))
     assert stacked.perplexity(Y, split.test) == pytest.approx(expected, rel=1e-12)
     assert list(members_table(stacked)["engine"]) == ["mm", "logsvd", "mm", "baseline"]
@@ -178,7 +179,7 @@ def test_a_uniformly_worse_member_gets_no_weight(problem):
     good = fits[0]
     # every entry's outcome has half good's probability: y=1 -> p/2, y=0 -> (1-p)/2
     worse = dataclasses.replace(
-        good, stored_probs=0.5 * good.probs + 0.5 * (1 - Y), members=(), engine="worse"
+        good, stored_probs=0.5 * good.probs + 0.5 * (1 - Y), mixture=None, engine="worse"
     )
     stacked = bernmf.stack([good, worse], Y, validation=split.validation, baseline=False)
     weights = members_table(stacked).set_index("engine")["weight"]
@@ -211,7 +212,7 @@ def test_mismatched_fits_are_refused_before_any_work(problem, monkeypatch):
         bernmf.stack(fits, Y, validation=split.validation | split.train)
     with pytest.raises(ValueError, match="other training entries than mask"):
         bernmf.stack(fits, Y, validation=split.validation, mask=other.train)
-    bare = dataclasses.replace(fits[0], observed=None)
+    bare = dataclasses.replace(fits[0], record=Record(fits[0].seed, fits[0].timings))
     with pytest.raises(ValueError, match="give mask="):
         bernmf.stack([bare], Y, validation=split.validation)
     with pytest.raises(TypeError, match=r"not a bernmf\.Fit"):
@@ -222,7 +223,7 @@ def test_mismatched_fits_are_refused_before_any_work(problem, monkeypatch):
 
 def test_save_and_load_give_the_same_stack(problem, tmp_path):
     Y, split, fits = problem
-    bare = dataclasses.replace(fits[0], observed=None)  # a fit of tune.restarts, say
+    bare = dataclasses.replace(fits[0], record=Record(fits[0].seed, fits[0].timings))  # no data
     stacked = bernmf.stack([bare, *fits[1:]], Y, validation=split.validation, mask=split.train)
     loaded = bernmf.load(stacked.save(tmp_path / "stack.npz"))
     np.testing.assert_array_equal(loaded.probs, stacked.probs)
@@ -379,7 +380,7 @@ def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
     assert list(table["rank"][:-1]) == list(result.table["rank"])
     single = result.table["validation_perplexity"].min()
     assert result.best["validation_perplexity"] == single
-    assert result.stacked.extras["stack"]["validation_perplexity"] <= single + 1e-12
+    assert result.stacked.mixture.stacking.validation_perplexity <= single + 1e-12
     # the members are the grid's fits: each scores as its row of the table
     for member, (_, row) in zip(result.stacked.members, result.table.iterrows(), strict=False):
         expected = row["validation_perplexity"]
@@ -411,7 +412,7 @@ def test_grid_stacking_refits_with_the_grids_options(structured, tmp_path):
     )  # fmt: skip
     stacked = result.stacked
     assert np.array_equal(stacked.observed.mask, both)
-    weights = stacked.extras["stack"]["weights"]
+    weights = stacked.mixture.weights
     assert weights[0] == weights[1] > 0.01  # both seeds refitted
     for member in stacked.members[:-1]:
         prior = bernmf.Prior(1.2, 1.5)
@@ -429,7 +430,7 @@ def test_grid_stacking_refits_with_the_grids_options(structured, tmp_path):
     argv += ["--alphas", "1.2", "--betas", "1.5", "--combine", "stack", "--refit", "--quiet"]
     assert main([*argv, "--max-iter", "5", "--out", str(tmp_path / "tune")]) == 0
     saved = bernmf.load(tmp_path / "tune" / "best_fit.npz")
-    assert saved.extras["stack"]["refit"] and np.array_equal(saved.observed.mask, both)
+    assert saved.mixture.stacking.refit and np.array_equal(saved.observed.mask, both)
 
 
 def test_the_reports_stacked_rows_give_a_setting_one_weight(structured):

@@ -115,7 +115,8 @@ def test_the_runner_gives_fits_like_bernmf_fit_scored_as_fit_perplexity(engine):
     options = chosen.with_defaults({"max_iter": 300})
     data, held_out = as_observed(Y, split.train), as_observed(Y, split.validation)
     priors = [bernmf.Prior(1.2, 1.8), bernmf.Prior(1.5, 1.5)]
-    fitted = runner.fit_settings(chosen, data, 2, priors, [3, 5], options, held_out)
+    checked = [chosen.prior_for(p, 2) for p in priors]  # as bernmf.fit's plan checks them
+    fitted = runner.fit_settings(chosen, data, 2, checked, [3, 5], options, held_out)
     assert [(m.fit.seed, float(m.prior.alpha[0])) for m in fitted] == [
         (3, 1.2), (5, 1.2), (3, 1.5), (5, 1.5)
     ]  # fmt: skip

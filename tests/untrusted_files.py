@@ -287,7 +287,7 @@ def saved_fits(folder: Path) -> list[bytes]:
     import dataclasses
 
     from bernmf.data.observed import as_observed
-    from bernmf.results.fit import Fit
+    from bernmf.results.fit import Fit, Mixture, Record
 
     rng = np.random.default_rng(0)
     Y = pd.DataFrame((rng.random((6, 5)) < 0.4).astype(float), index=list("abcdef"))
@@ -296,16 +296,16 @@ def saved_fits(folder: Path) -> list[bytes]:
         W = rng.dirichlet(np.ones(2), 6)
         return Fit(
             engine="mm", rank=2, prior=None, W=W, H=rng.random((2, 5)), trace=-rng.random(4),
-            n_iter=3, converged=True, timings={"run": 0.1}, seed=seed,
+            converged=True, record=Record(seed, {"run": 0.1}),
         )  # fmt: skip
 
     plain = dataclasses.replace(
-        fit(0), row_labels=Y.index, col_labels=Y.columns, observed=as_observed(Y),
+        fit(0), record=Record(0, {"run": 0.1}, None, as_observed(Y), Y.index, Y.columns),
         extras={"note": ("x", np.arange(2))},
     )  # fmt: skip
     members = (fit(1), fit(2))
     ensemble = dataclasses.replace(
-        members[0], members=members, extras={"restarts": {"weights": [0.25, 0.75]}}
+        members[0], mixture=Mixture(members, (0.25, 0.75), "mean", scores=(1.0, 2.0))
     )
     return [f.save(folder / f"seed-{i}.npz").read_bytes() for i, f in enumerate([plain, ensemble])]
 

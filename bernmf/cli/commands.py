@@ -165,14 +165,9 @@ def prior_of(args, engine: str) -> Prior | None:
 
 def members_table(result) -> pd.DataFrame | None:
     """One row per member of an ensemble (seed, objective, weight, mode, ...); None for one fit."""
-    if not result.members:
+    if result.mixture is None:
         return None
-    record = result.extras["restarts"]
-    columns = ("seeds", "objectives", "n_iter", "converged", "weights", "modes")
-    columns += ("validation_perplexity",) * ("validation_perplexity" in record)
-    table = pd.DataFrame({k: record[k] for k in columns})
-    singular = {"seeds": "seed", "objectives": "objective", "weights": "weight", "modes": "mode"}
-    return table.rename(columns=singular)
+    return pd.DataFrame(result.mixture.table())
 
 
 def stopped_early(result) -> str:
@@ -180,7 +175,7 @@ def stopped_early(result) -> str:
 
     ``tol=0`` asks for exactly ``max_iter`` iterations: no warning then.
     """
-    options = result.extras["run"]["options"]
+    options = result.record.plan["options"]
     limit = options.get("max_iter")
     if result.converged or limit is None or result.n_iter < limit or options.get("tol") == 0:
         return ""
@@ -276,7 +271,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
         "train_perplexity": scored(Y, result, result.observed.mask),
         "timings": dict(result.timings),
         "versions": versions(),
-        "run": result.extras.get("run"),
+        "run": result.record.plan,
     }
     if searched:
         summary["search"] = result.extras["search"]

@@ -198,7 +198,7 @@ def _fit_and_write(args, options: dict, prior, count: int, index: int) -> dict:
         "converged": result.converged,
         "objective": result.objective,
         "timings": dict(result.timings),
-        "run": result.extras["run"],
+        "run": result.record.plan,
     }
     if validation is not None:
         summary["validation_perplexity"] = perplexity(result, Y, validation)

@@ -72,7 +72,7 @@ def tune_command(args) -> int:
     prior = Prior(best["alpha"], best["beta"], args.gamma)
     if args.combine == "stack":  # every fit of the grid, stacked on validation (--refit)
         result = tuning.stacked
-        stacked = result.extras["stack"]["validation_perplexity"]
+        stacked = result.mixture.stacking.validation_perplexity
         best = {**best, "stack_validation_perplexity": stacked}
     elif args.combine is None:
         chosen = {"seed": best["seed"]}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bernmf._warnings import warn
 from bernmf.data.sparse import checked_coo
 
 if TYPE_CHECKING:
@@ -250,7 +250,7 @@ def as_observed(
     if require_entries and not observed.any():
         raise ValueError(NO_ENTRY if mask_name == "mask" else f"{mask_name} {NO_SELECTED}")
     if warn_empty:
-        warn_empty_lines(observed.any(axis=1), observed.any(axis=0), stacklevel=4)
+        warn_empty_lines(observed.any(axis=1), observed.any(axis=0))
     ones &= observed
     labels = (Y.index.copy(), Y.columns.copy()) if is_dataframe(Y) else (None, None)
     return Observed(ones, observed, *labels)
@@ -261,18 +261,16 @@ NO_SELECTED = "selects no observed entry of Y (none of its True entries is 0 or 
 """What is said of a mask other than the training mask (``validation``) that selects none."""
 
 
-def warn_empty_lines(rows_seen, columns_seen, stacklevel: int) -> None:
+def warn_empty_lines(rows_seen, columns_seen) -> None:
     """Warn once if a row or column has no observed entry (bool arrays (M,), (N,)).
 
     Allowed (their factors are then set by the prior, or kept), but often a mistake.
     """
     empty_rows, empty_cols = int((~rows_seen).sum()), int((~columns_seen).sum())
     if empty_rows or empty_cols:
-        warnings.warn(
+        warn(
             f"{empty_rows} row(s) and {empty_cols} column(s) of Y have no observed entry; "
-            "their factors are determined by the prior (or kept at their initial value)",
-            UserWarning,
-            stacklevel=stacklevel,
+            "their factors are determined by the prior (or kept at their initial value)"
         )
 
 

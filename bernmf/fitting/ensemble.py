@@ -17,17 +17,16 @@ chains of a sampler) settle in different ones. :func:`bernmf.fit` with
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from bernmf._warnings import warn
 from bernmf.data.observed import Observed
 from bernmf.fitting.modes import count_modes
 from bernmf.fitting.stacking import chain_stacking, entries_lpd, stacking_weights
 from bernmf.inference import Engine
-from bernmf.models.spec import Prior
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Mixture, Posterior
 
 COMBINES = ("best", "mean", "stack")
 """The ways :func:`bernmf.fit` combines the members of an ensemble."""
@@ -49,8 +48,8 @@ def check_combine(
     ValueError
         R not an integer in [1, :data:`MAX_RESTARTS`], an unknown ``combine``,
         ``"stack"`` without validation entries for an engine without posterior draws,
-        or an ensemble (R > 1, validation entries or ``combine`` other than
-        ``"best"``) with initial factors: its members start from their seeds.
+        or an ensemble (R > 1 or ``combine`` other than ``"best"``) with initial
+        factors: its members start from their seeds.
     """
     bad = isinstance(restarts, bool) or not isinstance(restarts, int | np.integer)
     if bad or not 1 <= restarts <= MAX_RESTARTS:
@@ -63,26 +62,12 @@ def check_combine(
             "predictive density on held-out entries: give validation= (a bool mask of "
             "observed entries outside the training mask)"
         )
-    if init_given and (restarts > 1 or combine != "best" or validation_given):
+    if init_given and (restarts > 1 or combine != "best"):
         raise ValueError(
-            "an ensemble (restarts, combine or validation) starts its members from random "
+            "an ensemble (restarts or combine) starts its members from random "
             "initializations: do not give init"
         )
     return int(restarts)
-
-
-def run_members(
-    engine: Engine,
-    data: Observed,
-    rank: int,
-    prior: Prior | None,
-    seeds: Sequence[int],
-    options: dict,
-) -> list[Fit]:
-    """The members of ``seeds``: the engine's :attr:`~Engine.run_members`, else one run each."""
-    if engine.run_members is not None:
-        return engine.run_members(data, rank, prior, list(seeds), **options)
-    return [engine.run(data, rank, prior, int(s), None, **options) for s in seeds]
 
 
 def validation_lpd(members: Sequence[Fit], validation: Observed) -> np.ndarray:
@@ -133,7 +118,6 @@ def combine_members(
     *,
     score: Callable[[Fit], float] = final_objective,
     gather=None,
-    stacklevel: int = 3,
 ) -> Fit:
     """One :class:`Fit` of the members, their predictive probabilities mixed by ``combine``.
 
@@ -157,23 +141,20 @@ def combine_members(
         :mod:`bernmf.fitting.multiprocess`): maps an array of this part's scored entries,
         (n, R), to that of all parts, (n_all, R), in the same order in every part,
         so that the weights, modes and validation scores are those of all rows.
-    stacklevel : int, default 3
-        Of the warning on distinct modes: 3 points at the caller of the caller.
 
     Returns
     -------
     Fit
         ``probs`` is the mixture ``sum_r weights[r] * members[r].probs``, computed
         on demand from the members (so :meth:`Fit.perplexity` scores the mixture);
-        W, H, trace, n_iter and seed are the best member's; ``converged`` is True
-        when every member converged (None when the members' is None);
-        ``timings`` add up the members'; ``draws`` pool the members' chains, except
-        for ``"best"``; ``members`` holds the members and ``extras["restarts"]``
-        their seeds, objectives (final trace values), ``scores``, iterations,
-        convergence, ``weights``, the
-        ``combine`` rule, the mode each member reached
-        (:func:`bernmf.fitting.modes.count_modes`; a UserWarning when they disagree strongly)
-        and, with validation entries, each member's ``validation_perplexity``.
+        W, H, trace, n_iter, seed and extras are the best member's
+        (:attr:`~bernmf.results.fit.Mixture.chosen`); ``converged`` is True when every
+        member converged (None when the members' is None); ``timings`` add up the
+        members'; ``draws`` pool the members' chains, except for ``"best"``;
+        ``mixture`` (:class:`~bernmf.results.fit.Mixture`) holds the members, their
+        ``weights``, the ``combine`` rule, their ``scores``, the mode each reached
+        (:func:`bernmf.fitting.modes.count_modes`; a UserWarning when they disagree
+        strongly) and, with validation entries, each member's ``validation_perplexity``.
     """
     members = list(members)
     scores = _scores(members, score)
@@ -188,37 +169,32 @@ def combine_members(
     entries = int(gather(np.array([[observed.mask.sum()]])).sum())
     modes = count_modes(H, scores, entries)
     if modes.disagree:
-        warnings.warn(
+        warn(
             f"the {len(members)} members reached {modes.count} distinct modes, "
             f"{modes.gap_per_entry:.2g} nats apart per observed entry at worst: one fit "
             "depends on its seed, and "
-            "combine='mean' or 'stack' averages over the modes",
-            UserWarning,
-            stacklevel=stacklevel,
+            "combine='mean' or 'stack' averages over the modes"
         )
-    record = {
-        "seeds": [m.seed for m in members],
-        "objectives": [m.objective for m in members],
-        "scores": scores.tolist(),
-        "n_iter": [m.n_iter for m in members],
-        "converged": [None if m.converged is None else bool(m.converged) for m in members],
-        "weights": weights.tolist(),
-        "combine": combine,
-        "modes": modes.labels.tolist(),
-    }
-    if lpd is not None:
-        record["validation_perplexity"] = (-lpd.mean(axis=0)).tolist()
+    mixture = Mixture(
+        members=tuple(members),
+        weights=tuple(weights.tolist()),
+        rule=combine,
+        scores=tuple(scores.tolist()),
+        modes=tuple(modes.labels.tolist()),
+        validation_perplexity=None if lpd is None else tuple((-lpd.mean(axis=0)).tolist()),
+    )
     chosen = members[best]
     pooled = combine != "best" and bool(chosen.draws)
+    timings = {k: float(sum(m.timings.get(k, 0.0) for m in members)) for k in chosen.timings}
     return dataclasses.replace(
         chosen,
         stored_probs=None,  # the members' mixture, computed on demand (Fit.probs_rows)
         converged=None
         if any(m.converged is None for m in members)
         else all(m.converged for m in members),
-        timings={k: float(sum(m.timings.get(k, 0.0) for m in members)) for k in chosen.timings},
-        extras={**chosen.extras, "restarts": record},
-        draws=draws if pooled else chosen.draws,
-        sample_stats=_pooled(members, "sample_stats") if pooled else chosen.sample_stats,
-        members=tuple(members),
+        record=dataclasses.replace(chosen.record, timings=timings),
+        posterior=Posterior(draws, _pooled(members, "sample_stats"))
+        if pooled
+        else chosen.posterior,
+        mixture=mixture,
     )

@@ -9,12 +9,12 @@ components are only defined up to a permutation, see
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bernmf import _warnings
 from bernmf.posterior.draws import component_permutations
 
 if TYPE_CHECKING:
@@ -170,12 +170,10 @@ def count_modes(
     gap = float(best[-1] - best[0]) / int(n_observed)
     disagree = len(leaders) > 1 and gap > gap_per_entry
     if warn and disagree:
-        warnings.warn(
+        _warnings.warn(
             f"the members reached {len(leaders)} distinct modes whose best objectives differ "
             f"by {gap:.2g} nats per observed entry (more than {gap_per_entry:g}): the result "
-            "depends on the seed; use more restarts or keep the best member",
-            UserWarning,
-            stacklevel=2,
+            "depends on the seed; use more restarts or keep the best member"
         )
     return Modes(
         labels=labels,

@@ -62,7 +62,7 @@ def fit(
     Fit
         ``W`` (M_p, K) and ``probs`` (M_p, N, computed on demand) of this process's
         rows; H, the trace, ``n_iter``, ``converged`` and the ensemble's weights
-        the same in every process. ``extras["run"]["data"]`` describes this
+        the same in every process. ``record.plan["data"]`` describes this
         process's rows.
 
     Raises
@@ -94,17 +94,8 @@ def fit(
     if not request.ensemble:
         result = members[0]
     else:
-        result = combine_members(
-            members, combine, data, held_out, gather=distributed.gather_rows, stacklevel=4
-        )
-    extras = {**result.extras, "run": request.record()}
-    return dataclasses.replace(
-        result,
-        extras=extras,
-        row_labels=data.row_labels,
-        col_labels=data.col_labels,
-        observed=data,
-    )
+        result = combine_members(members, combine, data, held_out, gather=distributed.gather_rows)
+    return request.recorded(result)
 
 
 def check_entries(failure: Exception | None, data: Observed, held_out: Observed | None) -> None:
@@ -133,7 +124,7 @@ def check_entries(failure: Exception | None, data: Observed, held_out: Observed 
     if validation.all() and table[:, 1].sum() == 0:
         raise ValueError("validation selects no entry of Y, in any process")
     columns_seen = distributed.gather_rows(data.mask.any(axis=0)[None]).any(axis=0)
-    warn_empty_lines(data.mask.any(axis=1), columns_seen, stacklevel=5)
+    warn_empty_lines(data.mask.any(axis=1), columns_seen)
 
 
 def perplexity(fit: Fit, Y, mask=None) -> float:

@@ -9,6 +9,8 @@ defaults, prior, seeds or chains, masks, validation entries, combine) into a
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +27,7 @@ from bernmf.data.observed import (
 from bernmf.fitting.ensemble import check_combine
 from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
+from bernmf.results.fit import Fit
 from bernmf.results.loading import versions
 
 
@@ -40,13 +43,14 @@ class Plan:
         Broadcast to shape (rank,): the engine's default when none was given.
     options : dict
         Every option of the engine, its declared defaults included (for an ensemble of
-        a sampler's chains, ``num_chains`` is the number of members).
+        a sampler's chains, ``num_chains`` is the number of members: :meth:`at`).
     seeds : tuple of int
         The members' seeds, consecutive from ``seed``; one for a single fit.
     combine : str
     ensemble : bool
         Whether the members are combined (:func:`bernmf.fitting.ensemble.combine_members`):
-        more than one seed, validation entries, or a ``combine`` other than ``"best"``.
+        ``restarts`` > 1 or a ``combine`` other than ``"best"``. Validation entries never
+        make one: they change what is scored, not what is fitted.
     init : tuple (W, H) or None
     data : Observed
         The training entries.
@@ -65,13 +69,53 @@ class Plan:
     data: Observed
     held_out: Observed | None
 
-    def record(self) -> dict:
-        """How the fit was made (:func:`run_record` with ``data``: :func:`data_record`)."""
-        record = run_record(
-            self.engine, self.rank, self.prior, self.seeds[0], self.init, len(self.seeds),
-            self.combine, self.options,
+    def at(self, seeds: Sequence[int]) -> Plan:
+        """This request with the members of ``seeds``: for an ensemble of an engine whose
+        members are its chains (:attr:`~bernmf.inference.registry.Engine.run_members` with
+        :attr:`~bernmf.inference.registry.Engine.seed_count`), ``num_chains`` is their
+        number. The one place that turns members into chains."""
+        options, engine = self.options, self.engine
+        if self.ensemble and engine.run_members is not None and engine.seed_count is not None:
+            options = {**options, engine.seed_count: len(seeds)}
+        return dataclasses.replace(self, seeds=tuple(int(s) for s in seeds), options=options)
+
+    def as_json(self) -> dict:
+        """The request as plain JSON values, which a fit keeps as ``fit.record.plan``.
+
+        Returns
+        -------
+        dict
+            ``engine``, ``rank``, ``options`` (every option the engine ran with, its
+            defaults included; a value that is not a JSON number, string, list or dict
+            as its ``repr``), ``prior`` (``{"alpha": [...], "beta": [...], "gamma":
+            [...]}`` of length rank, or None), ``seeds`` (one per member),
+            ``restarts`` (their number), ``combine``, ``init`` (``"given"`` or
+            ``"random"``), ``versions`` (:func:`bernmf.results.loading.versions`) and
+            ``data`` (:func:`data_digests`).
+        """
+        prior = self.prior
+        return {
+            "engine": self.engine.name,
+            "rank": self.rank,
+            "options": {name: _plain(value) for name, value in self.options.items()},
+            "prior": None if prior is None else {k: _plain(v) for k, v in prior._asdict().items()},
+            "seeds": list(self.seeds),
+            "restarts": len(self.seeds),
+            "combine": self.combine,
+            "init": "random" if self.init is None else "given",
+            "versions": versions(),
+            "data": data_digests(self.data, self.held_out),
+        }
+
+    def recorded(self, result: Fit) -> Fit:
+        """``result`` with the record of this request: :meth:`as_json`, the training data
+        and its labels (:class:`~bernmf.results.fit.Record`)."""
+        data = self.data
+        record = dataclasses.replace(
+            result.record, plan=self.as_json(), observed=data, row_labels=data.row_labels,
+            col_labels=data.col_labels,
         )  # fmt: skip
-        return {**record, "data": data_record(self.data, self.held_out)}
+        return dataclasses.replace(result, record=record)
 
 
 def plan(
@@ -104,15 +148,15 @@ def plan(
     chosen = get_engine(engine)
     restarts = check_combine(chosen, restarts, combine, validation is not None, init is not None)
     data = as_observed(Y, mask, warn_empty=False, require_entries=not part)
-    if not part:  # at the caller of bernmf.fit, two frames up
-        warn_empty_lines(data.mask.any(axis=1), data.mask.any(axis=0), stacklevel=4)
+    if not part:
+        warn_empty_lines(data.mask.any(axis=1), data.mask.any(axis=0))
     chosen, rank, prior, options = check_arguments(
         engine, rank, prior, seed, given, None if part else data.shape, restarts=restarts
     )
     held_out = None
     if validation is not None:
         held_out = held_out_entries(Y, data, validation, require_entries=not part)
-    ensemble = restarts > 1 or held_out is not None or combine != "best"
+    ensemble = restarts > 1 or combine != "best"
     if ensemble:
         if "num_chains" in given and given["num_chains"] != restarts and restarts > 1:
             raise ValueError(
@@ -120,53 +164,22 @@ def plan(
                 f"num_chains out (it was {given['num_chains']!r})"
             )
         restarts = member_count(chosen, restarts, options)
-        if restarts > 1 and chosen.run_members is not None and "num_chains" in options:
-            options = {**options, "num_chains": restarts}  # the members are the chains
-    seeds = tuple(range(int(seed), int(seed) + restarts))
-    return Plan(chosen, rank, prior, options, seeds, combine, ensemble, init, data, held_out)
+    request = Plan(chosen, rank, prior, options, (), combine, ensemble, init, data, held_out)
+    return request.at(range(int(seed), int(seed) + restarts))
 
 
 def member_count(engine: Engine, restarts: int, options: dict) -> int:
     """The members of an ensemble: ``restarts``, or for an engine whose members are its
     chains (:attr:`~bernmf.inference.registry.Engine.seed_count` with
     :attr:`~bernmf.inference.registry.Engine.run_members`) and ``restarts`` 1, its
-    ``num_chains`` (so that ``combine`` or ``validation`` alone keep the chains asked for).
+    ``num_chains`` (so that ``combine`` alone keeps the chains asked for).
     """
     if restarts == 1 and engine.seed_count is not None and engine.run_members is not None:
         return int(options[engine.seed_count])
     return restarts
 
 
-def run_record(
-    engine: Engine, rank: int, prior: Prior | None, seed: int, init, restarts, combine, options
-) -> dict:
-    """How a fit was made, as plain JSON values: :func:`fit` keeps it in ``extras["run"]``.
-
-    Returns
-    -------
-    dict
-        ``engine``, ``rank``, ``options`` (every option the engine ran with, its
-        defaults included; a value that is not a JSON number, string, list or dict
-        as its ``repr``), ``prior`` (``{"alpha": [...], "beta": [...], "gamma":
-        [...]}`` of length rank, or None), ``seeds`` (one per member), ``restarts``,
-        ``combine``, ``init`` (``"given"`` or ``"random"``) and ``versions``
-        (:func:`bernmf.results.loading.versions`). :func:`fit` adds ``data``
-        (:func:`data_record`).
-    """
-    return {
-        "engine": engine.name,
-        "rank": rank,
-        "options": {name: _plain(value) for name, value in options.items()},
-        "prior": None if prior is None else {k: _plain(v) for k, v in prior._asdict().items()},
-        "seeds": list(range(seed, seed + restarts)),
-        "restarts": restarts,
-        "combine": combine,
-        "init": "random" if init is None else "given",
-        "versions": versions(),
-    }
-
-
-def data_record(data: Observed, held_out: Observed | None) -> dict:
+def data_digests(data: Observed, held_out: Observed | None) -> dict:
     """The data a fit was made on, by digest: ``shape``, ``observed`` (count of
     training entries), ``mask_sha256``, ``ones_sha256`` (:meth:`Observed.digests`)
     and ``validation_sha256`` (that of the validation mask, or None)."""

@@ -14,16 +14,15 @@ runs a :class:`bernmf.fitting.plan.Plan`: :func:`bernmf.fit` is ``run(plan(...))
 
 from __future__ import annotations
 
-import dataclasses
-import warnings
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from bernmf._progress import working_on
+from bernmf._warnings import warn
 from bernmf.data.observed import Observed, check_seed
-from bernmf.fitting.ensemble import combine_members, run_members, validation_lpd
+from bernmf.fitting.ensemble import combine_members, validation_lpd
 from bernmf.fitting.plan import Plan
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior, ZeroProbabilityWarning, warn_zero_probability
@@ -68,9 +67,11 @@ def fit_settings(
         The training entries.
     rank : int
     priors : sequence of Prior or None
-        The settings (each checked and broadcast by :meth:`Engine.prior_for`).
+        The settings, each checked and broadcast to (rank,) by :meth:`Engine.prior_for`
+        (as :func:`bernmf.fitting.plan.plan` does): not checked again here.
     seeds : sequence of int
-        The same seeds for every prior (a sampler's: consecutive, one per chain).
+        The same seeds for every prior, checked (a sampler's: consecutive, one per
+        chain of ``options``: :meth:`bernmf.fitting.plan.Plan.at`).
     options : dict
         Every option of the engine (:meth:`Engine.with_defaults`).
     held_out : Observed, optional
@@ -84,14 +85,16 @@ def fit_settings(
     list of Scored
         ``len(priors) * len(seeds)`` members.
     """
-    priors = [engine.prior_for(p, rank) for p in priors]
     pairs = [(p, int(s)) for p in priors for s in seeds]
     if engine.run_settings is not None:
         fits = engine.run_settings(
             data, rank, [p for p, _ in pairs], [s for _, s in pairs], **options, **batching
         )
+    elif engine.run_members is not None:
+        seeds = [int(s) for s in seeds]
+        fits = [f for p in priors for f in engine.run_members(data, rank, p, seeds, **options)]
     else:
-        fits = [f for p in priors for f in run_members(engine, data, rank, p, seeds, options)]
+        fits = [engine.run(data, rank, p, s, None, **options) for p, s in pairs]
     scores = [None] * len(fits)
     if held_out is not None:
         scores = (-validation_lpd(fits, held_out).mean(axis=0)).tolist()
@@ -110,16 +113,15 @@ def run(request: Plan) -> Fit:
     Returns
     -------
     Fit
-        As :func:`bernmf.fit` documents, ``extras["run"]`` from :meth:`Plan.record`.
+        As :func:`bernmf.fit` documents, its record from :meth:`Plan.recorded`.
     """
-    result = _fitted(request, stacklevel=5)  # _combined, _fitted, run, bernmf.fit, its caller
-    warn_certain(result, request.data, stacklevel=4)  # warn_certain, run, bernmf.fit, its caller
+    result = _fitted(request)
+    warn_certain(result, request.data)
     return result
 
 
-def _fitted(request: Plan, stacklevel: int) -> Fit:
-    """:func:`run`'s fit, before its check; the warning on an ensemble's modes pointing
-    ``stacklevel`` frames up (1: :func:`_combined`)."""
+def _fitted(request: Plan) -> Fit:
+    """:func:`run`'s fit, before its check."""
     engine, data = request.engine, request.data
     count = len(request.seeds)
     working_on(f"{engine.name} K={request.rank}" + (f", {count} restarts" if count > 1 else ""))
@@ -132,7 +134,7 @@ def _fitted(request: Plan, stacklevel: int) -> Fit:
         fitted = fit_settings(
             engine, data, request.rank, [request.prior], request.seeds, request.options
         )
-        result = _combined([m.fit for m in fitted], request, stacklevel=stacklevel)
+        result = _combined([m.fit for m in fitted], request)
     return _finished(result, request)
 
 
@@ -168,26 +170,27 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
     chains = request.engine.seed_count is not None
     for seed in seeds:
         check_seed(seed, max(count, request.options[request.engine.seed_count] if chains else 1))
-    at = [dataclasses.replace(request, seeds=tuple(range(s, s + count))) for s in seeds]
+    at = [request.at(range(s, s + count)) for s in seeds]
     if chains and not request.ensemble:
-        fits = [_fitted(one, stacklevel=4) for one in at]
+        fits = [_fitted(one) for one in at]
     else:
-        needed = sorted({s for one in at for s in one.seeds})
-        working_on(f"{request.engine.name} K={request.rank}, {len(needed)} fits")
+        shared = request.at(sorted({s for one in at for s in one.seeds}))
+        working_on(f"{request.engine.name} K={request.rank}, {len(shared.seeds)} fits")
         made = fit_settings(
-            request.engine, request.data, request.rank, [request.prior], needed, request.options
-        )
-        by_seed = {seed: m.fit for seed, m in zip(needed, made, strict=True)}
+            request.engine, request.data, request.rank, [request.prior], shared.seeds,
+            shared.options,
+        )  # fmt: skip
+        by_seed = {seed: m.fit for seed, m in zip(shared.seeds, made, strict=True)}
         fits = []
         for one in at:
             group = [by_seed[s] for s in one.seeds]
-            result = _combined(group, one, stacklevel=3) if one.ensemble else group[0]
+            result = _combined(group, one) if one.ensemble else group[0]
             fits.append(_finished(result, one))
     lpd = validation_lpd(fits, scored)
     for seed, result, terms in zip(seeds, fits, lpd.T, strict=True):
         what = f"perplexity of {result.engine} K={result.rank} seed {seed}"
         zeros = int(np.isneginf(terms).sum())
-        warn_zero_probability(zeros, terms.size, what, result.engine, result.prior, stacklevel=3)
+        warn_zero_probability(zeros, terms.size, what, result.engine, result.prior)
     scores = -lpd.mean(axis=0)
     return [
         Scored(request.rank, request.prior, fit, float(score))
@@ -195,31 +198,22 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
     ]
 
 
-def _combined(fits: list[Fit], request: Plan, stacklevel: int) -> Fit:
-    """The members of ``request`` combined (:func:`bernmf.fitting.ensemble.combine_members`), a
-    warning on their modes pointing ``stacklevel`` frames up (1: this function)."""
+def _combined(fits: list[Fit], request: Plan) -> Fit:
+    """The members of ``request`` combined (:func:`bernmf.fitting.ensemble.combine_members`)."""
     return combine_members(
-        fits, request.combine, request.data, request.held_out,
-        score=request.engine.score, stacklevel=stacklevel + 1,
-    )  # fmt: skip
-
-
-def _finished(result: Fit, request: Plan) -> Fit:
-    """``result`` with the record of ``request``, the data's labels and the data."""
-    return dataclasses.replace(
-        result,
-        extras={**result.extras, "run": request.record()},
-        row_labels=request.data.row_labels,
-        col_labels=request.data.col_labels,
-        observed=request.data,
+        fits, request.combine, request.data, request.held_out, score=request.engine.score
     )
 
 
-def warn_certain(result: Fit, data: Observed, stacklevel: int = 2) -> None:
+def _finished(result: Fit, request: Plan) -> Fit:
+    """``result`` with the record of ``request`` (:meth:`Plan.recorded`)."""
+    return request.recorded(result)
+
+
+def warn_certain(result: Fit, data: Observed) -> None:
     """A :class:`~bernmf.models.spec.ZeroProbabilityWarning` when ``probs`` is exactly 0 or 1
     at entries outside the training mask: a held-out entry there of the other outcome
-    would score inf. ``probs`` is read a block of rows at a time; the warning points
-    ``stacklevel`` frames up (2: the caller)."""
+    would score inf. ``probs`` is read a block of rows at a time."""
     M, N = result.shape
     step = M if result.stored_probs is not None else max(1, BLOCK_ENTRIES // N)
     certain = 0
@@ -231,5 +225,4 @@ def warn_certain(result: Fit, data: Observed, stacklevel: int = 2) -> None:
             f"{result.engine}: P(Y=1) is exactly 0 or 1 at {certain} of {int((~data.mask).sum())} "
             "entries outside the training mask, where the other outcome would score inf"
         )
-        warning = ZeroProbabilityWarning.of(fact, result.engine, result.prior)
-        warnings.warn(warning, stacklevel=stacklevel)
+        warn(ZeroProbabilityWarning.of(fact, result.engine, result.prior))

@@ -38,8 +38,7 @@ from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import fit_settings
 from bernmf.fitting.stacking import entries_lpd, mixture_lpd, stacking_weights
 from bernmf.inference import get_engine
-from bernmf.models.spec import describe_prior
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Mixture, Record, Stacking
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,7 +55,8 @@ out would then score inf. The floor costs at most ``-log(1 - 1e-6)``, about 1e-6
 entry."""
 
 STACK = "stack"
-"""Engine name of a :func:`stack`; its record is ``extras["stack"]``."""
+"""Engine name of a :func:`stack`; its :class:`~bernmf.results.fit.Mixture` has
+:class:`~bernmf.results.fit.Stacking`."""
 
 TABLE_COLUMNS = ("engine", "rank", "prior", "seed", "weight", "validation_perplexity", "seconds")
 """The columns of :func:`members_table`."""
@@ -92,6 +92,7 @@ def _baseline(data: Observed, seconds: float = 0.0) -> Fit:
     ones, count = data.ones.sum(axis=0), data.mask.sum(axis=0)
     p = (ones + 1.0) / (count + 2.0)
     nll = -float(ones @ np.log(p) + (count - ones) @ np.log1p(-p))
+    timings = {"compile": 0.0, "run": seconds + time.perf_counter() - begin}
     return Fit(
         engine=BASELINE,
         rank=1,
@@ -99,21 +100,16 @@ def _baseline(data: Observed, seconds: float = 0.0) -> Fit:
         W=np.ones((data.shape[0], 1)),
         H=p[None, :],
         trace=np.array([nll]),
-        n_iter=0,
         converged=True,
-        timings={"compile": 0.0, "run": seconds + time.perf_counter() - begin},
-        seed=0,
-        row_labels=data.row_labels,
-        col_labels=data.col_labels,
-        observed=data,
+        record=Record(0, timings, None, data, data.row_labels, data.col_labels),
     )
 
 
 def _unpacked(fits, unpack: bool = True) -> tuple[list[Fit], list[Fit], list[dict | None]]:
     """The fits as given (each a :class:`Fit`), the members to stack (with ``unpack`` the
     ensembles' members, recursively, else the fits themselves) and each member's engine
-    options as :func:`bernmf.fit` recorded them (``extras["run"]``, of the member or of
-    the ensemble it came from; None where neither has a record)."""
+    options as :func:`bernmf.fit` recorded them (``record.plan``, of the member or of
+    the ensemble it came from; None where neither has a request recorded)."""
     if isinstance(fits, Fit) or not isinstance(fits, Iterable):
         raise TypeError(f"fits must be a list of bernmf.Fit, got {type(fits).__name__}")
     fits = list(fits)
@@ -124,7 +120,8 @@ def _unpacked(fits, unpack: bool = True) -> tuple[list[Fit], list[Fit], list[dic
             raise TypeError(f"fits[{i}] is a {type(one).__name__}, not a bernmf.Fit")
 
     def members(one: Fit, options: dict | None) -> list[tuple[Fit, dict | None]]:
-        options = one.extras.get("run", {}).get("options", options)
+        if one.record.plan is not None:
+            options = one.record.plan.get("options", options)
         if not (unpack and one.members):
             return [(one, options)]
         return [pair for member in one.members for pair in members(member, options)]
@@ -262,10 +259,11 @@ def _refitted(
         if engine.seed_count is not None:
             chosen[engine.seed_count] = 1
         setting = json.dumps(chosen, sort_keys=True, default=repr)
-        key = (one.engine, one.rank, _prior_key(one.prior), setting)
+        prior = engine.prior_for(one.prior, one.rank)  # a refit's request, checked as fit's
+        key = (one.engine, one.rank, _prior_key(prior), setting)
         if engine.seed_count is not None:
             key += (i,)  # a chain of its own
-        settings.setdefault(key, (engine, one.rank, one.prior, chosen, []))[-1].append(i)
+        settings.setdefault(key, (engine, one.rank, prior, chosen, []))[-1].append(i)
     for engine, rank, prior, chosen, indices in settings.values():
         seeds = sorted({int(members[i].seed) for i in indices})
         fitted = fit_settings(engine, data, rank, [prior], seeds, chosen)
@@ -348,15 +346,18 @@ def stack(
     Fit
         Engine ``"stack"``: ``probs`` is ``sum_r w_r members[r].probs``, computed on
         demand from the members (no M x N array per member), and
-        :meth:`Fit.perplexity` scores it; ``members`` the stacked fits (then the
-        baseline); W, H, rank, prior, trace and seed are those of the member of
-        largest weight; ``timings`` add up the members'; ``extras["stack"]``
-        holds ``weights`` (one per member), the mixture's ``validation_perplexity``,
-        the stacking ``seconds``, ``seeds``, ``refit`` (and, refitted, the refits'
-        ``refit_seconds``) and the member table (:func:`members_table`: each
-        member's validation perplexity before any refit); ``observed`` is the
-        training data, with ``refit`` the training and validation entries;
-        ``timings`` then add the refits' to the members'.
+        :meth:`Fit.perplexity` scores it. Its ``mixture``
+        (:class:`~bernmf.results.fit.Mixture`) holds the ``members`` (the stacked
+        fits, then the baseline), their ``weights``, rule ``"stack"``, each member's
+        ``validation_perplexity`` before any refit and ``stacking``
+        (:class:`~bernmf.results.fit.Stacking`: the mixture's validation
+        perplexity, the stacking's ``seconds``, ``seeds``, ``refit``, the refits'
+        ``refit_seconds`` and each member's own seconds); :func:`members_table`
+        lists them. A stack has no factors of its own: W, H, rank, prior, trace and
+        seed are those of the member of largest weight
+        (:attr:`~bernmf.results.fit.Mixture.chosen`). ``timings`` add up the members'
+        (and the refits'); ``observed`` is the training data, with ``refit`` the
+        training and validation entries.
 
     Raises
     ------
@@ -405,25 +406,24 @@ def stack(
     with np.errstate(divide="ignore"):
         mixture = -float(np.mean(mixture_lpd(lpd, weights)))
     seconds = time.perf_counter() - begin
-    record = {"refit": refit}
-    used = members
+    used, refit_seconds = members, None
     if refit:
         begin = time.perf_counter()
         data = as_observed(Y, data.mask | held_out.mask, warn_empty=False)
         used = _refitted(members, recorded, weights, data, options)
-        record["refit_seconds"] = time.perf_counter() - begin
-    top = used[int(np.argmax(weights))]
-    table = {
-        "engine": [m.engine for m in members],
-        "rank": [int(m.rank) for m in members],
-        "prior": [describe_prior(m.prior) for m in members],
-        "seed": [int(m.seed) for m in members],
-        "weight": weights.tolist(),
-        "validation_perplexity": (-lpd.mean(axis=0)).tolist(),
-        "seconds": [float(m.timings.get("run", np.nan)) for m in members],
-    }
+        refit_seconds = time.perf_counter() - begin
+    stacking = Stacking(
+        mixture, seconds, seeds, refit, refit_seconds,
+        tuple(float(m.timings.get("run", np.nan)) for m in members),
+    )  # fmt: skip
+    parts = Mixture(
+        tuple(used), tuple(weights.tolist()), STACK,
+        validation_perplexity=tuple((-lpd.mean(axis=0)).tolist()), stacking=stacking,
+    )  # fmt: skip
+    top = used[parts.chosen]
     costs = members + [new for old, new in zip(members, used, strict=True) if new is not old]
     keys = dict.fromkeys(k for m in costs for k in m.timings)
+    timings = {k: float(sum(m.timings.get(k, 0.0) for m in costs)) for k in keys}
     return Fit(
         engine=STACK,
         rank=top.rank,
@@ -431,24 +431,9 @@ def stack(
         W=top.W,
         H=top.H,
         trace=top.trace,
-        n_iter=top.n_iter,
         converged=all(m.converged for m in used),
-        timings={k: float(sum(m.timings.get(k, 0.0) for m in costs)) for k in keys},
-        seed=top.seed,
-        extras={
-            STACK: {
-                "weights": weights.tolist(),
-                "validation_perplexity": mixture,
-                "seconds": seconds,
-                "seeds": seeds,
-                **record,
-                "members": table,
-            }
-        },
-        row_labels=data.row_labels,
-        col_labels=data.col_labels,
-        observed=data,
-        members=tuple(used),
+        record=Record(top.seed, timings, None, data, data.row_labels, data.col_labels),
+        mixture=parts,
     )
 
 
@@ -464,8 +449,8 @@ def members_table(fit: Fit) -> pd.DataFrame:
     ValueError
         ``fit`` is not a stack.
     """
-    if STACK not in fit.extras:
+    if fit.mixture is None or fit.mixture.stacking is None:
         raise ValueError(f"fit of engine {fit.engine!r} is not a stack (bernmf.stack)")
     import pandas as pd  # on first use: it loads in 0.5 s
 
-    return pd.DataFrame(fit.extras[STACK]["members"], columns=list(TABLE_COLUMNS))
+    return pd.DataFrame(fit.mixture.table(), columns=list(TABLE_COLUMNS))

@@ -18,13 +18,13 @@ does all of it for the chains of a posterior (their PSIS-LOO: :mod:`bernmf.poste
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bernmf._warnings import warn
 from bernmf.data.observed import as_observed
 from bernmf.models.spec import outcome_log_probability, warn_zero_probability
 from bernmf.posterior.psis import (
@@ -150,11 +150,10 @@ def _solve(Q: np.ndarray, v: np.ndarray, tol: float, max_iter: int) -> np.ndarra
         v = result.x
         if gap(v) <= GAP:
             return v
-    warnings.warn(
+    warn(
         f"stacking weights may be {gap(v):.2g} nats per entry from optimal "
         f"({result.message}); raise max_iter",
         RuntimeWarning,
-        stacklevel=3,
     )
     return v
 

@@ -17,7 +17,7 @@ import numpy as np
 from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
 from bernmf.posterior.draws import component_permutations, mean_probability, permute_draws
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Posterior
 
 
 def split_chains(fit: Fit) -> list[Fit]:
@@ -55,10 +55,15 @@ def split_chains(fit: Fit) -> list[Fit]:
                 H=H_aligned.mean(axis=(0, 1)),
                 stored_probs=mean_probability(W_c, H_c),
                 trace=-log_joint[c],
-                seed=fit.seed + c,
-                timings={k: v / C for k, v in fit.timings.items()},
-                draws={**fit.draws, "W": W_c, "H": H_c},
-                sample_stats={k: np.asarray(v)[c : c + 1] for k, v in fit.sample_stats.items()},
+                record=dataclasses.replace(
+                    fit.record,
+                    seed=fit.seed + c,
+                    timings={k: v / C for k, v in fit.timings.items()},
+                ),
+                posterior=Posterior(
+                    {**fit.draws, "W": W_c, "H": H_c},
+                    {k: np.asarray(v)[c : c + 1] for k, v in fit.sample_stats.items()},
+                ),
                 extras={**fit.extras, "log_joint": log_joint[c : c + 1], "chain": c},
             )
         )
@@ -69,16 +74,19 @@ def by_chain(run: Callable) -> Callable:
     """``run_members`` of a sampler whose ``run`` takes ``num_chains``: R chains, one run.
 
     Chain c of the engine's run from ``seeds[0]`` is its one-chain fit of seed
-    ``seeds[0] + c``, so ``seeds`` must be consecutive.
+    ``seeds[0] + c``, so ``seeds`` must be consecutive, one per chain: the plan decides
+    ``num_chains`` with the seeds (:meth:`bernmf.fitting.plan.Plan.at`).
     """
 
     def run_members(
         data: Observed, rank: int, prior: Prior, seeds: Sequence[int], **options
     ) -> list[Fit]:
         seeds = [int(s) for s in seeds]
-        if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
-            raise ValueError(f"the chains of a sampler take consecutive seeds, got {seeds}")
-        options = {**options, "num_chains": len(seeds)}
+        if seeds != list(range(seeds[0], seeds[0] + options["num_chains"])):
+            raise ValueError(
+                f"the {options['num_chains']} chains of a sampler take as many consecutive "
+                f"seeds, got {seeds}"
+            )
         return split_chains(run(data, rank, prior, seeds[0], None, **options))
 
     return run_members

@@ -44,7 +44,7 @@ from bernmf.inference.chains import by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
 from bernmf.posterior.draws import mean_probability
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Posterior, Record
 
 COUNT_DTYPE = jnp.float32
 
@@ -345,14 +345,11 @@ def run(
         W=W_draws.mean(axis=(0, 1)),
         H=H_draws.mean(axis=(0, 1)),
         stored_probs=probs,
-        trace=-log_joint.mean(axis=0),
-        n_iter=n_sweeps,
+        trace=-log_joint.mean(axis=0),  # (n_sweeps + 1,)
         converged=None,
-        timings={"compile": compile_seconds, "run": run_seconds},
-        seed=seed,
+        record=Record(seed, {"compile": compile_seconds, "run": run_seconds}),
         extras={"log_joint": log_joint},
-        draws={"W": W_draws, "H": H_draws},
-        sample_stats={"lp": log_joint[:, kept_at]},
+        posterior=Posterior({"W": W_draws, "H": H_draws}, {"lp": log_joint[:, kept_at]}),
     )
 
 

@@ -46,7 +46,7 @@ from bernmf.inference._logistic import (
 )
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import perplexity
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Record
 
 DEFAULT_M_GRID = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 
@@ -239,10 +239,8 @@ def run(
         H=U.T.copy(),
         stored_probs=expit(np.asarray(state.theta, float)),
         trace=np.asarray(solution.trace[: n_iter + 1], float),
-        n_iter=n_iter,
         converged=bool(solution.change < tol),
-        timings={**fit_timings, **timings},
-        seed=seed,
+        record=Record(seed, {**fit_timings, **timings}),
         extras={"mu": np.asarray(state.mu, float), "U": U, "m": m, **extras},
     )
 

@@ -50,7 +50,7 @@ from bernmf.inference._logistic import (
     working_matrix,
 )
 from bernmf.inference.registry import Engine, register
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Record
 
 SVD_MODES = ("exact", "subspace")
 
@@ -286,10 +286,8 @@ def run(
             H=np.asarray(state.B, float).T.copy(),
             stored_probs=expit(np.asarray(state.theta, float)),
             trace=np.asarray(solution.trace[: n_iter + 1], float),
-            n_iter=n_iter,
             converged=bool(solution.change < tol),
-            timings={"compile": compile_seconds, "run": run_seconds},
-            seed=seed,
+            record=Record(seed, {"compile": compile_seconds, "run": run_seconds}),
             extras={"mu": np.asarray(state.mu, float)},
         )
 

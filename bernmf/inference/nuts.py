@@ -66,7 +66,7 @@ from bernmf.posterior.draws import (
     mean_probability,
     permute_draws,
 )
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Posterior, Record
 
 STARTS = ("mm", "prior")
 CHAIN_METHODS = ("parallel", "sequential", "vectorized")
@@ -394,19 +394,18 @@ dense_mass
         W=W_aligned.mean(axis=(0, 1)),
         H=H_aligned.mean(axis=(0, 1)),
         stored_probs=mean_probability(W_draws, H_draws),
-        trace=-log_joint.mean(axis=0),
-        n_iter=W_draws.shape[1],
+        trace=-log_joint.mean(axis=0),  # (S + 1,)
         converged=None,
-        timings={"compile": compile_seconds, "run": run_seconds, "start": start_seconds},
-        seed=seed,
+        record=Record(
+            seed, {"compile": compile_seconds, "run": run_seconds, "start": start_seconds}
+        ),
         extras={
             "chain_method": chain_method,
             "divergences": divergences,
             "start": start,
             "log_joint": log_joint,
         },
-        draws={"W": W_draws, "H": H_draws},
-        sample_stats=sample_stats,
+        posterior=Posterior({"W": W_draws, "H": H_draws}, sample_stats),
     )
 
 

@@ -51,6 +51,8 @@ class Engine(NamedTuple):
         members of an ensemble (:func:`bernmf.fit` with ``restarts=R``), one per
         seed, when the engine runs them together (mm's batched fits, the chains of
         a sampler: :mod:`bernmf.inference.chains`); None: one :attr:`run` per seed.
+        Its arguments are checked, as :attr:`run`'s: the prior broadcast, every
+        option given (a sampler's ``num_chains`` one per seed: the plan decides it).
     maximizes : bool, default False
         The trace's direction: whether it rises as the fit improves (an ELBO);
         False: it falls (a negative log posterior, likelihood or joint, a loss).
@@ -79,8 +81,9 @@ class Engine(NamedTuple):
     run_settings : callable, optional
         ``run_settings(data, rank, priors, seeds, **options) -> list[Fit]``: one fit
         per (prior, seed) pair in one call, for an engine that takes its prior as
-        data (mm's grids: :func:`bernmf.fitting.runner.fit_settings`); ``options`` may add those
-        of the batched call (``batch_size``, ``workers``, ``progress``, ...).
+        data (mm's grids: :func:`bernmf.fitting.runner.fit_settings`), of priors
+        checked and broadcast by :meth:`prior_for`; ``options`` are every option and
+        may add those of the batched call (``batch_size``, ``workers``, ``progress``, ...).
     """
 
     name: str

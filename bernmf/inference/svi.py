@@ -49,7 +49,7 @@ from bernmf.inference.registry import Engine, register
 from bernmf.models import unconstrained
 from bernmf.models.spec import Prior, log_prior_constant
 from bernmf.posterior.draws import log_joint_draws, mean_probability
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Posterior, Record
 
 GUIDES = _guides.GUIDES
 OPTIMIZERS = ("adam", "clipped_adam")
@@ -346,19 +346,16 @@ def run(
         W=W_draws.mean(axis=(0, 1)),
         H=H_draws.mean(axis=(0, 1)),
         stored_probs=mean_probability(W_draws, H_draws),
-        trace=losses,
-        n_iter=steps,
+        trace=losses,  # (steps + 1,)
         converged=has_converged(losses[:-1]),  # the losses of the steps
-        timings=seconds,
-        seed=seed,
+        record=Record(seed, seconds),
         extras={
             "guide": guide,
             "optimizer": optimizer,
             "final_loss": float(losses[-1]),
             "params": _guides.constrained(guide, params),
         },
-        draws={"W": W_draws, "H": H_draws},
-        sample_stats={"lp": lp},
+        posterior=Posterior({"W": W_draws, "H": H_draws}, {"lp": lp}),
     )
 
 

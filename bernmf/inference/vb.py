@@ -51,7 +51,7 @@ from bernmf.inference._compile import compiled
 from bernmf.inference._loop import Solution, iterate_until
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Record
 
 VARIANTS = ("cvb0", "meanfield")
 
@@ -334,10 +334,8 @@ def run(
         W=W,
         H=H,
         trace=trace,
-        n_iter=n_iter,
         converged=converged,
-        timings={"compile": compile_seconds, "run": run_seconds},
-        seed=seed,
+        record=Record(seed, {"compile": compile_seconds, "run": run_seconds}),
         extras={
             "variant": variant,
             "q_W_dirichlet": q["a"],

@@ -14,7 +14,6 @@ users share one implementation of each quantity.
 from __future__ import annotations
 
 import math
-import warnings
 from types import SimpleNamespace
 from typing import NamedTuple
 
@@ -22,6 +21,8 @@ import jax
 import numpy as np
 from jax.scipy import special as jax_special
 from numpy.typing import ArrayLike
+
+from bernmf._warnings import warn
 
 
 class Factors(NamedTuple):
@@ -255,14 +256,13 @@ def warn_zero_probability(
     what: str = "perplexity",
     engine: str | None = None,
     prior=None,
-    stacklevel: int = 3,
 ) -> None:
     """A :class:`ZeroProbabilityWarning` that ``zeros`` of ``count`` scored entries are at 0,
     with the advice for ``engine`` at ``prior`` (:func:`zero_probability_advice`), pointing
-    ``stacklevel`` frames up (3: the caller of the caller)."""
+    at the first line outside bernmf (:func:`bernmf._warnings.warn`)."""
     if zeros:
         fact = f"{what}: {zeros} of {count} scored entries have probability 0, so it is inf"
-        warnings.warn(ZeroProbabilityWarning.of(fact, engine, prior), stacklevel=stacklevel)
+        warn(ZeroProbabilityWarning.of(fact, engine, prior))
 
 
 def masked_log_likelihood_sum(Y, mask, p_one, p_zero):

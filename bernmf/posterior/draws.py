@@ -190,7 +190,9 @@ def align_components(fit: Fit, reference=None) -> Fit:
     W_aligned, H_aligned = permute_draws(W_draws, H_draws, permutations)
     return dataclasses.replace(
         fit,
-        draws={**fit.draws, "W": W_aligned, "H": H_aligned},
+        posterior=dataclasses.replace(
+            fit.posterior, draws={**fit.draws, "W": W_aligned, "H": H_aligned}
+        ),
         extras={**fit.extras, "permutations": permutations},
     )
 

@@ -84,20 +84,26 @@ def check_fit(fit: Fit, what: str = "") -> None:
         check_fit(member, f"{what}member {r}: ")
 
 
-def check_weights(weights, count: int, required: bool) -> None:
-    """An ensemble's weights: ``count`` finite numbers >= 0 that sum to 1 (if given or required)."""
-    if weights is None and not required:
-        return
-    plain = isinstance(weights, list) and all(
-        isinstance(w, int | float) and not isinstance(w, bool) for w in weights
+def number_list(info: Mapping, key: str, count: int, where: str = "", optional: bool = False):
+    """``info[key]``: a list of ``count`` numbers (one per member), as a tuple; None when
+    ``optional`` and absent."""
+    value = info.get(key) if isinstance(info, Mapping) else None
+    if value is None and optional:
+        return None
+    plain = isinstance(value, list) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value
     )
-    if not plain or len(weights) != count:
+    if not plain or len(value) != count:
         raise ValueError(
-            f"the ensemble's extras restarts weights should be {count} numbers, one per "
-            f"member, got {weights!r:.60}"
+            f"{where}{key!r} should be {count} numbers, one per member, got {value!r:.60}"
         )
+    return tuple(value)
+
+
+def check_weights(weights) -> None:
+    """A mixture's weights (numbers, :func:`number_list`): finite, >= 0, summing to 1."""
     array = np.asarray(weights, float)
     if not np.isfinite(array).all() or (array < 0).any() or abs(array.sum() - 1) > FACTOR_TOLERANCE:
         raise ValueError(
-            f"the ensemble's weights should be on the simplex (>= 0, sum 1), got {weights!r:.60}"
+            f"the mixture's weights should be on the simplex (>= 0, sum 1), got {weights!r:.60}"
         )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from bernmf.data.observed import Observed, as_observed
-from bernmf.models.spec import Prior, perplexity_of_blocks, probability
+from bernmf.models.spec import Prior, describe_prior, perplexity_of_blocks, probability
 from bernmf.results.saving import save
 
 if TYPE_CHECKING:  # pandas loads on first use (0.5 s of an import of bernmf)
@@ -21,28 +21,192 @@ BLOCK_ENTRIES = 2**20
 """Entries of P(Y=1) that :meth:`Fit.perplexity` computes at a time when they are not stored."""
 
 
+@dataclass(frozen=True, eq=False)
+class Record:
+    """How a fit was made: its seed and timings, and what :func:`bernmf.fit` adds.
+
+    Attributes
+    ----------
+    seed : int
+        Seed of the random initialization (of an ensemble or a stack: that of the
+        member the fit shows, :attr:`Mixture.chosen`).
+    timings : mapping
+        ``{"compile": seconds, "run": seconds}``; compile is 0 when a compiled
+        program of the same shapes was reused. An ensemble's and a stack's add up
+        their members' (and a stack's refits').
+    plan : mapping or None
+        The request of :func:`bernmf.fit` as plain JSON values
+        (:meth:`bernmf.fitting.plan.Plan.as_json`): every engine option, defaults
+        included, the prior, the seeds, ``restarts``, ``combine``, ``init``, the
+        versions and digests of the data and the mask. None for a fit that no
+        :func:`bernmf.fit` made (an engine's run, a stack).
+    observed : Observed or None
+        The data the fit was made on (Y and the mask of its observed entries), for
+        the ArviZ export, for saving and for :func:`bernmf.stack`'s checks.
+    row_labels, col_labels : pandas.Index or None
+        Labels of a DataFrame input (M and N of them); see :attr:`Fit.frames`.
+    """
+
+    seed: int
+    timings: Mapping[str, float]
+    plan: Mapping[str, Any] | None = field(default=None, repr=False)
+    observed: Observed | None = field(default=None, repr=False)
+    row_labels: pd.Index | None = None
+    col_labels: pd.Index | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Posterior:
+    """Posterior draws, and a sampler's statistics per draw.
+
+    Attributes
+    ----------
+    draws : mapping
+        Each with leading dims (chain, draw): ``"W"`` of shape (C, S, M, K) and
+        ``"H"`` of shape (C, S, K, N).
+    sample_stats : mapping
+        Each of shape (C, S): for example ``"lp"``, ``"diverging"``, ``"energy"``,
+        ``"step_size"``, ``"tree_depth"``; empty when the engine has none.
+    """
+
+    draws: Mapping[str, np.ndarray]
+    sample_stats: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+class Stacking(NamedTuple):
+    """What :func:`bernmf.stack` adds to its :class:`Mixture`.
+
+    Attributes
+    ----------
+    validation_perplexity : float
+        The mixture's, on the validation entries its weights were fitted on.
+    seconds : float
+        Of the stacking (the members scored, the weights found).
+    seeds : {"mean", "stack"}
+        Whether the seeds of one setting shared one weight.
+    refit : bool
+        Whether the members of positive weight were fitted again on the training and
+        validation entries.
+    refit_seconds : float or None
+        Of the refits (None without).
+    member_seconds : tuple of float, length R
+        Each member's run time before any refit (NaN where it has none).
+    """
+
+    validation_perplexity: float
+    seconds: float
+    seeds: str
+    refit: bool
+    refit_seconds: float | None
+    member_seconds: tuple[float, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Mixture:
+    """A predictive that mixes members' probabilities: an ensemble's or a stack's.
+
+    ``probs`` of the fit that holds it is ``sum_r weights[r] * members[r].probs``
+    (members of weight 0 skipped), computed on demand: no M x N array is kept. Its W,
+    H, rank, prior, trace and seed are those of one member, :attr:`chosen`: a mixture
+    has no factors of its own (a stack's members may differ in engine and rank), and
+    W @ H is not its ``probs``.
+
+    Attributes
+    ----------
+    members : tuple of Fit, length R
+        An ensemble's (``bernmf.fit(..., restarts=R)``: one per seed, a sampler's one
+        per chain) or a stack's (:func:`bernmf.stack`: the fits stacked, then the
+        baseline).
+    weights : tuple of float, length R
+        On the simplex.
+    rule : {"best", "mean", "stack"}
+        How the weights were chosen: the member of best score (weight 1), the uniform
+        mixture, or stacking on validation entries (chain stacking on PSIS-LOO for
+        posterior draws without them); a stack's is ``"stack"``.
+    scores : tuple of float or None
+        An ensemble's: each member's :meth:`~bernmf.inference.registry.Engine.score`,
+        lower is better. None for a stack.
+    modes : tuple of int or None
+        An ensemble's: the mode each member reached
+        (:func:`bernmf.fitting.modes.count_modes`). None for a stack.
+    validation_perplexity : tuple of float or None
+        Each member's perplexity on the validation entries (a stack's: before any
+        refit); None without validation entries.
+    stacking : Stacking or None
+        A stack's; None for an ensemble.
+    """
+
+    members: tuple[Fit, ...]
+    weights: tuple[float, ...]
+    rule: str
+    scores: tuple[float, ...] | None = None
+    modes: tuple[int, ...] | None = None
+    validation_perplexity: tuple[float, ...] | None = None
+    stacking: Stacking | None = None
+
+    @property
+    def chosen(self) -> int:
+        """The member whose W, H, rank, prior, trace and seed the fit shows: an ensemble's
+        of best score, a stack's of largest weight (the first of equals)."""
+        if self.scores is not None:
+            return int(np.argmin(self.scores))
+        return int(np.argmax(self.weights))
+
+    def table(self) -> dict[str, list]:
+        """One row per member, as plain columns (lists of length R).
+
+        A stack's: ``engine``, ``rank``, ``prior`` (as
+        :func:`~bernmf.models.spec.describe_prior` writes it), ``seed``, ``weight``,
+        ``validation_perplexity`` (before any refit) and ``seconds`` (before any
+        refit). An ensemble's: ``seed``, ``objective`` (final trace value),
+        ``n_iter``, ``converged``, ``weight``, ``mode`` (unless :attr:`modes` is None:
+        a file of before they were kept) and, with validation entries,
+        ``validation_perplexity``.
+        """
+        members, weights = self.members, list(self.weights)
+        if self.stacking is not None:
+            return {
+                "engine": [m.engine for m in members],
+                "rank": [int(m.rank) for m in members],
+                "prior": [describe_prior(m.prior) for m in members],
+                "seed": [int(m.seed) for m in members],
+                "weight": weights,
+                "validation_perplexity": list(self.validation_perplexity),
+                "seconds": list(self.stacking.member_seconds),
+            }
+        table = {
+            "seed": [int(m.seed) for m in members],
+            "objective": [m.objective for m in members],
+            "n_iter": [m.n_iter for m in members],
+            "converged": [None if m.converged is None else bool(m.converged) for m in members],
+            "weight": weights,
+        }
+        if self.modes is not None:
+            table["mode"] = list(self.modes)
+        if self.validation_perplexity is not None:
+            table["validation_perplexity"] = list(self.validation_perplexity)
+        return table
+
+
 @dataclass(frozen=True)
 class Fit:
-    """A fitted factorization.
+    """A fitted factorization: the factors, how the engine ran, and the parts it has.
 
     Attributes
     ----------
     engine : str
-        Name of the engine that produced it.
+        Name of the engine that produced it (``"stack"`` for :func:`bernmf.stack`).
     rank : int
         Number of components K.
     prior : Prior or None
         The prior used (arrays of shape (K,)), None for prior-free engines.
     W : ndarray of shape (M, K)
-        Row factors (for the NBMF engines, rows on the simplex).
+        Row factors (for the NBMF engines, rows on the simplex). Of a fit across
+        processes (``bernmf.fit(..., distributed=True)``), this process's rows.
     H : ndarray of shape (K, N)
-        Column factors (for the NBMF engines, entries in [0, 1]).
-    probs : ndarray of shape (M, N)
-        Predictive P(Y=1) for every entry, observed or not (a property):
-        :attr:`stored_probs` when the engine keeps them, else computed on each
-        access, from W and H (``mm``, ``em``) or from the members of an ensemble
-        of them. Of a fit across processes (``bernmf.fit(..., distributed=True)``),
-        like W, only this process's rows (M_p, N).
+        Column factors (for the NBMF engines, entries in [0, 1]). Of an ensemble or a
+        stack, W and H (and rank, prior, trace, seed) are those of the member
+        :attr:`Mixture.chosen`: its ``probs`` are the mixture's, not W @ H.
     trace : ndarray of shape (n_iter + 1,)
         The engine's objective at the start and after each iteration (sweep, step
         or kept draw); its kind and direction are the engine's declaration
@@ -50,43 +214,35 @@ class Fit:
         ``mm`` and ``em`` this is the negative log-posterior (negative
         log-likelihood for ``em``) of the observed entries; for the samplers minus
         the log joint, averaged over the chains.
-    n_iter : int
-        Number of iterations run.
     converged : bool or None
         True if the stopping criterion was met before the iteration limit; None for
         an engine without one (the samplers ``nuts`` and ``gibbs``: see
-        :func:`bernmf.diagnostics`).
-    timings : dict
-        ``{"compile": seconds, "run": seconds}``; compile is 0 when a compiled
-        program of the same shapes was reused.
-    seed : int
-        Seed of the random initialization.
+        :func:`bernmf.diagnostics`). An ensemble's: every member's.
+    record : Record
+        How it was made: :attr:`seed`, :attr:`timings`, the request of
+        :func:`bernmf.fit` (``record.plan``), the data (:attr:`observed`) and its
+        labels (:attr:`row_labels`, :attr:`col_labels`).
     extras : mapping
-        Engine-specific results, and ``"run"``: how :func:`bernmf.fit` made the fit
-        (every engine option, defaults included, the prior, the seeds, digests of
-        the data and the mask, the versions; :func:`bernmf.fitting.plan.run_record`).
-    row_labels, col_labels : pandas.Index or None
-        Labels of a DataFrame input; see :attr:`frames`.
-    draws : mapping
-        Posterior draws of the Bayesian engines, each with leading dims
-        (chain, draw): ``"W"`` of shape (C, S, M, K) and ``"H"`` of shape
-        (C, S, K, N). Empty for point estimates.
-    sample_stats : mapping
-        Per-draw statistics of the samplers, each of shape (C, S): for example
-        ``"diverging"``, ``"energy"``, ``"step_size"``, ``"tree_depth"``. Empty
-        when the engine has none.
-    observed : Observed or None
-        The data the fit was made on (Y and the mask of its observed entries),
-        kept by :func:`bernmf.fit` for the ArviZ export and for saving.
-    members : tuple of Fit
-        The members of an ensemble (``bernmf.fit(..., restarts=R)``), whose
-        predictive probabilities ``probs`` mixes; empty for a single fit.
+        What only its engine gives (``extras["sweeps"]`` of mm, ``"log_joint"``
+        of the samplers, ...).
     stored_probs : ndarray of shape (M, N) or None
         P(Y=1) as the engine computed it (the posterior mean of W @ H, the logistic
         engines' sigmoid), or None when it follows from W and H (``clip(W @ H, 0,
-        1)``) or, with ``members``, is their mixture weighted by
-        ``extras["restarts"]["weights"]`` (``extras["stack"]["weights"]`` for a
-        :func:`bernmf.stack`): no M x N array is kept for those.
+        1)``) or from the :attr:`mixture`: no M x N array is kept for those.
+    posterior : Posterior or None
+        The posterior draws and sampler statistics (:attr:`draws`,
+        :attr:`sample_stats`); None for a point estimate.
+    mixture : Mixture or None
+        The members and their weights of an ensemble (``bernmf.fit(...,
+        restarts=R)``, ``combine``) or a stack (:func:`bernmf.stack`); None for a
+        single fit.
+
+    The other attributes read these parts: ``probs`` (M, N) is :attr:`stored_probs`,
+    else the mixture, else W @ H (of a fit across processes, this process's rows);
+    ``n_iter`` (iterations run: ``trace.size - 1``), ``seed``, ``timings``,
+    ``observed``, ``row_labels``, ``col_labels`` (the record's), ``draws`` and
+    ``sample_stats`` (the posterior's, empty without), ``members`` (the mixture's,
+    empty without).
     """
 
     engine: str
@@ -95,18 +251,57 @@ class Fit:
     W: np.ndarray
     H: np.ndarray
     trace: np.ndarray
-    n_iter: int
     converged: bool | None
-    timings: Mapping[str, float]
-    seed: int
+    record: Record
     extras: Mapping[str, Any] = field(default_factory=dict)
-    row_labels: pd.Index | None = None
-    col_labels: pd.Index | None = None
-    draws: Mapping[str, np.ndarray] = field(default_factory=dict)
-    sample_stats: Mapping[str, np.ndarray] = field(default_factory=dict)
-    observed: Observed | None = field(default=None, repr=False)
-    members: tuple[Fit, ...] = field(default=(), repr=False)
     stored_probs: np.ndarray | None = field(default=None, repr=False)
+    posterior: Posterior | None = field(default=None, repr=False)
+    mixture: Mixture | None = field(default=None, repr=False)
+
+    @property
+    def n_iter(self) -> int:
+        """Number of iterations run: ``trace.size - 1``."""
+        return int(np.shape(self.trace)[0]) - 1
+
+    @property
+    def seed(self) -> int:
+        """Seed of the random initialization (:attr:`Record.seed`)."""
+        return self.record.seed
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        """``{"compile": seconds, "run": seconds}`` (:attr:`Record.timings`)."""
+        return self.record.timings
+
+    @property
+    def observed(self) -> Observed | None:
+        """The data the fit was made on (:attr:`Record.observed`), or None."""
+        return self.record.observed
+
+    @property
+    def row_labels(self) -> pd.Index | None:
+        """Row labels of a DataFrame input (:attr:`Record.row_labels`), or None."""
+        return self.record.row_labels
+
+    @property
+    def col_labels(self) -> pd.Index | None:
+        """Column labels of a DataFrame input (:attr:`Record.col_labels`), or None."""
+        return self.record.col_labels
+
+    @property
+    def draws(self) -> Mapping[str, np.ndarray]:
+        """Posterior draws (:attr:`Posterior.draws`); empty for a point estimate."""
+        return self.posterior.draws if self.posterior is not None else {}
+
+    @property
+    def sample_stats(self) -> Mapping[str, np.ndarray]:
+        """A sampler's statistics per draw (:attr:`Posterior.sample_stats`); else empty."""
+        return self.posterior.sample_stats if self.posterior is not None else {}
+
+    @property
+    def members(self) -> tuple[Fit, ...]:
+        """The members of an ensemble or a stack (:attr:`Mixture.members`); else empty."""
+        return self.mixture.members if self.mixture is not None else ()
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -126,10 +321,9 @@ class Fit:
         """
         if self.stored_probs is not None:
             return self.stored_probs[start:stop]
-        if self.members:  # an ensemble's ("restarts") or a stack's (bernmf.stack) weights
-            weights = (self.extras.get("stack") or self.extras["restarts"])["weights"]
-            used = [(w, m) for w, m in zip(weights, self.members, strict=True) if w > 0]
-            return sum(w * m.probs_rows(start, stop) for w, m in used)
+        if self.mixture is not None:
+            pairs = zip(self.mixture.weights, self.mixture.members, strict=True)
+            return sum(w * m.probs_rows(start, stop) for w, m in pairs if w > 0)
         return probability(self.W[start:stop], self.H)
 
     @property

@@ -27,8 +27,15 @@ from bernmf.data.budget import check_bytes
 from bernmf.data.files.archive import Archive
 from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
-from bernmf.results.checks import check_fit, check_weights, checked_array, field, optional_field
-from bernmf.results.fit import Fit
+from bernmf.results.checks import (
+    check_fit,
+    check_weights,
+    checked_array,
+    field,
+    number_list,
+    optional_field,
+)
+from bernmf.results.fit import Fit, Mixture, Posterior, Record, Stacking
 from bernmf.results.saving import FORMAT, FORMAT_VERSION, METADATA, check_depth, save, versions
 
 if TYPE_CHECKING:
@@ -203,28 +210,96 @@ def _timings(info) -> dict:
     return timings
 
 
-def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
-    """An ensemble's members: W, H, probs, trace, seed, iterations, convergence, timings."""
+def _trace(arrays, name: str, info: Mapping, where: str = "") -> np.ndarray:
+    """The trace at ``name``, of the ``n_iter + 1`` values ``info`` says (``n_iter`` is no
+    field of a fit: it is the trace's length less one)."""
+    trace = checked_array(arrays, name, (None,))
+    n_iter = field(info, "n_iter", int, where)
+    if trace.shape != (n_iter + 1,):
+        raise ValueError(f"{where}trace has {trace.size} values for n_iter={n_iter}")
+    return trace
+
+
+def _member_record(record: Mapping, labels: tuple = (None, None)) -> Record:
+    """A member's seed and timings (and the labels of a stack's members: fits of their own)."""
+    seed = field(record, "seed", int, "member ")
+    return Record(seed, _timings(record), None, None, *labels)
+
+
+def _mixture(info: dict, arrays, fit: Fit, parts: dict) -> Mixture | None:
+    """The mixture of an ensemble or a stack (None for a single fit): its members from the
+    arrays, its weights and the rest from ``parts`` (the ``"restarts"`` or ``"stack"``
+    extras of the file, :func:`bernmf.results.saving.parts_as_extras`)."""
     records = info.get("members", [])
     if not isinstance(records, list):
         raise ValueError("'members' should be a list")
     if not records:
-        return ()
-    if info.get("members_layout", "stacked") == "each":
-        return _members_one_by_one(records, arrays, fit)
-    if info.get("members_layout", "stacked") != "stacked":
-        raise ValueError(
-            f"'members_layout' should be 'stacked' or 'each', got {info['members_layout']!r:.40}"
-        )
+        return None
+    layout = info.get("members_layout", "stacked")
+    if layout not in ("stacked", "each"):
+        raise ValueError(f"'members_layout' should be 'stacked' or 'each', got {layout!r:.40}")
+    if "stack" in parts:
+        found = field(parts, "stack", dict, "extras ")
+    else:
+        found = field(parts, "restarts", dict, "the members' extras ")
+    weights = number_list(found, "weights", len(records), "the mixture's ")
+    check_weights(weights)
+    if layout == "each":
+        members = _members_one_by_one(records, arrays, fit)
+    else:
+        members = _members(records, arrays, fit)
+    if "stack" in parts:
+        return _stack_mixture(found, members, weights)
+    objectives = number_list(found, "objectives", len(records), "the ensemble's ")
+    scores = number_list(found, "scores", len(records), "the ensemble's ", optional=True)
+    modes = found.get("modes")
+    if modes is not None and (
+        not isinstance(modes, list)
+        or len(modes) != len(records)
+        or not all(type(m) is int for m in modes)
+    ):
+        raise ValueError(f"the ensemble's 'modes' should be {len(records)} integers")
+    return Mixture(
+        members,
+        weights,
+        field(found, "combine", str, "the ensemble's "),
+        scores=objectives if scores is None else scores,  # files from before the scores
+        modes=None if modes is None else tuple(modes),
+        validation_perplexity=number_list(
+            found, "validation_perplexity", len(records), "the ensemble's ", optional=True
+        ),
+    )
+
+
+def _stack_mixture(found: dict, members: tuple[Fit, ...], weights: tuple) -> Mixture:
+    """A stack's mixture from its extras: weights, the member table and the stacking's."""
+    R = len(members)
+    table = field(found, "members", dict, "the stack's ")
+    refit_seconds = found.get("refit_seconds")
+    if refit_seconds is not None:
+        refit_seconds = field(found, "refit_seconds", float, "the stack's ")
+    stacking = Stacking(
+        validation_perplexity=field(found, "validation_perplexity", float, "the stack's "),
+        seconds=field(found, "seconds", float, "the stack's "),
+        seeds=found.get("seeds", "stack"),  # stacks from before seeds="mean": a weight each
+        refit=found.get("refit", False),
+        refit_seconds=refit_seconds,
+        member_seconds=number_list(table, "seconds", R, "the stack's members' "),
+    )
+    if stacking.seeds not in ("mean", "stack") or not isinstance(stacking.refit, bool):
+        raise ValueError("the stack's 'seeds' should be 'mean' or 'stack' and 'refit' a bool")
+    vp = number_list(table, "validation_perplexity", R, "the stack's members' ")
+    return Mixture(members, weights, "stack", validation_perplexity=vp, stacking=stacking)
+
+
+def _members(records: list, arrays, fit: Fit) -> tuple[Fit, ...]:
+    """An ensemble's members: W, H, probs, trace, seed, iterations, convergence, timings."""
     R, (M, N), K = len(records), fit.shape, fit.rank
     stacked = {
         name: checked_array(arrays, f"members/{name}", (R, *shape))
         for name, shape in (("W", (M, K)), ("H", (K, N)), ("probs", (M, N)))
         if name != "probs" or "members/probs" in arrays
     }
-    ensemble = fit.extras.get("restarts", {})
-    weights = ensemble.get("weights") if isinstance(ensemble, Mapping) else None
-    check_weights(weights, R, required=fit.stored_probs is None)
     members = tuple(
         Fit(
             engine=fit.engine,
@@ -233,11 +308,9 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
             W=stacked["W"][r],
             H=stacked["H"][r],
             stored_probs=stacked["probs"][r] if "probs" in stacked else None,
-            trace=checked_array(arrays, f"members/trace/{r}", (None,)),
-            n_iter=field(record, "n_iter", int, "member "),
+            trace=_trace(arrays, f"members/trace/{r}", record, f"member {r}: "),
             converged=optional_field(record, "converged", bool, "member "),
-            timings=_timings(record),
-            seed=field(record, "seed", int, "member "),
+            record=_member_record(record),
         )
         for r, record in enumerate(records)
     )
@@ -246,11 +319,6 @@ def _members(info: dict, arrays, fit: Fit) -> tuple[Fit, ...]:
 
 def _members_one_by_one(records: list, arrays, fit: Fit) -> tuple[Fit, ...]:
     """A stack's members, each with its own engine, rank, prior, W, H, probs and trace."""
-    weights = (fit.extras.get("stack") or fit.extras.get("restarts") or {}).get("weights")
-    if not isinstance(weights, list) or len(weights) != len(records):
-        raise ValueError("members saved one by one need extras stack weights, one per member")
-    if not all(isinstance(w, float | int) and 0 <= w <= 1 for w in weights):
-        raise ValueError("the stack's weights should be numbers in [0, 1]")
     (M, N), members = fit.shape, []
     for r, record in enumerate(records):
         K, where = field(record, "rank", int, "member "), f"members/{r}/"
@@ -268,13 +336,9 @@ def _members_one_by_one(records: list, arrays, fit: Fit) -> tuple[Fit, ...]:
                 W=checked_array(arrays, f"{where}W", (M, K)),
                 H=checked_array(arrays, f"{where}H", (K, N)),
                 stored_probs=checked_array(arrays, probs, (M, N)) if probs in arrays else None,
-                trace=checked_array(arrays, f"{where}trace", (None,)),
-                n_iter=field(record, "n_iter", int, "member "),
+                trace=_trace(arrays, f"{where}trace", record, f"member {r}: "),
                 converged=optional_field(record, "converged", bool, "member "),
-                timings=_timings(record),
-                seed=field(record, "seed", int, "member "),
-                row_labels=fit.row_labels,
-                col_labels=fit.col_labels,
+                record=_member_record(record, (fit.row_labels, fit.col_labels)),
             )
         )
     return tuple(members)
@@ -290,6 +354,23 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         raise ValueError(f"'rank' should be >= 1, got {K}")
     prior = _prior(arrays, K) if field(info, "has_prior", bool) else None
     draws, sample_stats = _draws(info, arrays, (M, N, K))
+    extras = _decode(info.get("extras", {}), arrays)
+    if not isinstance(extras, dict):
+        raise ValueError(f"'extras' should be a mapping, got {type(extras).__name__}")
+    parts = {}  # a mixture's are no extras of the fit (nor, without members, a mixture)
+    if info.get("members"):
+        parts = {key: extras.pop(key) for key in ("restarts", "stack") if key in extras}
+    plan = extras.pop("run", None)
+    if plan is not None and not isinstance(plan, dict):
+        raise ValueError(f"extras 'run' should be a mapping, got {type(plan).__name__}")
+    record = Record(
+        field(info, "seed", int),
+        _timings(info),
+        plan,
+        _observed(info.get("observed"), arrays, (M, N)),
+        _labels(info.get("row_labels"), M, "rows"),
+        _labels(info.get("col_labels"), N, "columns"),
+    )
     fit = Fit(
         engine=field(info, "engine", str),
         rank=K,
@@ -297,19 +378,14 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         W=checked_array(arrays, "W", (M, K)),
         H=checked_array(arrays, "H", (K, N)),
         stored_probs=checked_array(arrays, "probs", (M, N)) if "probs" in arrays else None,
-        trace=checked_array(arrays, "trace", (None,)),
-        n_iter=field(info, "n_iter", int),
+        trace=_trace(arrays, "trace", info),
         converged=optional_field(info, "converged", bool),
-        timings=_timings(info),
-        seed=field(info, "seed", int),
-        extras=_decode(info.get("extras"), arrays),
-        row_labels=_labels(info.get("row_labels"), M, "rows"),
-        col_labels=_labels(info.get("col_labels"), N, "columns"),
-        draws=draws,
-        sample_stats=sample_stats,
-        observed=_observed(info.get("observed"), arrays, (M, N)),
+        record=record,
+        extras=extras,
+        posterior=Posterior(draws, sample_stats) if draws or sample_stats else None,
     )
-    fit = dataclasses.replace(fit, members=_members(info, arrays, fit))
+    if info.get("members"):
+        fit = dataclasses.replace(fit, mixture=_mixture(info, arrays, fit, parts))
     check_fit(fit)
     for name in set(draws) & {"W", "H"}:
         if not np.isfinite(draws[name]).all():
@@ -323,14 +399,16 @@ def load(path) -> Fit:
     Parameters
     ----------
     path : str or Path
-        A ``.npz`` file written by :func:`save` (format version 1 or 2).
+        A ``.npz`` file written by :func:`save` (format version 1 to 3, of any bernmf
+        since: the extras ``"restarts"``, ``"stack"`` and ``"run"`` become the fit's
+        :attr:`~bernmf.results.fit.Fit.mixture` and ``record.plan``).
 
     Returns
     -------
     Fit
-        Equal to the saved fit in every field; the members of an ensemble keep their
-        W, H, probs, trace, seed, iterations, convergence and timings (not their
-        draws or extras).
+        Equal to the saved fit in every field; the members of an ensemble or a stack
+        keep their W, H, probs, trace, seed, iterations, convergence and timings (not
+        their draws or extras).
 
     Raises
     ------

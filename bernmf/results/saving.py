@@ -15,7 +15,11 @@ A saved fit is one zip file (``.npz``, readable by :func:`numpy.load`) holding
   unpack=False)`` keeps an ensemble, is saved with the probs of its mixture);
 * ``metadata.json``: engine, rank, seed, n_iter, converged, timings, data shape, row
   and column labels, scalar extras, user metadata (for example the engine options),
-  and the versions of bernmf, Python, numpy and JAX.
+  and the versions of bernmf, Python, numpy and JAX. The typed parts that are not arrays
+  are kept as the extras files have always had (:func:`parts_as_extras`): a
+  :class:`~bernmf.results.fit.Mixture` as ``extras["restarts"]`` (an ensemble's) or
+  ``extras["stack"]`` (a stack's), ``record.plan`` as ``extras["run"]``; so the files
+  of this version and those of the versions before read each other.
 
 :func:`bernmf.results.loading.load` gives back a :class:`~bernmf.results.fit.Fit` equal to the
 saved one, field by field (arrays bit for bit). The file is written by
@@ -207,7 +211,7 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
         "has_prior": fit.prior is not None,
         "draws": list(fit.draws),
         "sample_stats": list(fit.sample_stats),
-        "extras": encoder.encode(dict(fit.extras), "extras"),
+        "extras": encoder.encode({**fit.extras, **parts_as_extras(fit)}, "extras"),
         "shape": list(fit.shape),
         "row_labels": encode_index(fit.row_labels),
         "col_labels": encode_index(fit.col_labels),
@@ -234,6 +238,62 @@ def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = 
             for name, content in members.items():
                 zf.writestr(name, content)
     return target.path
+
+
+PARTS = ("restarts", "stack", "run")
+"""The keys of the extras under which a file keeps a fit's mixture and request."""
+
+
+def parts_as_extras(fit: Fit) -> dict:
+    """A fit's :class:`~bernmf.results.fit.Mixture` and ``record.plan`` as the extras of the
+    saved format: ``"restarts"`` (an ensemble: ``seeds``, ``objectives``, ``scores``,
+    ``n_iter``, ``converged``, ``weights``, ``combine``, ``modes``, with validation
+    entries ``validation_perplexity``) or ``"stack"`` (``weights``, the mixture's
+    ``validation_perplexity``, ``seconds``, ``seeds``, ``refit``, ``refit_seconds``
+    when refitted, and ``members``: the table of
+    :meth:`~bernmf.results.fit.Mixture.table`), then ``"run"`` (the request).
+
+    Raises
+    ------
+    ValueError
+        An extra of the fit's own under one of those keys.
+    """
+    parts: dict[str, Any] = {}
+    mixture = fit.mixture
+    if mixture is not None and mixture.stacking is not None:
+        stacking = mixture.stacking
+        refit = {"refit": stacking.refit}
+        if stacking.refit_seconds is not None:
+            refit["refit_seconds"] = stacking.refit_seconds
+        parts["stack"] = {
+            "weights": list(mixture.weights),
+            "validation_perplexity": stacking.validation_perplexity,
+            "seconds": stacking.seconds,
+            "seeds": stacking.seeds,
+            **refit,
+            "members": mixture.table(),
+        }
+    elif mixture is not None:
+        table = mixture.table()
+        record = {"seeds": table["seed"], "objectives": table["objective"]}
+        if mixture.scores is not None:
+            record["scores"] = list(mixture.scores)
+        record |= {"n_iter": table["n_iter"], "converged": table["converged"]}
+        record |= {"weights": table["weight"], "combine": mixture.rule}
+        if mixture.modes is not None:
+            record["modes"] = table["mode"]
+        if mixture.validation_perplexity is not None:
+            record["validation_perplexity"] = table["validation_perplexity"]
+        parts["restarts"] = record
+    if fit.record.plan is not None:
+        parts["run"] = dict(fit.record.plan)
+    taken = sorted(set(parts) & set(fit.extras))
+    if taken:
+        raise ValueError(
+            f"cannot save extras {taken}: the file keeps the fit's mixture and request "
+            "(fit.mixture, fit.record.plan) under these keys"
+        )
+    return parts
 
 
 def _uniform_members(fit: Fit) -> bool:

@@ -226,8 +226,10 @@ def fit_row(engine: str, rank: int, seed: int, member: runner.Scored) -> dict:
 
 def lightened(result: Fit) -> Fit:
     """``result`` without posterior draws and sampler statistics (its members' too)."""
-    members = tuple(lightened(m) for m in result.members)
-    return dataclasses.replace(result, draws={}, sample_stats={}, members=members)
+    mixture = result.mixture
+    if mixture is not None:
+        mixture = dataclasses.replace(mixture, members=tuple(lightened(m) for m in mixture.members))
+    return dataclasses.replace(result, posterior=None, mixture=mixture)
 
 
 def stacked_rows(

@@ -88,9 +88,11 @@ def nbmf_method(data, split, name, method, ranks, alphas, betas, args, variant):
         engine = get_engine("mm")
         engine_options = {k: v for k, v in options.items() if k != "workers"}
         checked = engine.with_defaults({**engine_options, "dtype": args.dtype})
+        checked_prior = engine.prior_for(prior, best["rank"])
         fitted = fit_settings(
-            engine, observed, best["rank"], [prior], args.seeds, checked, workers=args.workers
-        )
+            engine, observed, best["rank"], [checked_prior], args.seeds, checked,
+            workers=args.workers,
+        )  # fmt: skip
         fits = [m.fit for m in fitted]
     test = pd.DataFrame(
         {

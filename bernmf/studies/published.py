@@ -27,7 +27,7 @@ import pandas as pd
 from bernmf.data.observed import DTYPES, Observed, as_observed
 from bernmf.inference.mm import random_init
 from bernmf.models.spec import Factors, Prior, log_prior, perplexity
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Record
 from bernmf.tune import COLUMNS, Tuning
 
 
@@ -132,13 +132,14 @@ def to_fits(data: Observed, rank: int, prior: Prior, seeds, outputs) -> list[Fit
             H=H[i],
             stored_probs=W[i] @ H[i],
             trace=traces[i, : n_iter[i] + 1],
-            n_iter=int(n_iter[i]),
             converged=bool(converged[i]),
-            timings={"compile": 0.0, "run": float(share[i])},
-            seed=int(seed),
+            record=Record(
+                int(seed),
+                {"compile": 0.0, "run": float(share[i])},
+                row_labels=data.row_labels,
+                col_labels=data.col_labels,
+            ),
             extras={"sweeps": int(n_iter[i]) + 1},
-            row_labels=data.row_labels,
-            col_labels=data.col_labels,
         )
         for i, seed in enumerate(seeds)
     ]

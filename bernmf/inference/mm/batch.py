@@ -9,7 +9,7 @@ import numpy as np
 from bernmf.inference._loop import Solution
 from bernmf.inference.mm.kernel import Polished, sweeps
 from bernmf.models.spec import Prior, probability
-from bernmf.results.fit import Fit
+from bernmf.results.fit import Fit, Record
 
 
 @dataclass(frozen=True)
@@ -91,9 +91,9 @@ class Batch:
             W=self.W[index],
             H=self.H[index],
             trace=self.traces[index, : n_iter + 1],
-            n_iter=n_iter,
             converged=bool(self.converged[index]),
-            timings=timings or {"compile": self.compile_seconds, "run": self.run_seconds},
-            seed=seed,
+            record=Record(
+                seed, timings or {"compile": self.compile_seconds, "run": self.run_seconds}
+            ),
             extras=extras,
         )

@@ -119,7 +119,8 @@ def run_many(
     data : Observed
     rank : int
     priors : sequence of Prior
-        One per fit, each broadcast to shape (rank,) and checked (:func:`check_prior`).
+        One per fit, each broadcast to shape (rank,) and checked (:func:`check_prior`)
+        here; :func:`run_settings` takes them checked.
     seeds : sequence of int
         One per fit.
     batch_size : int, optional
@@ -140,18 +141,34 @@ def run_many(
         raise ValueError("give one seed per prior, and at least one of each")
     for s in seeds:
         check_seed(s)
-    broadcast = [p.broadcast(rank) for p in priors]
-    for prior in broadcast:
-        check_prior(prior)
+    broadcast = [ENGINE.prior_for(p, rank) for p in priors]
+    batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
+    return _run_checked(
+        data, rank, broadcast, seeds, options, label=label, stream=stream, **batching
+    )
+
+
+def _run_checked(
+    data: Observed,
+    rank: int,
+    priors: Sequence[Prior],
+    seeds: Sequence[int],
+    options: dict,
+    *,
+    batch_size: int | None = None,
+    workers: int = 1,
+    progress: bool = False,
+    label: str = "fits",
+    stream=None,
+) -> Batch:
+    """:func:`run_many` of checked, broadcast priors, checked seeds and every option."""
     size = len(seeds)
     batch_size = _batch.default_batch_size(size) if batch_size is None else batch_size
     check_count("batch_size", batch_size)
     check_count("workers", workers)
     with jax.enable_x64(True):
         float_type, choice, problem = _prepare(data, **options)
-        prior_arrays = Prior(
-            *(np.stack(v).astype(float_type) for v in zip(*broadcast, strict=True))
-        )
+        prior_arrays = Prior(*(np.stack(v).astype(float_type) for v in zip(*priors, strict=True)))
         tol_array = layouts.place(
             np.asarray(options["tol"], float_type), layouts.replicated(choice.devices)
         )
@@ -285,20 +302,33 @@ def run(
 
 
 def run_settings(
-    data: Observed, rank: int, priors: Sequence[Prior], seeds: Sequence[int], **options
+    data: Observed,
+    rank: int,
+    priors: Sequence[Prior],
+    seeds: Sequence[int],
+    *,
+    batch_size: int | None = None,
+    workers: int = 1,
+    progress: bool = False,
+    label: str = "fits",
+    stream=None,
+    **options,
 ) -> list[Fit]:
-    """The fits of the (prior, seed) pairs in one compiled call (:func:`run_many`), as
-    :func:`run` gives them.
+    """The fits of the (prior, seed) pairs in one compiled call, as :func:`run` gives them.
 
-    Each fit's timings are its share of the call's run time (:attr:`Batch.seconds`),
-    the compile time counted on the first. ``options`` are those of :func:`run_many`.
+    The request is checked (:func:`bernmf.fitting.plan.plan`): ``priors`` broadcast to
+    (rank,) and checked (:meth:`~bernmf.inference.registry.Engine.prior_for`), the seeds
+    checked and ``options`` every option of :func:`run`; the batching arguments are
+    :func:`run_many`'s. Each fit's timings are its share of the call's run time
+    (:attr:`Batch.seconds`), the compile time counted on the first.
     """
-    batch = run_many(data, rank, priors, seeds, **options)
+    batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
+    batch = _run_checked(data, rank, priors, seeds, options, label=label, stream=stream, **batching)
     fits = []
     for i, (prior, seed) in enumerate(zip(priors, seeds, strict=True)):
         compile_seconds = batch.compile_seconds if i == 0 else 0.0
         timings = {"compile": compile_seconds, "run": float(batch.seconds[i])}
-        fits.append(batch.fit(i, prior.broadcast(rank), int(seed), timings=timings))
+        fits.append(batch.fit(i, prior, int(seed), timings=timings))
     return fits
 
 
