@@ -199,7 +199,8 @@ def search(
         """Fit one engine at one rank with its default prior (round 0), or mm's priors and
         more seeds (later rounds), if the estimate fits the budget; False when it does not
         (a left-out rank is said so)."""
-        priors = list(MM_PRIORS) if round_ else [None]  # None: the engine's default prior
+        given = list(MM_PRIORS) if round_ else [None]  # None: the engine's default prior
+        priors = [engine.prior_for(p, rank) for p in given]
         seeds = _seeds(seed, round_)
         count = len(priors) * len(seeds)
         estimate = clock.estimate(engine.name, rank, count, new_rank=round_ == 0)
@@ -212,9 +213,7 @@ def search(
             return False
         working_on(f"{engine.name} K={rank}, {count} fits")
         begin = time.perf_counter()
-        made = fit_settings(
-            engine, train, rank, priors, seeds, engine.with_defaults(_quiet(engine)), held_out
-        )
+        made = fit_settings(engine, train, rank, priors, seeds, _options(engine), held_out)
         seconds = time.perf_counter() - begin
         clock.measured(engine.name, rank, [m.fit for m in made])
         fits.extend(m.fit for m in made)
@@ -266,9 +265,12 @@ def search(
     return result
 
 
-def _quiet(engine: Engine) -> dict:
-    """The options that keep an engine's own progress bar off (the search says what runs)."""
-    return {"progress": False} if "progress" in engine.options else {}
+def _options(engine: Engine) -> dict:
+    """The engine's options, its defaults but for its own progress bar (the search says what
+    runs) and a sampler's chains (one a fit: each seed is a member)."""
+    quiet = {"progress": False} if "progress" in engine.options else {}
+    chains = {engine.seed_count: 1} if engine.seed_count is not None else {}
+    return engine.with_defaults({**quiet, **chains})
 
 
 def _seeds(seed: int, round_: int) -> list[int]:
