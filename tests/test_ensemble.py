@@ -156,6 +156,15 @@ def test_validation_changes_what_is_scored_never_the_fit(engine, options):
         assert len(scored.draws["W"]) == scored.record.plan["options"]["num_chains"]
 
 
+def test_initial_factors_with_validation_alone_are_a_single_fit():
+    """No ensemble without restarts or combine: init is taken, validation scores nothing."""
+    init = (np.full((M, K), 1 / K), np.full((K, N), 0.5))
+    alone = bernmf.fit(Y, "mm", K, mask=TRAIN, init=init, max_iter=5)
+    scored = bernmf.fit(Y, "mm", K, mask=TRAIN, init=init, validation=VALIDATION, max_iter=5)
+    np.testing.assert_array_equal(scored.W, alone.W)
+    assert scored.mixture is None and scored.record.plan["init"] == "given"
+
+
 @pytest.fixture
 def never_run(monkeypatch):
     """Every engine's run and run_members replaced by a failure: input must be refused first."""
