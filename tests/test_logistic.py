@@ -17,6 +17,7 @@ from scipy.special import expit
 
 import bernmf
 from bernmf.inference import logsvd
+from bernmf.inference._logistic import Operator, leading_eigenvectors
 from bernmf.inference.logpca import transform
 from bernmf.inference.logsvd import _exact_factors, _gram_factors
 
@@ -222,6 +223,73 @@ def test_exact_factors_are_the_truncated_svd(shape, start, monkeypatch):
             A, B = np.asarray(A), np.asarray(B)
             np.testing.assert_allclose(A @ B.T, best, rtol=0, atol=1e-12 * d[0])
             np.testing.assert_allclose(B.T @ B, np.eye(3), atol=1e-12)
+
+
+# --- the leading eigenvectors, warm-started (logpca's T, logsvd's Gram) ----------------------
+
+
+def symmetric(values, seed=0):
+    """A symmetric matrix with these eigenvalues, and its eigenvectors (columns, same order)."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((len(values), len(values))))
+    return (Q * values) @ Q.T, Q
+
+
+def dense(G) -> Operator:
+    """G as an Operator with F = I and S = G."""
+    G = jnp.asarray(G)
+    return Operator(lambda V: V, lambda V: G @ V, lambda V, W: V.T @ G @ W)
+
+
+def subspace_distance(U, V):
+    """||U U^T - V V^T||_2: the sine of the largest angle between span(U) and span(V)."""
+    return np.linalg.norm(U @ U.T - V @ V.T, 2)
+
+
+@pytest.mark.parametrize("start", ["near", "random"])
+def test_leading_eigenvectors_of_an_indefinite_matrix(start):
+    # largest algebraic eigenvalues, though the spectrum's negative end is larger in
+    # magnitude; and their products
+    values = np.concatenate([[50.0, 40, 30], np.linspace(20, -100, 37)])
+    G, Q = symmetric(values)
+    rng = np.random.default_rng(1)
+    U0 = Q[:, :3] + (1e-3 if start == "near" else 10.0) * rng.standard_normal((40, 3))
+    with jax.enable_x64(True):
+        found = leading_eigenvectors(
+            dense(G),
+            jnp.linalg.qr(jnp.asarray(U0))[0],
+            depth=3,
+            restarts=50,
+            tol=1e-10,
+            floor=0.0,
+            min_gap=1e-4,
+        )
+    U = np.asarray(found.vectors)
+    assert bool(found.converged)
+    assert subspace_distance(U, Q[:, :3]) < 1e-9
+    np.testing.assert_allclose(U.T @ U, np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(found.values)[:3], values[:3], rtol=1e-12)
+    np.testing.assert_allclose(found.products, G @ U, atol=1e-11)
+    np.testing.assert_array_equal(found.factor, U)
+
+
+@pytest.mark.parametrize("gap", [0.0, 1e-7])
+def test_leading_eigenvectors_give_up_on_a_degenerate_gap(gap):
+    # lambda_K = lambda_K+1 (or nearly): the leading subspace is not defined (or not to
+    # rounding level), so the result is flagged and the caller solves exactly
+    values = np.concatenate([[50.0, 40, 30, 30 - 30 * gap], np.linspace(20, -100, 36)])
+    G, Q = symmetric(values)
+    with jax.enable_x64(True):
+        found = leading_eigenvectors(
+            dense(G),
+            jnp.linalg.qr(jnp.asarray(Q[:, :3] + 1e-3 * Q[:, 3:6]))[0],
+            depth=3,
+            restarts=50,
+            tol=1e-10,
+            floor=0.0,
+            min_gap=1e-4,
+        )
+    assert not bool(found.converged)
 
 
 # --- the results -----------------------------------------------------------------------------
