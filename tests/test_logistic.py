@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from scipy.special import expit
 
 import bernmf
-from bernmf.inference import logsvd
+from bernmf.data.observed import as_observed
+from bernmf.inference import logpca, logsvd
+from bernmf.inference._logistic import LogisticData, Operator, leading_eigenvectors
 from bernmf.inference.logpca import transform
 from bernmf.inference.logsvd import _exact_factors, _gram_factors
 
@@ -222,6 +224,131 @@ def test_exact_factors_are_the_truncated_svd(shape, start, monkeypatch):
             A, B = np.asarray(A), np.asarray(B)
             np.testing.assert_allclose(A @ B.T, best, rtol=0, atol=1e-12 * d[0])
             np.testing.assert_allclose(B.T @ B, np.eye(3), atol=1e-12)
+
+
+# --- the leading eigenvectors, warm-started (logpca's T, logsvd's Gram) ----------------------
+
+
+def symmetric(values, seed=0):
+    """A symmetric matrix with these eigenvalues, and its eigenvectors (columns, same order)."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((len(values), len(values))))
+    return (Q * values) @ Q.T, Q
+
+
+def dense(G) -> Operator:
+    """G as an Operator with F = I and S = G."""
+    G = jnp.asarray(G)
+    return Operator(lambda V: V, lambda V: G @ V, lambda V, W: V.T @ G @ W)
+
+
+def subspace_distance(U, V):
+    """||U U^T - V V^T||_2: the sine of the largest angle between span(U) and span(V)."""
+    return np.linalg.norm(U @ U.T - V @ V.T, 2)
+
+
+@pytest.mark.parametrize("start", ["near", "random"])
+def test_leading_eigenvectors_of_an_indefinite_matrix(start):
+    # largest algebraic eigenvalues, though the spectrum's negative end is larger in
+    # magnitude; and their products
+    values = np.concatenate([[50.0, 40, 30], np.linspace(20, -100, 37)])
+    G, Q = symmetric(values)
+    rng = np.random.default_rng(1)
+    U0 = Q[:, :3] + (1e-3 if start == "near" else 10.0) * rng.standard_normal((40, 3))
+    with jax.enable_x64(True):
+        found = leading_eigenvectors(
+            dense(G),
+            jnp.linalg.qr(jnp.asarray(U0))[0],
+            depth=3,
+            restarts=50,
+            tol=1e-10,
+            floor=0.0,
+            min_gap=1e-4,
+        )
+    U = np.asarray(found.vectors)
+    assert bool(found.converged)
+    assert subspace_distance(U, Q[:, :3]) < 1e-9
+    np.testing.assert_allclose(U.T @ U, np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(found.values)[:3], values[:3], rtol=1e-12)
+    np.testing.assert_allclose(found.products, G @ U, atol=1e-11)
+    np.testing.assert_array_equal(found.factor, U)
+
+
+@pytest.mark.parametrize("gap", [0.0, 1e-7])
+def test_leading_eigenvectors_give_up_on_a_degenerate_gap(gap):
+    # lambda_K = lambda_K+1 (or nearly): the leading subspace is not defined (or not to
+    # rounding level), so the result is flagged and the caller solves exactly
+    values = np.concatenate([[50.0, 40, 30, 30 - 30 * gap], np.linspace(20, -100, 36)])
+    G, Q = symmetric(values)
+    with jax.enable_x64(True):
+        found = leading_eigenvectors(
+            dense(G),
+            jnp.linalg.qr(jnp.asarray(Q[:, :3] + 1e-3 * Q[:, 3:6]))[0],
+            depth=3,
+            restarts=50,
+            tol=1e-10,
+            floor=0.0,
+            min_gap=1e-4,
+        )
+    assert not bool(found.converged)
+
+
+def logpca_eigenvectors(Z, eta, mu, U, exact):
+    with jax.enable_x64(True):
+        args = (jnp.asarray(x, jnp.float64) for x in (Z, eta, mu, U))
+        return tuple(map(np.asarray, logpca._leading_eigenvectors(*args, exact=exact)))
+
+
+def test_logpca_eigenvectors_match_the_full_decomposition():
+    # T applied without being formed, on Z, eta, mu of a rank-3 signal plus noise (as data
+    # give), from the signal's singular vectors: the same leading subspace and scores
+    # (eta - mu) U as R's full eigendecomposition of T, though not bit for bit (so the
+    # warm path, not the fallback, ran)
+    rng = np.random.default_rng(2)
+    signal = (rng.standard_normal((30, 3)) * [6.0, 5, 4]) @ rng.standard_normal((3, 20))
+    A = signal + rng.standard_normal((30, 20))
+    mu = rng.random(20)
+    eta, Z = A + mu, A + mu + rng.standard_normal((30, 20))
+    start = np.linalg.svd(A)[2][:3].T
+    exact, exact_scores = logpca_eigenvectors(Z, eta, mu, start, exact=True)
+    warm, warm_scores = logpca_eigenvectors(Z, eta, mu, start, exact=False)
+    assert subspace_distance(warm, exact) < 1e-12
+    np.testing.assert_allclose(warm_scores @ warm.T, exact_scores @ exact.T, atol=1e-10)
+    np.testing.assert_allclose(warm_scores, (eta - mu) @ warm, atol=1e-12)
+    assert not np.array_equal(warm @ warm.T, exact @ exact.T)
+
+
+def test_logpca_eigenvectors_fall_back_when_the_kth_eigenvalue_is_tied():
+    # with mu = 0 and eta = I, T = Z + Z^T - I; Z chosen so that T has lambda_3 = lambda_4:
+    # the exact solver's result, bit for bit, whatever the start
+    values = np.concatenate([[50.0, 40, 30, 30], np.linspace(20, -100, 36)])
+    T, Q = symmetric(values)
+    Z, eta, mu = (T + np.eye(40)) / 2, np.eye(40), np.zeros(40)
+    start = np.linalg.qr(Q[:, :3] + 1e-3 * Q[:, 3:6])[0]
+    exact = logpca_eigenvectors(Z, eta, mu, start, exact=True)
+    warm = logpca_eigenvectors(Z, eta, mu, start, exact=False)
+    for a, b in zip(warm, exact, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_logpca_fit_reaches_the_exact_solvers_fixed_point():
+    # whole fits with missing entries: the warm-started eigensolver stops at the same
+    # iteration as R's full decomposition, at the same loss and probabilities
+    rng = np.random.default_rng(4)
+    Y = (rng.random((40, 60)) < rng.random(60)).astype(float)
+    mask = rng.random((40, 60)) < 0.85
+    with jax.enable_x64(True):
+        layout = LogisticData.of(as_observed(Y, mask))
+        m, tol = jnp.asarray(4.0), jnp.asarray(1e-5)
+        ends = [
+            logpca.solve(layout, m, tol, rank=4, max_iter=200, exact=exact)
+            for exact in (True, False)
+        ]
+    (exact, warm) = ends
+    assert int(warm.n_iter) == int(exact.n_iter) > 5
+    n = int(exact.n_iter)
+    np.testing.assert_allclose(warm.trace[: n + 1], exact.trace[: n + 1], rtol=1e-10)
+    np.testing.assert_allclose(warm.state.theta, exact.state.theta, atol=1e-7)
 
 
 # --- the results -----------------------------------------------------------------------------

@@ -10,12 +10,16 @@ The loss is the mean negative log-likelihood per observed entry. The stopping ru
 R's: after at least 5 iterations, stop as soon as the loss decreases by less than
 ``tol`` (a negative decrease included); if that last step increased the loss, keep the
 previous iterate and drop the last trace value.
+
+Both engines need, at each step, the K leading eigenvectors of a symmetric N x N matrix
+that changes little from one step to the next: :func:`leading_eigenvectors` finds them
+from products with it, warm-started from the previous step's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -169,3 +173,156 @@ def check_fit(engine: str, rank: int, shape: tuple[int, int], init) -> None:
         raise ValueError(
             f"engine {engine!r} needs rank <= min(M, N) = {min(shape)}, got rank={rank}"
         )
+
+
+class Operator(NamedTuple):
+    """A symmetric N x N matrix ``G = F^T S F``, known through its factor F (L x N).
+
+    Only F's products are computed, never G (S is any symmetric L x L matrix):
+
+    Attributes
+    ----------
+    forward : callable
+        ``V (N, p) -> F V``: an array or a tuple of arrays whose last axis is V's columns,
+        linear in V (``F (V C) = (F V) C``).
+    backward : callable
+        ``F V -> G V = F^T S F V``, shape (N, p).
+    inner : callable
+        ``(F V, F W) -> V^T G W = (F V)^T S (F W)``, shape (p, q).
+    """
+
+    forward: Callable
+    backward: Callable
+    inner: Callable
+
+
+class Eigenpairs(NamedTuple):
+    """The leading eigenpairs of a symmetric matrix G, as :func:`leading_eigenvectors` left them.
+
+    Attributes
+    ----------
+    vectors : array of shape (N, K)
+        Orthonormal Ritz vectors, in decreasing order of their Ritz values.
+    products : array of shape (N, K)
+        ``G @ vectors``.
+    factor : array or tuple of arrays
+        ``F @ vectors`` (:class:`Operator`), for the caller's use (the scores).
+    values : array of shape ((depth + 1) K,)
+        The Ritz values of the last basis, decreasing: the first K estimate the leading
+        eigenvalues, the next ones those below them.
+    converged : bool array
+        True when the residual test passed (so the vectors are G's leading eigenvectors
+        to its accuracy); False after ``restarts`` restarts, or when the gap was too small.
+    """
+
+    vectors: jax.Array
+    products: jax.Array
+    factor: Any
+    values: jax.Array
+    converged: jax.Array
+
+
+def _orthonormal_complement(V, basis):
+    """An orthonormal basis (N, p) of the part of span(V) (N, p) orthogonal to ``basis`` (N, b).
+
+    The columns beyond b of Q in the Householder QR of ``[basis, V]``: orthonormal and
+    orthogonal to ``basis`` to rounding level even where V is nearly in span(basis), as
+    a converged Krylov block is (they then span rounding errors, which is harmless).
+    """
+    Q, _ = jnp.linalg.qr(jnp.concatenate([basis, V], axis=1))
+    return Q[:, basis.shape[1] :]
+
+
+def _columns(*blocks):
+    """Blocks of F's products (arrays or tuples of arrays) side by side on their last axis."""
+    return jax.tree.map(lambda *parts: jnp.concatenate(parts, axis=-1), *blocks)
+
+
+def leading_eigenvectors(
+    G: Operator,
+    start,
+    *,
+    depth: int,
+    restarts: int,
+    tol: float,
+    floor: float,
+    min_gap: float,
+) -> Eigenpairs:
+    """The K eigenvectors of the largest eigenvalues of a symmetric G, from products with G.
+
+    Restarted block Lanczos warm-started from ``start``: each restart builds the block
+    Krylov basis span(U, G U, ..., G^depth U) of the current vectors U (orthonormalized
+    block by block) and keeps the K leading Ritz pairs of G in it (Rayleigh-Ritz, the
+    projected matrix from F's products of the basis, so that the last block needs no
+    product with F^T). The basis contains U, so the Ritz vectors are never worse than U
+    for the sum of the K leading Rayleigh quotients. It stops as soon as the residual
+    ``r = ||G U - U diag(theta_1..K)||_F`` passes the test
+    ``r <= max(tol * (theta_K - theta_K+1), floor * max|theta|)``: the first term bounds
+    the sine of the angle between span(U) and G's leading eigenvectors by about
+    ``tol`` (Davis-Kahan, with the Ritz values standing for the eigenvalues); the second
+    is the residual's rounding level relative to ``||G||``, where the vectors are as
+    accurate as an exact eigensolver's (a sine of about ``r`` over the gap). Or it stops
+    after ``restarts`` restarts; or when the gap ``theta_K - theta_K+1`` is at most
+    ``min_gap`` times the largest ``|theta|``, where the leading subspace is barely
+    defined and the restarts converge slowly (``converged`` is then False, and the
+    caller falls back on an exact solver). Like every warm-started Krylov method it
+    relies on ``start`` not being orthogonal, to rounding level, to a leading
+    eigenvector; the previous step's vectors are not, in practice.
+
+    A restart costs ``depth`` products with F and ``depth`` with F^T, of K columns each.
+
+    Parameters
+    ----------
+    G : Operator
+        The matrix, through products with its factor.
+    start : array of shape (N, K)
+        Orthonormal starting vectors; ``(depth + 1) K <= N``.
+    depth : int
+        Blocks G U, ..., G^depth U added to U at each restart (static).
+    restarts : int
+        Most restarts (static). With 1, the one Rayleigh-Ritz step on
+        span(U, ..., G^depth U), and what the caller leaves unused (the residual, the
+        products) is not computed.
+    tol, floor, min_gap : float
+        The residual test's two terms and the smallest relative gap, as above.
+
+    Returns
+    -------
+    Eigenpairs
+    """
+    rank = start.shape[1]
+
+    def restart(carry):
+        i, U, GU, FU, _, _, _ = carry
+        basis, factor, latest = U, FU, GU
+        for block_number in range(depth):  # static
+            block = _orthonormal_complement(latest, basis)
+            F_block = G.forward(block)
+            basis, factor = jnp.concatenate([basis, block], axis=1), _columns(factor, F_block)
+            if block_number < depth - 1:
+                latest = G.backward(F_block)
+        projected = G.inner(factor, factor)
+        values, vectors = jnp.linalg.eigh((projected + projected.T) / 2)  # ascending
+        values, vectors = values[::-1], vectors[:, ::-1][:, :rank]
+        U, FU = basis @ vectors, jax.tree.map(lambda x: x @ vectors, factor)
+        GU = G.backward(FU)
+        residual = jnp.sqrt(jnp.sum((GU - U * values[:rank]) ** 2))
+        gap, scale = values[rank - 1] - values[rank], jnp.abs(values).max()
+        degenerate = gap <= min_gap * scale
+        converged = (residual <= jnp.maximum(tol * gap, floor * scale)) & ~degenerate
+        return i + 1, U, GU, FU, values, converged, degenerate
+
+    def keep_going(carry):
+        i, *_, converged, degenerate = carry
+        return (i < restarts) & ~converged & ~degenerate
+
+    FU = G.forward(start)
+    values = jnp.zeros((depth + 1) * rank, start.dtype)
+    no = jnp.asarray(False)
+    carry = (jnp.asarray(0), start, G.backward(FU), FU, values, no, no)
+    if restarts == 1:  # static: no loop, so that XLA drops what the caller leaves unused
+        carry = restart(carry)
+    else:
+        carry = jax.lax.while_loop(keep_going, restart, carry)
+    _, U, GU, FU, values, converged, _ = carry
+    return Eigenpairs(U, GU, FU, values, converged)

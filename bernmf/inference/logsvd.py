@@ -43,9 +43,11 @@ from bernmf.data.observed import Observed, check_stopping
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
     LogisticData,
+    Operator,
     check_fit,
     expit,
     fitted_sigmoid,
+    leading_eigenvectors,
     minimize,
     working_matrix,
 )
@@ -92,26 +94,31 @@ def _gram_factors(centred, rank: int):
     return U * d, B
 
 
-def _rayleigh_ritz(centred, basis, rank: int):
-    """Best rank-K approximation of ``centred`` (M, N) with rows in span(basis) (N, p).
-
-    Returns ``(A, B, values)``: A (M, K), B (N, K) orthonormal, and the p squared
-    Ritz values in decreasing order.
-    """
-    W = centred @ basis
-    values, vectors = jnp.linalg.eigh(W.T @ W)
-    vectors = vectors[:, ::-1][:, :rank]
-    return W @ vectors, basis @ vectors, values[::-1]
+def _gram(centred) -> Operator:
+    """The Gram ``G = centred^T centred`` (N, N) as an :class:`Operator` (F = centred, S = I),
+    so that the scores ``A = centred B`` of the final loadings are F's products."""
+    return Operator(
+        forward=lambda V: centred @ V,
+        backward=lambda W: centred.T @ W,
+        inner=lambda W1, W2: W1.T @ W2,
+    )
 
 
 def _subspace_factors(centred, B):
     """Best rank-K approximation of ``centred`` (M, N) with rows in span(B, centred^T centred B).
 
+    One Rayleigh-Ritz step of :func:`~bernmf.inference._logistic.leading_eigenvectors`
+    (the exact factors when ``2K > N``, where that span is everything).
+
     Returns ``(A, B)`` of shapes (M, K) and (N, K), B orthonormal.
     """
-    basis, _ = jnp.linalg.qr(jnp.concatenate([B, centred.T @ (centred @ B)], axis=1))
-    A, B, _ = _rayleigh_ritz(centred, basis, B.shape[1])
-    return A, B
+    rank = B.shape[1]
+    if 2 * rank > centred.shape[1]:
+        return _gram_factors(centred, rank)
+    found = leading_eigenvectors(
+        _gram(centred), B, depth=1, restarts=1, tol=0.0, floor=0.0, min_gap=0.0
+    )
+    return found.factor, found.vectors
 
 
 RESIDUAL_TOL = 1e-13
@@ -128,40 +135,33 @@ def _exact_factors(centred, B):
     """Rank-K truncated SVD of ``centred`` (M, N), refined from the previous loadings B.
 
     Repeats the step of :func:`_subspace_factors` (Rayleigh-Ritz on span(B, G B), with
-    ``G = centred^T centred``) until the Ritz pairs are eigenpairs of G to rounding
-    level: ``||G B - B Lambda||_F <= RESIDUAL_TOL * (lambda_K - lambda_{K+1})`` with
-    the Ritz values of the last basis, which bounds the sine of the angle between
-    span(B) and the leading eigenvectors by about RESIDUAL_TOL (Davis-Kahan). The
-    iterates of the logistic SVD change little from one step to the next, so this
-    takes a few products with ``centred`` instead of a full decomposition. If it
-    has not converged after MAX_REFINEMENTS steps, the factors come from
-    :func:`_gram_factors` instead. (Like every warm-started Krylov method, this
-    relies on B not being orthogonal, to rounding level, to a leading singular
-    vector; the previous iterate's loadings are not, in practice.) The refinement does
-    not use :func:`~bernmf.inference._loop.iterate_until`: it traces no value and stops
-    on a residual, not on a value's change.
+    ``G = centred^T centred``; :func:`~bernmf.inference._logistic.leading_eigenvectors`)
+    until the Ritz pairs are eigenpairs of G to rounding level:
+    ``||G B - B Lambda||_F <= RESIDUAL_TOL * (lambda_K - lambda_{K+1})``. The iterates of
+    the logistic SVD change little from one step to the next, so this takes a few
+    products with ``centred`` instead of a full decomposition. If it has not converged
+    after MAX_REFINEMENTS steps (or the gap is 0), the factors come from
+    :func:`_gram_factors` instead.
 
     Returns ``(A, B)`` of shapes (M, K) and (N, K), B orthonormal.
     """
     rank = B.shape[1]
     if 2 * rank > min(centred.shape):
         return _gram_factors(centred, rank)
-
-    def refine(carry):
-        i, _, B, GB, _ = carry
-        basis, _ = jnp.linalg.qr(jnp.concatenate([B, GB], axis=1))
-        A, B, values = _rayleigh_ritz(centred, basis, rank)
-        GB = centred.T @ A
-        residual = jnp.sqrt(jnp.sum((GB - B * values[:rank]) ** 2))
-        done = residual <= RESIDUAL_TOL * (values[rank - 1] - values[rank])
-        return i + 1, A, B, GB, done
-
-    A = centred @ B
-    start = (jnp.asarray(0), A, B, centred.T @ A, jnp.asarray(False))
-    _, A, B, _, done = jax.lax.while_loop(
-        lambda carry: (carry[0] < MAX_REFINEMENTS) & ~carry[-1], refine, start
+    found = leading_eigenvectors(
+        _gram(centred),
+        B,
+        depth=1,
+        restarts=MAX_REFINEMENTS,
+        tol=RESIDUAL_TOL,
+        floor=0.0,
+        min_gap=0.0,
     )
-    return jax.lax.cond(done, lambda: (A, B), lambda: _gram_factors(centred, rank))
+    return jax.lax.cond(
+        found.converged,
+        lambda: (found.factor, found.vectors),
+        lambda: _gram_factors(centred, rank),
+    )
 
 
 def initial_state(data: LogisticData, *, rank: int) -> LogSVDState:

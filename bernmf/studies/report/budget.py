@@ -73,7 +73,8 @@ MEASURED_ITERATIONS = 20
 def floor(engine: str, shape: tuple[int, int], rank: int, options: dict, fits: int) -> float:
     """Seconds that ``fits`` fits of ``engine`` cannot take less than, from their operations.
 
-    Per iteration (or draw): ``logpca`` an N x N symmetric eigensolve (N^3), for each
+    Per iteration (or draw): ``logpca`` a pass over the entries per component (M N K: its
+    leading eigenvectors are refined, not an N x N eigenproblem solved), for each
     ``m_grid`` candidate and the refit; ``logsvd`` an SVD (M N min(M, N)); ``nuts``
     gradients of 10 operations per entry and component, a quarter of
     ``2**max_tree_depth`` of them per draw (an assumption, not a bound: short warmups
@@ -86,7 +87,7 @@ def floor(engine: str, shape: tuple[int, int], rank: int, options: dict, fits: i
     _, _, full = PROBES.get(engine, STOP_AT_ONCE)
     iterations = sum(float(defaults.get(key, 0) or 0) for key in full)
     per_iteration = {
-        "logpca": float(N) ** 3 * (len(defaults.get("m_grid") or ()) + 1),
+        "logpca": float(M) * N * rank * (len(defaults.get("m_grid") or ()) + 1),
         "logsvd": float(M) * N * min(M, N),
         "nuts": 10.0 * M * N * rank * 2 ** int(defaults.get("max_tree_depth", 10)) / 4,
     }.get(engine, float(M) * N * rank)
