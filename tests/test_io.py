@@ -444,7 +444,7 @@ def saved_stack(tmp_path_factory):
         ("members/0/H", with_value((0, 0), np.nan), "member 0: H has values that are not finite"),
         ("members/0/W", lambda W: W * 2, "member 0: W has rows that are not on the simplex"),
         ("members/1/probs", lambda probs: probs * 3, r"member 1: probs has values outside"),
-        ("members/2/trace", lambda trace: trace[:0], "member 2: trace is empty"),
+        ("members/2/trace", lambda trace: trace[:0], "member 2: trace has 0 values"),
     ],
     ids=["H-nan", "W-sum", "probs-3", "trace-empty"],
 )

