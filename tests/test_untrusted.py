@@ -22,6 +22,7 @@ WORKERS, FILES = 2, 1100
 """Worker processes of the fuzz, and files each generates and reads (2200 in all)."""
 
 
+@pytest.mark.slow
 def test_fuzzed_files_are_read_or_refused_with_a_value_error_naming_them(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1"}
     workers = []
