@@ -1,10 +1,12 @@
 # Two commands on a fresh machine: `make demo` and `make test` (each sets up .venv first);
-# `make docs` builds the documentation site (strict) into site/.
+# `make test-fast` after each edit (the tests not marked slow or multiprocess, few Hypothesis
+# examples, compiled programs kept in .cache/ between runs); `make docs` builds the
+# documentation site (strict) into site/.
 PYTHON ?= python3.12
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench docs
+.PHONY: setup demo test test-fast lint bench docs
 
 setup: $(VENV)/.installed
 
@@ -20,6 +22,11 @@ demo: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist worksteal -q
+
+test-fast: setup
+	$(BIN)/ruff check .
+	BERNMF_COMPILE_CACHE=$(CURDIR)/.cache/compile BERNMF_HYPOTHESIS_PROFILE=fast \
+		$(BIN)/python -m pytest -n 2 --dist worksteal -q -m "not slow and not multiprocess"
 
 lint: setup
 	$(BIN)/ruff check .

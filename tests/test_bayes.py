@@ -91,6 +91,7 @@ def test_written_out_gradient_equals_automatic_differentiation_of_the_spec():
         np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_nuts_fit_holds_draws_statistics_and_consistent_summaries(nuts_fit, simulated):
     frame, _, _, train = simulated
     fit = nuts_fit
@@ -118,6 +119,7 @@ def test_nuts_fit_holds_draws_statistics_and_consistent_summaries(nuts_fit, simu
     np.testing.assert_allclose(fit.W, aligned.draws["W"].mean(axis=(0, 1)))
 
 
+@pytest.mark.slow
 def test_nuts_predicts_held_out_entries_of_simulated_data_near_the_truth(nuts_fit, simulated):
     frame, W, H, train = simulated
     test = ~train
@@ -126,6 +128,7 @@ def test_nuts_predicts_held_out_entries_of_simulated_data_near_the_truth(nuts_fi
     assert nuts_fit.perplexity(frame, test) < np.log(2)
 
 
+@pytest.mark.slow
 def test_to_arviz_groups_dims_labels_and_pointwise_log_likelihood(nuts_fit, simulated):
     frame, _, _, train = simulated
     tree = nuts_fit.to_arviz(wh=True)
@@ -318,6 +321,7 @@ def test_chain_starts_from_the_prior_or_a_given_init_are_inside_the_support():
     np.testing.assert_allclose(H1[0], np.clip(H, 1e-3, 1 - 1e-3))
 
 
+@pytest.mark.slow
 def test_the_mm_starts_of_the_chains_run_in_one_batched_call(monkeypatch):
     # issue 23: nuts ran its MM starts one fit at a time
     Y, _, _ = bernmf.simulate(4, 12, 8, 2)
@@ -380,6 +384,7 @@ def test_rank_rhat_is_arviz_rhat_with_ties_and_an_odd_number_of_draws():
     assert np.isnan(rank_rhat(x[:1])).all()  # one chain: undefined, as in arviz
 
 
+@pytest.mark.slow
 def test_posterior_vs_map_quick_smoke(tmp_path):
     """experiments/posterior_vs_map.py --quick runs end to end and writes its tables and figures."""
     import importlib.util
@@ -406,6 +411,7 @@ def test_posterior_vs_map_quick_smoke(tmp_path):
     assert (summary["test_perplexity_mean"] < np.log(2)).all()
 
 
+@pytest.mark.slow
 def test_svi_and_nuts_fit_in_concurrent_threads():
     """NumPyro's effect handlers are one global stack: without bernmf's lock two threads
     tracing the model saw each other's sites. Each thread's fits equal the same fits

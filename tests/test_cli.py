@@ -19,6 +19,7 @@ from bernmf.cli.parser import main
 from bernmf.data.observed import bits_sha256
 
 
+@pytest.mark.slow
 def test_demo_prints_the_table(capsys):
     assert main(["demo", "--rows", "40", "--cols", "30", "--ranks", "2", "3"]) == 0
     out = capsys.readouterr().out
@@ -75,6 +76,7 @@ def test_every_command_has_help_with_an_example(command, capsys):
     assert "example" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_fit_writes_labelled_results_that_load_back(data_csv, tmp_path, capsys):
     path, frame = data_csv
     out = tmp_path / "fit"
@@ -130,6 +132,7 @@ def test_fit_shows_the_top_columns_of_each_component(data_csv, tmp_path, capsys)
     assert lines[0] == f"component_0: {named}, ..."
 
 
+@pytest.mark.slow
 def test_fit_of_a_stacked_ensemble_lists_its_members(data_csv, tmp_path, capsys):
     path, frame = data_csv
     keep = np.ones(frame.shape, bool)
@@ -168,6 +171,7 @@ def test_errors_are_one_line_and_debug_shows_the_traceback(data_csv, tmp_path, c
     assert usage.value.code == 2
 
 
+@pytest.mark.slow
 def test_compare_on_simulated_data_offline(tmp_path, capsys):
     out = tmp_path / "compare"
     argv = ["compare", "--rows", "40", "--cols", "30", "--ranks", "2,3", "--seeds", "2"]
@@ -183,6 +187,7 @@ def test_compare_on_simulated_data_offline(tmp_path, capsys):
     assert (out / "perplexity.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_tune_with_a_split_file(data_csv, tmp_path, capsys):
     path, frame = data_csv
     codes = bernmf.data.split.random_split(frame.shape, seed=3).codes()

@@ -39,6 +39,7 @@ def result(data):
     )
 
 
+@pytest.mark.slow
 def test_tables_have_one_row_per_fit_and_per_setting(result):
     fits, summary = result.fits, result.summary
     assert list(fits.columns) == [
@@ -71,6 +72,7 @@ def test_tables_have_one_row_per_fit_and_per_setting(result):
         result.fits = None  # frozen
 
 
+@pytest.mark.slow
 def test_perplexity_is_that_of_the_same_direct_fit(data, result):
     Y, split = data
     for engine, prior in (("mm", bernmf.Prior(1.2, 1.5)), ("em", None)):
@@ -141,6 +143,7 @@ def test_the_module_stays_a_module():
     assert "compare" in bernmf.__all__
 
 
+@pytest.mark.slow
 def test_an_engine_compared_as_an_ensemble():
     """options restarts and combine make each fit the ensemble bernmf.fit builds."""
     Y, _, _ = bernmf.simulate(4, 40, 30, 3)

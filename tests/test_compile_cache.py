@@ -49,6 +49,7 @@ def cached_files(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("engine", "options"),
     [("mm", {}), ("svi", {"steps": 20, "num_draws": 5, "progress": False})],
@@ -66,12 +67,14 @@ def test_a_second_process_loads_every_program_from_the_cache(tmp_path, engine, o
     # how much faster that is: benchmarks/first_call.py (a timing, not a test)
 
 
+@pytest.mark.slow
 def test_the_cache_goes_under_bernmf_cache_dir_by_default(tmp_path):
     folder, first = run_fit({"BERNMF_CACHE_DIR": str(tmp_path)})
     assert Path(folder) == tmp_path / "jax"
     assert first["misses"] > 0 and cached_files(tmp_path / "jax")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["off", "OFF", "0", ""])
 def test_off_writes_nothing(tmp_path, value):
     environment = {"BERNMF_CACHE_DIR": str(tmp_path), "BERNMF_COMPILE_CACHE": value}
@@ -81,6 +84,7 @@ def test_off_writes_nothing(tmp_path, value):
     assert not cached_files(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_folder_given_to_jax_is_kept(tmp_path):
     environment = {
         "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "mine"),

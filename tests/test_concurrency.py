@@ -99,6 +99,7 @@ def test_two_threads_saving_one_fit_path(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["fit.npz"]
 
 
+@pytest.mark.slow
 def test_two_threads_running_the_cli_into_one_folder(data_csv, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     hold_before_publishing(monkeypatch, folders=True)
@@ -146,6 +147,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("kind", ["folder", "file"])
 def test_two_processes_writing_one_output(tmp_path, kind):
     results, go = tmp_path / "results", tmp_path / "go"

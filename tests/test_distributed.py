@@ -160,6 +160,7 @@ def launch(
     return [stdout for stdout, _ in outputs]
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("count", [2, 4])
 def test_processes_with_their_own_rows_give_the_single_process_fit(count, tmp_path):
     outputs = launch(count, tmp_path, devices=2 if count == 2 else 1)  # 2 x 2 devices, 4 x 1
@@ -328,6 +329,7 @@ def test_parquet_without_pyarrow_names_the_install(tmp_path, monkeypatch):
             read()
 
 
+@pytest.mark.multiprocess
 def test_cli_processes_write_their_rows_of_w_and_process_0_h(tmp_path):
     Y, O, _ = problem(2)
     np.savez(tmp_path / "Y.npz", Y=np.where(O, Y, np.nan))
@@ -373,6 +375,7 @@ def test_coordinates_come_from_arguments_or_the_environment():
         launch_module.coordinates("a:1", 2, 2, {})
 
 
+@pytest.mark.slow
 def test_one_process_distributed_fit_is_the_plain_fit():
     # without jax.distributed.initialize there is one process: the same fit, same checks
     Y, O, _ = problem(2)
@@ -480,6 +483,7 @@ def folder(tmp_path):
     return tmp_path
 
 
+@pytest.mark.multiprocess
 def test_a_missing_peer_ends_each_waiting_process_with_one_line(folder):
     """Process 0 and process 1 of 2, each started without the other (on its own port)."""
     begin = time.monotonic()
@@ -496,6 +500,7 @@ def test_a_missing_peer_ends_each_waiting_process_with_one_line(folder):
     assert time.monotonic() - begin < 90
 
 
+@pytest.mark.multiprocess
 def test_a_second_process_0_is_refused_and_the_first_ends_waiting(folder):
     port = free_port()
     first = cli_process(folder, port, 0, "first", "--peer-timeout", "5")
@@ -517,6 +522,7 @@ def test_a_second_process_0_is_refused_and_the_first_ends_waiting(folder):
     assert first.returncode == 1 and "missing: process 1" in last_line(stderr), stderr
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("killed", [0, 1])
 def test_a_process_killed_during_the_fit_ends_the_other_with_one_line(folder, killed):
     port = free_port()
@@ -556,6 +562,7 @@ def test_read_rows_of_a_csv_without_names_labels_rows_by_their_global_index(tmp_
     pd.testing.assert_frame_equal(rows, whole[5:9])
 
 
+@pytest.mark.multiprocess
 def test_a_second_process_1_ends_every_process_with_one_line(folder):
     """Two processes given ``--process-id 1``: JAX's coordinator aborts the group it
     serves (the id came back "with a different incarnation"), and the second never

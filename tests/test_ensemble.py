@@ -84,6 +84,7 @@ def test_stacking_gives_a_bad_member_almost_no_weight(members):
     assert nll(result.probs, VALIDATION) < nll(uniform, VALIDATION) - 0.05
 
 
+@pytest.mark.slow
 def test_the_chains_of_a_sampler_are_its_members():
     """gibbs with restarts=2 and "mean": two one-chain members whose mixture is the pooled fit."""
     options = {"num_warmup": 10, "num_samples": 8, "progress": False}
@@ -107,6 +108,7 @@ def test_the_chains_of_a_sampler_are_its_members():
 SMALL_TRAIN, SMALL_VALIDATION = TRAIN[:30, :20], VALIDATION[:30, :20]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "engine, options",
     [
@@ -228,6 +230,7 @@ def test_members_in_distant_modes_warn_at_the_caller():
     assert sorted(set(result.mixture.modes)) == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_chain_stacking_without_validation_keeps_the_arviz_export():
     """gibbs chains stacked by their PSIS-LOO on the training entries; the pooled draws export."""
     options = {"num_warmup": 10, "num_samples": 30, "progress": False}
@@ -240,6 +243,7 @@ def test_chain_stacking_without_validation_keeps_the_arviz_export():
     assert tree.posterior.sizes["chain"] == 2 and tree.posterior.sizes["draw"] == 30
 
 
+@pytest.mark.slow
 def test_a_column_without_observed_entries_warns_at_the_caller():
     """The warning of the request (bernmf.fitting.plan) points at the code that called fit."""
     small, _, _ = bernmf.simulate(1, 20, 10, 2)

@@ -21,6 +21,7 @@ from bernmf.estimator import EXPECTED_FAILED_CHECKS, NBMF
 from bernmf.inference.fold_in import fold_in
 
 
+@pytest.mark.slow
 def test_passes_scikit_learns_check_estimator():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the checks' own data leave rows empty etc.
@@ -117,6 +118,7 @@ def test_bad_input_and_settings_give_clear_errors():
         NBMF(engine="nope").fit(Y)
 
 
+@pytest.mark.slow
 def test_pipeline_and_grid_search_with_entrywise_masks():
     Y, _, _ = bernmf.simulate(6, 80, 40, 3, bernmf.Prior(0.3, 0.3, 0.2))
     mask = np.random.default_rng(6).random(Y.shape) < 0.8
@@ -131,6 +133,7 @@ def test_pipeline_and_grid_search_with_entrywise_masks():
     assert pipeline.fit_transform(Y).shape == (80, 3)
 
 
+@pytest.mark.slow
 def test_each_engine_fits_at_its_default_prior_unless_one_is_given():
     # issue 23: NBMF(engine="gibbs") fitted at Prior(1, 1, 1), not gibbs' gamma = 1/K
     Y, _, _ = bernmf.simulate(6, 20, 10, 2)

@@ -72,6 +72,7 @@ def gibbs_states(Y, mask, K, prior, n_sweeps, thinning, seed):
     return np.stack([diagonals.scatter(np.asarray(s)) for s in z]), last
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("shape", "n_sweeps"), [((3, 3), 80_000), ((2, 3), 16_000), ((3, 2), 16_000)]
 )
@@ -147,6 +148,7 @@ def simulated():
     return Y, mask, W, H
 
 
+@pytest.mark.slow
 def test_meanfield_elbo_never_decreases_and_matches_numpy(simulated):
     Y, mask, _, _ = simulated
     prior = Prior(alpha=0.9, beta=1.2, gamma=0.4)
@@ -221,6 +223,7 @@ def test_meanfield_entries_outside_the_mask_change_nothing(simulated):
         np.testing.assert_array_equal(fits[0].trace, other.trace)
 
 
+@pytest.mark.slow
 def test_gibbs_result_shapes_and_ranges(simulated):
     Y, mask, _, _ = simulated
     fit = bernmf.fit(
@@ -266,6 +269,7 @@ def test_vb_result_ranges_and_stopping(simulated, variant):
     assert fit.draws == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("engine", "options"), ENGINES)
 def test_known_truth_on_simulated_data(engine, options):
     """On data from the model, the predictions of held-out entries approach the truth's."""
@@ -303,6 +307,7 @@ def test_invalid_options_are_rejected_before_compiling(simulated):
     np.testing.assert_allclose(fit.prior.gamma, 0.05)
 
 
+@pytest.mark.slow
 def test_lumbreras_reference_quick(tmp_path, capsys):
     """Smoke run of experiments/lumbreras_reference.py --quick."""
     import importlib.util

@@ -78,6 +78,7 @@ def test_logsvd_default_subspace_reaches_rs_fixed_point(train):
     assert np.all(np.diff(fit.trace) <= 0)  # monotone
 
 
+@pytest.mark.slow
 def test_logpca_matches_r(logpca_fit):
     k, fit = logpca_fit
     trace = r_trace(f"logpca_animals_k{k}_m4_trace.csv")
@@ -97,6 +98,7 @@ def test_logsvd_factors_give_the_natural_parameters(logsvd_fit):
     assert fit.prior is None and fit.engine == "logsvd"
 
 
+@pytest.mark.slow
 def test_logpca_factors_and_transform(logpca_fit, train):
     k, fit = logpca_fit
     Y, mask = train

@@ -107,6 +107,7 @@ def test_objective_never_increases(case):
     assert np.all((result.H >= 0) & (result.H <= 1))
 
 
+@pytest.mark.slow
 def test_constraints_hold_after_2000_iterations_on_a_paleo_sized_problem():
     Y, _, _ = bernmf.simulate(3, 253, 902, 8, bernmf.Prior(0.2, 2.0, 0.5))
     result = bernmf.fit(
@@ -182,6 +183,7 @@ def test_empty_rows_and_columns_do_not_produce_nan():
     assert np.all(np.isfinite(flat.probs)) and np.all(np.isfinite(mode.probs))
 
 
+@pytest.mark.slow
 def test_mm_recovers_simulated_truth():
     truth_prior = bernmf.Prior(0.3, 0.6, 0.5)
     Y, W, H = bernmf.simulate(8, 600, 300, 3, truth_prior)

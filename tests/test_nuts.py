@@ -7,6 +7,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 
@@ -57,6 +58,7 @@ def numpyro_mcmc_fields(data, prior, W0, H0, seed: int, dtype: str = "float64", 
         return jax.tree.map(np.asarray, fields)
 
 
+@pytest.mark.slow
 def test_a_fit_has_numpyros_draws_and_a_second_fit_of_its_shapes_traces_nothing(monkeypatch):
     """Same draws as NumPyro's MCMC for the same keys and start (float64: to rounding);
     another fit on other data of the same shapes, another seed, neither traces the

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+import pytest
 from helpers import shared_file
 
 import bernmf
@@ -87,6 +88,7 @@ def test_the_published_loop_stops_on_an_absolute_decrease_per_entry():
     assert trace[-1] < 1  # per observed entry, not a sum
 
 
+@pytest.mark.slow
 def test_quick_protocol_corrected_and_as_published(tmp_path, capsys):
     data_dir = shared_file("data", "animals.csv").parent
     common = ["--quick", "--data-dir", str(data_dir), "--out", str(tmp_path), "--quiet"]
@@ -123,6 +125,7 @@ def test_quick_protocol_corrected_and_as_published(tmp_path, capsys):
     assert mm["test_perplexity_as_published"] > mm["test_perplexity_corrected"]
 
 
+@pytest.mark.slow
 def test_quick_modes_study(tmp_path, capsys):
     """experiments/modes.py --quick: every method, two repetitions, the outputs written."""
     data_dir = shared_file("data", "animals.csv").parent
@@ -142,6 +145,7 @@ def test_quick_modes_study(tmp_path, capsys):
     assert "total" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_quick_stacking_study(tmp_path, capsys):
     """experiments/stacking.py --quick: every method, two seed sets, never probability 0."""
     data_dir = shared_file("data", "animals.csv").parent

@@ -9,6 +9,7 @@ import time
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import bernmf
 from bernmf import _progress as progress
@@ -47,6 +48,7 @@ def test_disabled_progress_writes_nothing():
         assert stream.getvalue() == ""
 
 
+@pytest.mark.slow
 def test_cli_compare_in_a_pipe_writes_one_line_per_fit_and_no_carriage_return(tmp_path, capsys):
     argv = ["compare", "--rows", "30", "--cols", "20", "--ranks", "2", "--seeds", "2"]
     argv += ["--option", "mm.max_iter=50", "--option", "em.max_iter=50"]
@@ -145,6 +147,7 @@ def test_heartbeat_thread_writes_lines_with_a_short_interval():
         assert quiet.thread is None
 
 
+@pytest.mark.slow
 def test_a_compiled_fit_notes_its_iterations(monkeypatch):
     monkeypatch.setattr(_loop, "NOTE_SECONDS", 0.0)  # a note every iteration (a new shape)
     Y, _, _ = bernmf.simulate(0, 31, 19, 2)
@@ -164,6 +167,7 @@ def test_a_short_fit_makes_no_note(monkeypatch):
     assert notes == []
 
 
+@pytest.mark.slow
 def test_cli_fit_writes_progress_lines_to_stderr_off_a_terminal(tmp_path, capsys, monkeypatch):
     """A long fit (made long by a slow sweep) writes heartbeat lines; stdout has none."""
     Y, _, _ = bernmf.simulate(0, 33, 21, 2)  # a shape of its own: compiled with the patch

@@ -34,6 +34,7 @@ def result(small):
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_one_row_per_test_fit_with_the_documented_columns(result):
     fits = result.fits
     assert tuple(fits.columns) == report.COLUMNS
@@ -52,6 +53,7 @@ def test_one_row_per_test_fit_with_the_documented_columns(result):
     assert result.environment["cpus"] >= 1 and "jax" in result.environment
 
 
+@pytest.mark.slow
 def test_stacked_rows_are_built_from_the_fits_made_and_weighted_on_validation(result, tmp_path):
     fits, weights = result.fits, result.weights
     stacked = fits[fits["setting"] == "stacked"]
@@ -73,6 +75,7 @@ def test_stacked_rows_are_built_from_the_fits_made_and_weighted_on_validation(re
     assert pd.read_csv(paths["weights.csv"])["weight"].between(0, 1).all()
 
 
+@pytest.mark.slow
 def test_tuning_uses_the_validation_entries_not_the_test_ones(small, monkeypatch):
     # the rank chosen by em is the one of lowest validation perplexity (compare's
     # summary on split.validation), whatever the test entries say
@@ -90,6 +93,7 @@ def test_tuning_uses_the_validation_entries_not_the_test_ones(small, monkeypatch
     assert all(np.array_equal(mask, split.test) for mask in seen[1:])
 
 
+@pytest.mark.slow
 def test_leaderboard_is_sorted_within_each_dataset(result):
     board = report.leaderboard(result.fits)
     assert (board["fits"] == 2).all()
@@ -98,6 +102,7 @@ def test_leaderboard_is_sorted_within_each_dataset(result):
     assert {"perplexity_sd", "compile_seconds", "iterations", "ess_per_second"} <= set(board)
 
 
+@pytest.mark.slow
 def test_written_html_stands_alone_with_table_and_image(result, tmp_path):
     paths = report.write(result, tmp_path)
     page = paths["report.html"].read_text()
@@ -125,6 +130,7 @@ def test_bad_arguments_fail_before_any_fit(small, monkeypatch, kwargs, message):
         report.run({"small": small}, progress=False, **kwargs)
 
 
+@pytest.mark.slow
 def test_report_command_on_a_data_file(small, tmp_path, capsys):
     path = tmp_path / "small.csv"
     pd.DataFrame(small).to_csv(path)
@@ -169,6 +175,7 @@ def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatc
     assert not [w for w in caught if "distinct modes" in str(w.message)]
 
 
+@pytest.mark.slow
 def test_the_report_says_what_it_found(result, small, tmp_path):
     data = result.data.set_index("dataset").loc["small"]
     assert (data["rows"], data["columns"]) == small.shape

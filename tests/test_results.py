@@ -32,6 +32,7 @@ def test_a_point_estimate_keeps_no_probs_and_computes_them_from_W_and_H(problem)
     assert fit.perplexity(Y, ~mask) == perplexity(Y, fit.probs, ~mask)
 
 
+@pytest.mark.slow
 def test_an_ensemble_mixes_its_members_on_demand(problem):
     Y, mask = problem
     with pytest.warns(UserWarning, match="distinct modes"):
@@ -71,6 +72,7 @@ def test_perplexity_of_a_large_fit_makes_no_m_by_n_array_of_floats(monkeypatch):
     assert peak < M * N * 8  # bool copies of Y (3 x 3 MB) and one block of floats (5 x 2 MB)
 
 
+@pytest.mark.slow
 def test_stored_probs_are_kept_and_saved(problem, tmp_path):
     Y, mask = problem
     fit = bernmf.fit(Y, "vb", 3, mask=mask, max_iter=20)

@@ -66,6 +66,7 @@ def test_blocked_sweeps_equal_the_unblocked_ones(engine, prior, block_rows):
     assert np.all(np.diff(blocked.trace) <= 1e-9 * np.abs(blocked.trace[1:]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("prior", "accelerate"),
     [(bernmf.Prior([1.0, 1.3, 2.0], 1.5, 1.4), False), (bernmf.Prior(), False), (None, True)],
@@ -84,6 +85,7 @@ def test_sparse_ones_give_the_dense_sweeps(prior, accelerate):
         assert np.all(np.diff(sparse.trace) <= 1e-9 * np.abs(sparse.trace[1:]))
 
 
+@pytest.mark.slow
 def test_auto_layout_takes_sparse_ones_below_the_density_threshold(monkeypatch):
     Y, O = masked_problem()
     density = Y[O].mean()
@@ -118,6 +120,7 @@ def test_blocked_sweep_stops_at_the_same_iteration():
     assert_same_fit(blocked, reference)
 
 
+@pytest.mark.slow
 def test_auto_block_rows_blocks_only_what_does_not_fit(monkeypatch):
     assert layout.choose_block_rows("auto", 1000, 100, 1, 8) is None
     # On a CPU, past the cache: blocks of 8 MiB of temporaries per core (8 x 125 x 1000 x 8 B);
@@ -154,6 +157,7 @@ def test_default_blocks_for_the_cpu_cache_with_the_same_result(monkeypatch):
     assert_same_fit(blocked, unblocked)
 
 
+@pytest.mark.slow
 def test_blocked_temporaries_scale_with_the_block_not_with_the_matrix():
     M, N, K = 4000, 300, 8
     data = as_observed(np.random.default_rng(0).random((M, N)) < 0.3)
@@ -312,6 +316,7 @@ SHARDED_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_rows_sharded_over_four_host_devices_give_the_single_device_result():
     # XLA reads the device count when JAX starts, and this process has started it already.
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
@@ -328,6 +333,7 @@ def test_rows_sharded_over_four_host_devices_give_the_single_device_result():
     assert done.stdout.strip().endswith("OK")
 
 
+@pytest.mark.slow
 def test_scaling_benchmark_quick_mode_writes_its_table_and_figure(tmp_path):
     script = ROOT / "benchmarks" / "scaling.py"
     command = [sys.executable, str(script), "--quick", "--iterations", "1", "--out", str(tmp_path)]

@@ -99,6 +99,7 @@ def test_an_accelerated_iteration_evaluates_the_objective_twice():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["dense", "sparse"])
 def test_an_accelerated_sweep_holds_no_more_n_by_m_arrays_than_a_plain_one(layout):
     # the objective is finished before the sweep's ratios are made; scheduled together,
@@ -187,6 +188,7 @@ def test_accelerated_objective_never_increases(case, dtype):
     assert np.all((result.H >= 0) & (result.H <= 1))
 
 
+@pytest.mark.slow
 def test_accelerated_mm_reaches_plain_mms_objective_in_a_third_of_the_sweeps():
     # simulated data: acceleration reaches the objective where plain MM stops (tol 1e-5)
     # in at most a third of its sweeps, and its own stop (tol 1e-5) is lower still
@@ -200,6 +202,7 @@ def test_accelerated_mm_reaches_plain_mms_objective_in_a_third_of_the_sweeps():
     assert np.all(np.diff(fast.trace) <= 1e-10 * np.abs(fast.trace[:-1]))
 
 
+@pytest.mark.slow
 def test_float32_accelerated_fit_is_monotone_and_near_float64():
     Y, _, _ = bernmf.simulate(5, 120, 80, 4, bernmf.Prior(0.5, 1.0, 1.0))
     _, _, W0, H0 = random_problem(5, 120, 80, 4)  # one start for both precisions
@@ -211,6 +214,7 @@ def test_float32_accelerated_fit_is_monotone_and_near_float64():
     assert single.trace[-1] == pytest.approx(double.trace[-1], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_auto_precision_polishes_float32_iterations_to_a_float64_fits_objective():
     # dtype="auto": float32 until it stalls, then float64 to the stop
     Y, _, _ = bernmf.simulate(8, 150, 90, 4, bernmf.Prior(0.4, 1.5, 1.0))
@@ -232,6 +236,7 @@ def test_auto_precision_polishes_float32_iterations_to_a_float64_fits_objective(
         bernmf.fit(Y, "mm", 4, dtype="float16")
 
 
+@pytest.mark.slow
 def test_a_single_fit_from_its_start_and_a_batch_accelerate_alike():
     # the single fit from a given start runs mm.solve alone; the batch maps it over seeds
     Y, O, _, _ = random_problem(11, 40, 30, 3)
@@ -258,6 +263,7 @@ def test_em_accelerates_too():
         bernmf.fit(Y, "mm", 3, mask=O, accelerate="yes")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["mm", "em"])
 def test_restarts_keep_the_lowest_objective_of_the_seeds_fits(engine):
     Y, O, _, _ = random_problem(13, 35, 25, 3)
@@ -287,6 +293,7 @@ def test_restarts_bad_arguments():
         bernmf.fit(Y, "mm", 2, mask=O, init=(W0, H0), restarts=2)
 
 
+@pytest.mark.slow
 def test_benchmark_quick_mode_writes_its_table_and_figure(tmp_path):
     data_dir = shared_file("data", "animals.csv").parent
     path = Path(__file__).parents[1] / "benchmarks" / "accelerate.py"

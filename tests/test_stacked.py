@@ -360,6 +360,7 @@ def test_the_baseline_keeps_its_floor_when_stacking_gives_it_no_weight():
     assert score == pytest.approx(-np.log(BASELINE_FLOOR * 1 / 4), rel=1e-3)  # p(0) = 1 - 3/4
 
 
+@pytest.mark.slow
 def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
     import json
 
@@ -400,6 +401,7 @@ def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
     assert best["test_perplexity"] == pytest.approx(saved.perplexity(Y, split.test), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_grid_stacking_refits_with_the_grids_options(structured, tmp_path):
     from bernmf import tune
     from bernmf.cli.parser import main
@@ -449,6 +451,7 @@ def test_the_reports_stacked_rows_give_a_setting_one_weight(structured):
     assert row["perplexity"] == pytest.approx(stacked.perplexity(Y, split.test), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_compare_adds_stacked_rows_from_the_fits_it_made(problem):
     Y, split, _ = problem
     with warnings.catch_warnings():

@@ -237,6 +237,7 @@ def test_equally_good_modes_get_about_half_each(truth):
     assert stacked > result.elpd.max() + 4
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto")
 def test_chain_psis_loo_matches_arviz_loo_on_that_chains_datatree(truth):
     Y, W, H = truth
@@ -306,6 +307,7 @@ def test_weights_are_polished_when_l_bfgs_b_stops_early(monkeypatch):
     np.testing.assert_allclose(weights, expected, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_working_set_reaches_the_objective_of_solving_over_all_members():
     """40 settings x 5 near-duplicate seeds (a grid's members): column generation from
     WORKING_SET members gives the objective of L-BFGS-B over all 200 (the path before),

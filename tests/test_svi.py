@@ -97,6 +97,7 @@ def _given_noise(guide: str, noise):
     return draw
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("guide", _guides.GUIDES)
 def test_elbo_and_its_gradient_are_numpyros(guide):
     Y, mask, prior, start = _problem()

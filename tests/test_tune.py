@@ -36,6 +36,7 @@ def test_held_out_values_never_matter_to_a_batch():
     np.testing.assert_array_equal(H[0], H[1])
 
 
+@pytest.mark.slow
 def test_grid_rows_equal_single_fits_and_table_is_tidy():
     Y, split = small_problem(5)
     stream = io.StringIO()
@@ -70,6 +71,7 @@ def test_grid_rows_equal_single_fits_and_table_is_tidy():
     assert len(result.mean_over_seeds()) == 2 * 2 * 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("combine", ["mean", "best"])
 def test_grid_scores_each_settings_ensemble_as_bernmf_fit_builds_it(combine):
     Y, split = small_problem(4, M=40, N=30)
@@ -92,6 +94,7 @@ def test_grid_scores_each_settings_ensemble_as_bernmf_fit_builds_it(combine):
         assert row.seed == ensemble.seed  # the member of lowest objective
 
 
+@pytest.mark.slow
 def test_vmapped_batches_give_the_same_fits_and_nothing_recompiles():
     Y, split = small_problem(6)
     data = as_observed(Y, split.train)
@@ -106,6 +109,7 @@ def test_vmapped_batches_give_the_same_fits_and_nothing_recompiles():
     np.testing.assert_allclose(again.W[::-1], vmapped.W, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*no observed entry:UserWarning")
 @pytest.mark.parametrize("engine", ["mm", "vb"])
 def test_the_runner_gives_fits_like_bernmf_fit_scored_as_fit_perplexity(engine):
@@ -160,6 +164,7 @@ def test_bad_arguments():
         tune.grid(Y, [2.5], mask=split.train, validation=split.validation)
 
 
+@pytest.mark.slow
 def test_grid_scores_validation_as_fit_perplexity_with_nan_in_y():
     # issue 23: the grid scored validation entries whose Y is NaN as zeros
     Y, _, _ = bernmf.simulate(0, 60, 40, 3)
