@@ -401,6 +401,40 @@ def test_plans_over_the_budget_are_shortened_the_most_expensive_first(small, mon
     )
 
 
+def test_a_slow_engine_is_left_out_rather_than_squeezing_the_others():
+    """vb takes more than a fair share even at its shortest: out, and em and logsvd keep
+    more than their shortest; the most expensive is shortened first; mm is never left out."""
+
+    def plan(engine, per_fit):
+        full = quick.EnginePlan(engine, [2, 3], [1.0], [0, 1], 0, {})
+        probe = quick.Probe(engine, 0.0, 0.0, per_fit / quick.SLACK)  # fit_seconds: per_fit
+        seconds = quick.plan_seconds(full, probe, 3)
+        return dataclasses.replace(full, estimate=seconds, seconds=seconds), probe
+
+    costs = {"mm": 1.0, "em": 15.0, "logsvd": 14.0, "vb": 100.0}
+    made = {("d", e): plan(e, c) for e, c in costs.items()}
+    plans, probes = {k: v[0] for k, v in made.items()}, {k: v[1] for k, v in made.items()}
+    # full: em 85 s, logsvd 79.3 s, mm 5.7 s; at its shortest (1 seed, K = 3) vb is 100 s
+    out = quick._within(plans, probes, list(plans), 120.0, 3, False)
+    assert out == {("d", "vb")} and plans["d", "mm"].changes == ()
+    assert plans["d", "em"].changes == ("K = 3 only",) and plans["d", "em"].seconds == 30
+    assert plans["d", "logsvd"].changes == ()  # 30 + 79.3 + 5.7 s: within the budget
+    plans = {k: v[0] for k, v in made.items()}
+    out = quick._within(plans, probes, list(plans), 20.0, 3, False)  # room for one of them
+    assert out == {("d", "vb"), ("d", "em")} and plans["d", "logsvd"].seconds == 14
+    assert quick._within(plans, probes, [("d", "mm")], 0.1, 3, False) == set()  # never mm
+
+
+def test_a_plan_pays_for_its_members_of_the_stacks():
+    mm = quick.EnginePlan("mm", [2, 4, 8], [1.0, 1.5, 2.0], [0, 1, 2], 4, {})
+    em = quick.EnginePlan("em", [2, 4, 8], [1.0], [0, 1, 2], 0, {})
+    # per seed: mm's 27 tuning fits, tuned, shared, ensemble, in two stacks; em's 3, 2
+    assert quick.stack_members(mm, 4) == 3 * 30 * 2 and quick.stack_members(em, 4) == 3 * 5
+    assert quick.stack_members(dataclasses.replace(em, ranks=[4]), 4) == 3  # tuned = shared
+    probe = quick.Probe("em", 0.0, 0.0, 0.0, stacking=0.5)
+    assert quick.plan_seconds(em, probe, 4) == pytest.approx(quick.SLACK * 15 * 0.5)
+
+
 def test_an_engine_whose_plan_no_longer_fits_the_time_left_is_left_out(small, capsys):
     """The estimates before it were short: em's plan needs 30 s, the deadline is past; mm
     (never left out) runs."""

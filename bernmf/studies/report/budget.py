@@ -6,8 +6,8 @@ an engine that cannot fit; :func:`probe` times the others by probe fits. Each en
 :class:`EnginePlan` (its tuning ranks, seeds, draws and ensemble) is costed by
 :func:`plan_seconds`; while the estimates add up to more than the budget left, the most
 expensive plan is shortened by one step (:func:`shortened`: fewer seeds, the shared rank
-only, fewer draws, one seed, no ensemble) or, at its shortest, left out (never ``mm``),
-and a line says so.
+only, fewer draws, one seed, no ensemble) or, at its shortest and over a fair share of the
+budget, left out (never ``mm``) (:func:`_within`); a line says each.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import numpy as np
 
 from bernmf._progress import say
 from bernmf.api import fit
+from bernmf.fitting.stack import stack
 from bernmf.inference import get_engine
 from bernmf.studies.report.record import Settings
 
 __all__ = [
     "DEFAULT_BUDGET", "FLOPS", "PROBES", "QUICK_BUDGET", "EnginePlan", "Probe", "estimate",
-    "floor", "plan_seconds", "plans", "probe", "shortened",
+    "floor", "plan_seconds", "plans", "probe", "shortened", "stack_members", "stacking_probe",
 ]  # fmt: skip
 
 DEFAULT_BUDGET = 600.0
@@ -107,12 +108,15 @@ class Probe:
         Run seconds per iteration (or draw, or step).
     measured : float or None
         Run seconds of one full fit with the probed options, when :func:`probe` made one.
+    stacking : float
+        Seconds per member of a stack on the dataset (:func:`stacking_probe`).
     """
 
     engine: str
     compile: float
     per_iteration: float
     measured: float | None = None
+    stacking: float = 0.0
 
     def fit_seconds(self, options: dict) -> float:
         """Run seconds of one full fit with ``options`` at the probed rank: the measured
@@ -242,10 +246,36 @@ def fit_units(plan: EnginePlan, shared_rank: int) -> float:
     return units
 
 
+def stack_members(plan: EnginePlan, shared_rank: int) -> float:
+    """The members that ``plan``'s fits add to the stacks of all its seeds: its tuning fits
+    and its test fits of the seed (tuned, shared, ensemble) in each seed's stack of all
+    engines, and for ``mm`` again in its stack of the mm grid."""
+    tuned_is_shared = len(plan.ranks) == 1 and plan.ranks[0] == shared_rank and plan.engine != "mm"
+    tuning = len(plan.priors) ** 2 * len(plan.ranks) if plan.engine == "mm" else len(plan.ranks)
+    tuning = 0 if len(plan.ranks) == 1 and plan.engine != "mm" else tuning
+    per_seed = tuning + 1 + (not tuned_is_shared) + bool(plan.restarts)
+    return len(plan.seeds) * per_seed * (2 if plan.engine == "mm" else 1)
+
+
 def plan_seconds(plan: EnginePlan, measured: Probe, shared_rank: int) -> float:
-    """Seconds of ``plan``: a compilation per rank, and :func:`fit_units` full fits."""
+    """Seconds of ``plan``: a compilation per rank, :func:`fit_units` full fits, and its
+    share of the stacks (:func:`stack_members` at :attr:`Probe.stacking`, times
+    :data:`SLACK`)."""
     compiles = len({*plan.ranks, shared_rank}) * measured.compile
-    return compiles + fit_units(plan, shared_rank) * measured.fit_seconds(plan.options)
+    stacks = SLACK * stack_members(plan, shared_rank) * measured.stacking
+    return compiles + fit_units(plan, shared_rank) * measured.fit_seconds(plan.options) + stacks
+
+
+def stacking_probe(Y, split, rank: int, members: int = 4) -> float:
+    """Seconds per member of a stack on Y's validation entries: :func:`bernmf.stack` of
+    ``members`` mm fits stopped after one iteration (as mm's probe), timed. A stack of
+    tens of members takes about that many times this (the weights' optimization grows
+    with the members)."""
+    trial, _, _ = STOP_AT_ONCE
+    fits = [fit(Y, "mm", rank, mask=split.train, seed=seed, **trial) for seed in range(members)]
+    begin = time.perf_counter()
+    stack(fits, Y, validation=split.validation, mask=split.train)
+    return (time.perf_counter() - begin) / members
 
 
 def shortened(plan: EnginePlan, shared_rank: int, quick: bool = False) -> EnginePlan | None:
@@ -288,10 +318,9 @@ def plans(data, splits, settings: Settings) -> tuple[dict, list[tuple], list[tup
     ensemble), is probed at the shared rank on each dataset (:func:`probe`; unless the
     :func:`floor` of one fit of its shortest plan is over the budget: then it is left out
     without a probe), and is costed (:func:`plan_seconds`). Then, while the estimates add
-    up to more than the budget left after probing, the most expensive plan is
-    :func:`shortened` by one step or, at its shortest, left out (never ``mm``); with
-    ``quick`` the plans are at their shortest already. Lines say the estimates, what was
-    shortened and what was left out.
+    up to more than the budget left after probing, plans are :func:`shortened` or left out
+    (:func:`_within`: never ``mm``); with ``quick`` the plans are at their shortest
+    already. Lines say the estimates, what was shortened and what was left out.
 
     Parameters
     ----------
@@ -318,6 +347,8 @@ def plans(data, splits, settings: Settings) -> tuple[dict, list[tuple], list[tup
     )
     plan_of, probes = {}, {}
     for name, Y in data.items():
+        say(settings.progress, f"report on {name}: probing a stack")
+        stacking = stacking_probe(Y, splits[name], shared)
         for engine in settings.engines:
             full = EnginePlan(
                 engine, list(settings.ranks), list(settings.priors), list(settings.seeds),
@@ -332,8 +363,9 @@ def plans(data, splits, settings: Settings) -> tuple[dict, list[tuple], list[tup
                 plan_of[name, engine] = dataclasses.replace(full, estimate=least, seconds=least)
                 continue
             say(settings.progress, f"report on {name}: probing {engine} at K = {shared}")
-            probes[name, engine] = probe(
-                Y, splits[name], engine, shared, full.options, MEASURED_SHARE * budget
+            probes[name, engine] = dataclasses.replace(
+                probe(Y, splits[name], engine, shared, full.options, MEASURED_SHARE * budget),
+                stacking=stacking,
             )
             seconds = plan_seconds(full, probes[name, engine], shared)
             plan_of[name, engine] = dataclasses.replace(full, estimate=seconds, seconds=seconds)
@@ -359,22 +391,40 @@ def _within(
     plan_of: dict, probes: dict, keys: list, budget: float, shared: int, quick: bool
 ) -> set:
     """Shorten the plans of ``keys`` in ``plan_of`` (in place) until their seconds add up to
-    at most ``budget``: the most expensive first, by one step, or left out at its shortest
-    (never ``mm``). Returns the keys left out."""
+    at most ``budget``; returns the keys left out (never ``mm``'s).
+
+    While over: the most expensive plan is shortened by one step; at its shortest, it is
+    left out when it takes more than a fair share of the budget (the budget over the plans
+    kept), else the most expensive plan that can be shortened is; when none can be, the
+    most expensive is left out. So one slow engine does not squeeze all the others to
+    their shortest, and an engine is left out only for taking more than its share.
+    """
+
+    def shorter(key) -> bool:
+        plan = shortened(plan_of[key], shared, quick)
+        if plan is None:
+            return False
+        plan_of[key] = dataclasses.replace(plan, seconds=plan_seconds(plan, probes[key], shared))
+        return True
+
     kept, out = list(keys), set()
-    while kept and sum(plan_of[k].seconds for k in kept) > budget:
-        for key in sorted(kept, key=lambda k: -plan_of[k].seconds):
-            shorter = shortened(plan_of[key], shared, quick)
-            if shorter is not None:
-                seconds = plan_seconds(shorter, probes[key], shared)
-                plan_of[key] = dataclasses.replace(shorter, seconds=seconds)
-                break
-            if key[1] != "mm":
-                kept.remove(key)
-                out.add(key)
-                break
-        else:  # only mm at its shortest is left over the budget
+    while sum(plan_of[k].seconds for k in kept) > budget:
+        order = sorted(kept, key=lambda k: -plan_of[k].seconds)
+        first = order[0]
+        if shorter(first):
+            continue
+        fair = budget / len(kept)
+        if first[1] != "mm" and plan_of[first].seconds > fair:
+            kept.remove(first)
+            out.add(first)
+            continue
+        if any(shorter(key) for key in order[1:]):
+            continue
+        others = [key for key in order if key[1] != "mm"]
+        if not others:  # mm alone, at its shortest, is over the budget
             break
+        kept.remove(others[0])
+        out.add(others[0])
     return out
 
 

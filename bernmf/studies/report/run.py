@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from bernmf import tune
-from bernmf._progress import say
+from bernmf._progress import say, working_on
 from bernmf.data.observed import as_observed, is_sparse
 from bernmf.data.sparse import checked_coo
 from bernmf.data.split import paper_split
@@ -356,6 +356,7 @@ def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) 
         kept.append(plan)
     seeds = sorted({seed for plan in kept for seed in plan.seeds})
     say(settings.progress, f"report on {name}: stacking the fits of each seed")
+    working_on(f"stacking the fits of {name}")  # the heartbeat's line, not the last fit's
     stacked, weights = _stacks(Y, split, tuned, rows, seeds)
     every = [r for engine_rows in rows for r in engine_rows] + stacked
     return Made(
