@@ -8,6 +8,7 @@ results folder), as the command's start-up (JAX) would make them slow.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -23,7 +24,7 @@ import pandas as pd
 import pytest
 
 import bernmf
-from bernmf import _output
+from bernmf import _interrupt, _output
 from bernmf.cli.parser import main
 from bernmf.results.fit import Record
 
@@ -41,7 +42,12 @@ def data_csv(tmp_path_factory):
 
 
 def hold_before_publishing(monkeypatch, folders: bool) -> None:
-    """Make two threads both reach the publishing of a folder (or a file) before either does."""
+    """Make two threads both reach the publishing of a folder (or a file) before either does.
+
+    The interrupt path's lock (:func:`bernmf._interrupt.exclusive`) serializes the publishing
+    of one process's threads; two processes race as these threads then do, so the lock is
+    lifted here to make that race."""
+    monkeypatch.setattr(_interrupt, "_lock", contextlib.nullcontext())
     barrier = threading.Barrier(2, timeout=120)
     publish = _output._publish
 

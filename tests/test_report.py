@@ -455,17 +455,17 @@ def test_an_engine_whose_plan_no_longer_fits_the_time_left_is_left_out(small, ca
 def test_an_engine_hopeless_by_its_operations_is_left_out_without_a_probe(monkeypatch):
     probed = []
     monkeypatch.setattr(quick, "probe", lambda Y, split, engine, *a: probed.append(engine))
-    Y = np.zeros((20, 3000))  # logpca: an eigensolve of 3000 x 3000 per iteration
+    Y = np.zeros((400, 3000))  # nuts: leapfrog steps over 1.2 million entries per draw
     Y[::2] = 1
     split = bernmf.data.split.paper_split(Y.shape)
     settings = report.Settings(
-        engines=["logpca"], ranks=[2], shared_rank=2, priors=[1.0], seeds=[0], ensembles=[],
-        restarts=2, combine="stack", options={"logpca": {}}, quick=False, progress=False,
+        engines=["nuts"], ranks=[2], shared_rank=2, priors=[1.0], seeds=[0], ensembles=[],
+        restarts=2, combine="stack", options={"nuts": {}}, quick=False, progress=False,
         budget=60.0,
     )  # fmt: skip
     kept, left_out, planned = quick.plans({"wide": Y}, {"wide": split}, settings)
     assert kept == {"wide": []} and probed == []
-    assert left_out[0][:2] == ("wide", "logpca") and left_out[0][2] > 60
+    assert left_out[0][:2] == ("wide", "nuts") and left_out[0][2] > 60
     assert np.isnan(planned[0][3])  # no seconds planned
 
 

@@ -98,6 +98,9 @@ def fit_command(args) -> int:
     when a signal ended it (JAX's runtime aborts a process that lost its coordinator),
     replaced by one line with the runtime's reason.
     """
+    if args.rank is None:
+        raise ValueError("--distributed fits one engine at one setting: give --rank")
+    args.engine = args.engine or "mm"
     _, count, index = coordinates(args.coordinator, args.num_processes, args.process_id)
     check_timeout(args.peer_timeout)
     child = subprocess.Popen(

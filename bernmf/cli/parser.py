@@ -194,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit_parser.add_argument("data", help="DATA file (.csv, .csv.gz, .parquet, .npz)")
     fit_parser.add_argument(
         "--engine",
+        default=fits["engine"],
         help="an engine (default mm); without --rank, the engines to search, comma-separated "
         f"(default {comma_text(search.ENGINES)})",
     )
