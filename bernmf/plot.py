@@ -310,7 +310,10 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
         )
         x, y = table["seconds"].to_numpy(float), table["perplexity"].to_numpy(float)
         top = outlier_limit(y)
-        off = np.zeros(len(y), bool) if top is None else y > top
+        finite = y[np.isfinite(y)]
+        if top is None and np.isinf(y).any() and finite.size:  # inf is off every scale
+            top = float(finite.max() + max(0.05 * np.ptp(finite), 0.01 * abs(finite.max())))
+        off = np.zeros(len(y), bool) if top is None else ~(y <= top)
         shown = np.where(off, top if top is not None else 0.0, y)
         handles = []
         for j, (engine, setting) in enumerate(zip(table["engine"], table["setting"], strict=True)):

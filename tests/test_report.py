@@ -321,6 +321,11 @@ def test_the_pareto_numbers_never_overlap_and_the_legend_is_outside_the_axes():
     assert all(frame.contains(*box.get_points().mean(axis=0)) for box in boxes)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[0] == "1  mm tuned: 0.45" and labels[1] == "2  mm ensemble: 0.4502"
+    # inf alone (no other point far off) is off the scale too, drawn and numbered
+    fig = plot.pareto(board[board["engine"] != "em"])
+    ax = fig.axes[0]
+    assert sorted(int(t.get_text()) for t in ax.texts) == list(range(1, 9))
+    assert ax.get_legend().get_texts()[-1].get_text() == "8  logpca tuned: inf (off scale)"
 
 
 def test_the_weights_table_shows_the_positive_weights_and_sums_the_rest():

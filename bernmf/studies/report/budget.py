@@ -339,12 +339,8 @@ def plans(data, splits, settings: Settings) -> tuple[dict, list[tuple], list[tup
         Every engine's seconds in full and as planned (NaN: left out), and what changed
         ("; "-separated).
     """
-    begin, quick, shared, budget = (
-        time.perf_counter(),
-        settings.quick,
-        settings.shared_rank,
-        settings.budget,
-    )
+    begin = time.perf_counter()
+    quick, shared, budget = settings.quick, settings.shared_rank, settings.budget
     plan_of, probes = {}, {}
     for name, Y in data.items():
         say(settings.progress, f"report on {name}: probing a stack")
