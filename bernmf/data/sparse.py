@@ -139,9 +139,21 @@ def checked_coo(matrix, what: str):
                 raise ValueError(f"field 'coords' must hold 2 arrays, got {len(coords)}")
             for name, index, bound in zip(("row", "col"), coords, (M, N), strict=True):
                 checked_indices(_array(index, name, count), bound, name)
-        elif layout == "lil":
+        if layout == "lil":  # built here: scipy's conversion of lists is C code, unchecked
             _check_lists(matrix, M)
-        stored = coo_array(matrix, copy=True)
+            rows = np.repeat(np.arange(M), [len(columns) for columns in matrix.rows])
+            columns = [c for row in matrix.rows for c in row]
+            values = [v for row in matrix.data for v in row]
+            if not all(
+                isinstance(c, int | np.integer) and not isinstance(c, bool) for c in columns
+            ):
+                raise ValueError("field 'rows' must hold lists of integer column indices")
+            if not all(isinstance(v, int | float | np.number) for v in values):
+                raise ValueError("field 'data' must hold lists of numbers")
+            columns = checked_indices(np.array(columns, dtype=np.int64), N, "rows")
+            stored = coo_array((np.array(values, dtype=float), (rows, columns)), shape=(M, N))
+        else:
+            stored = coo_array(matrix, copy=True)
         count = len(_field(stored, "data", kinds="biuf"))
         for name, index, bound in zip(("row", "col"), stored.coords, (M, N), strict=True):
             checked_indices(_array(index, name, count), bound, name)
