@@ -111,6 +111,12 @@ def test_a_budget_must_be_a_positive_number(small, budget):
         search(observed, budget=budget, progress=False)
 
 
+def test_a_validation_of_another_shape_is_a_clear_error(small):
+    _, observed, _ = small
+    with pytest.raises(ValueError, match=r"validation has shape \(3, 3\)"):
+        search(observed, validation=np.ones((3, 3), bool), progress=False)
+
+
 def test_unknown_engines_fail_before_any_fit(small):
     _, observed, _ = small
     with pytest.raises(ValueError, match="nope"):

@@ -177,7 +177,8 @@ def search(
     if validation is None:
         held = _holdout(data, HOLDOUT, seed)
     else:
-        held = np.asarray(validation, dtype=bool) & data.mask
+        given = as_observed(Y, validation, warn_empty=False, mask_name="validation")
+        held = given.mask & data.mask  # its shape and values checked, as any mask's
     train = as_observed(Y, data.mask & ~held, warn_empty=False)
     held_out = as_observed(Y, held, warn_empty=False)
     M, N = data.shape
