@@ -130,21 +130,53 @@ def test_the_cycle_finder_finds_a_function_level_cycle():
 
 def test_no_cycle_among_the_imports_run_at_load_time():
     graph = {name: imports(name, top_level_only=True) for name in MODULES}
-    done, path = set(), []
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import cycle at load time: {' -> '.join(cycle)}"
 
-    def visit(name):
-        if name in path:
-            raise AssertionError(f"import cycle: {' -> '.join([*path[path.index(name) :], name])}")
-        if name in done:
-            return
-        path.append(name)
-        for other in sorted(graph[name]):
-            visit(other)
-        path.pop()
-        done.add(name)
 
-    for name in sorted(graph):
-        visit(name)
+MAX_FLOORS = 11
+"""The most floors the folders may stand on (issue 35: the 48 rooms of the flat package
+stood on 15)."""
+
+
+def room(name: str) -> str:
+    """The room of a module in the drawing of the house: its folder directly under
+    ``bernmf/`` (``bernmf.data.files.npz`` is in ``bernmf.data``), or itself."""
+    return ".".join(name.split(".")[:2])
+
+
+def floors(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Per node of an acyclic ``graph``, its longest chain of imports, itself first: the
+    node stands on floor ``len(chain)``."""
+    chains: dict[str, list[str]] = {}
+
+    def chain(name):
+        if name not in chains:
+            below = [chain(other) for other in sorted(graph[name])]
+            chains[name] = [name, *max(below, key=len, default=[])]
+        return chains[name]
+
+    for name in graph:
+        chain(name)
+    return chains
+
+
+def test_the_folders_stand_on_few_floors_with_no_circle():
+    rooms: dict[str, set[str]] = {}
+    for name in MODULES:
+        rooms.setdefault(room(name), set()).update(
+            room(other) for other in imports(name) if room(other) != room(name)
+        )
+    cycle = find_cycle(rooms)
+    assert cycle is None, f"the folders import in a circle: {' -> '.join(cycle)}"
+    top = max(floors(rooms).values(), key=len)
+    assert len(top) <= MAX_FLOORS, f"{len(top)} floors: {' -> '.join(top)}"
+
+
+def test_the_floors_are_counted_along_the_longest_chain():
+    graph = {"a": {"b", "c"}, "b": {"c"}, "c": set(), "d": set()}
+    assert floors(graph) == {"a": ["a", "b", "c"], "b": ["b", "c"], "c": ["c"], "d": ["d"]}
+    assert room("bernmf.data.files.npz") == "bernmf.data" and room("bernmf.api") == "bernmf.api"
 
 
 def test_no_two_classes_share_a_name():
