@@ -5,7 +5,7 @@ Families and what a budget b scales (``--budgets``, e.g. 1 2 4):
 - ``mm``: the MAP; one fit (``mm``, at the first budget only), the mean of ``--restarts``
   x b seeds (``mm mean``: ``bernmf.fit(..., restarts=R, combine="mean")``) and the stack
   of those seeds on the validation entries (``mm stack``: :func:`bernmf.stack`, a weight
-  per seed, no refit);
+  per seed and the column-frequency baseline, no refit);
 - ``nuts``: ``--chains`` chains (each started at the ``mm`` fit of its own seed: distinct
   modes) of b x ``--warmup`` + b x ``--samples`` draws;
 - ``svi_normal``, ``svi_lowrank``: b x ``--svi-steps`` steps (AutoNormal, low-rank guide);
@@ -25,8 +25,8 @@ untimed run of each family and budget comes first, unless ``--no-warmup``),
 expected calibration error and reliability bins of the test predictions
 (:func:`bernmf.posterior.calibration.reliability`) and, on simulated data, the coverage of
 the true WH by central 50% and 90% posterior intervals
-(:func:`bernmf.posterior.calibration.interval_coverage`; "no interval" for fits without
-draws: mm, vb). Parts:
+(:func:`bernmf.posterior.calibration.interval_coverage`, of the chains' mixture with their
+stacking weights when they did not mix; "no interval" for fits without draws: mm, vb). Parts:
 
 1. **Simulated data with known truth** (200 x 100, K = 4, W and H drawn from the flat
    prior; 70% train, 10% validation, 20% test): every family with the true prior.
@@ -159,8 +159,10 @@ def family_options(family: str, budget: int, args) -> tuple[str, dict, int, str]
 
 
 def predictions(Y, split, family: str, budget: int, rank, prior, seed, args):
-    """The rows of one family at one budget and seed: a list of ``(row, probs, fit with the
-    draws or None, CPU seconds, extra columns)``."""
+    """The rows of one family at one budget and seed: a list of ``(row, probs, draws, CPU
+    seconds, extra columns)``; ``draws``: the keyword arguments of
+    :func:`~bernmf.posterior.calibration.interval_coverage` (W and H draws and the chains'
+    weights when chain-stacked), empty for a fit without draws."""
     import numpy as np
 
     import bernmf
@@ -171,21 +173,22 @@ def predictions(Y, split, family: str, budget: int, rank, prior, seed, args):
     if family == "mm" and budget == args.budgets[0]:
         begin = time.process_time()
         single = bernmf.fit(Y, "mm", rank=rank, mask=split.train, prior=prior, seed=seed)
-        rows.append(("mm", single.probs, None, time.process_time() - begin, {}))
+        rows.append(("mm", single.probs, {}, time.process_time() - begin, {}))
     begin = time.process_time()
     fit = bernmf.fit(
         Y, engine, rank=rank, mask=split.train, prior=prior, seed=seed,
         restarts=restarts, combine=combine, **options,
     )  # fmt: skip
     seconds = time.process_time() - begin
+    draws = {"W_draws": fit.draws["W"], "H_draws": fit.draws["H"]} if fit.draws else {}
     if family == "mm":
-        rows.append(("mm mean", fit.probs, None, seconds, {"members": restarts}))
+        rows.append(("mm mean", fit.probs, {}, seconds, {"members": restarts}))
         begin = time.process_time()
         stacked = bernmf.stack([fit], Y, validation=split.validation, seeds="stack")
-        rows.append(("mm stack", stacked.probs, None, seconds + time.process_time() - begin, {}))
+        rows.append(("mm stack", stacked.probs, {}, seconds + time.process_time() - begin, {}))
         return rows
     if family not in CHAINED:
-        return [(family, fit.probs, fit if fit.draws else None, seconds, {})]
+        return [(family, fit.probs, draws, seconds, {})]
     begin = time.process_time()
     mode = mode_prediction(
         Y, split.train, fit.draws["W"], fit.draws["H"], validation=split.validation
@@ -203,7 +206,9 @@ def predictions(Y, split, family: str, budget: int, rank, prior, seed, args):
         "rhat_nested_max": table.loc["nested", "rhat_max"] if "nested" in table.index else np.nan,
         "divergences": 0 if diverging is None else int(np.asarray(diverging).sum()),
     }
-    return [(family, mode.probs, fit, seconds, extra)]
+    if mode.rule == "chain stacking":
+        draws["chain_weights"] = mode.weights
+    return [(family, mode.probs, draws, seconds, extra)]
 
 
 def score_rows(name, Y, split, rank, priors, args, truth=None):
@@ -219,7 +224,7 @@ def score_rows(name, Y, split, rank, priors, args, truth=None):
         prior = priors[FAMILIES[family][0]]
         if seed == 0 and not args.no_warmup:  # compile untimed, with a seed of no row
             predictions(Y, split, family, budget, rank, prior, args.seeds, args)
-        for label, probs, fit, seconds, extra in predictions(
+        for label, probs, draws, seconds, extra in predictions(
             Y, split, family, budget, rank, prior, seed, args
         ):
             diagram = reliability(Y, probs, split.test)
@@ -239,8 +244,7 @@ def score_rows(name, Y, split, rank, priors, args, truth=None):
                 **extra,
             }
             if truth is not None:
-                draws = (None, None) if fit is None else (fit.draws["W"], fit.draws["H"])
-                row.update(interval_coverage(truth, *draws).row())
+                row.update(interval_coverage(truth, **draws).row())
             rows.append(row)
             keys = {k: row[k] for k in ("dataset", "row", "budget", "seed")}
             bins.append(diagram.table.assign(**keys))

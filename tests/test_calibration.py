@@ -96,6 +96,32 @@ def test_coverage_matches_numpy_whatever_the_tiles():
     assert list(result.row()) == ["coverage_50", "coverage_90"]
 
 
+def test_chain_weights_give_the_quantiles_of_the_mixture():
+    """Weights 2/3 and 1/3: the quantiles of the draws of chain 0 taken twice and chain 1
+    once (numpy's inverted_cdf); a chain of weight 0 does not count."""
+    rng = np.random.default_rng(4)
+    W_draws, H_draws = rng.random((3, 30, 6, 2)), rng.random((3, 30, 2, 5))
+    H_draws[1] += 0.5  # chain 1 elsewhere
+    truth = rng.random((6, 5)) * 2
+    products = np.einsum("csmk,cskn->csmn", W_draws, H_draws)
+    repeated = np.concatenate([products[0], products[0], products[1]])
+    expected = []
+    for level in (0.5, 0.9):
+        low, high = np.quantile(
+            repeated, [(1 - level) / 2, (1 + level) / 2], axis=0, method="inverted_cdf"
+        )
+        expected.append(np.mean((truth >= low) & (truth <= high)))
+    for block in (1, 100, 10**6):
+        result = interval_coverage(
+            truth, W_draws, H_draws, chain_weights=[2 / 3, 1 / 3, 0.0], max_block_values=block
+        )
+        np.testing.assert_allclose(result.shares, expected)
+    pooled = interval_coverage(truth, W_draws, H_draws)
+    assert not np.allclose(pooled.shares, expected)
+    with pytest.raises(ValueError, match="chain_weights"):
+        interval_coverage(truth, W_draws, H_draws, chain_weights=[0.5, 0.6, -0.1])
+
+
 def test_a_truth_drawn_like_the_draws_is_covered_at_the_level():
     """Truths exchangeable with the draws: each entry is inside with probability about
     the level (entries of one truth share its rows of W and columns of H, so the mean

@@ -123,3 +123,18 @@ def test_a_prediction_averages_mixed_chains_and_stacks_the_others():
     )
     np.testing.assert_allclose(two.probs, expected)
     assert not np.allclose(two.probs, mean_probability(W_draws, H_draws))
+
+
+def test_chains_that_do_not_mix_within_a_mode_are_stacked_and_say_so():
+    """Chains 0 and 1 in one mode (by mean H) but one drifting: within the mode R-hat is
+    high, the status "did not mix"; without validation entries, PSIS-LOO weights."""
+    W_draws, H_draws, (W, H) = _two_modes([0, 0, 1, 1])
+    H_draws[1] = np.clip(H_draws[1] + np.linspace(-0.04, 0.04, S)[:, None, None], 0, 1)
+    rng = np.random.default_rng(2)
+    Y = (rng.random((M, N)) < W @ H[0]).astype(float)
+    mask = np.ones((M, N), bool)
+    result = mode_prediction(Y, mask, W_draws, H_draws)
+    np.testing.assert_array_equal(result.rhat.groups, [0, 0, 1, 1])
+    assert (result.rule, result.status) == ("chain stacking", "did not mix")
+    assert not mixed(result.rhat.within[0]) and mixed(result.rhat.within[1])
+    np.testing.assert_allclose(result.weights, chain_stacking(Y, mask, W_draws, H_draws).weights)

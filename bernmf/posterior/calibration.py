@@ -135,13 +135,22 @@ class Coverage(NamedTuple):
 
 
 def interval_coverage(
-    truth, W_draws=None, H_draws=None, *, levels=LEVELS, max_block_values: int = BLOCK_VALUES
+    truth,
+    W_draws=None,
+    H_draws=None,
+    *,
+    levels=LEVELS,
+    chain_weights=None,
+    max_block_values: int = BLOCK_VALUES,
 ) -> Coverage:
     """Share of the true ``W @ H`` entries inside central posterior intervals of ``W @ H``.
 
     The interval of level ``l`` runs from the ``(1 - l) / 2`` to the ``(1 + l) / 2``
-    quantile of the C * S draws of an entry (chains pooled; numpy's linear
-    interpolation), bounds included. The products are formed a tile of rows x columns
+    quantile of the C * S draws of an entry, bounds included: chains pooled (numpy's
+    linear interpolation), or with ``chain_weights`` the quantiles of the mixture of the
+    chains with those weights (chains that did not mix, mixed by chain stacking: the
+    smallest draw whose cumulative weight reaches the probability, each draw of chain c
+    weighing ``chain_weights[c] / S``). The products are formed a tile of rows x columns
     at a time, at most about ``max_block_values`` numbers (at least one entry's draws),
     so the (C * S, M, N) array is never held.
 
@@ -154,6 +163,8 @@ def interval_coverage(
         The posterior draws (``fit.draws["W"]``, ``fit.draws["H"]``). Both None (a
         point fit: ``fit.draws`` is empty) gives ``shares=None``: no interval.
     levels : sequence of float in (0, 1), default (0.5, 0.9)
+    chain_weights : array of shape (C,), optional
+        Non-negative weights of the chains summing to 1 (e.g. ``chain_stacking(...).weights``).
     max_block_values : int, default :data:`BLOCK_VALUES`
 
     Returns
@@ -164,7 +175,8 @@ def interval_coverage(
     ------
     ValueError
         One of the draws without the other, shapes that do not match ``truth``, a
-        non-finite truth or draw, levels outside (0, 1), ``max_block_values`` < 1.
+        non-finite truth or draw, levels outside (0, 1), chain weights that are not C
+        non-negative numbers summing to 1, ``max_block_values`` < 1.
     """
     levels = tuple(levels)
     if not levels:
@@ -195,6 +207,17 @@ def interval_coverage(
         )
     if not (np.isfinite(truth).all() and np.isfinite(W_draws).all() and np.isfinite(H_draws).all()):
         raise ValueError("truth and the draws must be finite")
+    draw_weights = None
+    if chain_weights is not None:
+        chain_weights = np.asarray(chain_weights, float)
+        if chain_weights.shape != (C,) or not (
+            (chain_weights >= 0).all() and np.isclose(chain_weights.sum(), 1)
+        ):
+            raise ValueError(
+                f"chain_weights must be {C} non-negative numbers summing to 1, "
+                f"got {chain_weights.tolist()}"
+            )
+        draw_weights = np.repeat(chain_weights / S, S)  # (C * S,), chain by chain
     D = C * S
     W_flat, H_flat = W_draws.reshape(D, M, K), H_draws.reshape(D, K, N)
     tile = max(1, max_block_values // D)  # entries per tile
@@ -207,7 +230,29 @@ def interval_coverage(
         for left in range(0, N, tile_columns):
             columns = slice(left, left + tile_columns)
             products = np.matmul(W_flat[:, rows], H_flat[:, :, columns])  # (D, r, c)
-            bounds = np.quantile(products, quantiles, axis=0)  # (2L, r, c)
+            if draw_weights is None:
+                bounds = np.quantile(products, quantiles, axis=0)  # (2L, r, c)
+            else:
+                bounds = _weighted_quantiles(products, draw_weights, quantiles)
             true = truth[rows, columns]
             inside += ((true >= bounds[0::2]) & (true <= bounds[1::2])).sum(axis=(1, 2))
     return Coverage(levels, inside / truth.size)
+
+
+def _weighted_quantiles(values: np.ndarray, weights: np.ndarray, probabilities) -> np.ndarray:
+    """Quantiles along axis 0 of (D, ...) values with weights (D,) summing to 1: for each
+    probability the smallest value whose cumulative weight reaches it (an inverse CDF, as
+    numpy's ``method="inverted_cdf"`` on draws repeated in proportion to their weights).
+    Returns shape (len(probabilities), ...)."""
+    order = np.argsort(values, axis=0)
+    ordered = np.take_along_axis(values, order, axis=0)
+    cumulative = np.cumsum(weights[order], axis=0)
+    last = values.shape[0] - 1
+    return np.stack(
+        [
+            np.take_along_axis(
+                ordered, np.minimum((cumulative < q).sum(axis=0), last)[None], axis=0
+            )[0]
+            for q in probabilities
+        ]
+    )
