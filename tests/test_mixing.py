@@ -138,3 +138,12 @@ def test_chains_that_do_not_mix_within_a_mode_are_stacked_and_say_so():
     assert (result.rule, result.status) == ("chain stacking", "did not mix")
     assert not mixed(result.rhat.within[0]) and mixed(result.rhat.within[1])
     np.testing.assert_allclose(result.weights, chain_stacking(Y, mask, W_draws, H_draws).weights)
+
+
+def test_a_prediction_checks_its_data_before_anything_runs():
+    W_draws, H_draws, _ = _two_modes([0, 0])
+    Y, mask = np.zeros((M, N)), np.ones((M, N), bool)
+    with pytest.raises(ValueError, match="do not match"):
+        mode_prediction(Y[:, :-1], mask[:, :-1], W_draws, H_draws)
+    with pytest.raises(ValueError, match="mode_prediction mask"):
+        mode_prediction(Y + 2, mask, W_draws, H_draws)

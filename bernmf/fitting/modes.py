@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from bernmf import _warnings
-from bernmf.fitting.stacking import chain_stacking
+from bernmf.fitting.stacking import _check_draws, _scored_entries, chain_stacking
 from bernmf.posterior.draws import component_permutations, mean_probability
 from bernmf.posterior.mixing import ModeRhat, mode_rhat
 
@@ -284,10 +284,18 @@ def mode_prediction(
     Returns
     -------
     ModePrediction
+
+    Raises
+    ------
+    ValueError
+        Draws whose shapes do not match each other and Y, invalid Y or mask, fewer than
+        2 chains or 4 draws, ``groups`` not one label per chain; and as
+        :func:`~bernmf.fitting.stacking.chain_stacking` when the chains are stacked.
     """
+    W_draws, H_draws = _check_draws(W_draws, H_draws, np.shape(Y))
+    _scored_entries(Y, mask, "mode_prediction mask")  # Y and mask checked, even if unused
     groups = chain_modes(H_draws) if groups is None else groups
     rhat = mode_rhat(W_draws, H_draws, groups, threads=threads)
-    W_draws, H_draws = np.asarray(W_draws, float), np.asarray(H_draws, float)
     C = W_draws.shape[0]
     if rhat.mixed_across:
         return ModePrediction(mean_probability(W_draws, H_draws), "mean", np.full(C, 1 / C), rhat)
