@@ -71,6 +71,9 @@ BAYES_VALUES = (0.1, 0.3, 1.0)
 MM_VALUES = (1.0, 1.2, 1.5, 2.0, 3.0)
 RANKS = (2, 4, 8, 16)
 DATASETS = ("animals", "paleo", "lastfm")
+SEED_SPACING = 1000
+"""Seed set s fits with seed 1000 s: its members and chains (seeds 1000 s + r) are disjoint
+from those of the other seed sets."""
 
 
 def parse(argv):
@@ -223,9 +226,9 @@ def score_rows(name, Y, split, rank, priors, args, truth=None):
     for family, budget, seed in itertools.product(args.families, args.budgets, range(args.seeds)):
         prior = priors[FAMILIES[family][0]]
         if seed == 0 and not args.no_warmup:  # compile untimed, with a seed of no row
-            predictions(Y, split, family, budget, rank, prior, args.seeds, args)
+            predictions(Y, split, family, budget, rank, prior, SEED_SPACING * args.seeds, args)
         for label, probs, draws, seconds, extra in predictions(
-            Y, split, family, budget, rank, prior, seed, args
+            Y, split, family, budget, rank, prior, SEED_SPACING * seed, args
         ):
             diagram = reliability(Y, probs, split.test)
             row = {
@@ -276,7 +279,8 @@ def simulated_study(args):
 
 def tune_priors(name, data, split, args):
     """mm's rank and prior by :func:`bernmf.tune.grid`, each Bayesian engine's prior on
-    validation at the first budget. Returns (rank, priors by engine, tuning rows)."""
+    validation at the first budget (by ``fit.probs``: for nuts and gibbs the mean of the
+    chains, mixed or not). Returns (rank, priors by engine, tuning rows)."""
     import bernmf
     from bernmf import tune
 
