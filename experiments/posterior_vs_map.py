@@ -1,30 +1,48 @@
-"""The posterior-vs-MAP study: NUTS and SVI against the MM MAP, on one model spec.
+"""The posterior-vs-MAP study: every engine family at matched CPU budgets, single and ensembled.
+
+Families and what a budget b scales (``--budgets``, e.g. 1 2 4):
+
+- ``mm``: the MAP; one fit (``mm``, at the first budget only), the mean of ``--restarts``
+  x b seeds (``mm mean``: ``bernmf.fit(..., restarts=R, combine="mean")``) and the stack
+  of those seeds on the validation entries (``mm stack``: :func:`bernmf.stack`, a weight
+  per seed and the column-frequency baseline, no refit);
+- ``nuts``: ``--chains`` chains (each started at the ``mm`` fit of its own seed: distinct
+  modes) of b x ``--warmup`` + b x ``--samples`` draws;
+- ``svi_normal``, ``svi_lowrank``: b x ``--svi-steps`` steps (AutoNormal, low-rank guide);
+- ``gibbs``: ``--chains`` chains of b x ``--gibbs-samples`` warmup and kept sweeps;
+- ``vb``: the mean of b restarts of collapsed VB (CVB0).
+
+Chains that may sit in different modes are never averaged silently: for ``nuts`` and
+``gibbs`` the prediction is :func:`bernmf.fitting.modes.mode_prediction`: the chains are
+grouped by mode (their mean H), the R-hat of WH is computed within each mode, across all
+chains and nested (modes as superchains); the row is the mean over all draws when at
+least 99% of the WH entries have R-hat <= 1.01 across the chains, else the chains mixed
+by chain stacking on the validation entries, and it says which (``mixing``, ``rule``).
+
+Every row: test perplexity, validation perplexity, CPU seconds of the process (fit and
+prediction, all threads; the machine's other load does not count; compilation excluded: an
+untimed run of each family and budget comes first, unless ``--no-warmup``),
+expected calibration error and reliability bins of the test predictions
+(:func:`bernmf.posterior.calibration.reliability`) and, on simulated data, the coverage of
+the true WH by central 50% and 90% posterior intervals
+(:func:`bernmf.posterior.calibration.interval_coverage`, of the chains' mixture with their
+stacking weights when they did not mix; "no interval" for fits without draws: mm, vb). Parts:
 
 1. **Simulated data with known truth** (200 x 100, K = 4, W and H drawn from the flat
-   prior, Y ~ Bernoulli(WH), 20% of the entries held out). Engines ``mm`` (MAP),
-   ``nuts``, ``svi`` with the AutoNormal and the low-rank guide, all with the true
-   prior. Reported: held-out perplexity next to the truth's own, the reliability
-   diagram and expected calibration error (ECE, 10 equal-width bins) of the held-out
-   predictions, the coverage of the central 50% and 90% posterior intervals of the
-   true WH entries, and the seconds of each fit.
-2. **animals, paleo, lastfm on the paper's split**: ``mm`` tuned as in the paper
-   (rank and alpha, beta on validation, :func:`bernmf.tune.grid`); each Bayesian
-   engine at mm's rank with its own prior tuned on validation (alpha, beta in
-   {0.1, 0.3, 1}, gamma = 1: the best prior differs by engine, and priors below 1
-   are where the Bayesian engines gain), with shorter runs for the tuning
-   (``--tune-warmup``, ``--tune-samples``, ``--tune-svi-steps``); then the test
-   perplexity over ``--seeds`` seeds of full-length runs (mean and sd), seconds, and
-   for NUTS the bulk ESS per second of WH (median over entries), divergences and max
-   R-hat(WH).
+   prior; 70% train, 10% validation, 20% test): every family with the true prior.
+2. **animals, paleo, lastfm on the paper's split**: ``mm``'s rank and prior tuned as in
+   the paper (:func:`bernmf.tune.grid`); each Bayesian engine at mm's rank with its own
+   prior (alpha, beta in {0.1, 0.3, 1}, gamma = 1) chosen on validation at the first
+   budget; then every family at every budget over ``--seeds`` seeds.
 
-Outputs in ``--out`` (default ``results/posterior_vs_map``): ``simulated.csv``,
-``reliability.csv``, ``tuning.csv``, ``datasets.csv`` (every test fit), ``summary.csv``
-(mean and sd per dataset and engine), ``reliability.png``, ``coverage.png`` and
-``perplexity_vs_seconds.png``. ``--quick`` is a smoke run (24 x 18 simulated data with
-mm and the AutoNormal guide; animals only, with mm and nuts; one prior for the Bayesian
-engines, one seed, short chains). Seconds include compilation: wall times of
-:func:`bernmf.fit` in ``simulated.csv`` and the tuning lines, compile + run seconds of
-``Fit.timings`` in ``datasets.csv`` (the test fits, run by :func:`bernmf.compare`).
+Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every row and
+seed), ``summary.csv`` (mean and sd over seeds per dataset, row and budget, and whether
+the row is on the Pareto front of CPU seconds and test perplexity), ``reliability.csv``
+(the bins of every row), ``tuning.csv``, ``perplexity_vs_cpu.png`` (test perplexity
+against CPU seconds per family and dataset), ``reliability.png`` (each dataset's rows at
+the largest budget, seed 0) and ``coverage.png`` (simulated). ``--quick`` is a smoke run
+(24 x 18 simulated data; animals at rank 2 with one prior; budgets 1 and 2; one seed;
+short chains; no low-rank guide).
 
 Run: ``python experiments/posterior_vs_map.py [--data-dir DIR] [--quick]``
 (NUTS chains run in parallel: this script calls ``numpyro.set_host_device_count``
@@ -37,20 +55,25 @@ import argparse
 import itertools
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
-ENGINES = {
+FAMILIES = {
     "mm": ("mm", {}),
     "nuts": ("nuts", {}),
     "svi_normal": ("svi", {"guide": "AutoNormal"}),
     "svi_lowrank": ("svi", {"guide": "AutoLowRankMultivariateNormal"}),
+    "gibbs": ("gibbs", {}),
+    "vb": ("vb", {}),
 }
+CHAINED = ("nuts", "gibbs")
+"""Families whose chains may sit in different modes: predicted by ``mode_prediction``."""
 BAYES_VALUES = (0.1, 0.3, 1.0)
 MM_VALUES = (1.0, 1.2, 1.5, 2.0, 3.0)
 RANKS = (2, 4, 8, 16)
 DATASETS = ("animals", "paleo", "lastfm")
-BINS = 10
+SEED_SPACING = 1000
+"""Seed set s fits with seed 1000 s: its members and chains (seeds 1000 s + r) are disjoint
+from those of the other seed sets."""
 
 
 def parse(argv):
@@ -58,11 +81,15 @@ def parse(argv):
     parser.add_argument("--data-dir", default="../shared/data")
     parser.add_argument("--out", type=Path, default=Path("results/posterior_vs_map"))
     parser.add_argument("--datasets", nargs="*", default=None)
-    parser.add_argument("--seeds", type=int, default=3, help="test fits per engine")
-    parser.add_argument("--chains", type=int, default=2)
-    parser.add_argument("--warmup", type=int, default=1000)
-    parser.add_argument("--samples", type=int, default=1000)
-    parser.add_argument("--svi-steps", type=int, default=5000)
+    parser.add_argument("--families", nargs="*", choices=list(FAMILIES), default=None)
+    parser.add_argument("--budgets", nargs="*", type=int, default=[1, 2, 4])
+    parser.add_argument("--seeds", type=int, default=3, help="seed sets per row")
+    parser.add_argument("--restarts", type=int, default=4, help="mm seeds at budget 1")
+    parser.add_argument("--chains", type=int, default=4, help="nuts and gibbs chains")
+    parser.add_argument("--warmup", type=int, default=250, help="nuts warmup at budget 1")
+    parser.add_argument("--samples", type=int, default=250, help="nuts draws at budget 1")
+    parser.add_argument("--gibbs-samples", type=int, default=250, help="at budget 1")
+    parser.add_argument("--svi-steps", type=int, default=1250, help="at budget 1")
     parser.add_argument(
         "--dtype", default="float64", choices=("float64", "float32"), help="of nuts and svi"
     )
@@ -71,15 +98,11 @@ def parse(argv):
         "--max-tree-depth", type=int, default=10, help="NUTS max_tree_depth (caps cost per draw)"
     )
     parser.add_argument("--workers", type=int, default=2, help="threads of the mm grid")
-    parser.add_argument("--tune-warmup", type=int, default=300, help="NUTS warmup when tuning")
-    parser.add_argument("--tune-samples", type=int, default=300, help="NUTS draws when tuning")
-    parser.add_argument("--tune-svi-steps", type=int, default=2000, help="SVI steps when tuning")
     parser.add_argument(
-        "--dataset-engines",
-        nargs="*",
-        choices=list(ENGINES)[1:],
-        default=None,
-        help="Bayesian engines of part 2 (default: all; the low-rank guide is slow on big data)",
+        "--no-warmup",
+        action="store_true",
+        help="no untimed first run of each family and budget: CPU seconds then include "
+        "compiling (nuts compiles again for each number of draws)",
     )
     parser.add_argument("--skip-simulated", action="store_true")
     parser.add_argument("--skip-datasets", action="store_true")
@@ -89,19 +112,18 @@ def parse(argv):
     args.shape = (200, 100, 4)
     args.ranks, args.mm_values = RANKS, MM_VALUES
     args.bayes_priors = list(itertools.product(BAYES_VALUES, BAYES_VALUES))
-    args.simulated_engines, args.ess_entries = list(ENGINES), 300
-    args.dataset_engines = args.dataset_engines or list(ENGINES)[1:]
+    args.families = args.families or list(FAMILIES)
     if args.quick:
         args.shape = (24, 18, 2)
         args.datasets = args.datasets or ["animals"]
-        args.seeds = 1
-        args.warmup, args.samples, args.svi_steps = 60, 60, 400
-        args.tune_warmup, args.tune_samples, args.tune_svi_steps = 60, 60, 400
+        args.seeds, args.budgets, args.restarts, args.chains = 1, [1, 2], 2, 2
+        args.warmup, args.samples, args.gibbs_samples, args.svi_steps = 30, 30, 30, 200
         args.ranks, args.mm_values = (2,), (1.0, 1.5)
         args.bayes_priors = [(0.5, 0.5)]
-        args.simulated_engines = ["mm", "svi_normal"]  # nuts runs on animals
-        args.ess_entries = 30
-        args.dataset_engines = ["nuts"]  # svi runs on the simulated data
+        args.families = [f for f in args.families if f != "svi_lowrank"]
+    if not args.budgets or min(args.budgets) < 1:
+        raise SystemExit("--budgets must be positive integers")
+    args.budgets = sorted(set(args.budgets))
     args.datasets = [] if args.skip_datasets else (args.datasets or list(DATASETS))
     return args
 
@@ -110,279 +132,308 @@ def log(message: str) -> None:
     print(message, flush=True)
 
 
-def engine_options(name: str, args, tuning: bool = False) -> tuple[str, dict]:
-    """The bernmf engine and its options for one of :data:`ENGINES` (shorter when tuning)."""
-    engine, options = ENGINES[name]
+def family_options(family: str, budget: int, args) -> tuple[str, dict, int, str]:
+    """``(engine, options, restarts, combine)`` of one family at budget ``budget``."""
+    engine, options = FAMILIES[family]
     options = dict(options)
-    if engine == "nuts":
+    restarts, combine = 1, "best"
+    if family == "mm":
+        restarts, combine = args.restarts * budget, "mean"
+    elif family == "vb":
+        restarts, combine = budget, "mean"
+    elif engine == "nuts":
         options.update(
             num_chains=args.chains,
-            num_warmup=args.tune_warmup if tuning else args.warmup,
-            num_samples=args.tune_samples if tuning else args.samples,
+            num_warmup=args.warmup * budget,
+            num_samples=args.samples * budget,
             target_accept_prob=args.target_accept,
             max_tree_depth=args.max_tree_depth,
         )
-    if engine == "svi":
-        options.update(steps=args.tune_svi_steps if tuning else args.svi_steps)
-    if engine != "mm":
-        options.update(progress=not args.quiet, dtype=args.dtype)
-    return engine, options
+    elif engine == "svi":
+        options.update(steps=args.svi_steps * budget)
+    elif engine == "gibbs":
+        n = args.gibbs_samples * budget
+        options.update(num_chains=args.chains, num_warmup=n, num_samples=n)
+    if engine in ("nuts", "svi", "gibbs"):
+        options.update(progress=not args.quiet)
+    if engine in ("nuts", "svi"):
+        options.update(dtype=args.dtype)
+    return engine, options, restarts, combine
 
 
-def timed_fit(Y, name, rank, mask, prior, seed, args, tuning: bool = False):
-    """``bernmf.fit`` with the options of engine ``name``; returns (fit, wall seconds)."""
+def predictions(Y, split, family: str, budget: int, rank, prior, seed, args):
+    """The rows of one family at one budget and seed: a list of ``(row, probs, draws, CPU
+    seconds, extra columns)``; ``draws``: the keyword arguments of
+    :func:`~bernmf.posterior.calibration.interval_coverage` (W and H draws and the chains'
+    weights when chain-stacked), empty for a fit without draws."""
+    import numpy as np
+
     import bernmf
+    from bernmf.fitting.modes import mode_prediction
 
-    engine, options = engine_options(name, args, tuning)
-    begin = time.perf_counter()
-    fit = bernmf.fit(Y, engine, rank=rank, mask=mask, prior=prior, seed=seed, **options)
-    return fit, time.perf_counter() - begin
+    engine, options, restarts, combine = family_options(family, budget, args)
+    rows = []
+    if family == "mm" and budget == args.budgets[0]:
+        begin = time.process_time()
+        single = bernmf.fit(Y, "mm", rank=rank, mask=split.train, prior=prior, seed=seed)
+        rows.append(("mm", single.probs, {}, time.process_time() - begin, {}))
+    begin = time.process_time()
+    fit = bernmf.fit(
+        Y, engine, rank=rank, mask=split.train, prior=prior, seed=seed,
+        restarts=restarts, combine=combine, **options,
+    )  # fmt: skip
+    seconds = time.process_time() - begin
+    draws = {"W_draws": fit.draws["W"], "H_draws": fit.draws["H"]} if fit.draws else {}
+    if family == "mm":
+        rows.append(("mm mean", fit.probs, {}, seconds, {"members": restarts}))
+        begin = time.process_time()
+        stacked = bernmf.stack([fit], Y, validation=split.validation, seeds="stack")
+        rows.append(("mm stack", stacked.probs, {}, seconds + time.process_time() - begin, {}))
+        return rows
+    if family not in CHAINED:
+        return [(family, fit.probs, draws, seconds, {})]
+    begin = time.process_time()
+    mode = mode_prediction(
+        Y, split.train, fit.draws["W"], fit.draws["H"], validation=split.validation
+    )
+    seconds += time.process_time() - begin
+    table = mode.rhat.table()
+    modes = table.index.str.startswith("mode ")
+    diverging = fit.sample_stats.get("diverging")
+    extra = {
+        "mixing": mode.status,
+        "rule": mode.rule,
+        "modes": int(modes.sum()),
+        "share_rhat_within_min": table.loc[modes, "share_rhat_le_1.01"].min(),
+        "share_rhat_across": table.loc["all", "share_rhat_le_1.01"],
+        "rhat_nested_max": table.loc["nested", "rhat_max"] if "nested" in table.index else np.nan,
+        "divergences": 0 if diverging is None else int(np.asarray(diverging).sum()),
+    }
+    if mode.rule == "chain stacking":
+        draws["chain_weights"] = mode.weights
+    return [(family, mode.probs, draws, seconds, extra)]
 
 
-def reliability(Y, probs, mask, bins: int = BINS):
-    """Reliability diagram of the selected entries: table per bin and the ECE."""
+def score_rows(name, Y, split, rank, priors, args, truth=None):
+    """Every family at every budget and seed on one split. Returns (rows, reliability bins)."""
     import numpy as np
     import pandas as pd
 
-    y, p = Y[mask], probs[mask]
-    which = np.minimum((p * bins).astype(int), bins - 1)
-    rows = []
-    for b in range(bins):
-        chosen = which == b
-        if chosen.any():
-            rows.append((b, chosen.sum(), p[chosen].mean(), y[chosen].mean()))
-    table = pd.DataFrame(rows, columns=["bin", "count", "predicted", "observed"])
-    ece = float((table["count"] * (table["predicted"] - table["observed"]).abs()).sum() / y.size)
-    return table, ece
+    import bernmf
+    from bernmf.posterior.calibration import interval_coverage, reliability
 
-
-def coverage(fit, truth, levels=(0.5, 0.9), block_rows: int = 25) -> dict:
-    """Share of the true WH entries inside the central posterior intervals of WH."""
-    import numpy as np
-
-    if not fit.draws:
-        return {f"coverage_{int(level * 100)}": np.nan for level in levels}
-    W_draws = fit.draws["W"].reshape(-1, *fit.draws["W"].shape[2:])
-    H_draws = fit.draws["H"].reshape(-1, *fit.draws["H"].shape[2:])
-    inside = {level: 0 for level in levels}
-    for start in range(0, truth.shape[0], block_rows):
-        rows = slice(start, start + block_rows)
-        products = np.einsum("smk,skn->smn", W_draws[:, rows], H_draws)
-        for level in levels:
-            low, high = np.quantile(products, [(1 - level) / 2, (1 + level) / 2], axis=0)
-            inside[level] += int(((truth[rows] >= low) & (truth[rows] <= high)).sum())
-    return {f"coverage_{int(level * 100)}": inside[level] / truth.size for level in levels}
+    rows, bins = [], []
+    for family, budget, seed in itertools.product(args.families, args.budgets, range(args.seeds)):
+        prior = priors[FAMILIES[family][0]]
+        if seed == 0 and not args.no_warmup:  # compile untimed, with a seed of no row
+            predictions(Y, split, family, budget, rank, prior, SEED_SPACING * args.seeds, args)
+        for label, probs, draws, seconds, extra in predictions(
+            Y, split, family, budget, rank, prior, SEED_SPACING * seed, args
+        ):
+            diagram = reliability(Y, probs, split.test)
+            row = {
+                "dataset": name,
+                "family": family,
+                "row": label,
+                "budget": budget,
+                "seed": seed,
+                "rank": rank,
+                "alpha": float(np.mean(prior.alpha)),
+                "beta": float(np.mean(prior.beta)),
+                "test_perplexity": bernmf.perplexity(Y, probs, split.test),
+                "validation_perplexity": bernmf.perplexity(Y, probs, split.validation),
+                "ece": diagram.ece,
+                "cpu_seconds": seconds,
+                **extra,
+            }
+            if truth is not None:
+                row.update(interval_coverage(truth, **draws).row())
+            rows.append(row)
+            keys = {k: row[k] for k in ("dataset", "row", "budget", "seed")}
+            bins.append(diagram.table.assign(**keys))
+            log(
+                f"  {label} budget {budget} seed {seed}: test {row['test_perplexity']:.4f}, "
+                f"ECE {row['ece']:.3f}, {seconds:.1f} CPU s"
+                + (f", {extra['mixing']} ({extra['rule']})" if "mixing" in extra else "")
+            )
+    return rows, pd.concat(bins, ignore_index=True)
 
 
 def simulated_study(args):
-    """Part 1. Returns (table, reliability table)."""
-    import numpy as np
-    import pandas as pd
-
+    """Part 1. Returns (rows, reliability bins)."""
     import bernmf
+    from bernmf.data.split import random_split
 
     M, N, K = args.shape
     prior = bernmf.Prior(1.0, 1.0, 1.0)
     Y, W, H = bernmf.simulate(0, M, N, K, prior)
-    held_out = np.random.default_rng(0).random(Y.shape) < 0.2
+    split = random_split(Y.shape, (0.7, 0.1, 0.2), seed=0)
     truth = W @ H
-    truth_perplexity = bernmf.perplexity(Y, truth, held_out)
-    rows, diagrams = [], []
     log(
-        f"== simulated {M} x {N}, K={K}, flat prior; truth's held-out perplexity "
-        f"{truth_perplexity:.4f}"
+        f"== simulated {M} x {N}, K={K}, flat prior; truth's test perplexity "
+        f"{bernmf.perplexity(Y, truth, split.test):.4f}"
     )
-    for name in args.simulated_engines:
-        fit, seconds = timed_fit(Y, name, K, ~held_out, prior, 0, args)
-        table, ece = reliability(Y, fit.probs, held_out)
-        diagrams.append(table.assign(engine=name))
-        row = {
-            "engine": name,
-            "test_perplexity": bernmf.perplexity(Y, fit.probs, held_out),
-            "truth_perplexity": truth_perplexity,
-            "ece": ece,
-            **coverage(fit, truth),
-            "seconds": seconds,
-        }
-        rows.append(row)
-        log(
-            "  "
-            + ", ".join(
-                f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
-            )
-        )
-    return pd.DataFrame(rows), pd.concat(diagrams, ignore_index=True)
+    priors = dict.fromkeys((FAMILIES[f][0] for f in args.families), prior)
+    return score_rows("simulated", Y, split, K, priors, args, truth=truth)
 
 
-def nuts_statistics(fit, ess_entries: int) -> dict:
-    """ESS per second of sampling (bulk, median over sampled WH entries), divergences,
-    max R-hat(WH): the ``measure`` of :func:`bernmf.compare` for nuts."""
+def tune_priors(name, data, split, args):
+    """mm's rank and prior by :func:`bernmf.tune.grid`, each Bayesian engine's prior on
+    validation at the first budget (by ``fit.probs``: for nuts and gibbs the mean of the
+    chains, mixed or not). Returns (rank, priors by engine, tuning rows)."""
     import bernmf
+    from bernmf import tune
 
-    diagnostics = bernmf.diagnostics(fit, warn=False, ess_entries=ess_entries)
-    return {
-        "ess_per_second": diagnostics.table.loc["WH", "ess_bulk_median"] / fit.timings["run"],
-        "divergences": diagnostics.divergences,
-        "rhat_wh_max": diagnostics.table.loc["WH", "rhat_max"],
-        "rhat_wh_share_le_1.01": diagnostics.table.loc["WH", "share_rhat_le_1.01"],
-    }
+    begin = time.perf_counter()
+    tuning = tune.grid(
+        data, args.ranks, args.mm_values, args.mm_values, mask=split.train,
+        validation=split.validation, gamma=1.0, workers=args.workers, progress=not args.quiet,
+    )  # fmt: skip
+    rank, best = tuning.best["rank"], tuning.best
+    log(
+        f"  mm tuned on validation: K={rank}, alpha={best['alpha']:g}, beta={best['beta']:g}, "
+        f"{time.perf_counter() - begin:.0f} s"
+    )
+    priors = {"mm": bernmf.Prior(best["alpha"], best["beta"], 1.0)}
+    tuning_rows = [
+        {"dataset": name, "engine": "mm", "rank": rank, "alpha": best["alpha"],
+         "beta": best["beta"], "validation_perplexity": best["validation_perplexity"],
+         "chosen": True}
+    ]  # fmt: skip
+    engines = dict.fromkeys(FAMILIES[f][0] for f in args.families if f != "mm")
+    for engine in engines:
+        family = next(f for f in args.families if FAMILIES[f][0] == engine)
+        _, options, restarts, combine = family_options(family, args.budgets[0], args)
+        scores = {}
+        for alpha, beta in args.bayes_priors:
+            prior = bernmf.Prior(alpha, beta, 1.0)
+            if len(args.bayes_priors) > 1:
+                fit = bernmf.fit(
+                    data, engine, rank=rank, mask=split.train, prior=prior, restarts=restarts,
+                    combine=combine, **options,
+                )  # fmt: skip
+                score = scores[alpha, beta] = fit.perplexity(data, split.validation)
+                log(f"  {engine} alpha={alpha:g} beta={beta:g}: validation {score:.4f}")
+            else:
+                scores[alpha, beta] = float("nan")
+        chosen = min(scores, key=lambda key: (scores[key], key))
+        priors[engine] = bernmf.Prior(*chosen, 1.0)
+        tuning_rows += [
+            {"dataset": name, "engine": engine, "rank": rank, "alpha": a, "beta": b,
+             "validation_perplexity": score, "chosen": (a, b) == chosen}
+            for (a, b), score in scores.items()
+        ]  # fmt: skip
+    return rank, priors, tuning_rows
 
 
 def dataset_study(name, args):
-    """Part 2 for one dataset. Returns (test fits as a DataFrame, tuning rows)."""
-    import pandas as pd
+    """Part 2 for one dataset. Returns (rows, reliability bins, tuning rows)."""
+    import numpy as np
 
-    import bernmf
-    from bernmf import tune
     from bernmf.data import datasets
     from bernmf.data.split import paper_split
 
     data = datasets.load(name, data_dir=args.data_dir)
     split = paper_split(data.shape)
     log(f"== {name} {data.shape}")
-    begin = time.perf_counter()
-    tuning = tune.grid(
-        data,
-        args.ranks,
-        args.mm_values,
-        args.mm_values,
-        mask=split.train,
-        validation=split.validation,
-        gamma=1.0,  # as the fits below
-        workers=args.workers,
-        progress=not args.quiet,
-    )
-    rank = tuning.best["rank"]
-    log(
-        f"  mm tuned on validation: K={rank}, alpha={tuning.best['alpha']:g}, "
-        f"beta={tuning.best['beta']:g}, {time.perf_counter() - begin:.0f} s"
-    )
-    chosen = {"mm": (tuning.best["alpha"], tuning.best["beta"])}
-    tuning_rows = [
-        {
-            "dataset": name,
-            "engine": "mm",
-            "rank": rank,
-            "alpha": a,
-            "beta": b,
-            "validation_perplexity": tuning.best["validation_perplexity"],
-            "chosen": True,
-        }
-        for a, b in [chosen["mm"]]
-    ]
-    for engine in args.dataset_engines:
-        best = None
-        for alpha, beta in args.bayes_priors:
-            fit, seconds = timed_fit(
-                data, engine, rank, split.train, bernmf.Prior(alpha, beta, 1.0), 0, args, True
-            )
-            score = fit.perplexity(data, split.validation)
-            log(
-                f"  {engine} alpha={alpha:g} beta={beta:g}: validation {score:.4f}, {seconds:.0f} s"
-            )
-            tuning_rows.append(
-                {
-                    "dataset": name,
-                    "engine": engine,
-                    "rank": rank,
-                    "alpha": alpha,
-                    "beta": beta,
-                    "validation_perplexity": score,
-                    "chosen": False,
-                }
-            )
-            if best is None or score < best[0]:
-                best = (score, (alpha, beta))
-        chosen[engine] = best[1]
-        for row in tuning_rows:
-            if row["engine"] == engine and (row["alpha"], row["beta"]) == best[1]:
-                row["chosen"] = True
-    tables = []
-    for label, (alpha, beta) in chosen.items():
-        engine, options = engine_options(label, args)
-        fits = bernmf.compare(
-            data,
-            [engine],
-            [rank],
-            range(args.seeds),
-            train=split.train,
-            test=split.test,
-            priors={engine: bernmf.Prior(alpha, beta, 1.0)},
-            options={engine: options},
-            measure=partial(nuts_statistics, ess_entries=args.ess_entries)
-            if engine == "nuts"
-            else None,
-            progress=not args.quiet,
-        ).fits
-        seconds = fits["seconds"] + fits["compile_seconds"].fillna(0.0)  # nuts: run has it
-        table = (
-            fits.drop(columns=["prior", "compile_seconds", "iterations", "converged"])
-            .rename(columns={"perplexity": "test_perplexity"})
-            .assign(dataset=name, engine=label, alpha=alpha, beta=beta, seconds=seconds)
-        )
-        for seed, score, took in zip(table["seed"], table["test_perplexity"], seconds, strict=True):
-            log(f"  test {label} seed {seed}: {score:.4f} ({took:.0f} s)")
-        first = ["dataset", "engine", "rank", "alpha", "beta", "seed", "test_perplexity"]
-        tables.append(table[first + [c for c in table.columns if c not in first]])
-    return pd.concat(tables, ignore_index=True), tuning_rows
+    rank, priors, tuning_rows = tune_priors(name, data, split, args)
+    rows, bins = score_rows(name, np.asarray(data, float), split, rank, priors, args)
+    return rows, bins, tuning_rows
 
 
-def figures(simulated, diagrams, summary, out: Path) -> None:
+def _mean_or_text(values):
+    """The mean of a column's numbers, or its first value when it holds none (text, NaN)."""
+    import pandas as pd
+
+    numbers = pd.to_numeric(values, errors="coerce")
+    return numbers.mean() if numbers.notna().any() else values.iloc[0]
+
+
+def summarize(rows):
+    """Mean and sd over seeds per dataset, row and budget, and the Pareto front of CPU
+    seconds against test perplexity within each dataset."""
+    import numpy as np
+
+    keys = ["dataset", "family", "row", "budget"]
+    numbers = [c for c in rows.columns if c not in [*keys, "seed"] and rows[c].dtype.kind in "fi"]
+    summary = rows.groupby(keys, sort=False)[numbers].mean().reset_index()
+    summary["test_perplexity_sd"] = (
+        rows.groupby(keys, sort=False)["test_perplexity"].std().to_numpy()
+    )
+    for column in ("coverage_50", "coverage_90", "mixing", "rule"):
+        if column in rows and column not in summary:  # a mean, or the first seed's text
+            summary[column] = rows.groupby(keys, sort=False)[column].agg(_mean_or_text).to_numpy()
+    pareto = np.zeros(len(summary), bool)
+    for _, group in summary.groupby("dataset", sort=False):
+        cpu, score = group["cpu_seconds"].to_numpy(), group["test_perplexity"].to_numpy()
+        for i, index in enumerate(group.index):
+            dominated = (
+                (cpu <= cpu[i]) & (score <= score[i]) & ((cpu < cpu[i]) | (score < score[i]))
+            )
+            pareto[index] = not dominated.any()
+    return summary.assign(pareto=pareto)
+
+
+def figures(summary, bins, out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
+    import pandas as pd
 
-    if simulated is not None:
-        figure, axis = plt.subplots(figsize=(4.5, 4.5))
+    names = list(dict.fromkeys(summary["dataset"]))
+    figure, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), squeeze=False)
+    for axis, name in zip(axes[0], names, strict=True):
+        for label, rows in summary[summary["dataset"] == name].groupby("row", sort=False):
+            axis.errorbar(
+                rows["cpu_seconds"], rows["test_perplexity"],
+                yerr=rows["test_perplexity_sd"].fillna(0), marker="o", label=label,
+            )  # fmt: skip
+        front = summary[(summary["dataset"] == name) & summary["pareto"]]
+        axis.scatter(front["cpu_seconds"], front["test_perplexity"], s=120, facecolors="none",
+                     edgecolors="black", label="Pareto front")  # fmt: skip
+        axis.set_xscale("log")
+        axis.set_xlabel("CPU seconds per fit")
+        axis.set_ylabel("test perplexity")
+        axis.set_title(name)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(out / "perplexity_vs_cpu.png", dpi=120)
+    plt.close(figure)
+
+    largest = bins[(bins["budget"] == bins["budget"].max()) & (bins["seed"] == 0)]
+    largest = pd.concat([largest, bins[(bins["row"] == "mm") & (bins["seed"] == 0)]])
+    figure, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4.2), squeeze=False)
+    for axis, name in zip(axes[0], names, strict=True):
         axis.plot([0, 1], [0, 1], color="gray", linestyle=":", linewidth=1)
-        for engine, table in diagrams.groupby("engine", sort=False):
-            ece = simulated.set_index("engine").loc[engine, "ece"]
-            axis.plot(
-                table["predicted"], table["observed"], marker="o", label=f"{engine} (ECE {ece:.3f})"
-            )
-        axis.set_xlabel("predicted P(Y=1), held-out entries")
+        ece = summary[summary["dataset"] == name].groupby("row")["ece"].last()
+        for label, table in largest[largest["dataset"] == name].groupby("row", sort=False):
+            axis.plot(table["predicted"], table["observed"], marker="o", markersize=3,
+                      label=f"{label} (ECE {ece[label]:.3f})")  # fmt: skip
+        axis.set_xlabel("predicted P(Y=1), test entries")
         axis.set_ylabel("observed frequency")
-        axis.set_title("Reliability, simulated data")
-        axis.legend(fontsize=8)
-        figure.tight_layout()
-        figure.savefig(out / "reliability.png", dpi=120)
-        plt.close(figure)
+        axis.set_title(f"{name}, budget {largest['budget'].max()}")
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(out / "reliability.png", dpi=120)
+    plt.close(figure)
 
-        figure, axis = plt.subplots(figsize=(5.5, 3.5))
-        bayes = simulated[simulated["engine"] != "mm"]
-        x = np.arange(len(bayes))
+    simulated = summary[summary["dataset"] == "simulated"]
+    if "coverage_90" in simulated:
+        covered = simulated[pd.to_numeric(simulated["coverage_90"], errors="coerce").notna()]
+        figure, axis = plt.subplots(figsize=(6, 3.5))
+        labels = [f"{r} b{b}" for r, b in zip(covered["row"], covered["budget"], strict=True)]
+        x = range(len(covered))
         for offset, level in ((-0.2, 50), (0.2, 90)):
-            axis.bar(x + offset, bayes[f"coverage_{level}"], width=0.4, label=f"{level}% interval")
+            values = covered[f"coverage_{level}"].astype(float)
+            axis.bar([i + offset for i in x], values, width=0.4, label=f"{level}% interval")
             axis.axhline(level / 100, color="gray", linestyle=":", linewidth=1)
-        axis.set_xticks(x, bayes["engine"])
+        axis.set_xticks(list(x), labels, rotation=30, fontsize=7)
         axis.set_ylabel("coverage of the true WH")
         axis.set_ylim(0, 1)
         axis.legend(fontsize=8)
         figure.tight_layout()
         figure.savefig(out / "coverage.png", dpi=120)
-        plt.close(figure)
-
-    if summary is not None and len(summary):
-        names = list(dict.fromkeys(summary["dataset"]))
-        figure, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.5), squeeze=False)
-        for axis, name in zip(axes[0], names, strict=True):
-            for _, row in summary[summary["dataset"] == name].iterrows():
-                axis.errorbar(
-                    row["seconds_mean"],
-                    row["test_perplexity_mean"],
-                    yerr=row["test_perplexity_sd"],
-                    marker="o",
-                    label=row["engine"],
-                )
-            axis.set_xscale("log")
-            axis.set_xlabel("seconds per fit")
-            axis.set_ylabel("test perplexity")
-            axis.set_title(name)
-            axis.legend(fontsize=8)
-        figure.tight_layout()
-        figure.savefig(out / "perplexity_vs_seconds.png", dpi=120)
         plt.close(figure)
 
 
@@ -396,42 +447,34 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
-    simulated = diagrams = None
+    rows, bins, tuning_rows = [], [], []
     if not args.skip_simulated:
-        simulated, diagrams = simulated_study(args)
-        simulated.to_csv(args.out / "simulated.csv", index=False)
-        diagrams.to_csv(args.out / "reliability.csv", index=False)
-        log(simulated.round(4).to_string(index=False))
-    tables, tuning_rows = [], []
+        part, part_bins = simulated_study(args)
+        rows += part
+        bins.append(part_bins)
     for name in args.datasets:
-        table, tuned = dataset_study(name, args)
-        tables.append(table)
+        part, part_bins, tuned = dataset_study(name, args)
+        rows += part
+        bins.append(part_bins)
         tuning_rows += tuned
-    summary = None
-    if tables:
-        fits = pd.concat(tables, ignore_index=True)
-        fits.to_csv(args.out / "datasets.csv", index=False)
+    if not rows:
+        log("nothing to run")
+        return 0
+    rows = pd.DataFrame(rows)
+    bins = pd.concat(bins, ignore_index=True)
+    summary = summarize(rows)
+    rows.to_csv(args.out / "rows.csv", index=False)
+    bins.to_csv(args.out / "reliability.csv", index=False)
+    summary.to_csv(args.out / "summary.csv", index=False)
+    if tuning_rows:
         pd.DataFrame(tuning_rows).to_csv(args.out / "tuning.csv", index=False)
-        summary = (
-            fits.groupby(["dataset", "engine"], sort=False)
-            .agg(
-                rank=("rank", "first"),
-                alpha=("alpha", "first"),
-                beta=("beta", "first"),
-                test_perplexity_mean=("test_perplexity", "mean"),
-                test_perplexity_sd=("test_perplexity", "std"),
-                seconds_mean=("seconds", "mean"),
-            )
-            .reset_index()
-        )
-        if "ess_per_second" in fits:
-            nuts_stats = fits.groupby(["dataset", "engine"], sort=False)[
-                ["ess_per_second", "divergences", "rhat_wh_max"]
-            ].mean()
-            summary = summary.merge(nuts_stats.reset_index(), on=["dataset", "engine"], how="left")
-        summary.to_csv(args.out / "summary.csv", index=False)
-        log(summary.round(4).to_string(index=False))
-    figures(simulated, diagrams, summary, args.out)
+    shown = [
+        "dataset", "row", "budget", "test_perplexity", "ece", "cpu_seconds", "pareto",
+        *[c for c in ("coverage_50", "coverage_90", "mixing", "rule") if c in summary],
+    ]  # fmt: skip
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        log(summary[shown].round(4).to_string(index=False))
+    figures(summary, bins, args.out)
     log(f"wall time {time.perf_counter() - start:.0f} s; wrote {args.out}")
     return 0
 

@@ -399,16 +399,26 @@ def test_posterior_vs_map_quick_smoke(tmp_path):
     spec.loader.exec_module(module)
     argv = ["--quick", "--quiet", "--data-dir", str(data_dir), "--out", str(tmp_path)]
     assert module.main(argv) == 0
-    for name in ("simulated.csv", "reliability.csv", "datasets.csv", "tuning.csv", "summary.csv",
-                 "reliability.png", "coverage.png", "perplexity_vs_seconds.png"):  # fmt: skip
+    for name in ("rows.csv", "reliability.csv", "tuning.csv", "summary.csv",
+                 "reliability.png", "coverage.png", "perplexity_vs_cpu.png"):  # fmt: skip
         assert (tmp_path / name).stat().st_size > 0, name
-    simulated = pd.read_csv(tmp_path / "simulated.csv").set_index("engine")
-    assert list(simulated.index) == ["mm", "svi_normal"]
-    assert np.isnan(simulated.loc["mm", "coverage_90"])
-    assert 0 < simulated.loc["svi_normal", "coverage_90"] <= 1
     summary = pd.read_csv(tmp_path / "summary.csv")
-    assert set(summary["engine"]) == {"mm", "nuts"}  # --quick: svi only on simulated data
-    assert (summary["test_perplexity_mean"] < np.log(2)).all()
+    families = {"mm", "nuts", "svi_normal", "gibbs", "vb"}  # --quick: no low-rank guide
+    for dataset in ("simulated", "animals"):
+        rows = summary[summary["dataset"] == dataset]
+        assert set(rows["family"]) == families
+        assert set(rows["budget"]) == {1, 2}
+        assert {"mm", "mm mean", "mm stack"} <= set(rows["row"])
+        assert rows["pareto"].any()
+        assert ((rows["ece"] >= 0) & (rows["ece"] < 1)).all()
+        assert (rows["cpu_seconds"] > 0).all()
+        chained = rows[rows["family"].isin(["nuts", "gibbs"])]
+        assert set(chained["rule"]) <= {"mean", "chain stacking"}
+        assert (chained["rule"] == "chain stacking").eq(chained["mixing"] != "mixed").all()
+    assert (summary.loc[summary["dataset"] == "animals", "test_perplexity"] < np.log(2)).all()
+    simulated = summary[summary["dataset"] == "simulated"].set_index(["row", "budget"])
+    assert simulated.loc[("mm mean", 1), "coverage_90"] == "no interval"
+    assert 0 < float(simulated.loc[("nuts", 1), "coverage_90"]) <= 1
 
 
 @pytest.mark.slow

@@ -1,21 +1,28 @@
-"""How many distinct modes the members of a multi-start fit reached.
+"""How many distinct modes the members of a multi-start fit, or a sampler's chains, reached.
 
 Fits from different seeds (members) of a non-convex objective may stop at different
 local optima. Two members are in the same mode when their objectives agree within
 a relative tolerance AND their H agree once their components are matched (the
 components are only defined up to a permutation, see
 :func:`bernmf.posterior.draws.component_permutations`).
+
+Chains started at different MAP solutions may stay in different modes:
+:func:`chain_modes` groups them by their mean H, and :func:`mode_prediction` never
+averages chains that did not mix (R-hat of WH, :mod:`bernmf.posterior.mixing`): it then
+mixes them by chain stacking (:func:`bernmf.fitting.stacking.chain_stacking`) and says so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from bernmf import _warnings
-from bernmf.posterior.draws import component_permutations
+from bernmf.fitting.stacking import _check_draws, _scored_entries, chain_stacking
+from bernmf.posterior.draws import component_permutations, mean_probability
+from bernmf.posterior.mixing import ModeRhat, mode_rhat
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -184,3 +191,118 @@ def count_modes(
         disagree=disagree,
         gap_per_entry=gap,
     )
+
+
+def chain_modes(H_draws, *, h_tol: float = H_TOL) -> np.ndarray:
+    """The mode of each chain of a posterior, from the chains' mean H.
+
+    Chains are taken in order; each joins the first mode whose first chain's mean H
+    is within ``h_tol`` RMS of its own (components matched, :func:`h_distances`), or
+    starts a new one.
+
+    Parameters
+    ----------
+    H_draws : array of shape (C, S, K, N)
+    h_tol : float, default :data:`H_TOL`
+
+    Returns
+    -------
+    ndarray of int, shape (C,)
+        Labels 0 .. G - 1, in order of first appearance.
+    """
+    H_draws = np.asarray(H_draws, float)
+    if H_draws.ndim != 4:
+        raise ValueError(f"H_draws must have shape (C, S, K, N), got {H_draws.shape}")
+    distance = h_distances(H_draws.mean(axis=1))
+    labels = np.full(H_draws.shape[0], -1)
+    leaders: list[int] = []
+    for chain in range(H_draws.shape[0]):
+        near = [mode for mode, leader in enumerate(leaders) if distance[chain, leader] < h_tol]
+        labels[chain] = near[0] if near else len(leaders)
+        if not near:
+            leaders.append(chain)
+    return labels
+
+
+class ModePrediction(NamedTuple):
+    """Result of :func:`mode_prediction`.
+
+    Attributes
+    ----------
+    probs : ndarray of shape (M, N)
+        The posterior predictive P(Y=1): the mean over all draws when the chains
+        mixed, else the chains' means mixed with chain-stacking weights.
+    rule : {"mean", "chain stacking"}
+        Which of the two.
+    weights : ndarray of shape (C,)
+        The weight of each chain (uniform for ``"mean"``).
+    rhat : ModeRhat
+        R-hat of WH within the modes, across all chains and nested.
+    """
+
+    probs: np.ndarray
+    rule: str
+    weights: np.ndarray
+    rhat: ModeRhat
+
+    @property
+    def status(self) -> str:
+        """``"mixed"`` (all chains), ``"mixed within modes"`` or ``"did not mix"``."""
+        if self.rhat.mixed_across:
+            return "mixed"
+        return "mixed within modes" if self.rhat.mixed_within else "did not mix"
+
+
+def mode_prediction(
+    Y, mask, W_draws, H_draws, groups=None, *, validation=None, threads: int | None = None
+) -> ModePrediction:
+    """The posterior predictive of chains that may sit in different modes, never averaged
+    silently across modes.
+
+    When at least 99% of the WH entries have R-hat <= 1.01 across all chains
+    (:func:`bernmf.posterior.mixing.mixed`), the chains sample one posterior and the
+    prediction is the mean over all draws; otherwise each chain is its own approximate
+    posterior and they are mixed by chain stacking (Yao, Vehtari & Gelman 2022):
+    :func:`~bernmf.fitting.stacking.chain_stacking` on the ``validation`` entries, or on
+    each chain's PSIS-LOO of the training entries without them.
+
+    Parameters
+    ----------
+    Y : array of shape (M, N)
+        Binary data; NaN is missing.
+    mask : bool array of shape (M, N)
+        The training entries of the draws.
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+    groups : int array of shape (C,), optional
+        The mode of each chain (e.g. of its start); default :func:`chain_modes`.
+    validation : bool array of shape (M, N), optional
+        Held-out entries for the chain-stacking weights.
+    threads : int, optional
+        Threads of the R-hat of WH.
+
+    Returns
+    -------
+    ModePrediction
+
+    Raises
+    ------
+    ValueError
+        Draws whose shapes do not match each other and Y, invalid Y or mask, fewer than
+        2 chains or 4 draws, ``groups`` not one label per chain; and as
+        :func:`~bernmf.fitting.stacking.chain_stacking` when the chains are stacked.
+    """
+    W_draws, H_draws = _check_draws(W_draws, H_draws, np.shape(Y))
+    _scored_entries(Y, mask, "mode_prediction mask")  # Y and mask checked, even if unused
+    groups = chain_modes(H_draws) if groups is None else groups
+    rhat = mode_rhat(W_draws, H_draws, groups, threads=threads)
+    C = W_draws.shape[0]
+    if rhat.mixed_across:
+        return ModePrediction(mean_probability(W_draws, H_draws), "mean", np.full(C, 1 / C), rhat)
+    weights = chain_stacking(Y, mask, W_draws, H_draws, validation=validation).weights
+    probs = sum(
+        w * mean_probability(W_draws[c : c + 1], H_draws[c : c + 1])
+        for c, w in enumerate(weights)
+        if w > 0
+    )
+    return ModePrediction(probs, "chain stacking", weights, rhat)

@@ -27,7 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf.models.spec import Prior, log_joint, probability
-from bernmf.posterior.convergence import CHUNK_VALUES, Workspace, ess_rows, rank_rhat_rows
+from bernmf.posterior.convergence import (
+    CHUNK_VALUES,
+    Workspace,
+    ess_rows,
+    nested_rank_rhat_rows,
+    rank_rhat_rows,
+)
 
 if TYPE_CHECKING:  # Fit only names a type here; results imports this module (to_arviz)
     import pandas as pd
@@ -317,10 +323,7 @@ def rhat_and_ess(
     ValueError
         ``threads`` under 1.
     """
-    if threads is None:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    if threads < 1:
-        raise ValueError(f"threads must be at least 1, got {threads}")
+    threads = check_threads(threads)
     W_draws, H_draws = np.asarray(W_draws, float), np.asarray(H_draws, float)
     H_wide = _components_first(H_draws, 2)  # (K, N, C * S): WH's products read it
     rhat = {
@@ -332,9 +335,20 @@ def rhat_and_ess(
     return rhat, ess_bulk, ess_tail
 
 
-def _wh_rhat(W_draws, H_wide, max_block_values: int, threads: int) -> np.ndarray:
+def check_threads(threads: int | None) -> int:
+    """The threads of WH's R-hat: ``threads``, by default the CPUs this process may use;
+    ValueError under 1."""
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    return threads
+
+
+def _wh_rhat(W_draws, H_wide, max_block_values: int, threads: int, groups=None) -> np.ndarray:
     """R-hat of every entry of WH (M, N) from W (C, S, M, K) and H as (K, N, C * S)
-    (:func:`_components_first`), a tile of rows x columns at a time.
+    (:func:`_components_first`), a tile of rows x columns at a time; with ``groups``
+    (C,), the nested R-hat of those superchains (:func:`nested_rank_rhat_rows`).
 
     A tile holds about ``max_block_values`` numbers (at least one entry's draws), so that
     small tiles stay in cache and reuse the memory of the last; thread t takes every
@@ -359,7 +373,10 @@ def _wh_rhat(W_draws, H_wide, max_block_values: int, threads: int) -> np.ndarray
                 shape = (W_strip.shape[1], min(tile_columns, N - first), C * S)
                 out = [buffer[: math.prod(shape)].reshape(shape) for buffer in buffers]
                 tile = _sum_of_products(W_strip[:, :, None], H_wide[:, None, columns], out)
-                rhat = rank_rhat_rows(tile.reshape(-1, C, S), workspace=work)
+                if groups is None:
+                    rhat = rank_rhat_rows(tile.reshape(-1, C, S), workspace=work)
+                else:
+                    rhat = nested_rank_rhat_rows(tile.reshape(-1, C, S), groups)
                 wh[rows, columns] = rhat.reshape(shape[:2])
 
     with ThreadPoolExecutor(threads) as pool:

@@ -181,6 +181,77 @@ def _exact_rank_rhat(split: np.ndarray, work: Workspace) -> np.ndarray:
     return rhat
 
 
+def nested_rank_rhat_rows(draws: np.ndarray, groups) -> np.ndarray:
+    """Rank-normalized nested R-hat of (E, C, S) draws whose chains form superchains.
+
+    Nested R-hat (Margossian et al. 2024, "Nested R-hat: assessing the convergence of
+    Markov chain Monte Carlo when running many short chains") compares superchains,
+    here the groups of chains in one mode: ``sqrt(1 + B / W)`` with B the variance
+    of the superchain means and W the mean, over superchains, of the within-chain
+    variance plus the variance between their chains' means. As
+    ``arviz_stats.rhat_nested`` (method "rank"): on the normal scores of the split
+    chains (:func:`split_chains`, ranks over all chains, ties averaged), the larger
+    of the bulk value and that of the draws folded about their median.
+
+    Parameters
+    ----------
+    draws : array of shape (E, C, S)
+    groups : int array of shape (C,)
+        The superchain of each chain; every superchain has as many chains, and there
+        are at least two superchains.
+
+    Returns
+    -------
+    ndarray of shape (E,)
+        NaN with fewer than 4 draws, and for the entries with a NaN draw.
+
+    Raises
+    ------
+    ValueError
+        ``groups`` not one integer label per chain, superchains of different sizes,
+        or a single superchain.
+    """
+    draws = np.asarray(draws, float)
+    E, C, S = draws.shape
+    groups = np.asarray(groups)
+    if groups.shape != (C,) or groups.dtype.kind not in "iu":
+        raise ValueError(f"groups must be {C} integer labels, one per chain, got {groups!r}")
+    labels, sizes = np.unique(groups, return_counts=True)
+    if labels.size < 2 or sizes.min() != sizes.max():
+        raise ValueError(
+            "nested R-hat needs at least two superchains of equal numbers of chains; got "
+            f"chains per superchain {dict(zip(labels.tolist(), sizes.tolist(), strict=True))}"
+        )
+    if S < 4:
+        return np.full(E, np.nan)
+    split = split_chains(draws)
+    # the superchain of each split chain: split the labels as the draws
+    split_groups = split_chains(np.broadcast_to(groups[None, :, None], (1, C, S)))[0, :, 0]
+    chains = 2 * int(sizes[0])  # split chains per superchain
+    one_hot = (split_groups[:, None] == labels[None, :]) / chains  # (2C, G): means
+    rows = split.reshape(E, -1)
+    z = _normal_scores(rows).reshape(split.shape)
+    folded = np.abs(rows - np.median(rows, axis=1, keepdims=True))
+    z_folded = _normal_scores(folded).reshape(split.shape)
+    rhat = np.maximum(_nested_rhat(z, one_hot, chains), _nested_rhat(z_folded, one_hot, chains))
+    rhat[np.isnan(rows).any(axis=1)] = np.nan
+    return rhat
+
+
+def _nested_rhat(x: np.ndarray, one_hot: np.ndarray, chains: int) -> np.ndarray:
+    """Nested R-hat of (E, C, S) values in superchains of ``chains`` >= 2 chains each;
+    ``one_hot`` (C, G) maps chains to superchain means (1 / chains where a chain is in
+    a superchain, else 0)."""
+    chain_means = x.mean(axis=2)  # (E, C)
+    group_means = chain_means @ one_hot  # (E, G)
+    spread = (chain_means - group_means @ one_hot.T * chains) ** 2  # about their superchain's
+    # per superchain: the mean within-chain variance plus the variance of the chain means
+    within = x.var(axis=2, ddof=1) @ one_hot + spread @ one_hot * chains / (chains - 1)
+    between = group_means.var(axis=1, ddof=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sqrt(1 + between / within.mean(axis=1))
+
+
 def _autocovariance(x: np.ndarray) -> np.ndarray:
     """Autocovariance at every lag along the last axis, by FFT (as arviz_stats)."""
     from scipy.fft import next_fast_len  # scipy.fft loads on first use
