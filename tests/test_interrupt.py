@@ -220,6 +220,26 @@ def test_at_every_step_of_writing_the_results(tmp_path):
     assert len(cases) > 15 and len(interrupted) > 5, [case["call"] for case in cases]
 
 
+ESCAPED = """
+import os, signal
+from bernmf import _interrupt
+_interrupt.install()
+_interrupt.start()
+try:
+    raise ValueError("an error of the command")
+except Exception:  # where bernmf.cli.parser.main reports it, outside its try
+    os.kill(os.getpid(), signal.SIGINT)
+    print("bernmf: error: an error of the command")
+"""
+
+
+def test_an_interrupt_that_escapes_the_command_ends_it_as_interrupted():
+    """SIGINT as ``main`` reports an error (or returns) raised KeyboardInterrupt outside
+    its handlers: a traceback of 12 lines, and the process killed by the signal."""
+    done = subprocess.run([sys.executable, "-c", ESCAPED], capture_output=True, text=True)
+    assert (done.returncode, done.stderr) == (130, "bernmf: interrupted\n")
+
+
 SWALLOWED = """
 import gc, os, signal, time
 from bernmf import _interrupt
