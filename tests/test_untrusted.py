@@ -16,6 +16,7 @@ import pytest
 from scipy import sparse
 
 from bernmf.data.files import readers
+from bernmf.data.sparse import checked_coo
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2
@@ -298,8 +299,6 @@ def _scipy_routines(monkeypatch) -> None:
 def test_sparse_matrices_in_memory_reach_scipy_only_as_checked_entries(monkeypatch, layout, kind):
     """No routine of scipy's C code reads a matrix's own arrays (a CSR's ``indptr``, a
     DIA's ``offsets`` ...): its entries are computed with numpy once checked."""
-    from bernmf.data.sparse import checked_coo
-
     Y = (np.random.default_rng(1).random((6, 4)) < 0.4).astype(float)
     Y[2, 3] = np.nan
     if layout == "bsr":
