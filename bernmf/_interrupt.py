@@ -11,7 +11,9 @@ bernmf``), importing this module, the first thing ``import bernmf`` does, calls
   :mod:`bernmf._output` removes its temporary output) to
   :func:`bernmf.cli.parser.main`, which writes the line and exits 130. One raised
   where Python only reports it ("Exception ignored in ...": inside a callback of the
-  garbage collector, such as JAX's) is raised again, silently, by the watchdog;
+  garbage collector, such as JAX's) is raised again, silently, by the watchdog; one
+  that escapes ``main`` (raised as it reports an error, or returns) ends the process
+  the same way, without a traceback (``sys.excepthook``);
 - cannot reach the main thread while it waits on a compiled program (a fit's loop, a
   compilation): a watchdog thread, woken by the signal itself
   (:func:`signal.set_wakeup_fd`), gives the process :data:`GRACE` seconds to end, then
@@ -95,6 +97,7 @@ def install() -> None:
     signal.signal(signal.SIGINT, _on_signal)
     signal.set_wakeup_fd(write, warn_on_full_buffer=False)
     sys.unraisablehook = _unraisable_hook(sys.unraisablehook)
+    sys.excepthook = _except_hook(sys.excepthook)
     threading.Thread(target=_watch, args=(read,), name="bernmf-interrupt", daemon=True).start()
     _state["installed"] = True
 
@@ -121,6 +124,19 @@ def _unraisable_hook(default):
             _state.update(raised=False, swallowed=True)  # the watchdog raises it again
             return
         default(unraisable)
+
+    return hook
+
+
+def _except_hook(default):
+    """``sys.excepthook`` that ends the process as interrupted (the line, exit 130, the
+    temporary output removed) when a KeyboardInterrupt escaped the command."""
+
+    def hook(kind, value, traceback) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            with _lock:  # never in the middle of a publication
+                _end(INTERRUPTED)
+        default(kind, value, traceback)
 
     return hook
 

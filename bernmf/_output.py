@@ -173,7 +173,8 @@ def check_writable(path) -> None:
     The folders missing above it would be made when it is written; the first one that
     exists must be a folder this process can write to, and every name that would be
     made must fit the file system (255 bytes; the writer's temporary names are cut to
-    fit). Checked by making and removing a temporary folder there.
+    fit). Checked by making and removing a temporary folder there, in one step that
+    Ctrl-C does not cut in two (:func:`bernmf._interrupt.exclusive`).
 
     Raises
     ------
@@ -199,13 +200,14 @@ def check_writable(path) -> None:
                 f"the {limit} a file name may have there"
             )
     probe = _sibling(folder / names[-1], "tmp")
-    try:
-        os.mkdir(probe, 0o700)
-    except OSError as error:
-        raise type(error)(
-            error.errno, f"cannot write {path} in {folder}: {error.strerror}"
-        ) from None
-    os.rmdir(probe)
+    with interrupt.exclusive():  # Ctrl-C between the two would leave the probe behind
+        try:
+            os.mkdir(probe, 0o700)
+        except OSError as error:
+            raise type(error)(
+                error.errno, f"cannot write {path} in {folder}: {error.strerror}"
+            ) from None
+        os.rmdir(probe)
 
 
 def _name_max(folder: Path) -> int:
@@ -305,16 +307,17 @@ def _made_folders(folder: Path) -> list[Path]:
         missing.append(folder)
         folder = folder.parent
     made = []
-    for path in reversed(missing):
-        try:
-            os.mkdir(path, 0o777)
-        except FileExistsError:  # made meanwhile by someone else: not ours to remove
-            continue
-        except OSError as error:
-            _remove_empty(made)
-            raise type(error)(error.errno, f"cannot make {path}: {error.strerror}") from None
-        interrupt.register(path, tree=False)
-        made.append(path)
+    with interrupt.exclusive():  # each folder made is registered before Ctrl-C can stop us
+        for path in reversed(missing):
+            try:
+                os.mkdir(path, 0o777)
+            except FileExistsError:  # made meanwhile by someone else: not ours to remove
+                continue
+            except OSError as error:
+                _remove_empty(made)
+                raise type(error)(error.errno, f"cannot make {path}: {error.strerror}") from None
+            interrupt.register(path, tree=False)
+            made.append(path)
     return made
 
 
@@ -328,21 +331,33 @@ def _remove_empty(folders: list[Path]) -> None:
 
 def _temporary(path: Path, folder: bool) -> Path:
     """A new empty file or folder (:func:`_sibling`) next to ``path`` (umask applies),
-    registered for removal should the command be interrupted; none once it was."""
-    with interrupt.exclusive():
-        while True:
-            temporary = _sibling(path, "tmp")
-            try:
-                if folder:
-                    os.mkdir(temporary, 0o777)
-                else:
-                    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            except FileExistsError:  # a name taken by chance: draw another
-                continue
-            except OSError as error:
-                raise type(error)(error.errno, f"cannot write {path}: {error.strerror}") from None
-            interrupt.register(temporary)
-            return temporary
+    registered for removal should the command be interrupted; none once it was (an
+    interrupt that came while it was made removes it)."""
+    temporary = None
+    try:
+        with interrupt.exclusive():
+            while True:
+                name = _sibling(path, "tmp")
+                try:
+                    if folder:
+                        os.mkdir(name, 0o777)
+                    else:
+                        os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                except FileExistsError:  # a name taken by chance: draw another
+                    continue
+                except OSError as error:
+                    raise type(error)(
+                        error.errno, f"cannot write {path}: {error.strerror}"
+                    ) from None
+                temporary = name
+                interrupt.register(temporary)
+                break
+    except KeyboardInterrupt:  # raised once the step ended: the caller never sees it
+        if temporary is not None:
+            interrupt.remove(temporary)
+            interrupt.unregister(temporary)
+        raise
+    return temporary
 
 
 def _publish(temporary: Path, path: Path) -> None:
