@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import io
 import sys
 import time
 import warnings
@@ -125,9 +126,9 @@ class Grid:
     deterministic : bool
         The fit does not depend on its seed (logsvd, logpca): fitted once, seed 0, a member
         of every seed set.
-    seeds : int, optional
-        Members fitted per setting (default: the study's pool); a seed set of more
-        members leaves this grid out.
+    members : int, optional
+        Members per setting in every seed set, whatever the study's R (default: R, from
+        the study's pool); its pool is ``members * seed_sets`` seeds.
     name : str, optional
         The label methods use (default: the engine's name).
     """
@@ -139,7 +140,7 @@ class Grid:
     choosing_options: Mapping = field(default_factory=dict)
     batching: Mapping = field(default_factory=dict)
     deterministic: bool = False
-    seeds: int | None = None
+    members: int | None = None
     name: str | None = None
 
     @property
@@ -151,11 +152,13 @@ class Grid:
 class Method:
     """A row of the study's table: ``rule`` (:data:`RULES`) over the members of ``grids``.
 
-    ``grids`` are :attr:`Grid.label` values; None: every grid."""
+    ``grids`` are :attr:`Grid.label` values; None: every grid. ``at``: the R (the study's
+    ``members``) at which it is scored; None: every R."""
 
     name: str
     rule: str
     grids: tuple[str, ...] | None = None
+    at: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -351,7 +354,8 @@ def _grid_settings(study, grid, train, held_out, fit_rows, dataset, stream) -> l
     with ``choose_seed``)."""
     engine = engine_of(grid.engine)
     priors = [None] if grid.priors is None else [Prior(*p) for p in grid.priors]
-    count = 1 if grid.deterministic else (grid.seeds or study.pool_size)
+    count = grid.members * study.seed_sets if grid.members else study.pool_size
+    count = 1 if grid.deterministic else count
     seeds = [0] if grid.deterministic else list(range(study.first_seed, study.first_seed + count))
     settings = [(k, engine.prior_for(p, k)) for k in grid.ranks for p in priors]
     if study.choose_seed is not None:
@@ -466,8 +470,7 @@ def _min_probability(result: Fit, Y, split) -> float:
 
 def _row(study, dataset, R, j, method, settings, Y, split, train, held_out):
     """The row of one method at one seed set: its result chosen on validation, scored on test."""
-    covered = [s for s, _ in settings if method.grids is None or s.grid.label in method.grids]
-    chosen = [(s, ms) for s, ms in settings if s in covered]
+    chosen = [(s, ms) for s, ms in settings if method.grids is None or s.grid.label in method.grids]
     begin = time.process_time()
     result, validation, setting = _result(method.rule, chosen, Y, split, train, held_out)
     combining = time.process_time() - begin
@@ -500,7 +503,7 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
     ----------
     studies : Study or sequence of Study
     out : Path, optional
-        Where ``study.csv`` (the table so far) is written after every seed set.
+        The CSV file the table so far is written to after every seed set.
     stream : file, optional
         Progress lines (default stdout).
 
@@ -546,8 +549,8 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
                         if row["rule"] == "single":
                             results[(name, row["method"], R, j)] = result
                     if out is not None:
-                        Path(out).mkdir(parents=True, exist_ok=True)
-                        write_csv(pd.DataFrame(rows), Path(out) / "study.csv", index=False)
+                        Path(out).parent.mkdir(parents=True, exist_ok=True)
+                        write_csv(pd.DataFrame(rows), Path(out), index=False)
     return StudyResult(
         pd.DataFrame(rows),
         pd.DataFrame(fit_rows),
@@ -563,13 +566,16 @@ def _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream) -> li
         if s.grid.deterministic:
             settings.append((s, s.members))
             continue
-        if R > len(s.members):
+        r = s.grid.members or R
+        if r > len(s.members):
             continue
-        chosen, _ = seed_sets(len(s.members), R, study.seed_sets)
+        chosen, _ = seed_sets(len(s.members), r, study.seed_sets)
         settings.append((s, [s.members[i] for i in chosen[j]]))
     found = []
     for method in study.methods:
         if not any(method.grids is None or s.grid.label in method.grids for s, _ in settings):
+            continue
+        if method.at is not None and R not in method.at:
             continue
         found.append(_row(study, name, R, j, method, settings, Y, split, train, held_out))
     log(
@@ -590,6 +596,7 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         validation_mean=("validation_perplexity", "mean"),
         cpu_seconds_mean=("cpu_seconds", "mean"),
         seed_sets=("test_perplexity", "size"),
+        **{m: (m, "min") for m in METRICS if m in table},
     ).reset_index()
 
 
@@ -602,6 +609,11 @@ def parser(doc: str, out: str) -> argparse.ArgumentParser:
     made.add_argument("--out", default=out, type=Path)
     made.add_argument("--quiet", action="store_true", help="no progress lines")
     return made
+
+
+def progress(args):
+    """The stream of a study's progress lines: stdout, or nowhere with ``--quiet``."""
+    return io.StringIO() if args.quiet else sys.stdout
 
 
 def module(name: str):
