@@ -138,9 +138,9 @@ def figure(summary: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def folder(args) -> Path:
-    """Where a run writes: ``--out``."""
-    return Path(args.out)
+def folder(out, as_published: bool = False) -> Path:
+    """Where a run writes: ``out`` (the study has no published variant)."""
+    return Path(out)
 
 
 def main(argv=None) -> int:
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
         grids, args.restarts, args.repetitions = dict.fromkeys(names, QUICK["animals"]), [1, 3], 2
     begin = time.perf_counter()
     configurations = [configuration(name, grids[name], args, args.quick) for name in names]
-    out = folder(args)
+    out = folder(args.out)
     result = study.run(configurations, out / "results.csv", study.progress(args))
     summary = study.summarize(result.table)
     write_csv(summary, out / "summary.csv", index=False)

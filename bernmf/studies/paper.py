@@ -225,9 +225,9 @@ def compare(out: Path) -> pd.DataFrame | None:
     return merged
 
 
-def folder(args) -> Path:
-    """Where a run of these options writes: ``--out``/corrected or ``--out``/as_published."""
-    return Path(args.out) / ("as_published" if args.as_published else "corrected")
+def folder(out, as_published: bool) -> Path:
+    """Where a run writes: ``out``/corrected or ``out``/as_published."""
+    return Path(out) / ("as_published" if as_published else "corrected")
 
 
 def main(argv=None) -> int:
@@ -265,7 +265,7 @@ def main(argv=None) -> int:
     begin = time.perf_counter()
 
     variant = "as_published" if args.as_published else "correct"
-    out = folder(args)
+    out = folder(args.out, args.as_published)
     names = args.datasets or (["animals"] if args.quick else list(DATASETS))
     ranks, values = (RANKS[:2], PRIOR_VALUES[::5]) if args.quick else (RANKS, PRIOR_VALUES)
     restarts = 2 if args.quick and args.restarts == len(TEST_SEEDS) else args.restarts

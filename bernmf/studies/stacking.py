@@ -112,9 +112,9 @@ def figure(summary: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def folder(args) -> Path:
-    """Where a run writes: ``--out``."""
-    return Path(args.out)
+def folder(out, as_published: bool = False) -> Path:
+    """Where a run writes: ``out`` (the study has no published variant)."""
+    return Path(out)
 
 
 def ranks(text: str) -> list[int]:
@@ -138,7 +138,7 @@ def main(argv=None) -> int:
         args.sets = 2
     names = args.datasets or (["animals"] if args.quick else list(SEEDS))
     begin = time.perf_counter()
-    out = folder(args)
+    out = folder(args.out)
     configurations = [configuration(name, args) for name in names]
     result = study.run(configurations, out / "results.csv", study.progress(args))
     write_csv(result.weights, out / "weights.csv", index=False)

@@ -53,8 +53,9 @@ STUDIES = {
     "modes": "bernmf.studies.modes",
     "stacking": "bernmf.studies.stacking",
 }
-"""The studies ``bernmf reproduce`` runs: name -> module with ``main(argv) -> int`` and
-``folder(args) -> Path`` (where it writes its results)."""
+"""The studies ``bernmf reproduce`` runs: name -> module with ``main(argv) -> int`` (the
+options of :func:`parser`, and its own) and ``folder(out, as_published) -> Path`` (where a
+run writes its results, ``summary.csv`` among them)."""
 
 RULES = ("single", "best", "mean", "stack setting", "stack", "stack members", "stack+refit")
 """How a :class:`Method` makes its result from the members of its grids, all on validation:
