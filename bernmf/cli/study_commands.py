@@ -135,7 +135,7 @@ def reproduce_command(args) -> int:
     if args.as_published and args.study != "paper":
         raise ValueError(f"--as-published is the paper's variant; study {args.study!r} has none")
     out = Path(args.out.replace("<study>", args.study))
-    folder = runner.folder(out, args.as_published)
+    folder = runner.folder(out, args.as_published) if hasattr(runner, "folder") else out
     check_output(folder, args.force)
     argv = ["--out", str(out)]
     argv += ["--as-published"] * args.as_published + ["--quick"] * args.quick

@@ -34,14 +34,12 @@ Run: ``bernmf reproduce modes [--quick] [--datasets animals ...]``.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pandas as pd
 
-from bernmf.data.files.csv_table import write_csv
 from bernmf.studies import study
-from bernmf.studies.study import Grid, Method, Study, log
+from bernmf.studies.study import Grid, Method, Study
 
 ANIMALS_PRIORS = tuple((a, b) for a in (1, 1.5, 2, 2.5, 3) for b in (1, 1.5, 2, 2.5, 3))
 CORNERS = ((1, 1), (1, 3), (3, 1), (3, 3))
@@ -138,11 +136,6 @@ def figure(summary: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def folder(out, as_published: bool = False) -> Path:
-    """Where a run writes: ``out`` (the study has no published variant)."""
-    return Path(out)
-
-
 def main(argv=None) -> int:
     parser = study.parser(__doc__, "results/modes")
     parser.add_argument("--restarts", default="1,3,10,30", help="the R compared")
@@ -156,14 +149,6 @@ def main(argv=None) -> int:
     grids = {name: GRIDS[name] for name in names}
     if args.quick:  # the quick grid on every dataset asked for
         grids, args.restarts, args.repetitions = dict.fromkeys(names, QUICK["animals"]), [1, 3], 2
-    begin = time.perf_counter()
     configurations = [configuration(name, grids[name], args, args.quick) for name in names]
-    out = folder(args.out)
-    result = study.run(configurations, out / "results.csv", study.progress(args))
-    summary = study.summarize(result.table)
-    write_csv(summary, out / "summary.csv", index=False)
-    figure(summary, out / "modes.png")
-    with pd.option_context("display.width", 160):
-        log(summary.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
-    log(f"total {time.perf_counter() - begin:.0f} s; results in {out}")
+    study.run_into(configurations, args, figure, "modes.png")
     return 0

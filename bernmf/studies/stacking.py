@@ -39,15 +39,13 @@ Run: ``bernmf reproduce stacking [--quick]``; ``--ranks``, ``--seeds-per-set`` a
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pandas as pd
 
-from bernmf.data.files.csv_table import write_csv
 from bernmf.studies import study
 from bernmf.studies.modes import GRIDS as MODES_GRIDS
-from bernmf.studies.study import Grid, Method, Study, log
+from bernmf.studies.study import Grid, Method, Study
 
 SEEDS = {"animals": 10, "paleo": 4, "lastfm": 4}
 """Seeds per setting and seed set, per dataset."""
@@ -112,11 +110,6 @@ def figure(summary: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def folder(out, as_published: bool = False) -> Path:
-    """Where a run writes: ``out`` (the study has no published variant)."""
-    return Path(out)
-
-
 def ranks(text: str) -> list[int]:
     return [int(k) for k in text.split(",") if k]
 
@@ -137,15 +130,6 @@ def main(argv=None) -> int:
     if args.quick:
         args.sets = 2
     names = args.datasets or (["animals"] if args.quick else list(SEEDS))
-    begin = time.perf_counter()
-    out = folder(args.out)
     configurations = [configuration(name, args) for name in names]
-    result = study.run(configurations, out / "results.csv", study.progress(args))
-    write_csv(result.weights, out / "weights.csv", index=False)
-    summary = study.summarize(result.table)
-    write_csv(summary, out / "summary.csv", index=False)
-    figure(summary, out / "stacking.png")
-    with pd.option_context("display.width", 160):
-        log(summary.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
-    log(f"total {time.perf_counter() - begin:.0f} s; results in {out}")
+    study.run_into(configurations, args, figure, "stacking.png")
     return 0

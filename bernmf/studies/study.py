@@ -54,8 +54,8 @@ STUDIES = {
     "stacking": "bernmf.studies.stacking",
 }
 """The studies ``bernmf reproduce`` runs: name -> module with ``main(argv) -> int`` (the
-options of :func:`parser`, and its own) and ``folder(out, as_published) -> Path`` (where a
-run writes its results, ``summary.csv`` among them)."""
+options of :func:`parser`, and its own), writing ``summary.csv`` among its results in
+``--out``, or where its ``folder(out, as_published) -> Path`` says."""
 
 RULES = ("single", "best", "mean", "stack setting", "stack", "stack members", "stack+refit")
 """How a :class:`Method` makes its result from the members of its grids, all on validation:
@@ -599,6 +599,24 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         seed_sets=("test_perplexity", "size"),
         **{m: (m, "min") for m in METRICS if m in table},
     ).reset_index()
+
+
+def run_into(studies, args, figure, png: str) -> StudyResult:
+    """:func:`run` into ``args.out``: ``results.csv`` (the table, after every seed set),
+    ``weights.csv`` (of the stacks, if any), ``summary.csv`` (:func:`summarize`) and the
+    ``figure(summary, path)`` of the summary in ``png``; the summary printed."""
+    begin = time.process_time()
+    out = Path(args.out)
+    result = run(studies, out / "results.csv", progress(args))
+    if not result.weights.empty:
+        write_csv(result.weights, out / "weights.csv", index=False)
+    summary = summarize(result.table)
+    write_csv(summary, out / "summary.csv", index=False)
+    figure(summary, out / png)
+    with pd.option_context("display.width", 160):
+        log(summary.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    log(f"total {time.process_time() - begin:.0f} CPU s; results in {out}")
+    return result
 
 
 def parser(doc: str, out: str) -> argparse.ArgumentParser:
