@@ -34,6 +34,7 @@ Run: ``bernmf reproduce modes [--quick] [--datasets animals ...]``.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -152,3 +153,7 @@ def main(argv=None) -> int:
     configurations = [configuration(name, grids[name], args, args.quick) for name in names]
     study.run_into(configurations, args, figure, "modes.png")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

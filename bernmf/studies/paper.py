@@ -15,11 +15,17 @@ NBMF-EM and NBMF-MM use SQUAREM-accelerated MM (``--no-accelerate``: plain sweep
 divided by N, and a stop at the first sweep that lowers the objective per observed entry
 by less than 1e-5. ``--quick`` is a smoke run (animals, tiny grid, two restarts).
 
+The protocol is a configuration of the study runner (:func:`configuration`,
+:mod:`bernmf.studies.study`): each method's setting chosen once on the validation entries
+of its seed-0 fits, then each restart a seed set of one fit of that setting.
+
 Outputs, in ``--out`` (default ``results/paper``) under ``corrected/`` or
 ``as_published/``: ``fits.csv`` (every fit), ``summary.csv`` (mean and sd of the test
 perplexity, seconds, iterations and MM sweeps per fit, chosen hyperparameters),
-``fig1_validation.png``, ``fig2_test.png``, ``fig3_lastfm_H.png``; and, once both
-variants have run, ``comparison.csv`` in ``--out``.
+``study.csv`` (the study runner's table: a row per restart and method, with CPU seconds),
+``fig1_validation.png``, ``fig2_test.png``, ``fig3_lastfm_H.png`` (H of the NBMF-MM
+restart of best validation perplexity); and, once both variants have run,
+``comparison.csv`` in ``--out``.
 
 Run: ``bernmf reproduce paper [--as-published] [--quick]``, or
 ``.venv/bin/python experiments/paper.py [--as-published] [--quick]`` from a checkout.

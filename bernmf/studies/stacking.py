@@ -39,6 +39,7 @@ Run: ``bernmf reproduce stacking [--quick]``; ``--ranks``, ``--seeds-per-set`` a
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -133,3 +134,7 @@ def main(argv=None) -> int:
     configurations = [configuration(name, args) for name in names]
     study.run_into(configurations, args, figure, "stacking.png")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
