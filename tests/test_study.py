@@ -84,9 +84,10 @@ def test_changing_test_entries_changes_no_choice(tiny, monkeypatch):
     assert (other.table["test_perplexity"] != tiny.table["test_perplexity"]).all()
 
 
-def test_a_budget_stops_the_seed_sets():
-    spent = study.run(Study(**{**TINY.__dict__, "budget": 0.0, "members": (1,)}))
-    assert spent.table.empty and len(spent.fits) > 0
+def test_a_spent_budget_starts_no_fit_and_no_seed_set(capsys):
+    spent = study.run(Study(**{**TINY.__dict__, "budget": 0.0}))
+    assert spent.table.empty and spent.fits.empty
+    assert "mm K=2: skipped, the budget of 0 CPU s is spent" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -95,6 +96,18 @@ def test_a_budget_stops_the_seed_sets():
         ({"methods": (Method("x", "median"),)}, "rule must be one of"),
         ({"methods": (Method("x", "single", ("vb",)),)}, "no grid"),
         ({"grids": (Grid("nope", (2,)),)}, "nope"),
+        ({"grids": (Grid("mm", (0,)),)}, "rank must be >= 1"),
+        ({"grids": (Grid("mm", (2,), options={"max_iterations": 5}),)}, "max_iterations"),
+        ({"grids": (Grid("logsvd", (2,), ((1.0, 1.0, 1.0),)),)}, "prior"),
+        ({"grids": (Grid("mm", (2,), ((1.0, 1.0),)),)}, "alpha, beta, gamma"),
+        ({"datasets": ("animal",)}, "unknown datasets"),
+        (
+            {
+                "grids": (Grid("mm-as-published", (2,)),),
+                "methods": (Method("refit", "stack+refit"),),
+            },
+            "not refitted",
+        ),
         ({"pool": 1, "members": (2,)}, "pool 1"),
         ({"metrics": ("auc",)}, "metrics"),
     ],

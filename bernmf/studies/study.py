@@ -35,7 +35,7 @@ import pandas as pd
 
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
-from bernmf.data.observed import as_observed
+from bernmf.data.observed import as_observed, check_rank
 from bernmf.data.split import Split, paper_split, random_split
 from bernmf.fitting.ensemble import MODES_WARNING, combine_members, validation_lpd
 from bernmf.fitting.plan import held_out_entries
@@ -230,8 +230,17 @@ class Study:
             raise ValueError(f"study {self.name!r}: pool {self.pool} < members {self.members}")
         if set(self.metrics) - set(METRICS):
             raise ValueError(f"study {self.name!r}: metrics must be among {METRICS}")
-        for grid in self.grids:
-            engine_of(grid.engine)  # an unknown engine fails here, before any data is read
+        unknown = set(self.datasets) - set(datasets.DATASETS)
+        if unknown:
+            raise ValueError(f"study {self.name!r}: unknown datasets {sorted(unknown)}")
+        for grid in self.grids:  # every grid checked here, before any data is read
+            check_grid(grid)
+        for method in self.methods:
+            engines = {
+                g.engine for g in self.grids if method.grids is None or g.label in method.grids
+            }
+            if method.rule == "stack+refit" and published.ENGINE.name in engines:
+                raise ValueError(f"method {method.name!r}: the published code is not refitted")
 
     @property
     def pool_size(self) -> int:
@@ -274,6 +283,23 @@ class _Setting(NamedTuple):
     members: list[_Member]  # one per pool seed (one for a deterministic grid)
 
 
+def check_grid(grid: Grid) -> None:
+    """ValueError or TypeError naming what is wrong in ``grid``: its engine, ranks, priors
+    or options."""
+    engine = engine_of(grid.engine)
+    if not grid.ranks:
+        raise ValueError(f"grid {grid.label!r}: ranks is empty")
+    ranks = [check_rank(k) for k in grid.ranks]
+    for prior in grid.priors or ():
+        if len(prior) != 3:
+            raise ValueError(f"grid {grid.label!r}: a prior is (alpha, beta, gamma), got {prior}")
+        for k in ranks:
+            engine.prior_for(Prior(*prior), k)
+    engine.with_defaults({**grid.options, **grid.choosing_options})
+    if grid.members is not None and grid.members < 1:
+        raise ValueError(f"grid {grid.label!r}: members must be >= 1, got {grid.members}")
+
+
 def engine_of(name: str) -> Engine:
     """The engine named ``name``: registered, or the published code's."""
     return published.ENGINE if name == published.ENGINE.name else get_engine(name)
@@ -296,12 +322,12 @@ def split_of(study: Study, shape) -> Split:
     )
 
 
-def seed_sets(pool: int, R: int, sets: int) -> tuple[list[np.ndarray], bool]:
+def seed_sets(pool: int, R: int, sets: int) -> list[np.ndarray]:
     """``sets`` sets of R indices into the pool: disjoint blocks if they fit, else random."""
     if R * sets <= pool:
-        return [np.arange(j * R, (j + 1) * R) for j in range(sets)], True
+        return [np.arange(j * R, (j + 1) * R) for j in range(sets)]
     rng = np.random.default_rng(R)
-    return [np.sort(rng.choice(pool, R, replace=False)) for _ in range(sets)], False
+    return [np.sort(rng.choice(pool, R, replace=False)) for _ in range(sets)]
 
 
 def _prior_values(prior: Prior | None) -> dict:
@@ -350,46 +376,64 @@ def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool) -> dict:
     return engine.with_defaults(options)
 
 
-def _grid_settings(study, grid, train, held_out, fit_rows, dataset, stream) -> list[_Setting]:
-    """The settings of one grid, each with its pool of members (the chosen setting only
-    with ``choose_seed``)."""
-    engine = engine_of(grid.engine)
-    priors = [None] if grid.priors is None else [Prior(*p) for p in grid.priors]
-    count = grid.members * study.seed_sets if grid.members else study.pool_size
-    count = 1 if grid.deterministic else count
-    seeds = [0] if grid.deterministic else list(range(study.first_seed, study.first_seed + count))
-    settings = [(k, engine.prior_for(p, k)) for k in grid.ranks for p in priors]
-    if study.choose_seed is not None:
-        seed = 0 if grid.deterministic else study.choose_seed
-        options = _options(grid, engine, 1, choosing=True)
-        choice = []
-        for rank in grid.ranks:
-            at = [p for k, p in settings if k == rank]
-            made = _fitted(grid, engine, train, held_out, rank, at, [seed], options, stream)
-            choice += [_Setting(grid, engine, rank, p, [m]) for p, m in zip(at, made, strict=True)]
-        for s in choice:
-            fit_rows.append(_fits_row(dataset, s, s.members[0], CHOICE))
-        best = min(choice, key=lambda s: -s.members[0].lpd.mean())
-        if grid.deterministic:
-            return [best]
-        settings = [(best.rank, best.prior)]
-        tuning_cpu = sum(s.members[0].cpu for s in choice)
-    options = _options(grid, engine, len(seeds), choosing=False)
+class _Clock(NamedTuple):
+    """The CPU seconds a dataset may take (:attr:`Study.budget`), from ``begin``."""
+
+    begin: float
+    budget: float | None
+
+    def over(self, what: str, stream) -> bool:
+        """Whether the budget is spent; if so, says that ``what`` is skipped."""
+        spent = time.process_time() - self.begin
+        if self.budget is None or spent <= self.budget:
+            return False
+        log(f"  {what}: skipped, the budget of {self.budget:g} CPU s is spent", stream)
+        return True
+
+
+def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> list[_Setting]:
+    """The (rank, prior) ``settings`` of one grid fitted at ``seeds``, a rank per call, until
+    the budget is spent. ``data`` is ``(train, held_out, stream)``."""
+    train, held_out, stream = data
     found = []
     for rank in dict.fromkeys(k for k, _ in settings):
+        if clock.over(f"{grid.label} K={rank}", stream):
+            break
         at = [p for k, p in settings if k == rank]
         made = _fitted(grid, engine, train, held_out, rank, at, seeds, options, stream)
         for i, prior in enumerate(at):
             members = made[i * len(seeds) : (i + 1) * len(seeds)]
             found.append(_Setting(grid, engine, rank, prior, members))
-    for s in found:
-        fit_rows += [_fits_row(dataset, s, m, MEMBER) for m in s.members]
-    if study.choose_seed is not None:  # the choice's cost is part of every member's
-        extra = tuning_cpu / len(found[0].members)
-        found = [
-            s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members]) for s in found
-        ]
     return found
+
+
+def _grid_settings(study, grid, data, clock, fit_rows, dataset) -> list[_Setting]:
+    """The settings of one grid, each with its pool of members; with ``choose_seed``, the
+    setting of least validation perplexity at that seed only, its choice's CPU seconds
+    shared among its members."""
+    engine = engine_of(grid.engine)
+    priors = [None] if grid.priors is None else [Prior(*p) for p in grid.priors]
+    settings = [(k, engine.prior_for(p, k)) for k in grid.ranks for p in priors]
+    count = grid.members * study.seed_sets if grid.members else study.pool_size
+    seeds = range(study.first_seed, study.first_seed + count)
+    seeds = [0] if grid.deterministic else list(seeds)
+    choice_cpu = 0.0
+    if study.choose_seed is not None:
+        seed = 0 if grid.deterministic else study.choose_seed
+        options = _options(grid, engine, 1, choosing=True)
+        choice = _fitted_settings(grid, engine, settings, [seed], options, data, clock)
+        fit_rows += [_fits_row(dataset, s, s.members[0], CHOICE) for s in choice]
+        if not choice:
+            return []
+        best = min(choice, key=lambda s: _perplexity(s.members[0].lpd))
+        if grid.deterministic:  # the chosen fit is the one each seed set would make
+            return [best]
+        settings, choice_cpu = [(best.rank, best.prior)], sum(s.members[0].cpu for s in choice)
+    options = _options(grid, engine, len(seeds), choosing=False)
+    found = _fitted_settings(grid, engine, settings, seeds, options, data, clock)
+    fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in found for m in s.members]
+    extra = choice_cpu / len(seeds)
+    return [s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members]) for s in found]
 
 
 def _fits_row(dataset, setting: _Setting, member: _Member, stage: str) -> dict:
@@ -477,7 +521,8 @@ def _row(study, dataset, R, j, method, settings, Y, split, train, held_out):
     combining = time.process_time() - begin
     cpu = sum(m.cpu for _, ms in chosen for m in ms) + combining
     row = {
-        "study": study.name, "dataset": dataset, "R": R, "seed_set": j, "method": method.name,
+        "study": study.name, "dataset": dataset, "R": R, "seed_set": j,
+        "disjoint": R * study.seed_sets <= study.pool_size, "method": method.name,
         "rule": method.rule, "validation_perplexity": validation,
         "test_perplexity": result.perplexity(Y, split.test), "cpu_seconds": cpu,
         "chosen": _describe(setting),
@@ -522,42 +567,42 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
     rows, fit_rows, weights, results = [], [], [], {}
     for study in studies:
         for data in (*study.datasets, *study.simulations):
-            name = data.name if isinstance(data, Simulation) else data
-            Y = load_data(data, study.data_dir)
-            split = split_of(study, np.shape(Y))
-            train = as_observed(Y, split.train)
-            held_out = held_out_entries(Y, train, split.validation)
-            begin = time.process_time()
-            log(f"{study.name}: {name} {np.shape(Y)}", stream)
-            pools = []
-            for grid in study.grids:
-                pools += _grid_settings(study, grid, train, held_out, fit_rows, name, stream)
-            for R in study.members:
-                for j in range(study.seed_sets):
-                    spent = time.process_time() - begin
-                    if study.budget is not None and spent > study.budget:
-                        log(
-                            f"  R={R} set {j}: skipped, budget of {study.budget:.0f} CPU s spent",
-                            stream,
-                        )
-                        continue
-                    found = _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream)
-                    for row, result, weight in found:
-                        rows.append(row)
-                        if weight is not None:
-                            keys = {k: row[k] for k in ("dataset", "R", "seed_set", "method")}
-                            weights.append(weight.assign(**keys))
-                        if row["rule"] == "single":
-                            results[(name, row["method"], R, j)] = result
-                    if out is not None:
-                        Path(out).parent.mkdir(parents=True, exist_ok=True)
-                        write_csv(pd.DataFrame(rows), Path(out), index=False)
+            for found in _run_dataset(study, data, fit_rows, stream):
+                for row, result, weight in found:
+                    rows.append(row)
+                    keys = {k: row[k] for k in ("dataset", "R", "seed_set", "method")}
+                    if weight is not None:
+                        weights.append(weight.assign(**keys))
+                    if row["rule"] == "single":
+                        results[tuple(keys.values())] = result
+                if out is not None:
+                    Path(out).parent.mkdir(parents=True, exist_ok=True)
+                    write_csv(pd.DataFrame(rows), Path(out), index=False)
     return StudyResult(
         pd.DataFrame(rows),
         pd.DataFrame(fit_rows),
         pd.concat(weights, ignore_index=True) if weights else pd.DataFrame(),
         results,
     )
+
+
+def _run_dataset(study: Study, data, fit_rows: list, stream):
+    """Yield, seed set by seed set, the ``(row, result, weights)`` of every method on one
+    dataset; its fits appended to ``fit_rows``."""
+    name = data.name if isinstance(data, Simulation) else data
+    Y = load_data(data, study.data_dir)
+    split = split_of(study, np.shape(Y))
+    train = as_observed(Y, split.train)
+    held_out = held_out_entries(Y, train, split.validation)
+    clock = _Clock(time.process_time(), study.budget)
+    log(f"{study.name}: {name} {np.shape(Y)}", stream)
+    pools = []
+    for grid in study.grids:
+        pools += _grid_settings(study, grid, (train, held_out, stream), clock, fit_rows, name)
+    for R in study.members:
+        for j in range(study.seed_sets):
+            if not clock.over(f"R={R} set {j}", stream):
+                yield _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream)
 
 
 def _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream) -> list:
@@ -570,7 +615,7 @@ def _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream) -> li
         r = s.grid.members or R
         if r > len(s.members):
             continue
-        chosen, _ = seed_sets(len(s.members), r, study.seed_sets)
+        chosen = seed_sets(len(s.members), r, study.seed_sets)
         settings.append((s, [s.members[i] for i in chosen[j]]))
     found = []
     for method in study.methods:
