@@ -376,7 +376,7 @@ def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool) -> dict:
     return engine.with_defaults(options)
 
 
-class _Clock(NamedTuple):
+class _Budget(NamedTuple):
     """The CPU seconds a dataset may take (:attr:`Study.budget`), from ``begin``."""
 
     begin: float
@@ -594,7 +594,7 @@ def _run_dataset(study: Study, data, fit_rows: list, stream):
     split = split_of(study, np.shape(Y))
     train = as_observed(Y, split.train)
     held_out = held_out_entries(Y, train, split.validation)
-    clock = _Clock(time.process_time(), study.budget)
+    clock = _Budget(time.process_time(), study.budget)
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
     pools = []
     for grid in study.grids:
