@@ -87,7 +87,7 @@ CHOICE, MEMBER = "choice", "member"
 
 @dataclass(frozen=True)
 class Simulation:
-    """Data simulated from the model (:func:`bernmf.simulate`), truth known.
+    """Data simulated from the model (:func:`bernmf.simulate`, its flat prior).
 
     Attributes
     ----------
@@ -103,6 +103,7 @@ class Simulation:
 
     @property
     def name(self) -> str:
+        """The simulation's name in the tables, as a dataset's."""
         return f"simulated-{self.rows}x{self.cols}-K{self.rank}-seed{self.seed}"
 
 
@@ -146,6 +147,7 @@ class Grid:
 
     @property
     def label(self) -> str:
+        """The grid's name in the methods and tables."""
         return self.name or self.engine
 
 
@@ -211,6 +213,7 @@ class Study:
     data_dir: str | None = None
 
     def __post_init__(self):
+        """Every field checked before any data is read: ValueError or TypeError naming it."""
         labels = [g.label for g in self.grids]
         if not labels or len(set(labels)) != len(labels):
             raise ValueError(f"study {self.name!r}: grids must be a non-empty set of labels")
@@ -244,6 +247,7 @@ class Study:
 
     @property
     def pool_size(self) -> int:
+        """Seeds fitted per setting of a grid without its own ``members``."""
         return self.pool or max(self.members) * self.seed_sets
 
 
@@ -306,6 +310,7 @@ def engine_of(name: str) -> Engine:
 
 
 def log(message: str, stream=None) -> None:
+    """A progress line on ``stream`` (default stdout), flushed."""
     print(message, file=stream or sys.stdout, flush=True)
 
 
@@ -317,6 +322,7 @@ def load_data(name, data_dir=None):
 
 
 def split_of(study: Study, shape) -> Split:
+    """The study's split of a matrix of ``shape``."""
     return (
         paper_split(shape) if study.split == "paper" else random_split(shape, seed=study.split_seed)
     )
@@ -331,6 +337,8 @@ def seed_sets(pool: int, R: int, sets: int) -> list[np.ndarray]:
 
 
 def _prior_values(prior: Prior | None) -> dict:
+    """alpha, beta and gamma of a prior broadcast to (rank,) (its first component; NaN
+    without a prior)."""
     names = ("alpha", "beta", "gamma")
     if prior is None:
         return dict.fromkeys(names, np.nan)
@@ -370,6 +378,7 @@ def _fitted(grid, engine, train, held_out, rank, priors, seeds, options, stream)
 
 
 def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool) -> dict:
+    """Every option of the grid's fits of ``seeds`` seeds (a sampler's: as many chains)."""
     options = {**grid.options, **(grid.choosing_options if choosing else {})}
     if engine.seed_count is not None:
         options[engine.seed_count] = seeds
@@ -437,6 +446,7 @@ def _grid_settings(study, grid, data, clock, fit_rows, dataset) -> list[_Setting
 
 
 def _fits_row(dataset, setting: _Setting, member: _Member, stage: str) -> dict:
+    """The row of one fit in :attr:`StudyResult.fits`."""
     return {
         "dataset": dataset,
         "grid": setting.grid.label,
@@ -494,6 +504,7 @@ def _result(rule, chosen, Y, split, train, held_out):
 
 
 def _describe(setting: _Setting | None) -> str:
+    """The table's ``chosen``: grid, rank and prior of a setting ("" for a stack)."""
     if setting is None:
         return ""
     values = _prior_values(setting.prior)
@@ -502,12 +513,14 @@ def _describe(setting: _Setting | None) -> str:
 
 
 def _weights(result: Fit) -> pd.DataFrame | None:
+    """A stack's weights summed per engine and rank (None for any other fit)."""
     if result.mixture is None or result.mixture.stacking is None:
         return None
     return members_table(result).groupby(["engine", "rank"], as_index=False)["weight"].sum()
 
 
 def _min_probability(result: Fit, Y, split) -> float:
+    """The smallest probability ``result`` gives a test entry's outcome."""
     rows, columns, y = as_observed(Y, split.test, warn_empty=False).entries()
     p = result.probs_at(rows, columns)
     return float(np.min(np.where(y == 1, p, 1 - p)))
