@@ -540,7 +540,7 @@ def _row(study, dataset, R, j, method, settings, Y, split, train, held_out):
         "test_perplexity": result.perplexity(Y, split.test), "cpu_seconds": cpu,
         "chosen": _describe(setting),
     }  # fmt: skip
-    single = method.rule in ("single", "best") or result.mixture is None
+    single = result.mixture is None  # a member, not a mixture of members
     fit_columns = fit_row(result, setting.prior if setting else None) if single else {}
     row |= {c: fit_columns.get(c, np.nan) for c in FIT_COLUMNS}
     if setting is not None:
