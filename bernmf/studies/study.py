@@ -192,7 +192,8 @@ class Study:
     metrics : tuple of str
         Extra columns (:data:`METRICS`).
     budget : float, optional
-        CPU seconds per dataset: no seed set starts once they are spent.
+        CPU seconds per dataset: once they are spent, no grid's next rank is fitted and no
+        seed set is scored (each skip said in a progress line).
     data_dir : str, optional
     """
 
