@@ -25,6 +25,7 @@ TINY = Study(
         Method("stack", "stack"),
         Method("stack members", "stack members"),
         Method("refit", "stack+refit"),
+        Method("mm stack chosen", "stack chosen", ("mm",)),
         Method("em setting", "stack setting", ("em",)),
     ),
     simulations=(Simulation(30, 20, 3),),

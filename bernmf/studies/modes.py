@@ -10,13 +10,13 @@ compares, for R members per setting (:mod:`bernmf.studies.study`'s rules):
 * ``best of R``: per setting the member of lowest objective, the setting chosen on
   validation;
 * ``uniform R``: per setting the uniform mixture of its R members, chosen on validation;
-* ``stacked R``: per setting the stack of its R members and the smoothed column frequency
-  (:func:`bernmf.stack`), the setting chosen by the stack's validation perplexity;
+* ``stacked R``: the R members of the setting ``uniform R`` chose and the smoothed column
+  frequency, stacked (:func:`bernmf.stack`);
 * ``grid-stacked R``: the R members of *every* setting (and the column frequency), a
   stacking weight each: ranks and priors mixed, the weights choosing among them;
-* ``vb R`` and ``gibbs R`` (on animals, R = 3): ``stacked R`` of the variational engine
-  (3 seeds) and of the Gibbs sampler (3 chains) over their own small grid
-  (:data:`BAYES`: gamma in {1, 1/K}).
+* ``vb R`` and ``gibbs R`` (on animals, R = 3): per setting of their own small grid
+  (:data:`BAYES`: gamma in {1, 1/K}) the stack of the variational engine's 3 seeds or of
+  the Gibbs sampler's 3 chains, the setting chosen by the stack's validation perplexity.
 
 Every choice and every weight uses the validation entries only; the test entries score
 the result. Each R is repeated ``--repetitions`` times with other seeds: the disjoint
@@ -81,7 +81,7 @@ MAP_METHODS = (
     Method("single", "single", ("mm",)),
     Method("best of R", "best", ("mm",)),
     Method("uniform R", "mean", ("mm",)),
-    Method("stacked R", "stack setting", ("mm",)),
+    Method("stacked R", "stack chosen", ("mm",)),
     Method("grid-stacked R", "stack members", ("mm",)),
 )
 

@@ -57,13 +57,18 @@ STUDIES = {
 options of :func:`parser`, and its own), writing ``summary.csv`` among its results in
 ``--out``, or where its ``folder(out, as_published) -> Path`` says."""
 
-RULES = ("single", "best", "mean", "stack setting", "stack", "stack members", "stack+refit")
+RULES = (
+    "single", "best", "mean", "stack chosen", "stack setting", "stack", "stack members",
+    "stack+refit",
+)  # fmt: skip
 """How a :class:`Method` makes its result from the members of its grids, all on validation:
 
 - ``single``: the member of lowest validation perplexity;
 - ``best``: per setting the member of best engine score (:meth:`Engine.score`, its
   objective), the setting chosen on validation;
 - ``mean``: per setting the uniform mixture of its members, chosen on validation;
+- ``stack chosen``: the members of the setting ``mean`` chooses, stacked with
+  :func:`bernmf.stack` (a weight each);
 - ``stack setting``: per setting :func:`bernmf.stack` of its members (a weight each),
   the setting chosen by the stack's validation perplexity;
 - ``stack``: :func:`bernmf.stack` of every member, the seeds of a setting sharing a
@@ -464,6 +469,12 @@ def _perplexity(lpd: np.ndarray) -> float:
     return float(-np.mean(lpd))
 
 
+def _mean_perplexity(members: list[_Member]) -> float:
+    """Validation perplexity of the uniform mixture of ``members``."""
+    lpd = np.column_stack([m.lpd for m in members])
+    return _perplexity(mixture_lpd(lpd, np.full(len(members), 1 / len(members))))
+
+
 def _result(rule, chosen, Y, split, train, held_out):
     """``(result Fit, validation perplexity, chosen setting or None)`` of one method."""
     everyone = [m for s, members in chosen for m in members]
@@ -474,13 +485,12 @@ def _result(rule, chosen, Y, split, train, held_out):
         picked = [(s, min(ms, key=lambda m: s.engine.score(m.fit))) for s, ms in chosen]
         s, m = min(picked, key=lambda x: _perplexity(x[1].lpd))
         return m.fit, _perplexity(m.lpd), s
-    if rule == "mean":
-
-        def mean_of(members):
-            lpd = np.column_stack([m.lpd for m in members])
-            return _perplexity(mixture_lpd(lpd, np.full(len(members), 1 / len(members))))
-
-        s, ms = min(chosen, key=lambda x: mean_of(x[1]))
+    common = {"validation": split.validation, "mask": split.train}
+    if rule in ("mean", "stack chosen"):
+        s, ms = min(chosen, key=lambda x: _mean_perplexity(x[1]))
+        if rule == "stack chosen":
+            result = stack([m.fit for m in ms], Y, seeds="stack", **common)
+            return result, result.mixture.stacking.validation_perplexity, s
         if len(ms) == 1:
             return ms[0].fit, _perplexity(ms[0].lpd), s
         with warnings.catch_warnings():  # members in distinct modes are what a study measures
@@ -488,8 +498,7 @@ def _result(rule, chosen, Y, split, train, held_out):
             result = combine_members(
                 [m.fit for m in ms], "mean", train, held_out, score=s.engine.score
             )
-        return result, mean_of(ms), s
-    common = {"validation": split.validation, "mask": split.train}
+        return result, _mean_perplexity(ms), s
     if rule == "stack setting":
         stacks = [(s, stack([m.fit for m in ms], Y, seeds="stack", **common)) for s, ms in chosen]
         s, result = min(stacks, key=lambda x: x[1].mixture.stacking.validation_perplexity)
