@@ -26,7 +26,8 @@ overrides), where float32 halves the time and moves a fit's validation perplexit
 about 1e-3 (lastfm, K = 8: 0.1510 against 0.1514; K = 32: 0.1535 against 0.1546).
 
 Outputs in ``--out`` (default ``results/modes``): ``results.csv`` (the study's table:
-every method, R and repetition), ``summary.csv`` (mean and sd over repetitions),
+every method, R and repetition; written after every repetition), ``weights.csv`` (weight
+per engine and rank of every stack), ``summary.csv`` (mean and sd over repetitions),
 ``modes.png`` (test perplexity against R, and against CPU seconds).
 
 Run: ``bernmf reproduce modes [--quick] [--datasets animals ...]``.
