@@ -13,10 +13,11 @@ import pytest
 import bernmf
 import bernmf.data.split
 from bernmf import plot
-from bernmf.cli import commands, study_commands
+from bernmf.cli import commands
 from bernmf.cli import parser as cli
 from bernmf.cli.parser import main
 from bernmf.data.observed import bits_sha256
+from bernmf.studies import paper
 
 
 @pytest.mark.slow
@@ -235,7 +236,7 @@ def test_reproduce_runs_the_paper_script_with_the_options(tmp_path, monkeypatch,
         print("progress that --json keeps off stdout")
         return 0
 
-    monkeypatch.setattr(study_commands.paper, "main", stand_in)
+    monkeypatch.setattr(paper, "main", stand_in)
     out = tmp_path / "results"
     argv = ["reproduce", "paper", "--as-published", "--quick", "--data-dir", "d", "--json"]
     assert main([*argv, "--out", str(out)]) == 0

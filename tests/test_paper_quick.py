@@ -1,10 +1,7 @@
-"""The paper's experiment: its published iteration (defects included), and a smoke run of
-bernmf.studies.paper --quick in both variants."""
+"""The paper's experiment: its published iteration (defects included), and smoke runs of
+bernmf.studies.paper --quick in both variants and of bernmf.studies.stacking --quick."""
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -16,16 +13,7 @@ from helpers import shared_file
 import bernmf
 from bernmf.data.observed import as_observed
 from bernmf.data.split import random_split
-from bernmf.studies import paper, published
-
-EXPERIMENTS = Path(__file__).parents[1] / "experiments"
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(f"{name}_experiment", EXPERIMENTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from bernmf.studies import paper, published, stacking
 
 
 def small_problem(seed):
@@ -126,31 +114,10 @@ def test_quick_protocol_corrected_and_as_published(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_quick_modes_study(tmp_path, capsys):
-    """experiments/modes.py --quick: every method, two repetitions, the outputs written."""
-    data_dir = shared_file("data", "animals.csv").parent
-    modes = load_script("modes")
-    assert modes.main(["--quick", "--data-dir", str(data_dir), "--out", str(tmp_path)]) == 0
-    results = pd.read_csv(tmp_path / "results.csv")
-    methods = {"single", "best of R", "uniform R", "stacked R", "grid-stacked R", "vb R", "gibbs R"}
-    assert set(results["method"]) == methods
-    assert results.groupby(["method", "R"]).size().eq(2).all()
-    assert results["test"].between(0.3, 0.7).all()
-    summary = pd.read_csv(tmp_path / "summary.csv")
-    at = summary.set_index(["method", "R"])["test_mean"]
-    # stacking over the grid uses every member: on validation it is at least as good
-    validation = summary.set_index(["method", "R"])["validation_mean"]
-    assert validation["grid-stacked R", 3] <= validation["uniform R", 3] + 1e-9
-    assert at["single", 1] > 0 and (tmp_path / "modes.png").stat().st_size > 0
-    assert "total" in capsys.readouterr().out
-
-
-@pytest.mark.slow
 def test_quick_stacking_study(tmp_path, capsys):
-    """experiments/stacking.py --quick: every method, two seed sets, never probability 0."""
+    """bernmf.studies.stacking --quick: every method, two seed sets, never probability 0."""
     data_dir = shared_file("data", "animals.csv").parent
-    study = load_script("stacking")
-    assert study.main(["--quick", "--data-dir", str(data_dir), "--out", str(tmp_path)]) == 0
+    assert stacking.main(["--quick", "--data-dir", str(data_dir), "--out", str(tmp_path)]) == 0
     results = pd.read_csv(tmp_path / "results.csv")
     stacked = {"stacked: setting means", "stacked: all engines", "stacked: mm grid"}
     stacked.add("stacked: setting means, refit")
@@ -163,6 +130,6 @@ def test_quick_stacking_study(tmp_path, capsys):
         summary["validation_mean"].min() + 3e-6  # optimal to 1e-6 nats, baseline floor 1e-6
     )
     weights = pd.read_csv(tmp_path / "weights.csv")
-    np.testing.assert_allclose(weights.groupby(["set", "stack"])["weight"].sum(), 1.0)
-    assert set(weights["stack"]) == {"stacked: setting means", "stacked: all engines"}
+    np.testing.assert_allclose(weights.groupby(["seed_set", "method"])["weight"].sum(), 1.0)
+    assert set(weights["method"]) == stacked
     assert (tmp_path / "stacking.png").stat().st_size > 0 and "total" in capsys.readouterr().out

@@ -29,6 +29,7 @@ from bernmf.models import Prior
 from bernmf.studies import compare as comparison
 from bernmf.studies.report import run as report
 from bernmf.studies.report.budget import DEFAULT_BUDGET, QUICK_BUDGET
+from bernmf.studies.study import STUDIES
 
 # ---------------------------------------------------------------------------------------
 # argument types
@@ -125,9 +126,13 @@ pareto.png (test perplexity against seconds) and environment.json.""",
     "reproduce": """examples:
   bernmf reproduce paper --quick --out results/paper-quick
   bernmf reproduce paper --as-published --data-dir ../shared/data
+  bernmf reproduce modes --quick
+  bernmf reproduce stacking --datasets animals paleo
 
-Runs bernmf.studies.paper (installed with the package); outputs in OUT/corrected
-or OUT/as_published; see that module for the protocol.""",
+Runs a study of bernmf.studies (installed with the package), each a configuration of
+the study runner (bernmf.studies.study): paper (the paper's protocol; outputs in
+OUT/corrected or OUT/as_published), modes (single MAP fits against ensembles) and
+stacking (stacks across engines); see each module for its protocol and outputs.""",
 }
 
 
@@ -353,14 +358,16 @@ def build_parser() -> argparse.ArgumentParser:
     report_parser.set_defaults(run=report_command)
 
     reproduce_parser = add_command(
-        commands, "reproduce", "reproduce the paper's experiment", common
+        commands, "reproduce", "run a study: the paper's experiment, modes, stacking", common
     )
-    reproduce_parser.add_argument("study", choices=("paper",), help="what to reproduce")
+    reproduce_parser.add_argument("study", choices=tuple(STUDIES), help="what to reproduce")
     reproduce_parser.add_argument("--as-published", action="store_true", help="published defects")
-    reproduce_parser.add_argument("--quick", action="store_true", help="a smoke run (animals)")
+    reproduce_parser.add_argument(
+        "--quick", action="store_true", help="a smoke run (animals, a tiny grid; under a minute)"
+    )
     reproduce_parser.add_argument("--datasets", nargs="+", choices=tuple(datasets.DATASETS))
     reproduce_parser.add_argument("--data-dir", default=None, help="folder with the data")
-    output_options(reproduce_parser, default="results/paper")
+    output_options(reproduce_parser, default="results/<study>")
     reproduce_parser.set_defaults(run=reproduce_command)
 
     demo_parser = add_command(

@@ -27,7 +27,7 @@ from bernmf.fitting.stack import members_table as stack_members
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
 from bernmf.results.loading import versions
-from bernmf.studies import paper
+from bernmf.studies import study
 from bernmf.studies.report import run as report
 
 
@@ -130,10 +130,13 @@ def report_command(args) -> int:
 
 
 def reproduce_command(args) -> int:
-    """Run :func:`bernmf.studies.paper.main` (the paper's protocol) with these options."""
-    out = Path(args.out)
-    variant = out / ("as_published" if args.as_published else "corrected")
-    check_output(variant, args.force)
+    """Run a registered study (:data:`bernmf.studies.study.STUDIES`) with these options."""
+    runner = study.module(args.study)
+    if args.as_published and args.study != "paper":
+        raise ValueError(f"--as-published is the paper's variant; study {args.study!r} has none")
+    out = Path(args.out.replace("<study>", args.study))
+    folder = runner.folder(out, args.as_published) if hasattr(runner, "folder") else out
+    check_output(folder, args.force)
     argv = ["--out", str(out)]
     argv += ["--as-published"] * args.as_published + ["--quick"] * args.quick
     argv += ["--quiet"] * (args.quiet or args.json)
@@ -143,12 +146,12 @@ def reproduce_command(args) -> int:
         argv += ["--data-dir", str(args.data_dir)]
     if args.json:
         with contextlib.redirect_stdout(sys.stderr):
-            code = paper.main(argv)
-        summary = pd.read_csv(variant / "summary.csv")
+            code = runner.main(argv)
+        summary = pd.read_csv(folder / "summary.csv")
         records = to_json(summary.to_dict("records"))
-        print(json.dumps({"out": str(variant), "summary": records}, allow_nan=False))
+        print(json.dumps({"out": str(folder), "summary": records}, allow_nan=False))
         return code
     if args.quiet:
         with contextlib.redirect_stdout(io.StringIO()):
-            return paper.main(argv)
-    return paper.main(argv)
+            return runner.main(argv)
+    return runner.main(argv)

@@ -11,7 +11,7 @@ refits (:data:`FITTING_SHARE`, :data:`REFIT_SHARE`); then, while time is left, r
 (:data:`MM_PRIORS`) and new seeds, in one compiled call per rank.
 :func:`bernmf.stack` mixes every fit on the held-out entries (a setting's seeds share one
 weight) and fits the members of positive weight again on every observed entry
-(``refit=True``): the stacking study (``experiments/stacking.py``) found this the best
+(``refit=True``): the stacking study (``bernmf reproduce stacking``) found this the best
 predictor on the paper's data, 2-3 times better than a default single fit on vote matrices.
 """
 

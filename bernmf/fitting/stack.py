@@ -312,13 +312,13 @@ def stack(
         weights to the validation entries. On animals' 637 validation entries the
         1000 seeds of a grid (with logsvd) overfit them; their 100 setting means less
         so (test perplexity 0.3961 ± 0.0011 against 0.3992 ± 0.0053 over 5 seed sets,
-        ``experiments/stacking.py``).
+        ``bernmf reproduce stacking``).
     seeds : {"mean", "stack"}, default "mean"
         ``"mean"``: the members of one setting (engine, rank and prior), which differ
         only in seed, share one weight, split evenly between them: the stack of the
         settings' uniform mixtures (as ``bernmf.fit(..., restarts=R, combine="mean")``
         makes them), with R times fewer weights to fit to the validation entries. In
-        the stacking study (``experiments/stacking.py``, 5 seed sets) it was as good
+        the stacking study (``bernmf reproduce stacking``, 5 seed sets) it was as good
         and more stable than a weight per seed: animals 0.3940 ± 0.0012 against
         0.3925 ± 0.0050 (637 validation entries, which 1000 seeds' weights overfit),
         paleo and lastfm equal to 1e-4, and its stacking 2.5-3 times faster.
@@ -333,7 +333,7 @@ def stack(
         is refitted on all its data. The test entries are never used. Members of
         weight 0 are kept as they are (``probs`` skips them). Refused for a fit kept
         whole by ``unpack=False`` that has members of its own. In the stacking study
-        (``experiments/stacking.py``, 5 seed sets) it moved the test perplexity of
+        (``bernmf reproduce stacking``, 5 seed sets) it moved the test perplexity of
         the setting means' stack from 0.3940 to 0.3756 (animals), 0.0852 to 0.0824
         (paleo) and 0.1352 to 0.1323 (lastfm).
     options : dict of engine name to dict, optional

@@ -15,11 +15,17 @@ NBMF-EM and NBMF-MM use SQUAREM-accelerated MM (``--no-accelerate``: plain sweep
 divided by N, and a stop at the first sweep that lowers the objective per observed entry
 by less than 1e-5. ``--quick`` is a smoke run (animals, tiny grid, two restarts).
 
+The protocol is a configuration of the study runner (:func:`configuration`,
+:mod:`bernmf.studies.study`): each method's setting chosen once on the validation entries
+of its seed-0 fits, then each restart a seed set of one fit of that setting.
+
 Outputs, in ``--out`` (default ``results/paper``) under ``corrected/`` or
 ``as_published/``: ``fits.csv`` (every fit), ``summary.csv`` (mean and sd of the test
 perplexity, seconds, iterations and MM sweeps per fit, chosen hyperparameters),
-``fig1_validation.png``, ``fig2_test.png``, ``fig3_lastfm_H.png``; and, once both
-variants have run, ``comparison.csv`` in ``--out``.
+``study.csv`` (the study runner's table: a row per restart and method, with CPU seconds),
+``fig1_validation.png``, ``fig2_test.png``, ``fig3_lastfm_H.png`` (H of the NBMF-MM
+restart of best validation perplexity); and, once both variants have run,
+``comparison.csv`` in ``--out``.
 
 Run: ``bernmf reproduce paper [--as-published] [--quick]``, or
 ``.venv/bin/python experiments/paper.py [--as-published] [--quick]`` from a checkout.
@@ -27,7 +33,6 @@ Run: ``bernmf reproduce paper [--as-published] [--quick]``, or
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -36,15 +41,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bernmf import api, tune
-from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
-from bernmf.data.observed import as_observed
-from bernmf.data.split import paper_split
-from bernmf.fitting.runner import fit_settings
-from bernmf.inference import available, get_engine
-from bernmf.models import Prior
-from bernmf.studies import published
+from bernmf.inference import available
+from bernmf.studies import published, study
+from bernmf.studies.study import CHOICE, FIT_COLUMNS, Grid, Method, Study, StudyResult, log
 
 RANKS = (2, 4, 8, 16)
 PRIOR_VALUES = np.linspace(1, 3, 11)
@@ -53,96 +53,45 @@ TEST_SEEDS = tuple(range(1000, 1010))
 VALIDATION_SEED = 0
 
 
-def log(message: str) -> None:
-    print(message, flush=True)
-
-
-def nbmf_method(data, split, name, method, ranks, alphas, betas, args, variant):
-    """Tune on validation, then restarts on test. Returns (rows, tuning, test fits)."""
-    observed = as_observed(data, split.train)
-    if variant == "as_published":
-        options = {"max_iter": args.max_iter, "tol": args.tol}
-        tuning = published.grid(
-            data, ranks, alphas, betas, mask=split.train, validation=split.validation,
-            seed=VALIDATION_SEED, dtype=args.grid_dtype, **options,
-        )  # fmt: skip
-    else:
-        options = {"max_iter": args.max_iter, "tol": args.tol, "workers": args.workers}
+def configuration(args, names, ranks, values, restarts) -> Study:
+    """The protocol as a :class:`~bernmf.studies.study.Study`: each method's setting chosen
+    once on validation (seed 0, ``--grid-dtype``), then ``restarts`` test fits of it."""
+    options = {"max_iter": args.max_iter, "tol": args.tol, "dtype": args.dtype}
+    batching = {}
+    if not args.as_published:
         options["accelerate"] = args.accelerate
-        tuning = tune.grid(
-            data, ranks, alphas, betas, mask=split.train, validation=split.validation,
-            gamma=1.0, seed=VALIDATION_SEED, dtype=args.grid_dtype, progress=not args.quiet,
-            stream=sys.stdout, **options,
-        )  # fmt: skip
-    rows = tuning.table.assign(dataset=name, method=method, stage="validation")
-    rows = rows.rename(columns={"validation_perplexity": "perplexity"})
-    best = tuning.best
-    prior = Prior(best["alpha"], best["beta"], 1.0)  # the paper's gamma
-    if variant == "as_published":
-        outputs = published.fits(
-            observed, best["rank"], [prior] * len(args.seeds), args.seeds, dtype=args.dtype,
-            **options,
-        )  # fmt: skip
-        fits = published.to_fits(observed, best["rank"], prior, args.seeds, outputs)
-    else:
-        engine = get_engine("mm")
-        engine_options = {k: v for k, v in options.items() if k != "workers"}
-        checked = engine.with_defaults({**engine_options, "dtype": args.dtype})
-        checked_prior = engine.prior_for(prior, best["rank"])
-        fitted = fit_settings(
-            engine, observed, best["rank"], [checked_prior], args.seeds, checked,
-            workers=args.workers,
-        )  # fmt: skip
-        fits = [m.fit for m in fitted]
-    test = pd.DataFrame(
-        {
-            "rank": best["rank"],
-            "alpha": best["alpha"],
-            "beta": best["beta"],
-            "gamma": 1.0,
-            "seed": [f.seed for f in fits],
-            "iterations": [f.n_iter for f in fits],
-            "sweeps": [f.extras["sweeps"] for f in fits],
-            "converged": [f.converged for f in fits],
-            "seconds": [f.timings["run"] for f in fits],
-            "perplexity": [f.perplexity(data, split.test) for f in fits],
-        }
-    ).assign(dataset=name, method=method, stage="test")
-    log(
-        f"{name} {method}: K={best['rank']} alpha={best['alpha']:g} beta={best['beta']:g} "
-        f"(validation {best['validation_perplexity']:.4f}); test perplexity "
-        f"{test['perplexity'].mean():.4f} ± {test['perplexity'].std():.4f}"
-    )
-    return pd.concat([rows, test], ignore_index=True), tuning, fits
+        batching = {"workers": args.workers, "progress": not args.quiet, "stream": sys.stdout}
+    engine = published.ENGINE.name if args.as_published else "mm"
+    nbmf = {"options": options, "choosing_options": {"dtype": args.grid_dtype}}
+    priors = tuple((float(a), float(b), 1.0) for a in values for b in values)
+    grids = [
+        Grid(engine, ranks, ((1.0, 1.0, 1.0),), **nbmf, batching=batching, name="NBMF-EM"),
+        Grid(engine, ranks, priors, **nbmf, batching=batching, name="NBMF-MM"),
+    ]
+    if args.use_logsvd:
+        logsvd = {"max_iter": args.max_iter, "svd": args.logsvd_svd}
+        grids.append(Grid("logsvd", ranks, options=logsvd, deterministic=True))
+    return Study(
+        "paper", tuple(grids), tuple(Method(g.label, "single", (g.label,)) for g in grids),
+        datasets=tuple(names), seed_sets=restarts, first_seed=TEST_SEEDS[0],
+        choose_seed=VALIDATION_SEED, data_dir=args.data_dir,
+    )  # fmt: skip
 
 
-def logsvd_method(data, split, name, ranks, args):
-    """Logistic SVD: K on validation, then one test fit (its start is deterministic)."""
-    rows, fits = [], {}
-    for rank in ranks:
-        fit = api.fit(
-            data, "logsvd", rank, mask=split.train, max_iter=args.max_iter, svd=args.logsvd_svd
-        )
-        fits[rank] = fit
-        rows.append(
-            {
-                "rank": rank,
-                "seed": 0,
-                "iterations": fit.n_iter,
-                "converged": fit.converged,
-                "seconds": fit.timings["run"],
-                "perplexity": fit.perplexity(data, split.validation),
-                "stage": "validation",
-            }
-        )
-    table = pd.DataFrame(rows)
-    best = int(table.loc[table["perplexity"].idxmin(), "rank"])
-    fit = fits[best]
-    test = {**table.loc[table["rank"] == best].iloc[0].to_dict(), "stage": "test"}
-    test["perplexity"] = fit.perplexity(data, split.test)
-    table = pd.concat([table, pd.DataFrame([test])], ignore_index=True)
-    log(f"{name} logsvd: K={best}; test perplexity {test['perplexity']:.4f}")
-    return table.assign(dataset=name, method="logsvd"), fit
+def paper_fits(result: StudyResult) -> pd.DataFrame:
+    """Every fit of the protocol: the validation grids, then the test fits (a deterministic
+    method's chosen fit once), per dataset and method, with the paper's columns."""
+    choice = result.fits.rename(columns={"grid": "method", "validation_perplexity": "perplexity"})
+    choice = choice[choice["stage"] == CHOICE].assign(stage="validation")
+    test = result.table.rename(columns={"test_perplexity": "perplexity"}).assign(stage="test")
+    once = test["method"].isin(["logsvd"]) & (test["seed_set"] > 0)
+    test = test[~once]
+    columns = ["dataset", "method", "stage", *FIT_COLUMNS, "perplexity"]
+    parts = []
+    for (name, method), rows in choice.groupby(["dataset", "method"], sort=False):
+        at = test[(test["dataset"] == name) & (test["method"] == method)]
+        parts += [rows[columns], at[columns]]
+    return pd.concat(parts, ignore_index=True)
 
 
 def summarize(fits: pd.DataFrame) -> pd.DataFrame:
@@ -165,17 +114,22 @@ def summarize(fits: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def figure_validation(tunings: dict, path: Path, title: str) -> None:
+def figure_validation(fits: pd.DataFrame, path: Path, title: str) -> None:
+    """NBMF-MM's validation perplexity over alpha x beta at its chosen rank, per dataset."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(tunings), figsize=(4.6 * len(tunings), 4.0), squeeze=False)
-    for ax, (name, tuning) in zip(axes[0], tunings.items(), strict=True):
-        rank = tuning.best["rank"]
-        table = tuning.table[tuning.table["rank"] == rank]
-        heat = table.pivot_table(index="alpha", columns="beta", values="validation_perplexity")
+    grids = fits[(fits["method"] == "NBMF-MM") & (fits["stage"] == "validation")]
+    names = list(dict.fromkeys(grids["dataset"]))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names), 4.0), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        grid = grids[grids["dataset"] == name]
+        best = grid.loc[grid["perplexity"].idxmin()]
+        rank = best["rank"]
+        table = grid[grid["rank"] == rank]
+        heat = table.pivot_table(index="alpha", columns="beta", values="perplexity")
         values = heat.to_numpy()
         # overfitted corners (beta = 1) would take the whole colour scale: saturate them
         high = min(values.max(), values.min() + 3 * (np.median(values) - values.min()) + 1e-6)
@@ -184,8 +138,8 @@ def figure_validation(tunings: dict, path: Path, title: str) -> None:
         )
         ax.set_xticks(range(heat.shape[1]), [f"{b:.1f}" for b in heat.columns], rotation=90)
         ax.set_yticks(range(heat.shape[0]), [f"{a:.1f}" for a in heat.index])
-        i = list(heat.index).index(tuning.best["alpha"])
-        j = list(heat.columns).index(tuning.best["beta"])
+        i = list(heat.index).index(best["alpha"])
+        j = list(heat.columns).index(best["beta"])
         ax.plot(j, i, marker="*", color="red", markersize=12)
         ax.set(
             xlabel="beta",
@@ -277,13 +231,14 @@ def compare(out: Path) -> pd.DataFrame | None:
     return merged
 
 
+def folder(out, as_published: bool) -> Path:
+    """Where a run writes: ``out``/corrected or ``out``/as_published."""
+    return Path(out) / ("as_published" if as_published else "corrected")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = study.parser(__doc__, "results/paper")
     parser.add_argument("--as-published", action="store_true", help="the published defects")
-    parser.add_argument("--quick", action="store_true", help="animals, tiny grid, 2 restarts")
-    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=None)
-    parser.add_argument("--data-dir", default=None, help="folder with <name>.csv or .rda")
-    parser.add_argument("--out", default="results/paper", type=Path)
     parser.add_argument("--restarts", type=int, default=len(TEST_SEEDS))
     parser.add_argument("--max-iter", type=int, default=2000)
     parser.add_argument("--tol", type=float, default=1e-5)
@@ -312,19 +267,15 @@ def main(argv=None) -> int:
         default="subspace",
         help="logsvd's SVD step: 'exact' as R (slow), 'subspace' (same fixed points, fast)",
     )
-    parser.add_argument("--quiet", action="store_true", help="no per-rank progress lines")
     args = parser.parse_args(argv)
     begin = time.perf_counter()
 
     variant = "as_published" if args.as_published else "correct"
-    folder = args.out / ("as_published" if args.as_published else "corrected")
+    out = folder(args.out, args.as_published)
     names = args.datasets or (["animals"] if args.quick else list(DATASETS))
     ranks, values = (RANKS[:2], PRIOR_VALUES[::5]) if args.quick else (RANKS, PRIOR_VALUES)
     restarts = 2 if args.quick and args.restarts == len(TEST_SEEDS) else args.restarts
-    args.seeds = (
-        TEST_SEEDS[:restarts] if restarts <= len(TEST_SEEDS) else range(1000, 1000 + restarts)
-    )
-    use_logsvd = "logsvd" in available() and not args.no_logsvd and not args.as_published
+    args.use_logsvd = "logsvd" in available() and not args.no_logsvd and not args.as_published
     if "logsvd" not in available():
         log("note: engine 'logsvd' is not available in this bernmf; logistic SVD is skipped")
     elif args.as_published:
@@ -335,40 +286,30 @@ def main(argv=None) -> int:
         f"grids in {args.grid_dtype}, test fits in {args.dtype}; {args.workers} worker(s); "
         f"MM {'plain' if args.accelerate is False or args.as_published else 'accelerated'}"
     )
+    result = study.run(configuration(args, names, ranks, values, restarts))
+    fits = paper_fits(result)
+    for (name, method), rows in result.table.groupby(["dataset", "method"], sort=False):
+        test = rows["test_perplexity"].to_numpy()
+        spread = f" ± {test.std(ddof=1):.4f}" if len(test) > 1 and np.isfinite(test).all() else ""
+        log(f"{name} {method}: {rows['chosen'].iloc[0]}; test perplexity {test.mean():.4f}{spread}")
 
-    all_fits, tunings, h_fits = [], {}, {}
-    for name in names:
-        start = time.perf_counter()
-        data = datasets.load(name, data_dir=args.data_dir)
-        split = paper_split(data.shape)
-        log(f"== {name} {data.shape}")
-        rows, _, _ = nbmf_method(data, split, name, "NBMF-EM", ranks, [1.0], [1.0], args, variant)
-        all_fits.append(rows)
-        rows, tuning, fits = nbmf_method(
-            data, split, name, "NBMF-MM", ranks, values, values, args, variant
-        )
-        all_fits.append(rows)
-        tunings[name] = tuning
-        best_fit = min(fits, key=lambda f: f.perplexity(data, split.test))
-        logsvd_fit = None
-        if use_logsvd:
-            rows, logsvd_fit = logsvd_method(data, split, name, ranks, args)
-            all_fits.append(rows)
-        h_fits[name] = (best_fit, logsvd_fit)
-        log(f"{name} done in {time.perf_counter() - start:.0f} s")
-
-    folder.mkdir(parents=True, exist_ok=True)
-    fits = pd.concat(all_fits, ignore_index=True)
-    first = ["dataset", "method", "stage"]
-    fits = fits[first + [c for c in fits.columns if c not in first]]
-    write_csv(fits, folder / "fits.csv", index=False)
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(fits, out / "fits.csv", index=False)
+    write_csv(result.table, out / "study.csv", index=False)
     summary = summarize(fits)
-    write_csv(summary, folder / "summary.csv", index=False)
+    write_csv(summary, out / "summary.csv", index=False)
     label = "as published (defects reproduced)" if args.as_published else "corrected"
-    figure_validation(tunings, folder / "fig1_validation.png", f"NBMF-MM validation, {label}")
-    figure_test(fits, folder / "fig2_test.png", f"Test perplexity over restarts, {label}")
-    if "lastfm" in h_fits:
-        figure_lastfm_H(*h_fits["lastfm"], folder / "fig3_lastfm_H.png")
+    figure_validation(fits, out / "fig1_validation.png", f"NBMF-MM validation, {label}")
+    figure_test(fits, out / "fig2_test.png", f"Test perplexity over restarts, {label}")
+    if "lastfm" in names:
+        mm = result.table[
+            (result.table["dataset"] == "lastfm") & (result.table["method"] == "NBMF-MM")
+        ]
+        j = int(mm.loc[mm["validation_perplexity"].idxmin(), "seed_set"])  # on validation
+        logsvd = result.results.get(("lastfm", "logsvd", 1, 0))
+        figure_lastfm_H(
+            result.results[("lastfm", "NBMF-MM", 1, j)], logsvd, out / "fig3_lastfm_H.png"
+        )
     comparison = compare(args.out)
 
     with pd.option_context("display.width", 160, "display.max_columns", 20):
@@ -383,7 +324,7 @@ def main(argv=None) -> int:
                 "test_perplexity_as_published",
             ]
             log(comparison[shown].round(4).to_string(index=False))
-    log(f"\noutputs in {folder}")
+    log(f"\noutputs in {out}")
     log(f"wall time: {time.perf_counter() - begin:.1f} s")
     return 0
 

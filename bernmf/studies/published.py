@@ -22,13 +22,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pandas as pd
 
-from bernmf.data.observed import DTYPES, Observed, as_observed
+from bernmf.data.observed import DTYPES, Observed
+from bernmf.inference import mm
 from bernmf.inference.mm import random_init
-from bernmf.models.spec import Factors, Prior, log_prior, perplexity
+from bernmf.models.spec import Factors, Prior, log_prior
 from bernmf.results.fit import Fit, Record
-from bernmf.tune import COLUMNS, Tuning
 
 
 class PublishedData(NamedTuple):
@@ -119,15 +118,16 @@ def fits(data: Observed, rank: int, priors, seeds, *, max_iter=2000, tol=1e-5, d
     return (*(np.asarray(x) for x in outputs), seconds)
 
 
-def to_fits(data: Observed, rank: int, prior: Prior, seeds, outputs) -> list[Fit]:
-    """The outputs of :func:`fits` at one prior as :class:`bernmf.Fit`, engine "mm-as-published"."""
-    W, H, traces, n_iter, converged, seconds = outputs
+def run_settings(data: Observed, rank: int, priors, seeds, **options) -> list[Fit]:
+    """The published fits of the (prior, seed) pairs (:func:`fits`) as :class:`bernmf.Fit`,
+    engine "mm-as-published"; each fit's run time its share of the call's by sweeps."""
+    W, H, traces, n_iter, converged, seconds = fits(data, rank, priors, seeds, **options)
     share = seconds * n_iter / max(n_iter.sum(), 1)
     return [
         Fit(
-            engine="mm-as-published",
+            engine=ENGINE.name,
             rank=rank,
-            prior=prior.broadcast(rank),
+            prior=prior,
             W=W[i],
             H=H[i],
             stored_probs=W[i] @ H[i],
@@ -141,30 +141,25 @@ def to_fits(data: Observed, rank: int, prior: Prior, seeds, outputs) -> list[Fit
             ),
             extras={"sweeps": int(n_iter[i]) + 1},
         )
-        for i, seed in enumerate(seeds)
+        for i, (prior, seed) in enumerate(zip(priors, seeds, strict=True))
     ]
 
 
-def grid(Y, ranks, alphas, betas, *, mask, validation, seed=0, **options) -> Tuning:
-    """Published fits of rank x alpha x beta scored on validation, as :func:`bernmf.tune.grid`."""
-    data, values = as_observed(Y, mask), as_observed(Y).Y
-    rows, timings, best = [], {}, (np.inf, None)
-    settings = [(a, b) for a in alphas for b in betas]
-    for rank in ranks:
-        priors = [Prior(a, b, 1.0) for a, b in settings]  # the paper's gamma
-        outputs = fits(data, rank, priors, [seed] * len(priors), **options)
-        W, H, _, n_iter, converged, seconds = outputs
-        timings[rank] = {"compile": 0.0, "run": seconds}
-        for i, (a, b) in enumerate(settings):
-            score = perplexity(values, W[i] @ H[i], validation)
-            share = seconds * n_iter[i] / max(n_iter.sum(), 1)
-            rows.append(
-                (rank, a, b, 1.0, seed, int(n_iter[i]), int(n_iter[i]) + 1, bool(converged[i]),
-                 share, score)
-            )  # fmt: skip
-            best = min(best, (score, (W[i], H[i])), key=lambda x: x[0])
-    table = pd.DataFrame(rows, columns=COLUMNS)
-    top = table.loc[table["validation_perplexity"].idxmin()]
-    chosen = {"rank": int(top["rank"]), "alpha": float(top["alpha"]), "beta": float(top["beta"])}
-    chosen |= {"seed": int(top["seed"]), "validation_perplexity": float(top[COLUMNS[-1]])}
-    return Tuning(table=table, best=chosen, best_factors=best[1], timings=timings)
+def _run(data: Observed, rank: int, prior: Prior, seed: int, init, **options) -> Fit:
+    """One published fit (no initial factors: it starts from its seed)."""
+    if init is not None:
+        raise ValueError("the published code starts from its seed: init must be None")
+    return run_settings(data, rank, [prior], [seed], **options)[0]
+
+
+ENGINE = mm.ENGINE._replace(
+    name="mm-as-published",
+    run=_run,
+    options={"max_iter": 2000, "tol": 1e-5, "dtype": "float64"},
+    run_members=None,
+    check_options=None,
+    run_settings=run_settings,
+)
+"""The published code as an :class:`~bernmf.inference.registry.Engine` that the studies run
+through :func:`bernmf.fitting.runner.fit_settings`; not registered (``bernmf.fit`` and the
+engines' contract suite know only the correct engines)."""

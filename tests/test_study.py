@@ -1,0 +1,140 @@
+"""The study runner: a tiny study on simulated data, its table, its choices made on
+validation only, and ``bernmf reproduce <study> --quick``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import shared_file
+
+from bernmf.cli.parser import main
+from bernmf.studies import study
+from bernmf.studies.study import Grid, Method, Simulation, Study
+
+TINY = Study(
+    "tiny",
+    grids=(
+        Grid("mm", (2, 3), ((1.5, 1.5, 1.0), (2.0, 3.0, 1.0)), {"max_iter": 50}),
+        Grid("em", (2,), options={"max_iter": 50}),
+    ),
+    methods=(
+        Method("single", "single"),
+        Method("mm best", "best", ("mm",)),
+        Method("mm mean", "mean", ("mm",)),
+        Method("stack", "stack"),
+        Method("stack members", "stack members"),
+        Method("refit", "stack+refit"),
+        Method("mm stack chosen", "stack chosen", ("mm",)),
+        Method("em setting", "stack setting", ("em",)),
+    ),
+    simulations=(Simulation(30, 20, 3),),
+    split="random",
+    members=(1, 2),
+    seed_sets=2,
+    metrics=("min_test_probability",),
+)
+"""Two engines, two seed sets of R = 1 and 2 members, every rule."""
+
+CHOICES = ["validation_perplexity", "chosen", "rank", "alpha", "beta", "seed", "weights"]
+"""The columns that the validation entries decide."""
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return study.run(TINY)
+
+
+def test_the_table_has_a_row_per_dataset_seed_set_and_method(tiny):
+    table = tiny.table
+    assert len(table) == 2 * 2 * len(TINY.methods)  # R in {1, 2} x 2 seed sets x methods
+    counts = table.groupby(["R", "seed_set"]).size()
+    assert (counts == len(TINY.methods)).all()
+    assert set(table["dataset"]) == {"simulated-30x20-K3-seed0"}
+    assert np.isfinite(table["test_perplexity"]).all() and (table["cpu_seconds"] > 0).all()
+    refit = table["rule"] == "stack+refit"
+    assert table.loc[refit, "validation_perplexity"].isna().all()
+    assert np.isfinite(table.loc[~refit, "validation_perplexity"]).all()
+    stacks = table["rule"].str.startswith("stack")
+    assert table.loc[stacks, "weights"].str.contains("baseline").all()
+    assert (table["min_test_probability"] > 0).all()
+    # R = 2: each seed set has its own seeds, the mm mean mixes two members
+    means = table[(table["method"] == "mm mean") & (table["R"] == 2)]
+    assert means["seed"].isna().all() and means["chosen"].str.startswith("mm K=").all()
+    # the fits table: mm 2 ranks x 2 priors x 4 seeds (the pool of 2 x 2), em 4 seeds
+    assert len(tiny.fits) == 2 * 2 * 4 + 4
+    np.testing.assert_allclose(
+        tiny.weights.groupby(["R", "seed_set", "method"])["weight"].sum(), 1.0
+    )
+
+
+def test_the_single_fit_is_the_member_of_least_validation_perplexity(tiny):
+    table, fits = tiny.table, tiny.fits
+    row = table[(table["method"] == "single") & (table["R"] == 1) & (table["seed_set"] == 0)]
+    seed0 = fits[fits["seed"] == 0]  # seed set 0 of R = 1: seed 0 of every setting
+    assert row["validation_perplexity"].item() == seed0["validation_perplexity"].min()
+
+
+def test_changing_test_entries_changes_no_choice(tiny, monkeypatch):
+    Y = study.load_data(TINY.simulations[0])
+    test = study.split_of(TINY, Y.shape).test
+    flipped = np.where(test, 1 - Y, Y)
+    monkeypatch.setattr(study, "load_data", lambda data, data_dir: flipped)
+    other = study.run(TINY)
+    pd.testing.assert_frame_equal(other.table[CHOICES], tiny.table[CHOICES])
+    assert (other.table["test_perplexity"] != tiny.table["test_perplexity"]).all()
+
+
+def test_a_spent_budget_starts_no_fit_and_no_seed_set(capsys):
+    spent = study.run(Study(**{**TINY.__dict__, "budget": 0.0}))
+    assert spent.table.empty and spent.fits.empty
+    assert "mm K=2: skipped, the budget of 0 CPU s is spent" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"methods": (Method("x", "median"),)}, "rule must be one of"),
+        ({"methods": (Method("x", "single", ("vb",)),)}, "no grid"),
+        ({"grids": (Grid("nope", (2,)),)}, "nope"),
+        ({"grids": (Grid("mm", (0,)),)}, "rank must be >= 1"),
+        ({"grids": (Grid("mm", (2,), options={"max_iterations": 5}),)}, "max_iterations"),
+        ({"grids": (Grid("logsvd", (2,), ((1.0, 1.0, 1.0),)),)}, "prior"),
+        ({"grids": (Grid("mm", (2,), ((1.0, 1.0),)),)}, "alpha, beta, gamma"),
+        ({"datasets": ("animal",)}, "unknown datasets"),
+        (
+            {
+                "grids": (Grid("mm-as-published", (2,)),),
+                "methods": (Method("refit", "stack+refit"),),
+            },
+            "not refitted",
+        ),
+        ({"pool": 1, "members": (2,)}, "pool 1"),
+        ({"metrics": ("auc",)}, "metrics"),
+    ],
+)
+def test_a_bad_study_is_refused_before_anything_runs(change, message):
+    grids = {"grids": (Grid("mm", (2,)),)} if "grids" not in change else {}
+    fields = {**TINY.__dict__, "methods": (Method("single", "single"),), **grids, **change}
+    with pytest.raises((ValueError, TypeError), match=message):
+        Study(**fields)
+
+
+@pytest.mark.slow
+def test_reproduce_modes_quick(tmp_path, capsys):
+    data_dir = shared_file("data", "animals.csv").parent
+    out = tmp_path / "modes"
+    argv = ["reproduce", "modes", "--quick", "--data-dir", str(data_dir), "--out", str(out)]
+    assert main([*argv, "--quiet"]) == 0
+    results = pd.read_csv(out / "results.csv")
+    methods = {"single", "best of R", "uniform R", "stacked R", "grid-stacked R", "vb R", "gibbs R"}
+    assert set(results["method"]) == methods
+    assert results.groupby(["method", "R"]).size().eq(2).all()
+    assert results["test_perplexity"].between(0.3, 0.7).all()
+    summary = pd.read_csv(out / "summary.csv").set_index(["method", "R"])
+    # stacking over the grid uses every member: on validation it is at least as good
+    validation = summary["validation_mean"]
+    assert validation["grid-stacked R", 3] <= validation["uniform R", 3] + 1e-9
+    assert (out / "modes.png").stat().st_size > 0
+    assert main([*argv, "--as-published"]) == 1
+    assert "--as-published is the paper's" in capsys.readouterr().err
