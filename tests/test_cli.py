@@ -194,6 +194,7 @@ def test_tune_with_a_split_file(data_csv, tmp_path, capsys):
     np.savez(tmp_path / "split.npz", Y=codes)
     out = tmp_path / "tune"
     argv = ["tune", str(path), "--split", str(tmp_path / "split.npz"), "--ranks", "2,3"]
+    argv += ["--extend", "0"]  # the grid as given
     assert main([*argv, "--alphas", "1,2", "--betas", "1.5", "--quiet", "--out", str(out)]) == 0
     assert capsys.readouterr().out == ""
     grid = pd.read_csv(out / "grid.csv")

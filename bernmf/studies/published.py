@@ -159,12 +159,17 @@ def grid(Y, ranks, alphas, betas, *, mask, validation, seed=0, **options) -> Tun
             score = perplexity(values, W[i] @ H[i], validation)
             share = seconds * n_iter[i] / max(n_iter.sum(), 1)
             rows.append(
-                (rank, a, b, 1.0, seed, int(n_iter[i]), int(n_iter[i]) + 1, bool(converged[i]),
-                 share, score)
+                ("mm", rank, a, b, 1.0, seed, int(n_iter[i]), int(n_iter[i]) + 1,
+                 bool(converged[i]), share, score)
             )  # fmt: skip
             best = min(best, (score, (W[i], H[i])), key=lambda x: x[0])
     table = pd.DataFrame(rows, columns=COLUMNS)
     top = table.loc[table["validation_perplexity"].idxmin()]
-    chosen = {"rank": int(top["rank"]), "alpha": float(top["alpha"]), "beta": float(top["beta"])}
+    chosen = {
+        "engine": "mm",
+        "rank": int(top["rank"]),
+        "alpha": float(top["alpha"]),
+        "beta": float(top["beta"]),
+    }
     chosen |= {"seed": int(top["seed"]), "validation_perplexity": float(top[COLUMNS[-1]])}
     return Tuning(table=table, best=chosen, best_factors=best[1], timings=timings)
