@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import shared_file
 
 import bernmf
 from bernmf import _progress, tune
@@ -262,6 +263,19 @@ def test_a_best_rank_inside_the_grid_or_one_rank_is_no_edge():
     assert not fitted
 
 
+def test_a_best_alpha_or_beta_at_the_edge_of_its_grid_is_said():
+    from bernmf.tune import _prior_edges
+
+    best = pd.Series({"rank": 4, "alpha": 3.0, "beta": 1.5})
+    grids = {"alpha": [1.2, 2.0, 3.0], "beta": [1.2, 1.5, 2.0]}
+    assert _prior_edges("mm", best, grids) == [
+        "mm: the best alpha=3 (K=4) is the largest of the grid's; larger values may do better"
+    ]
+    assert _prior_edges("mm", best, {"alpha": [3.0], "beta": [1.5, 2.0]})[0].startswith(
+        "mm: the best beta=1.5 (K=4) is the smallest of the grid's; smaller values"
+    )
+
+
 def test_progress_names_the_phase_that_runs_stacking_included(monkeypatch):
     Y, split = small_problem(12)
     seen = []
@@ -352,3 +366,17 @@ def test_codes_of_an_unlabelled_matrix_are_written_as_the_papers_split_files(tmp
     write_codes(split, Y, tmp_path / "split.csv")
     assert (tmp_path / "split.csv").read_text().splitlines()[0].count(",") == Y.shape[1] - 1
     np.testing.assert_array_equal(read_codes(tmp_path / "split.csv", Y).codes(), split.codes())
+
+
+@pytest.mark.slow
+def test_the_commands_default_priors_keep_test_entries_finite(tmp_path, capsys):
+    """From alpha = 1 (the flat prior's) the tuned mm on animals chose alpha = 1 at K = 4,
+    and scored inf on test: the default grid starts at the default prior's 1.2."""
+    from bernmf.cli.parser import main
+
+    folder = shared_file("data", "animals.csv").parent
+    argv = ["tune", "--dataset", "animals", "--data-dir", str(folder), "--ranks", "2,4"]
+    assert main([*argv, "--extend", "0", "--json", "--out", str(tmp_path / "o")]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best["alpha"] >= 1.2 and best["beta"] >= 1.2
+    assert np.isfinite(best["test_perplexity"])

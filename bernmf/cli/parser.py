@@ -99,7 +99,7 @@ paper's split), each seed also gets the rows "stacked: all engines" and "stacked
 its fits stacked on the validation entries (bernmf.stack), rank 0.
 Writes fits.csv (every fit), summary.csv, summary.json, perplexity.png.""",
     "tune": """examples:
-  bernmf tune --dataset animals --ranks 2,4,8 --alphas 1,1.5,2,3 --betas 1,1.5,2,3 --out t
+  bernmf tune --dataset animals --ranks 2,4,8 --alphas 1.2,2,4 --betas 1.2,2,4 --out t
   bernmf tune data.csv --engines mm,logsvd,em --ranks 2,4,8 --out t
   bernmf tune data.csv --split t/split.csv --ranks 4 --restarts 3 --out t2
 
