@@ -323,9 +323,7 @@ def test_the_command_refuses_unknown_engines_and_priors_without_a_taker(tmp_path
     assert main([*argv, "--engines", "mm,nope"]) == 1
     assert "unknown engine 'nope'" in capsys.readouterr().err
     assert main([*argv, "--engines", "logsvd", "--alphas", "1.5"]) == 1
-    assert "--alphas and --betas set a Beta prior, but logsvd take no prior" in (
-        capsys.readouterr().err
-    )
+    assert "--alphas set a Beta prior, but logsvd take no prior" in (capsys.readouterr().err)
     assert not (tmp_path / "o").exists()
 
 

@@ -43,8 +43,9 @@ def tune_command(args) -> int:
         alphas = tune.PRIOR_GRID if alphas is None else alphas
         betas = tune.PRIOR_GRID if betas is None else betas
     elif alphas is not None or betas is not None:
+        flags = " and ".join(f for f, v in (("--alphas", alphas), ("--betas", betas)) if v)
         names = ", ".join(engine.name for engine in engines)
-        raise ValueError(f"--alphas and --betas set a Beta prior, but {names} take no prior")
+        raise ValueError(f"{flags} set a Beta prior, but {names} take no prior")
     Y, source = load_data(args)
     if Y is None:
         raise ValueError("tune needs DATA or --dataset")
