@@ -408,19 +408,25 @@ def _prior_values(prior: Prior | None) -> tuple[float, float]:
 
 
 def _prior_edges(name: str, best, grids: dict[str, list[float]]) -> list[str]:
-    """Lines saying where the ``best`` row's alpha or beta is the largest or smallest of its
-    grid of two or more values (no fit is added: below the grid lies the flat prior, whose H
-    reaches 0 and 1)."""
+    """Lines saying where the ``best`` row's alpha or beta is the largest of its grid of two or
+    more values, or the smallest above 1 (no fit is added: toward 1 lies the flat prior, whose
+    H reaches 0 and 1, and below it no prior of mm)."""
     lines = []
     for which, values in grids.items():
-        value = best[which]
-        edge = "largest" if value == max(values) else "smallest" if value == min(values) else None
-        if len(set(values)) > 1 and edge:
-            more = "larger" if edge == "largest" else "smaller"
-            lines.append(
-                f"{name}: the best {which}={value:g} (K={int(best['rank'])}) is the {edge} of "
-                f"the grid's; {more} values may do better"
-            )
+        value, rank = best[which], int(best["rank"])
+        if len(set(values)) < 2:
+            continue
+        if value == max(values):
+            more = "larger values"
+        elif value == min(values) and value > 1:
+            more = "smaller values above 1"
+        else:
+            continue
+        edge = "largest" if value == max(values) else "smallest"
+        lines.append(
+            f"{name}: the best {which}={value:g} (K={rank}) is the {edge} of the grid's; "
+            f"{more} may do better"
+        )
     return lines
 
 

@@ -271,9 +271,12 @@ def test_a_best_alpha_or_beta_at_the_edge_of_its_grid_is_said():
     assert _prior_edges("mm", best, grids) == [
         "mm: the best alpha=3 (K=4) is the largest of the grid's; larger values may do better"
     ]
-    assert _prior_edges("mm", best, {"alpha": [3.0], "beta": [1.5, 2.0]})[0].startswith(
-        "mm: the best beta=1.5 (K=4) is the smallest of the grid's; smaller values"
-    )
+    assert _prior_edges("mm", best, {"alpha": [3.0], "beta": [1.5, 2.0]}) == [
+        "mm: the best beta=1.5 (K=4) is the smallest of the grid's; smaller values above 1 may "
+        "do better"
+    ]
+    flat = pd.Series({"rank": 4, "alpha": 1.0, "beta": 2.0})  # no advice below alpha = 1
+    assert _prior_edges("mm", flat, {"alpha": [1.0, 1.5], "beta": [1.5, 2.0, 3.0]}) == []
 
 
 def test_progress_names_the_phase_that_runs_stacking_included(monkeypatch):
