@@ -61,6 +61,9 @@ COLUMNS = [
     "validation_perplexity",
 ]
 
+MAX_EXTEND = 30
+"""The most ranks ``extend`` may add: 30 doublings pass any matrix's min(M, N)."""
+
 TIMINGS = ("run", "compile")
 """The keys of :attr:`Tuning.timings`' values."""
 
@@ -261,7 +264,7 @@ def grid(
     alphas = _values("alphas", Prior().alpha if alphas is None else alphas)
     betas = _values("betas", Prior().beta if betas is None else betas)
     check_count("restarts", restarts, most=MAX_RESTARTS)
-    check_count("extend", extend, least=0)
+    check_count("extend", extend, least=0, most=MAX_EXTEND)
     if combine not in (None, "mean", "best", "stack"):
         raise ValueError(f"combine must be None, 'mean', 'best' or 'stack', got {combine!r}")
     if refit and combine != "stack":

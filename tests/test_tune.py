@@ -313,8 +313,9 @@ def test_unknown_engines_options_and_priors_without_a_taker_fail_before_any_fit(
         tune.grid(Y, [2], [1.5], engines=["logsvd", "em"], **common)
     with pytest.raises(TypeError, match=r"\(mm, logsvd\) do not take option\(s\) \['steps'\]"):
         tune.grid(Y, [2], engines=["mm", "logsvd"], steps=3, **common)
-    with pytest.raises(ValueError, match="extend must be an integer >= 0"):
-        tune.grid(Y, [2], extend=-1, **common)
+    for extend in (-1, 10**9, 1.5):
+        with pytest.raises(ValueError, match=r"extend must be an integer in \[0, 30\]"):
+            tune.grid(Y, [2], extend=extend, **common)
 
 
 def test_the_command_refuses_unknown_engines_and_priors_without_a_taker(tmp_path, capsys):
