@@ -337,6 +337,8 @@ def test_a_large_mostly_zero_csv_gets_the_hint_to_store_it_sparse(tmp_path, caps
     assert capsys.readouterr().err == ""
 
 
+TUNE_ENGINES = {"engines": ("mm", "em")}
+
 REPORT_DEFAULTS = {
     "ranks": (3, 5), "shared_rank": 5, "seeds": range(2), "ensembles": ("em",), "restarts": 6
 }  # fmt: skip
@@ -357,6 +359,7 @@ REPORT_READ = {"ranks": [3, 5], "seeds": 2, "ensembles": ["em"]}
         (bernmf.api.fit, ["fit", "d.csv", "--rank", "2", "--out", "o"], {"combine": "mean"}, {}),
         (bernmf.api.fit, ["fit", "d.csv", "--rank", "2", "--out", "o"], {"engine": "em"}, {}),
         (bernmf.tune.grid, ["tune", "--out", "o"], {"gamma": 0.5, "restarts": 2, "seed": 4}, {}),
+        (bernmf.tune.grid, ["tune", "--out", "o"], TUNE_ENGINES, {"engines": ["mm", "em"]}),
         (bernmf.compare, ["compare", "--out", "o"], {"seeds": range(5)}, {"seeds": 5}),
         (bernmf.studies.report.run.run, ["report", "--out", "o"], REPORT_DEFAULTS, REPORT_READ),
     ],
