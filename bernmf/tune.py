@@ -1,11 +1,15 @@
-"""Hyperparameter search for the MM engine: rank x alpha x beta (x restarts) on validation.
+"""Hyperparameter search on validation: engines x rank (x alpha x beta x restarts).
 
-The prior is data, not structure, so every (alpha, beta, seed) of one rank runs in a
-single compiled program (:func:`bernmf.fitting.runner.fit_settings`, through mm's
-:func:`~bernmf.inference.mm.run_many`: the fits of
-``bernmf.fit(Y, "mm", ...)`` mapped over priors and seeds, one after the other on a
-CPU, vmapped on an accelerator); a fit of the grid equals ``bernmf.fit(Y, "mm", rank,
-mask=mask, prior=Prior(alpha, beta, gamma), seed=seed)`` to rounding.
+Every engine goes through the one runner of settings x seeds
+(:func:`bernmf.fitting.runner.fit_settings`), as the default search's ladder does
+(:mod:`bernmf.fitting.search`): an engine that takes its prior as data (``mm``) fits every
+(alpha, beta, seed) of one rank in a single compiled call (mm's
+:func:`~bernmf.inference.mm.run_many`: the fits of ``bernmf.fit(Y, "mm", ...)`` mapped over
+priors and seeds, one after the other on a CPU, vmapped on an accelerator), so a fit of the
+grid equals ``bernmf.fit(Y, "mm", rank, mask=mask, prior=Prior(alpha, beta, gamma),
+seed=seed)`` to rounding; an engine without a prior (``em``, ``logsvd``, ``logpca``) is
+fitted once per rank and seed. A best rank at the edge of the grid is said, and with
+``extend`` the grid grows in that direction while the validation perplexity improves.
 
 Examples
 --------
@@ -16,7 +20,7 @@ Examples
 >>> result = bernmf.tune.grid(Y, [2, 3], [1.0, 1.5], [1.0, 1.5], mask=split.train,
 ...                           validation=split.validation, progress=False)
 >>> sorted(result.best)
-['alpha', 'beta', 'rank', 'seed', 'validation_perplexity']
+['alpha', 'beta', 'engine', 'rank', 'seed', 'validation_perplexity']
 """
 
 from __future__ import annotations
@@ -34,15 +38,17 @@ from bernmf.data.observed import as_observed, check_count, check_rank, check_see
 from bernmf.fitting.ensemble import MAX_RESTARTS
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import Scored, fit_settings
+from bernmf.fitting.search import check_engines, run_options
 from bernmf.fitting.stack import stack
 from bernmf.fitting.stacking import entries_lpd
-from bernmf.inference import get_engine
+from bernmf.inference import Engine
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
 
-__all__ = ["Tuning", "grid"]
+__all__ = ["EXTENSIONS", "PRIOR_GRID", "Tuning", "grid"]
 
 COLUMNS = [
+    "engine",
     "rank",
     "alpha",
     "beta",
@@ -55,6 +61,24 @@ COLUMNS = [
     "validation_perplexity",
 ]
 
+MAX_EXTEND = 30
+"""The most ranks ``extend`` may add: 30 doublings pass any matrix's min(M, N)."""
+
+TIMINGS = ("run", "compile")
+"""The keys of :attr:`Tuning.timings`' values."""
+
+PRIOR_GRID = (1.2, 1.5, 2.0, 3.0)
+"""The alphas, and the betas, that ``bernmf tune`` tries by default (for the engines that
+take a prior): from the default prior's 1.2 up. Not 1: at alpha = 1 (or beta = 1) H reaches 0
+(or 1), and the tuned mm on animals chose alpha = 1 and scored inf on test; from 1.2 it
+scored 0.4119 there, and 0.1018 on paleo against 0.1105 from 1 (the paper's split,
+2026-11-27)."""
+
+EXTENSIONS = 2
+"""Ranks that ``bernmf tune`` adds at most, per engine, beyond the edge of its grid where the
+best rank lies (``--extend``); :func:`grid`'s default is 0, so that a study's grid stays the
+one it names."""
+
 
 @dataclass(frozen=True)
 class Tuning:
@@ -63,28 +87,35 @@ class Tuning:
     Attributes
     ----------
     table : DataFrame
-        One row per fit: rank, alpha, beta, gamma, seed, iterations, converged,
+        One row per fit: engine, rank, alpha, beta, gamma (NaN for an engine without a
+        prior), seed, iterations, sweeps (passes over the data: mm's and em's, whose
+        accelerated steps count 3; the iterations of the other engines), converged,
         seconds, validation_perplexity.
     best : dict
-        The row with the lowest validation perplexity (rank, alpha, beta, seed,
-        validation_perplexity); with ``combine``, the setting whose ensemble has
-        the lowest (rank, alpha, beta, seed of its best member, its ensemble's
-        validation_perplexity).
+        The row with the lowest validation perplexity (engine, rank, alpha, beta, seed,
+        validation_perplexity; alpha and beta None for an engine without a prior); with
+        ``combine`` "mean" or "best", the setting whose ensemble has the lowest (the seed
+        of its best member, its ensemble's validation_perplexity).
     best_factors : (W, H)
-        The factors of that fit (with ``combine``: of that ensemble's member of
-        lowest objective).
+        The factors of that fit (with ``combine``: of that ensemble's best member).
     timings : dict
-        Per rank: ``{"compile": s, "run": s}``.
+        Per rank: ``{"compile": s, "run": s}``, summed over the engines.
     ensembles : DataFrame or None
-        With ``combine`` "mean" or "best": one row per (rank, alpha, beta): gamma,
+        With ``combine`` "mean" or "best": one row per (engine, rank, alpha, beta): gamma,
         members and the validation perplexity of the ensemble of its ``restarts`` fits.
     members : list of bernmf.fitting.runner.Scored
         Every fit (a row of ``table``, in its order) with its setting and validation
         perplexity (:func:`bernmf.fitting.runner.fit_settings`), e.g. to stack them.
     stacked : Fit or None
         With ``combine="stack"``: :func:`bernmf.stack` of every fit of the grid (the
-        members of every setting and rank, a setting's seeds sharing one weight) and
-        the baseline, weighted on the validation entries.
+        members of every engine, setting and rank, a setting's seeds sharing one weight)
+        and the baseline, weighted on the validation entries.
+    notes : list of str
+        What was said about the grid's edges: a best rank at the largest (or smallest)
+        rank of an engine's grid, the ranks added beyond it and why the extension stopped.
+    options : dict
+        Each engine's options, by name, as its fits were made (e.g. to fit the best
+        setting again with :func:`bernmf.fit`).
     """
 
     table: pd.DataFrame
@@ -94,11 +125,14 @@ class Tuning:
     ensembles: pd.DataFrame | None = None
     members: list[Scored] = field(default_factory=list, repr=False)
     stacked: Fit | None = None
+    notes: list[str] = field(default_factory=list)
+    options: dict = field(default_factory=dict)
 
     def mean_over_seeds(self) -> pd.DataFrame:
-        """Validation perplexity averaged over restarts, per (rank, alpha, beta)."""
+        """Validation perplexity averaged over restarts, per (engine, rank, alpha, beta)."""
+        keys = ["engine", "rank", "alpha", "beta"]
         return (
-            self.table.groupby(["rank", "alpha", "beta"], as_index=False)["validation_perplexity"]
+            self.table.groupby(keys, as_index=False, dropna=False)["validation_perplexity"]
             .mean()
             .sort_values("validation_perplexity", ignore_index=True)
         )
@@ -111,48 +145,77 @@ def _values(name: str, values) -> list[float]:
     return array.tolist()
 
 
+def _engine_options(chosen: Sequence[Engine], options: dict) -> dict[str, dict]:
+    """Each engine's options: those of ``options`` it declares, its defaults for the others
+    (:func:`bernmf.fitting.search.run_options`); TypeError for an option none declares."""
+    declared = {key for engine in chosen for key in engine.options}
+    unknown = sorted(set(options) - declared)
+    if unknown:
+        names = ", ".join(engine.name for engine in chosen)
+        raise TypeError(
+            f"the engines tuned ({names}) do not take option(s) {unknown}; "
+            f"their options: {sorted(declared)}"
+        )
+    return {
+        e.name: run_options(e, {k: v for k, v in options.items() if k in e.options}) for e in chosen
+    }
+
+
+def _score(value) -> float:
+    """A validation perplexity to compare: NaN as inf."""
+    return float(np.nan_to_num(value, nan=np.inf))
+
+
 def grid(
     Y,
     ranks: Sequence[int],
-    alphas=(Prior().alpha,),
-    betas=(Prior().beta,),
+    alphas=None,
+    betas=None,
     *,
     mask,
     validation,
+    engines: Sequence[str] = ("mm",),
     gamma: float = Prior().gamma,
     restarts: int = 1,
     combine: str | None = None,
     refit: bool = False,
     seed: int = 0,
+    extend: int = 0,
     batch_size: int | None = None,
     workers: int = 1,
     progress: bool = True,
     stream=None,
     **options,
 ) -> Tuning:
-    """Fit MM over rank x alpha x beta x restarts and score each fit on validation entries.
+    """Fit engines x rank (x alpha x beta) x restarts and score each fit on validation entries.
 
     Parameters
     ----------
     Y : array-like or DataFrame of shape (M, N)
         Binary data; NaN is missing.
     ranks : sequence of int
-    alphas, betas : sequences of float >= 1, default mm's default prior's
-        The Beta prior of H; every pair is fitted.
+    alphas, betas : sequences of float >= 1, optional
+        The Beta prior of H of the engines that take a prior; every pair is fitted.
+        Default: the default prior's (:class:`bernmf.Prior`). Refused when no engine
+        tuned takes a prior.
     mask : bool array of shape (M, N)
         Training entries (observed by the fits).
     validation : bool array of shape (M, N)
         Entries scored by the mean negative log-likelihood (perplexity), as
         :meth:`bernmf.Fit.perplexity` scores them: entries where Y is NaN are not.
-    gamma : float, default mm's default prior's
-        Dirichlet parameter of the rows of W, the same for every fit.
+    engines : sequence of str, default ("mm",)
+        The engines tuned, in order.
+    gamma : float, default the default prior's
+        Dirichlet parameter of the rows of W, the same for every fit of an engine that
+        takes a prior.
     restarts : int, default 1
         Random initializations per setting, with seeds ``seed, seed + 1, ...``; the
-        same seeds for every (alpha, beta), so settings are compared on equal footing.
+        same seeds for every (alpha, beta), so settings are compared on equal footing
+        (a sampler's: one chain each).
     combine : {"mean", "best", "stack"}, optional
         ``"mean"``, ``"best"``: also score, and choose the setting by, the ensemble of
         each setting's ``restarts`` fits (:mod:`bernmf.fitting.ensemble`): the uniform mixture
-        of their probabilities, or the fit of lowest objective. ``"stack"``: stack
+        of their probabilities, or the fit of lowest :meth:`Engine.score`. ``"stack"``: stack
         every fit of the grid on the validation entries (:func:`bernmf.stack` with its
         default ``seeds="mean"``: a setting's ``restarts`` fits share one weight;
         :attr:`Tuning.stacked`; its validation perplexity is that of the entries its
@@ -162,106 +225,253 @@ def grid(
         With ``combine="stack"``: fit the stack's members of positive weight again on
         the training and validation entries, with this grid's options
         (:func:`bernmf.stack`'s ``refit``).
+    extend : int, default 0
+        When an engine's best rank is the largest of its grid (below min(M, N)), or the
+        smallest (above 1), fit up to this many ranks beyond it, each twice (or half)
+        the last, while each improves that engine's best validation perplexity. With
+        0 (or a grid of one rank), an edge is only said (:attr:`Tuning.notes`).
+        ``bernmf tune`` extends by :data:`EXTENSIONS`.
     batch_size, workers
         See :func:`bernmf.inference.mm.run_many`.
     progress : bool, default True
-        Print a line per rank, and progress lines during long ranks, to ``stream``.
+        Print a line per engine and rank, progress lines during long ranks and the
+        notes on the grid's edges, to ``stream``.
     **options
-        Options of the ``mm`` engine (``max_iter``, ``tol``, ``dtype``,
-        ``accelerate``, ...) but ``restarts``, with its defaults.
+        Engine options (``max_iter``, ``tol``, ``dtype``, ...) but ``restarts``: each goes
+        to every engine tuned that declares it, the others keep their defaults.
 
     Returns
     -------
     Tuning
+
+    Raises
+    ------
+    ValueError, TypeError
+        Before any fit: unknown engines, alphas or betas with no engine that takes a
+        prior, an option no engine tuned takes, and what :func:`bernmf.fit` refuses.
     """
     ranks = [check_rank(k) for k in np.atleast_1d(ranks).tolist()]
     if not ranks:
         raise ValueError(f"ranks must be a non-empty list of ranks, got {ranks}")
-    alphas, betas = _values("alphas", alphas), _values("betas", betas)
+    chosen = check_engines(engines)
+    names = ", ".join(engine.name for engine in chosen)
+    given = [name for name, values in (("alphas", alphas), ("betas", betas)) if values is not None]
+    if given and not any(engine.takes_prior for engine in chosen):
+        raise ValueError(
+            f"{' and '.join(given)} set a Beta prior, but {names} take no prior: leave "
+            "them out, or tune an engine that takes one (mm)"
+        )
+    alphas = _values("alphas", Prior().alpha if alphas is None else alphas)
+    betas = _values("betas", Prior().beta if betas is None else betas)
     check_count("restarts", restarts, most=MAX_RESTARTS)
+    check_count("extend", extend, least=0, most=MAX_EXTEND)
     if combine not in (None, "mean", "best", "stack"):
         raise ValueError(f"combine must be None, 'mean', 'best' or 'stack', got {combine!r}")
     if refit and combine != "stack":
         raise ValueError(f"refit=True refits a stack: give combine='stack' (got {combine!r})")
-    engine = get_engine("mm")
-    options = engine.with_defaults(options)  # every option checked before compiling
+    chosen_options = _engine_options(chosen, options)  # every option checked before compiling
     data = as_observed(Y, mask)
     held_out = held_out_entries(Y, data, np.asarray(validation, bool))
     rows_at, columns_at, y = held_out.entries()
     stream = stream or sys.stderr
     check_seed(seed, restarts)
     settings = [Prior(a, b, gamma) for a in alphas for b in betas]
-    priors = {k: [engine.prior_for(p, k) for p in settings] for k in ranks}  # checked, (K,)
+    limit = min(data.shape)
+    top = min(max(ranks) * 2**extend, max(limit, max(ranks)))  # the largest rank it may fit
+    for engine in chosen:
+        for rank in ranks:
+            _priors(engine, settings, rank)  # checked
+        count = len(_priors(engine, settings, 1)) * restarts
+        what = f"{count} fits of {'alphas x betas x ' * engine.takes_prior}restarts={restarts}"
+        check_fit_bytes(chosen_options[engine.name], count, data.shape, top, what)
     seeds = [seed + r for r in range(restarts)]
     batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
-    fits = f"{len(settings) * restarts} fits of alphas x betas x restarts={restarts}"
-    check_fit_bytes(options, len(settings) * restarts, data.shape, max(ranks), fits)
-    rows, ensembles, timings, everyone = [], [], {}, []
+    rows, ensembles, timings, everyone, notes = [], [], {}, [], []
     single = combine in (None, "stack")  # best: the single fit of lowest validation perplexity
-    best_score, best_factors = np.inf, None
-    for rank in ranks:
-        label = f"rank {rank}"
-        working_on(f"mm K={rank}, {len(settings) * restarts} fits")
+    best = {"score": np.inf, "factors": None}
+
+    def fit_rank(engine: Engine, rank: int) -> float:
+        """Fit every setting x seed of ``engine`` at ``rank``, add its rows; its best score."""
+        label = f"{engine.name} K={rank}"
+        priors = _priors(engine, settings, rank)
+        count = len(priors) * restarts
+        working_on(f"{label}, {count} fit{'s' * (count > 1)}")
         fitted = fit_settings(
-            engine, data, rank, priors[rank], seeds, options, held_out,
+            engine, data, rank, priors, seeds, chosen_options[engine.name], held_out,
             label=label, stream=stream, **batching,
         )  # fmt: skip
-        everyone += fitted
-        timings[rank] = {
-            key: float(sum(m.fit.timings[key] for m in fitted)) for key in ("compile", "run")
-        }
+        everyone.extend(fitted)
+        spent = timings.setdefault(rank, dict.fromkeys(TIMINGS, 0.0))
+        for key in TIMINGS:
+            spent[key] += float(sum(m.fit.timings.get(key, 0.0) for m in fitted))
+        scores = []
         for m in fitted:
             fit, score = m.fit, m.validation_perplexity
-            alpha, beta = float(m.prior.alpha[0]), float(m.prior.beta[0])
+            alpha, beta = _prior_values(m.prior)
             rows.append(
                 (
-                    rank, alpha, beta, gamma, fit.seed, fit.n_iter, fit.extras["sweeps"],
-                    fit.converged, fit.timings["run"], score,
+                    engine.name, rank, alpha, beta, gamma if m.prior is not None else np.nan,
+                    fit.seed, fit.n_iter, fit.extras.get("sweeps", fit.n_iter), fit.converged,
+                    fit.timings["run"], score,
                 )
             )  # fmt: skip
-            if single and score < best_score:
-                best_score, best_factors = score, (fit.W, fit.H)
+            if single:
+                scores.append(_score(score))
+                if _score(score) < best["score"]:
+                    best.update(score=_score(score), factors=(fit.W, fit.H))
         for start in range(0, len(fitted), restarts) if not single else ():
             group = [m.fit for m in fitted[start : start + restarts]]
-            chosen = min(group, key=lambda f: np.nan_to_num(f.objective, nan=np.inf))
+            member = min(group, key=lambda f: _score(engine.score(f)))
             mixed = np.mean([f.probs_at(rows_at, columns_at) for f in group], axis=0)
-            picked = chosen.probs_at(rows_at, columns_at)
+            picked = member.probs_at(rows_at, columns_at)
             score = float(-entries_lpd(y, mixed if combine == "mean" else picked).mean())
-            prior = fitted[start].prior
-            setting = (rank, float(prior.alpha[0]), float(prior.beta[0]), gamma, restarts)
-            ensembles.append((*setting, chosen.seed, score))
-            if score < best_score:
-                best_score, best_factors = score, (chosen.W, chosen.H)
+            alpha, beta = _prior_values(fitted[start].prior)
+            prior_gamma = gamma if fitted[start].prior is not None else np.nan
+            ensembles.append((engine.name, rank, alpha, beta, prior_gamma, restarts, member.seed,
+                              score))  # fmt: skip
+            scores.append(_score(score))
+            if _score(score) < best["score"]:
+                best.update(score=_score(score), factors=(member.W, member.H))
         if progress:
             done = pd.DataFrame(rows[-len(fitted) :], columns=COLUMNS)
-            top = done.loc[done["validation_perplexity"].idxmin()]
+            first = done.loc[done["validation_perplexity"].fillna(np.inf).idxmin()]
+            at = "" if pd.isna(first["alpha"]) else (
+                f" at alpha={first['alpha']:g}, beta={first['beta']:g}"
+            )  # fmt: skip
+            run, compiled = (sum(m.fit.timings.get(k, 0.0) for m in fitted) for k in TIMINGS)
             say(
                 True,
-                f"{label}: {len(fitted)} fits in {timings[rank]['run']:.1f} s "
-                f"(compile {timings[rank]['compile']:.1f} s), {int(done['sweeps'].sum())} "
-                f"sweeps; best validation perplexity {top['validation_perplexity']:.4f} at "
-                f"alpha={top['alpha']:g}, beta={top['beta']:g}",
+                f"{label}: {len(fitted)} fit{'s' * (len(fitted) > 1)} in {run:.1f} s (compile "
+                f"{compiled:.1f} s), {int(done['sweeps'].sum())} sweeps; best validation "
+                f"perplexity {first['validation_perplexity']:.4f}{at}",
                 stream,
             )
+        return min(scores)
+
+    for engine in chosen:
+        scores = {rank: fit_rank(engine, rank) for rank in ranks}
+        notes += _edges(engine.name, scores, limit, extend, lambda k, e=engine: fit_rank(e, k),
+                        progress, stream)  # fmt: skip
     table = pd.DataFrame(rows, columns=COLUMNS)
-    ensemble_columns = ["rank", "alpha", "beta", "gamma", "members", "seed"]
+    ensemble_columns = ["engine", "rank", "alpha", "beta", "gamma", "members", "seed"]
     ensemble_table = (
         None
         if single
         else pd.DataFrame(ensembles, columns=[*ensemble_columns, "validation_perplexity"])
     )
     scored = table if single else ensemble_table
-    top = scored.loc[scored["validation_perplexity"].idxmin()]
-    best = {
-        "rank": int(top["rank"]),
-        "alpha": float(top["alpha"]),
-        "beta": float(top["beta"]),
-        "seed": int(top["seed"]),
-        "validation_perplexity": float(top["validation_perplexity"]),
+    for engine in chosen if len(alphas) > 1 or len(betas) > 1 else ():
+        own = scored[scored["engine"] == engine.name]
+        if engine.takes_prior and np.isfinite(own["validation_perplexity"]).any():
+            at = own.loc[own["validation_perplexity"].fillna(np.inf).idxmin()]
+            for line in _prior_edges(engine.name, at, {"alpha": alphas, "beta": betas}):
+                notes.append(line)
+                say(progress, line, stream)
+    first = scored.loc[scored["validation_perplexity"].fillna(np.inf).idxmin()]
+    chosen_row = {
+        "engine": str(first["engine"]),
+        "rank": int(first["rank"]),
+        "alpha": None if pd.isna(first["alpha"]) else float(first["alpha"]),
+        "beta": None if pd.isna(first["beta"]) else float(first["beta"]),
+        "seed": int(first["seed"]),
+        "validation_perplexity": float(first["validation_perplexity"]),
     }
     stacked = None
     if combine == "stack":
         fits = [m.fit for m in everyone]
-        refits = {"refit": refit, "options": {"mm": options}} if refit else {}
+        working_on(f"stacking {len(fits)} fits" + ", then refitting" * refit)
+        refits = {"refit": refit, "options": chosen_options} if refit else {}
         stacked = stack(fits, Y, validation=validation, mask=mask, **refits)
-    return Tuning(table, best, best_factors, timings, ensemble_table, everyone, stacked)
+    return Tuning(
+        table,
+        chosen_row,
+        best["factors"],
+        timings,
+        ensemble_table,
+        everyone,
+        stacked,
+        notes,
+        chosen_options,
+    )
+
+
+def _priors(engine: Engine, settings: list[Prior], rank: int) -> list[Prior | None]:
+    """The grid's priors of ``engine`` at ``rank``, checked and broadcast; [None] (its one
+    setting) for an engine without a prior."""
+    if not engine.takes_prior:
+        return [None]
+    return [engine.prior_for(p, rank) for p in settings]
+
+
+def _prior_values(prior: Prior | None) -> tuple[float, float]:
+    """(alpha, beta) of a broadcast prior; NaN for none."""
+    if prior is None:
+        return np.nan, np.nan
+    return float(prior.alpha[0]), float(prior.beta[0])
+
+
+def _prior_edges(name: str, best, grids: dict[str, list[float]]) -> list[str]:
+    """Lines saying where the ``best`` row's alpha or beta is the largest of its grid of two or
+    more values, or the smallest above 1 (no fit is added: toward 1 lies the flat prior, whose
+    H reaches 0 and 1, and below it no prior of mm)."""
+    lines = []
+    for which, values in grids.items():
+        value, rank = best[which], int(best["rank"])
+        if len(set(values)) < 2:
+            continue
+        if value == max(values):
+            more = "larger values"
+        elif value == min(values) and value > 1:
+            more = "smaller values above 1"
+        else:
+            continue
+        edge = "largest" if value == max(values) else "smallest"
+        lines.append(
+            f"{name}: the best {which}={value:g} (K={rank}) is the {edge} of the grid's; "
+            f"{more} may do better"
+        )
+    return lines
+
+
+def _edges(name, scores: dict, limit: int, extend: int, fit_rank, progress, stream) -> list[str]:
+    """Say where an engine's best rank lies at an edge of its grid of two or more ranks,
+    and fit up to ``extend`` ranks beyond it (doubling, or halving, the last) while each
+    improves the best score; ``scores`` (rank -> best validation perplexity) grows with
+    them. Returns the lines said."""
+    lines = []
+    best = min(scores, key=scores.get)
+    largest = best == max(scores) and best < limit
+    smallest = best == min(scores) and best > 1
+    if len(scores) < 2 or not (largest or smallest) or not np.isfinite(scores[best]):
+        return lines  # no edge, or no advice from inf scores
+    edge = "largest" if largest else "smallest"
+
+    def tell(line: str) -> None:
+        lines.append(line)
+        say(progress, line, stream)
+
+    if not extend:
+        more = "larger" if largest else "smaller"
+        tell(f"{name}: the best rank K={best} is the {edge} of the grid; {more} ranks may do "
+             "better (extend the grid)")  # fmt: skip
+        return lines
+    previous = None
+    for _ in range(extend):
+        new = min(2 * best, limit) if largest else max(1, best // 2)
+        was = f"the best rank K={best} is the {edge} of the grid" if previous is None else (
+            f"K={best} improved on K={previous}"
+        )  # fmt: skip
+        tell(f"{name}: {was}; fitting K={new}")
+        scores[new] = fit_rank(new)
+        if not scores[new] < scores[best]:
+            tell(f"{name}: K={new} did not improve on K={best} ({scores[new]:.4f} against "
+                 f"{scores[best]:.4f}); the best rank stays K={best}")  # fmt: skip
+            return lines
+        previous, best = best, new
+        if best in (1, limit):
+            tell(f"{name}: K={best} is the best, at the end of the ranks (min(M, N) = {limit})"
+                 if best == limit else f"{name}: K=1 is the best, the smallest rank")  # fmt: skip
+            return lines
+    tell(f"{name}: K={best} is the best and still at the edge after {extend} added rank"
+         f"{'s' * (extend > 1)}: give {'larger' if largest else 'smaller'} ranks")  # fmt: skip
+    return lines

@@ -195,6 +195,7 @@ def test_tune_with_a_split_file(data_csv, tmp_path, capsys):
     np.savez(tmp_path / "split.npz", Y=codes)
     out = tmp_path / "tune"
     argv = ["tune", str(path), "--split", str(tmp_path / "split.npz"), "--ranks", "2,3"]
+    argv += ["--extend", "0"]  # the grid as given
     assert main([*argv, "--alphas", "1,2", "--betas", "1.5", "--quiet", "--out", str(out)]) == 0
     assert capsys.readouterr().out == ""
     grid = pd.read_csv(out / "grid.csv")
@@ -337,6 +338,8 @@ def test_a_large_mostly_zero_csv_gets_the_hint_to_store_it_sparse(tmp_path, caps
     assert capsys.readouterr().err == ""
 
 
+TUNE_ENGINES = {"engines": ("mm", "em")}
+
 REPORT_DEFAULTS = {
     "ranks": (3, 5), "shared_rank": 5, "seeds": range(2), "ensembles": ("em",), "restarts": 6
 }  # fmt: skip
@@ -357,6 +360,7 @@ REPORT_READ = {"ranks": [3, 5], "seeds": 2, "ensembles": ["em"]}
         (bernmf.api.fit, ["fit", "d.csv", "--rank", "2", "--out", "o"], {"combine": "mean"}, {}),
         (bernmf.api.fit, ["fit", "d.csv", "--rank", "2", "--out", "o"], {"engine": "em"}, {}),
         (bernmf.tune.grid, ["tune", "--out", "o"], {"gamma": 0.5, "restarts": 2, "seed": 4}, {}),
+        (bernmf.tune.grid, ["tune", "--out", "o"], TUNE_ENGINES, {"engines": ["mm", "em"]}),
         (bernmf.compare, ["compare", "--out", "o"], {"seeds": range(5)}, {"seeds": 5}),
         (bernmf.studies.report.run.run, ["report", "--out", "o"], REPORT_DEFAULTS, REPORT_READ),
     ],

@@ -562,3 +562,12 @@ def test_the_ensembles_of_the_seeds_share_their_members(small, monkeypatch):
         assert row["perplexity"] == pytest.approx(direct.perplexity(small, split.test), rel=1e-12)
         assert [m.seed for m in made.members] == [seed, seed + 1]
         assert made.record.plan["seeds"] == direct.record.plan["seeds"]
+
+
+def test_the_default_mm_grid_keeps_h_inside_zero_and_one():
+    """At alpha = 1 or beta = 1 (the flat prior's) H reaches 0 or 1: on a simulated vote-like
+    matrix the report's mm chose alpha = beta = 1 from (1, 1.5, 2) and scored inf on test."""
+    import inspect
+
+    priors = inspect.signature(report.run).parameters["priors"].default
+    assert min(priors) > 1

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
+import pandas as pd
 import pytest
+from helpers import shared_file
 
 import bernmf
 from bernmf import _progress, tune
@@ -59,7 +62,7 @@ def test_grid_rows_equal_single_fits_and_table_is_tidy():
     assert (table["iterations"] >= 1).all() and (table["seconds"] >= 0).all()
     best = table.loc[table["validation_perplexity"].idxmin()]
     assert result.best["validation_perplexity"] == best["validation_perplexity"]
-    assert "rank 3: 12 fits" in stream.getvalue()
+    assert "mm K=3: 12 fits" in stream.getvalue()
     row = table.query("rank == 3 and alpha == 2.0 and beta == 1.5 and seed == 8").iloc[0]
     single = bernmf.fit(
         Y, "mm", 3, mask=split.train, prior=bernmf.Prior(2.0, 1.5), seed=8, max_iter=300
@@ -158,7 +161,7 @@ def test_bad_arguments():
         tune.grid(Y, [2], mask=split.train, validation=split.train)
     with pytest.raises(ValueError, match="prior alpha"):
         tune.grid(Y, [2], [0.5], mask=split.train, validation=split.validation)
-    with pytest.raises(TypeError, match="does not take option"):
+    with pytest.raises(TypeError, match=r"\(mm\) do not take option\(s\) \['variant'\]"):
         tune.grid(Y, [2], mask=split.train, validation=split.validation, variant="other")
     with pytest.raises(TypeError, match="rank"):
         tune.grid(Y, [2.5], mask=split.train, validation=split.validation)
@@ -186,3 +189,196 @@ def test_grid_scores_validation_as_fit_perplexity_with_nan_in_y():
     assert result.ensembles["validation_perplexity"].iloc[0] == pytest.approx(
         ensemble.perplexity(Y, split.validation), rel=1e-9
     )
+
+
+def labelled_csv(path, seed=1, M=30, N=20, K=3):
+    """A labelled M x N CSV simulated at rank K, and its frame."""
+    Y, _, _ = bernmf.simulate(seed, M, N, K, bernmf.Prior(0.3, 0.3))
+    frame = pd.DataFrame(Y, [f"r{i}" for i in range(M)], [f"c{j}" for j in range(N)])
+    frame.to_csv(path)
+    return frame
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::bernmf.models.spec.ZeroProbabilityWarning")
+def test_engines_other_than_mm_are_tuned_over_their_ranks_as_bernmf_fit_fits_them():
+    Y, split = small_problem(11)
+    result = tune.grid(
+        Y, [2, 3], [1.2], [1.2, 2.0], mask=split.train, validation=split.validation,
+        engines=["mm", "logsvd", "em"], progress=False, max_iter=200,
+    )  # fmt: skip
+    table = result.table
+    counts = table.groupby("engine", sort=False).size().to_dict()
+    assert counts == {"mm": 4, "logsvd": 2, "em": 2}  # mm: ranks x betas; the others: ranks
+    assert table.loc[table["engine"] != "mm", ["alpha", "beta", "gamma"]].isna().all().all()
+    for row in table[table["engine"] != "mm"].itertuples():
+        single = bernmf.fit(Y, row.engine, row.rank, mask=split.train, max_iter=200)
+        assert row.validation_perplexity == pytest.approx(
+            single.perplexity(Y, split.validation), rel=1e-9
+        )
+    first = table.loc[table["validation_perplexity"].idxmin()]
+    assert (result.best["engine"], result.best["rank"]) == (first["engine"], first["rank"])
+    assert result.options["logsvd"]["max_iter"] == 200 and "variant" not in result.options["em"]
+
+
+@pytest.mark.slow
+def test_a_best_rank_at_the_top_of_the_grid_is_said_and_extended():
+    Y, _, _ = bernmf.simulate(3, 120, 80, 8, bernmf.Prior(0.1, 0.1, 0.1))  # rank 8: above 2
+    split = random_split(Y.shape, seed=3)
+    common = {"mask": split.train, "validation": split.validation, "max_iter": 300}
+    said = tune.grid(Y, [1, 2], progress=False, **common)
+    assert set(said.table["rank"]) == {1, 2}
+    assert said.notes == [
+        "mm: the best rank K=2 is the largest of the grid; larger ranks may do better "
+        "(extend the grid)"
+    ]
+    stream = io.StringIO()
+    extended = tune.grid(Y, [1, 2], extend=3, stream=stream, **common)
+    scores = extended.table.groupby("rank")["validation_perplexity"].min()
+    assert scores.index.tolist() == [1, 2, 4, 8, 16]  # 4 and 8 improved, 16 did not
+    assert scores.idxmin() == extended.best["rank"] == 8
+    assert extended.notes[:2] == [
+        "mm: the best rank K=2 is the largest of the grid; fitting K=4",
+        "mm: K=4 improved on K=2; fitting K=8",
+    ]
+    assert extended.notes[-1].startswith("mm: K=16 did not improve on K=8")
+    assert extended.notes[0] in stream.getvalue()
+    bounded = tune.grid(Y, [1, 2], extend=1, progress=False, **common)
+    assert set(bounded.table["rank"]) == {1, 2, 4}
+    assert bounded.notes[-1] == "mm: K=4 is the best and still at the edge after 1 added rank: " \
+        "give larger ranks"  # fmt: skip
+
+
+def test_a_best_rank_inside_the_grid_or_one_rank_is_no_edge():
+    from bernmf.tune import _edges
+
+    fitted = []
+    assert _edges("mm", {2: 0.5, 4: 0.4, 8: 0.45}, 50, 2, fitted.append, False, None) == []
+    assert _edges("mm", {4: 0.4}, 50, 2, fitted.append, False, None) == []
+    assert _edges("mm", {2: np.inf, 4: np.inf}, 50, 2, fitted.append, False, None) == []
+    lines = _edges("em", {2: 0.3, 4: 0.4}, 50, 3, lambda k: {1: 0.35}[k], False, None)
+    assert lines[-1] == "em: K=1 did not improve on K=2 (0.3500 against 0.3000); the best rank "\
+        "stays K=2"  # fmt: skip
+    assert _edges("mm", {4: 0.5, 8: 0.4}, 8, 2, fitted.append, False, None) == []  # at min(M, N)
+    assert not fitted
+
+
+def test_a_best_alpha_or_beta_at_the_edge_of_its_grid_is_said():
+    from bernmf.tune import _prior_edges
+
+    best = pd.Series({"rank": 4, "alpha": 3.0, "beta": 1.5})
+    grids = {"alpha": [1.2, 2.0, 3.0], "beta": [1.2, 1.5, 2.0]}
+    assert _prior_edges("mm", best, grids) == [
+        "mm: the best alpha=3 (K=4) is the largest of the grid's; larger values may do better"
+    ]
+    assert _prior_edges("mm", best, {"alpha": [3.0], "beta": [1.5, 2.0]}) == [
+        "mm: the best beta=1.5 (K=4) is the smallest of the grid's; smaller values above 1 may "
+        "do better"
+    ]
+    flat = pd.Series({"rank": 4, "alpha": 1.0, "beta": 2.0})  # no advice below alpha = 1
+    assert _prior_edges("mm", flat, {"alpha": [1.0, 1.5], "beta": [1.5, 2.0, 3.0]}) == []
+
+
+def test_progress_names_the_phase_that_runs_stacking_included(monkeypatch):
+    Y, split = small_problem(12)
+    seen = []
+
+    def watched(function):
+        def call(*args, **kwargs):
+            seen.append(_progress._NOW["label"])  # what the heartbeat would repeat now
+            return function(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(tune, "fit_settings", watched(tune.fit_settings))
+    monkeypatch.setattr(tune, "stack", watched(tune.stack))
+    tune.grid(
+        Y, [2, 3], mask=split.train, validation=split.validation, engines=["mm", "logsvd"],
+        combine="stack", refit=True, progress=False, max_iter=50,
+    )  # fmt: skip
+    assert seen == [
+        "mm K=2, 1 fit", "mm K=3, 1 fit", "logsvd K=2, 1 fit", "logsvd K=3, 1 fit",
+        "stacking 4 fits, then refitting",
+    ]  # fmt: skip
+
+
+def test_unknown_engines_options_and_priors_without_a_taker_fail_before_any_fit(monkeypatch):
+    monkeypatch.setattr(runner, "fit_settings", lambda *a, **k: pytest.fail("a fit ran"))
+    monkeypatch.setattr(tune, "fit_settings", lambda *a, **k: pytest.fail("a fit ran"))
+    Y, split = small_problem(13)
+    common = {"mask": split.train, "validation": split.validation}
+    with pytest.raises(ValueError, match="unknown engine 'nope'"):
+        tune.grid(Y, [2], engines=["mm", "nope"], **common)
+    with pytest.raises(ValueError, match="alphas set a Beta prior, but logsvd, em take no prior"):
+        tune.grid(Y, [2], [1.5], engines=["logsvd", "em"], **common)
+    with pytest.raises(TypeError, match=r"\(mm, logsvd\) do not take option\(s\) \['steps'\]"):
+        tune.grid(Y, [2], engines=["mm", "logsvd"], steps=3, **common)
+    for extend in (-1, 10**9, 1.5):
+        with pytest.raises(ValueError, match=r"extend must be an integer in \[0, 30\]"):
+            tune.grid(Y, [2], extend=extend, **common)
+
+
+def test_the_command_refuses_unknown_engines_and_priors_without_a_taker(tmp_path, capsys):
+    from bernmf.cli.parser import main
+
+    path = tmp_path / "d.csv"
+    labelled_csv(path)
+    argv = ["tune", str(path), "--out", str(tmp_path / "o")]
+    assert main([*argv, "--engines", "mm,nope"]) == 1
+    assert "unknown engine 'nope'" in capsys.readouterr().err
+    assert main([*argv, "--engines", "logsvd", "--alphas", "1.5"]) == 1
+    assert "--alphas set a Beta prior, but logsvd take no prior" in (capsys.readouterr().err)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_the_split_saved_beside_the_results_is_read_back_by_split(tmp_path, capsys):
+    from bernmf.cli.parser import main
+    from bernmf.data.files.readers import read_codes
+
+    path = tmp_path / "d.csv"
+    frame = labelled_csv(path)
+    argv = ["tune", str(path), "--engines", "mm,logsvd", "--ranks", "2,3", "--alphas", "1.2"]
+    argv += ["--betas", "1.2", "--max-iter", "100"]
+    assert main([*argv, "--seed", "5", "--json", "--out", str(tmp_path / "first")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    saved = tmp_path / "first" / "split.csv"
+    assert summary["split_file"] == str(saved)
+    drawn = random_split(frame.shape, seed=5)
+    read = read_codes(saved, frame)
+    for part in ("train", "validation", "test"):
+        np.testing.assert_array_equal(getattr(read, part), getattr(drawn, part))
+    again = [*argv, "--split", str(saved), "--seed", "5", "--json"]
+    assert main([*again, "--out", str(tmp_path / "again")]) == 0
+    repeated = json.loads(capsys.readouterr().out)
+    assert repeated["split"] == f"codes from {saved}"
+    assert repeated["best"] == summary["best"]
+    shuffled = frame.sample(frac=1.0, random_state=0)  # the codes follow the labels
+    np.testing.assert_array_equal(
+        read_codes(saved, shuffled).train, drawn.train[[frame.index.get_loc(r) for r in
+                                                        shuffled.index]]
+    )  # fmt: skip
+
+
+def test_codes_of_an_unlabelled_matrix_are_written_as_the_papers_split_files(tmp_path):
+    from bernmf.cli.study_commands import write_codes
+    from bernmf.data.files.readers import read_codes
+
+    Y, split = small_problem(14)
+    write_codes(split, Y, tmp_path / "split.csv")
+    assert (tmp_path / "split.csv").read_text().splitlines()[0].count(",") == Y.shape[1] - 1
+    np.testing.assert_array_equal(read_codes(tmp_path / "split.csv", Y).codes(), split.codes())
+
+
+@pytest.mark.slow
+def test_the_commands_default_priors_keep_test_entries_finite(tmp_path, capsys):
+    """From alpha = 1 (the flat prior's) the tuned mm on animals chose alpha = 1 at K = 4,
+    and scored inf on test: the default grid starts at the default prior's 1.2."""
+    from bernmf.cli.parser import main
+
+    folder = shared_file("data", "animals.csv").parent
+    argv = ["tune", "--dataset", "animals", "--data-dir", str(folder), "--ranks", "2,4"]
+    assert main([*argv, "--extend", "0", "--json", "--out", str(tmp_path / "o")]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best["alpha"] >= 1.2 and best["beta"] >= 1.2
+    assert np.isfinite(best["test_perplexity"])

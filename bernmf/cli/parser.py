@@ -24,7 +24,6 @@ from bernmf.cli.study_commands import report_command, reproduce_command, tune_co
 from bernmf.data import datasets
 from bernmf.fitting import search
 from bernmf.fitting.ensemble import COMBINES
-from bernmf.inference import get_engine
 from bernmf.models import Prior
 from bernmf.studies import compare as comparison
 from bernmf.studies.report import run as report
@@ -101,8 +100,14 @@ paper's split), each seed also gets the rows "stacked: all engines" and "stacked
 its fits stacked on the validation entries (bernmf.stack), rank 0.
 Writes fits.csv (every fit), summary.csv, summary.json, perplexity.png.""",
     "tune": """examples:
-  bernmf tune --dataset animals --ranks 2,4,8 --alphas 1,1.5,2,3 --betas 1,1.5,2,3 --out t
-  bernmf tune data.csv --split split_codes.csv --ranks 4 --restarts 3 --out t
+  bernmf tune --dataset animals --ranks 2,4,8 --alphas 1.2,2,4 --betas 1.2,2,4 --out t
+  bernmf tune data.csv --engines mm,logsvd,em --ranks 2,4,8 --out t
+  bernmf tune data.csv --split t/split.csv --ranks 4 --restarts 3 --out t2
+
+Engines that take a prior (mm) are fitted at every --alphas x --betas; the others (em,
+logsvd, logpca) once per rank and seed. An engine whose best rank is the largest of --ranks
+(or the smallest) gets up to --extend ranks beyond it (twice, or half, the last) while they
+improve its validation perplexity; the lines saying so are also in summary.json ("notes").
 
 --split: codes 2 = train, 1 = validation, 0 = test, one per entry of DATA: a CSV like
 the paper's split files (no header, no row names; or labelled as DATA, any order),
@@ -110,7 +115,9 @@ the paper's split files (no header, no row names; or labelled as DATA, any order
 --combine stack: best_fit.npz is the stack of every fit of the grid (bernmf.stack on the
 validation entries, a setting's seeds sharing one weight), and members.csv its members and
 weights; --refit fits its members of positive weight again on training + validation entries.
-Writes grid.csv, summary.json, validation.png and best_fit.npz.""",
+Writes grid.csv (one row per fit), summary.json, split.csv (the split's codes, which
+--split reads back), validation.png (alpha x beta at the best rank of the best engine that
+takes a prior) and best_fit.npz.""",
     "report": """examples:
   bernmf report --quick --out results/report-quick          # animals, about a minute
   bernmf report --quick data.csv.gz --out results/mine-quick   # estimates time first
@@ -271,26 +278,36 @@ def build_parser() -> argparse.ArgumentParser:
     compare_parser.set_defaults(run=compare_command)
 
     tune_parser = add_command(
-        commands, "tune", "choose rank, alpha, beta of mm on validation entries", common
+        commands, "tune", "choose the engine, rank and prior on validation entries", common
     )
     data_options(tune_parser)
     tune_parser.add_argument("--split", help="CSV of split codes (2 train, 1 valid., 0 test)")
+    engines = comma_text(grids["engines"])
+    tune_parser.add_argument(
+        "--engines", type=comma_list(str), default=engines,
+        help=f"comma list of engines tuned ({engines})",
+    )  # fmt: skip
     tune_parser.add_argument(
         "--ranks", type=comma_list(int), default="2,4,8", help="comma list (2,4,8)"
     )
-    tune_parser.add_argument(
-        "--alphas", type=comma_list(float), default="1,1.5,2,3", help="comma list (1,1.5,2,3)"
-    )
-    tune_parser.add_argument(
-        "--betas", type=comma_list(float), default="1,1.5,2,3", help="comma list (1,1.5,2,3)"
-    )
-    gamma, restarts = grids["gamma"], grids["restarts"]
+    priors = comma_text(f"{value:g}" for value in tune.PRIOR_GRID)
+    for flag in ("--alphas", "--betas"):
+        tune_parser.add_argument(
+            flag, type=comma_list(float),
+            help=f"comma list, for the engines that take a prior ({priors})",
+        )  # fmt: skip
+    gamma, restarts, extend = grids["gamma"], grids["restarts"], tune.EXTENSIONS
     tune_parser.add_argument(
         "--gamma", type=float, default=gamma, help=f"Dirichlet gamma ({gamma:g})"
     )
     tune_parser.add_argument(
         "--restarts", type=int, default=restarts, help=f"seeds per setting ({restarts})"
     )
+    tune_parser.add_argument(
+        "--extend", type=int, default=extend,
+        help="ranks added at most, per engine, beyond the grid's edge where the best rank lies, "
+        f"while they improve validation; 0: only say so ({extend})",
+    )  # fmt: skip
     tune_parser.add_argument(
         "--combine",
         choices=("mean", "best", "stack"),
@@ -306,10 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune_parser.add_argument(
         "--seed", type=int, default=grids["seed"], help=f"first seed ({grids['seed']})"
     )
-    mm_options = get_engine("mm").options  # the engine's declared defaults
-    for flag, kind, name in (("--max-iter", int, "max_iter"), ("--tol", float, "tol")):
-        default = mm_options[name]
-        tune_parser.add_argument(flag, type=kind, default=default, help=f"({default:g})")
+    tune_parser.add_argument("--max-iter", type=int, help="iteration limit (each engine's)")
+    tune_parser.add_argument("--tol", type=float, help="stopping tolerance (each engine's)")
     output_options(tune_parser)
     tune_parser.set_defaults(run=tune_command)
 

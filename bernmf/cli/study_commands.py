@@ -17,12 +17,14 @@ import pandas as pd
 
 from bernmf import tune
 from bernmf._output import atomic_output, check_output, to_json, write_json
+from bernmf._progress import working_on
 from bernmf.api import fit
 from bernmf.cli.commands import load_data, read_data, say, scored, show, tell
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_codes
 from bernmf.data.split import TEST, VALIDATION, paper_split, random_split
+from bernmf.fitting.search import check_engines
 from bernmf.fitting.stack import members_table as stack_members
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
@@ -32,10 +34,18 @@ from bernmf.studies.report import run as report
 
 
 def tune_command(args) -> int:
-    """MM over rank x alpha x beta on validation entries; best setting scored on test."""
+    """Engines x rank (x alpha x beta) on validation entries; the best setting scored on test."""
     out = Path(args.out)
     target = check_output(out, args.force, keep=(args.data, args.data_dir, args.split))
+    engines = check_engines(args.engines)  # unknown names fail here, before any data is read
     ranks, alphas, betas = args.ranks, args.alphas, args.betas
+    if any(engine.takes_prior for engine in engines):
+        alphas = tune.PRIOR_GRID if alphas is None else alphas
+        betas = tune.PRIOR_GRID if betas is None else betas
+    elif alphas is not None or betas is not None:
+        flags = " and ".join(f for f, v in (("--alphas", alphas), ("--betas", betas)) if v)
+        names = ", ".join(engine.name for engine in engines)
+        raise ValueError(f"{flags} set a Beta prior, but {names} take no prior")
     Y, source = load_data(args)
     if Y is None:
         raise ValueError("tune needs DATA or --dataset")
@@ -52,7 +62,8 @@ def tune_command(args) -> int:
         split = random_split(shape, seed=args.seed)
         split_name = f"random entries 70/15/15 (seed {args.seed})"
     say(args, f"data: {source} {shape}; split: {split_name}")
-    options = {"max_iter": args.max_iter, "tol": args.tol}
+    given = {"max_iter": args.max_iter, "tol": args.tol}
+    options = {key: value for key, value in given.items() if value is not None}
     tuning = tune.grid(
         Y,
         ranks,
@@ -60,43 +71,78 @@ def tune_command(args) -> int:
         betas,
         mask=split.train,
         validation=split.validation,
+        engines=[engine.name for engine in engines],
         gamma=args.gamma,
         restarts=args.restarts,
         combine=args.combine,
         refit=args.refit,
         seed=args.seed,
+        extend=args.extend,
         progress=not (args.quiet or args.json),
         **options,
     )
     best = tuning.best
-    prior = Prior(best["alpha"], best["beta"], args.gamma)
+    engine = best["engine"]
+    if best["alpha"] is None:
+        prior, best = None, {**best, "gamma": None}
+    else:
+        prior, best = Prior(best["alpha"], best["beta"], args.gamma), {**best, "gamma": args.gamma}
     if args.combine == "stack":  # every fit of the grid, stacked on validation (--refit)
         result = tuning.stacked
         stacked = result.mixture.stacking.validation_perplexity
         best = {**best, "stack_validation_perplexity": stacked}
-    elif args.combine is None:
-        chosen = {"seed": best["seed"]}
-    else:  # the ensemble the grid scored, refitted with its members
-        chosen = {"seed": args.seed, "restarts": args.restarts, "combine": args.combine}
-    if args.combine != "stack":
-        result = fit(Y, "mm", best["rank"], mask=split.train, prior=prior, **chosen, **options)
-    best = {**best, "gamma": args.gamma, "test_perplexity": scored(Y, result, split.test)}
-    summary = {"data": source, "split": split_name, "best": best, "versions": versions()}
+    else:
+        if args.combine is None:
+            chosen = {"seed": best["seed"]}
+        else:  # the ensemble the grid scored, refitted with its members
+            chosen = {"seed": args.seed, "restarts": args.restarts, "combine": args.combine}
+        result = fit(
+            Y, engine, best["rank"], mask=split.train, prior=prior, **chosen,
+            **tuning.options[engine],
+        )  # fmt: skip
+    best = {**best, "test_perplexity": scored(Y, result, split.test)}
+    summary = {
+        "data": source, "split": split_name, "split_file": str(out / SPLIT_FILE), "best": best,
+        "notes": tuning.notes, "versions": versions(),
+    }  # fmt: skip
     from bernmf import plot  # matplotlib loads only for a command that draws
 
+    working_on(f"writing {out}")
     with atomic_output(target, folder=True) as folder:
         write_csv(tuning.table, folder / "grid.csv", index=False)
+        write_codes(split, Y, folder / SPLIT_FILE)
         if tuning.ensembles is not None:
             write_csv(tuning.ensembles, folder / "ensembles.csv", index=False)
         if tuning.stacked is not None:
             write_csv(stack_members(tuning.stacked), folder / "members.csv", index=False)
         write_json(folder / "summary.json", summary)
-        plot.validation_heatmap(tuning.table, best["rank"], path=folder / "validation.png")
+        with_prior = tuning.table.dropna(subset=["alpha"])
+        if len(with_prior):  # the best engine that takes a prior, at its best rank
+            first = with_prior.loc[with_prior["validation_perplexity"].fillna(np.inf).idxmin()]
+            heat = with_prior[with_prior["engine"] == first["engine"]]
+            plot.validation_heatmap(heat, int(first["rank"]), path=folder / "validation.png")
         result.save(folder / "best_fit.npz", metadata={"options": options, "data": source})
+    working_on(None)
     summary["out"] = str(out)
     show(args, pd.DataFrame([best]), summary)
+    say(args, f"split saved as {out / SPLIT_FILE} (--split reads it back)")
     say(args, f"results in {out}")
     return 0
+
+
+SPLIT_FILE = "split.csv"
+"""The split's codes that ``bernmf tune`` writes beside its results (``--split`` reads them)."""
+
+
+def write_codes(split, Y, path) -> None:
+    """Write ``split``'s codes (2 train, 1 validation, 0 test) as :func:`read_codes` reads
+    them: labelled as Y when Y is a DataFrame (aligned by label), else a bare grid of
+    integers like the paper's split files."""
+    codes = split.codes()
+    if isinstance(Y, pd.DataFrame):
+        write_csv(pd.DataFrame(codes, index=Y.index, columns=Y.columns), path)
+    else:
+        np.savetxt(path, codes, fmt="%d", delimiter=",")
 
 
 def report_command(args) -> int:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +119,9 @@ def _holdout(data: Observed, share: float, seed: int) -> np.ndarray:
     return held
 
 
-def _check_engines(engines) -> tuple[Engine, ...]:
+def check_engines(engines) -> tuple[Engine, ...]:
+    """The engines named (a name or a sequence of names; default :data:`ENGINES`), each once,
+    in order; ValueError for an empty list or an unknown name (listing the known ones)."""
     names = ENGINES if engines is None else engines
     if isinstance(names, str):
         names = [names]
@@ -172,7 +175,7 @@ def search(
     """
     check_real("budget", budget, 0.0, closed="neither")
     check_seed(seed, 1 + MM_SEEDS * MM_ROUNDS)
-    chosen = _check_engines(engines)
+    chosen = check_engines(engines)
     data = as_observed(Y, mask, warn_empty=False)
     if validation is None:
         held = _holdout(data, HOLDOUT, seed)
@@ -214,7 +217,7 @@ def search(
             return False
         working_on(f"{engine.name} K={rank}, {count} fits")
         begin = time.perf_counter()
-        made = fit_settings(engine, train, rank, priors, seeds, _options(engine), held_out)
+        made = fit_settings(engine, train, rank, priors, seeds, run_options(engine), held_out)
         seconds = time.perf_counter() - begin
         clock.measured(engine.name, rank, [m.fit for m in made])
         fits.extend(m.fit for m in made)
@@ -266,12 +269,13 @@ def search(
     return result
 
 
-def _options(engine: Engine) -> dict:
-    """The engine's options, its defaults but for its own progress bar (the search says what
-    runs) and a sampler's chains (one a fit: each seed is a member)."""
+def run_options(engine: Engine, given: Mapping[str, Any] | None = None) -> dict:
+    """The engine's options, ``given`` or its defaults, but for its own progress bar (the
+    search and the tuning say what runs) and a sampler's chains (one a fit: each seed is a
+    member), unless ``given`` names them."""
     quiet = {"progress": False} if "progress" in engine.options else {}
     chains = {engine.seed_count: 1} if engine.seed_count is not None else {}
-    return engine.with_defaults({**quiet, **chains})
+    return engine.with_defaults({**quiet, **chains, **(given or {})})
 
 
 def _seeds(seed: int, round_: int) -> list[int]:
