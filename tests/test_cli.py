@@ -346,12 +346,6 @@ REPORT_DEFAULTS = {
 REPORT_READ = {"ranks": [3, 5], "seeds": 2, "ensembles": ["em"]}
 
 
-REPORT_DEFAULTS = {
-    "ranks": (3, 5), "shared_rank": 5, "seeds": range(2), "ensembles": ("em",), "restarts": 6
-}  # fmt: skip
-REPORT_READ = {"ranks": [3, 5], "seeds": 2, "ensembles": ["em"]}
-
-
 @pytest.mark.parametrize(
     ("function", "command", "changed", "read"),
     [
@@ -460,6 +454,28 @@ def test_fit_warns_in_flags_and_writes_an_inf_perplexity_as_a_string(tmp_path, c
     assert main([*argv, "--out", str(tmp_path / "default")]) == 0
     out, err = capsys.readouterr()
     assert err == "" and np.isfinite(strict_json(out)["validation_perplexity"])
+
+
+@pytest.mark.parametrize(
+    ("command", "advice"),
+    [
+        ("fit", "; --alpha 1.2 --beta 1.2 keeps H inside (0, 1)"),
+        ("tune", "; --alphas 1.2 --betas 1.2 keeps H inside (0, 1)"),
+        ("report", " entries"),  # report chooses its priors: the fact alone
+        ("demo", " entries"),  # demo's --alpha is the simulation's
+    ],
+)
+def test_a_warning_advises_in_the_flags_of_its_command(command, advice, capsys):
+    from bernmf.cli.parser import warning_printer
+    from bernmf.models.spec import Prior, ZeroProbabilityWarning
+
+    warning = ZeroProbabilityWarning.of("P(Y=1) is 0 at 3 held-out entries", "mm", Prior.flat())
+    warning_printer(command)(warning, ZeroProbabilityWarning, "x.py", 1)
+    assert capsys.readouterr().err.rstrip("\n").endswith(advice)
+    em = ZeroProbabilityWarning.of("P(Y=1) is 0 at 3 held-out entries", "em", None)
+    warning_printer(command)(em, ZeroProbabilityWarning, "x.py", 1)
+    expected = {"fit": "--engine mm", "tune": "--engines mm"}.get(command, "entries")
+    assert expected in capsys.readouterr().err
 
 
 def test_json_writes_every_number_and_none_as_null():

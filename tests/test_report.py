@@ -366,7 +366,8 @@ def test_quick_leaves_out_the_engines_over_its_budget_and_says_so(small, monkeyp
     ]
     err = capsys.readouterr().err
     assert "report on small: estimated 200 s (mm 200 s)" in err
-    assert "report on small: leaving out em, estimated 500 s at its shortest, over the quick" in err
+    assert "report on small: leaving out em, estimated 500 s at its shortest, so that" in err
+    assert "fit the quick budget of" in err
     seconds["mm"] = 5.0  # now logsvd (30 s) fits, and then vb (60 s) would not
     result = report.run({"small": small}, engines, quick=True, progress=False)
     assert set(result.fits["engine"]) == {

@@ -423,20 +423,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def warning_printer():
+ADVICE_FLAGS = {
+    "fit": {},
+    "compare": {"--engine ": "--engines "},
+    "tune": {"--alpha ": "--alphas ", "--beta ": "--betas ", "--engine ": "--engines "},
+}
+"""How each command spells the flags of ``bernmf fit`` that a warning's advice names; the
+other commands have no flag that follows it (``report`` chooses its priors)."""
+
+
+def warning_printer(command: str = "fit"):
     """A ``warnings.showwarning`` that writes each distinct warning once, as one line.
 
     ``bernmf: warning: ...``, without the source file and line; a warning with a ``cli``
     text (:class:`bernmf.ZeroProbabilityWarning`: its advice in flags, not Python) is
-    written with that text. A command fits many times (seeds, ranks, engines), and a
-    warning that each of those fits raises alike (e.g. the same held-out entries at
-    probability 0) is written the first time only: Python's own once-per-place rule is
-    undone whenever a filter changes.
+    written with that text, in ``command``'s flags (:data:`ADVICE_FLAGS`), or without
+    advice where ``command`` has none to follow. A command fits many times (seeds, ranks,
+    engines), and a warning that each of those fits raises alike (e.g. the same held-out
+    entries at probability 0) is written the first time only: Python's own once-per-place
+    rule is undone whenever a filter changes.
     """
     shown = set()
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        text = " ".join(str(getattr(message, "cli", message)).split()) or category.__name__
+        text = str(getattr(message, "cli", message))
+        if hasattr(message, "cli") and command not in ADVICE_FLAGS:
+            text = message.fact
+        for flag, spelled in ADVICE_FLAGS.get(command, {}).items():
+            text = text.replace(flag, spelled)
+        text = " ".join(text.split()) or category.__name__
         if text not in shown:
             shown.add(text)
             print(f"bernmf: warning: {text}", file=file or sys.stderr, flush=True)
@@ -475,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.catch_warnings(),
             Heartbeat(f"bernmf {args.command}", enabled=not (args.quiet or args.json)),
         ):
-            warnings.showwarning = warning_printer()
+            warnings.showwarning = warning_printer(args.command)
             code = args.run(args)
     except KeyboardInterrupt:  # the temporary output is already removed
         return interrupt.outcome(interrupt.INTERRUPTED, interrupted=True)

@@ -300,7 +300,7 @@ def stack(
     mask : bool array of shape (M, N), optional
         The training entries of the fits. Default: those the fits record (every fit
         of :func:`bernmf.fit` does); needed for fits that do not (e.g. of
-        :func:`bernmf.tune.restarts`).
+        :func:`bernmf.inference.mm.run_many`).
     baseline : bool, default True
         Add the smoothed column frequency (:func:`baseline`) as a member, with a weight
         of at least :data:`BASELINE_FLOOR`, so the mixture gives every entry a

@@ -181,19 +181,23 @@ class ZeroProbabilityWarning(RuntimeWarning):
     Attributes
     ----------
     cli : str
-        The message with its advice in command-line flags (the message itself when
+        The message with its advice in ``bernmf fit``'s flags (the message itself when
         it gives none).
+    fact : str
+        The message without advice (for a command whose flags cannot follow it).
     """
 
-    def __init__(self, message: str = "", cli: str | None = None):
+    def __init__(self, message: str = "", cli: str | None = None, fact: str | None = None):
         super().__init__(message)
         self.cli = message if cli is None else cli
+        self.fact = message if fact is None else fact
 
     @classmethod
     def of(cls, fact: str, engine: str | None = None, prior=None) -> ZeroProbabilityWarning:
         """The warning of ``fact`` followed by the advice for ``engine`` fitted at ``prior``."""
         python, cli = zero_probability_advice(engine, prior)
-        return cls(f"{fact}; {python}" if python else fact, f"{fact}; {cli}" if cli else fact)
+        message = f"{fact}; {python}" if python else fact
+        return cls(message, f"{fact}; {cli}" if cli else fact, fact)
 
 
 def zero_probability_advice(engine: str | None, prior) -> tuple[str, str]:

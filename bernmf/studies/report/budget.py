@@ -444,5 +444,6 @@ def _say(progress: bool, kept: dict, left_out: list, budget: float, quick: bool)
         say(
             progress,
             f"report on {name}: leaving out {engine}, estimated {seconds:.0f} s at its shortest, "
-            f"over {name_of_budget}; {advice}, or name the engines with --engines",
+            f"so that the engines kept ({sum(p.seconds for p in kept[name]):.0f} s) fit "
+            f"{name_of_budget}; {advice}, or name the engines with --engines",
         )
