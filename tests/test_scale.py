@@ -221,7 +221,13 @@ def test_sparse_bool_and_int8_input_give_the_same_fit_as_float():
 
 def test_compact_input_is_never_converted_to_float64():
     Y = np.random.default_rng(3).random((2000, 1000)) < 0.2  # 2 MB as bool, 16 MB as float
-    for data in (Y, Y.astype(np.int8), sparse.csr_array(Y)):
+    for data in (
+        Y,
+        Y.astype(np.int8),
+        sparse.csr_array(Y),
+        sparse.csc_array(Y),
+        sparse.coo_array(Y),
+    ):
         tracemalloc.start()
         observed = as_observed(data)
         peak = tracemalloc.get_traced_memory()[1]

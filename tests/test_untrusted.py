@@ -16,6 +16,7 @@ import pytest
 from scipy import sparse
 
 from bernmf.data.files import readers
+from bernmf.data.observed import as_observed
 from bernmf.data.sparse import checked_coo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -312,3 +313,22 @@ def test_sparse_matrices_in_memory_reach_scipy_only_as_checked_entries(monkeypat
     np.testing.assert_array_equal(dense, Y)
     assert not any(np.shares_memory(stored.data, array) for array in vars(matrix).values()
                    if isinstance(array, np.ndarray))  # fmt: skip
+
+
+def test_entries_out_of_order_or_repeated_are_summed_and_small_indices_do_not_wrap():
+    """The canonical flag is set only for entries in row order with no repeats (a CSR
+    matrix's), so repeated entries are summed as ``toarray`` sums them; int8 column
+    indices of a matrix of 300 rows give rows counted past 127."""
+    Y = (np.random.default_rng(2).random((300, 5)) < 0.5).astype(float)
+    csr = sparse.csr_array(Y)
+    csr.indices = csr.indices.astype(np.int8)
+    stored = checked_coo(csr, "Y")
+    assert stored.has_canonical_format
+    np.testing.assert_array_equal(stored.toarray(), Y)
+    rows, columns = np.array([3, 0, 3, 1]), np.array([2, 1, 2, 0])
+    repeated = sparse.coo_array((np.array([0.5, 1.0, 0.5, 1.0]), (rows, columns)), shape=(4, 3))
+    stored = checked_coo(repeated, "Y")
+    assert not stored.has_canonical_format
+    np.testing.assert_array_equal(stored.toarray(), repeated.toarray())
+    observed = as_observed(repeated)
+    assert observed.ones[3, 2] and observed.ones.sum() == 3

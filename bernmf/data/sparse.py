@@ -23,8 +23,10 @@ __all__ = ["check_dense_size", "checked_coo", "checked_indices", "checked_pointe
 
 
 def checked_indices(array: np.ndarray, bound: int, field: str) -> np.ndarray:
-    """``array`` (integers, shape (n,)) as int64 after checking it is in [0, bound)."""
-    array = array.astype(np.int64)  # an unsigned index past int64 becomes negative: refused
+    """``array`` (integers, shape (n,)) after checking it is in [0, bound): itself when
+    signed (no copy: an index array is as long as the entries), else as int64."""
+    if array.dtype.kind == "u":
+        array = array.astype(np.int64)  # an unsigned index past int64 becomes negative: refused
     if array.size and (array.min() < 0 or array.max() >= bound):
         bad = array[(array < 0) | (array >= bound)][0]
         raise ValueError(f"field {field!r} holds {bad}, outside [0, {bound})")
@@ -71,9 +73,14 @@ def _compressed(matrix, M: int, N: int, by_rows: bool) -> tuple[np.ndarray, ...]
     data = _field(matrix, "data", kinds="biuf")
     indices = _field(matrix, "indices", len(data))
     indptr = checked_pointers(_field(matrix, "indptr", major + 1), len(data), True, True)
-    indices = checked_indices(indices, minor, "indices")
-    majors = np.repeat(np.arange(major), np.diff(indptr))
+    indices = checked_indices(indices, minor, "indices").astype(_index_type(M, N))
+    majors = np.repeat(np.arange(major, dtype=indices.dtype), np.diff(indptr))
     return (data.copy(), majors, indices) if by_rows else (data.copy(), indices, majors)
+
+
+def _index_type(M: int, N: int) -> type:
+    """The integers that index an M x N matrix, as small as they may be (as scipy's)."""
+    return np.int32 if max(M, N) < 2**31 else np.int64
 
 
 def _blocks(matrix, M: int, N: int) -> tuple[np.ndarray, ...]:
@@ -101,7 +108,7 @@ def _coordinates(matrix, M: int, N: int) -> tuple[np.ndarray, ...]:
     if len(coords) != 2:
         raise ValueError(f"field 'coords' must hold 2 arrays, got {len(coords)}")
     rows, columns = (
-        checked_indices(_array(index, name, len(data)), bound, name)
+        checked_indices(_array(index, name, len(data)), bound, name).astype(_index_type(M, N))
         for name, index, bound in zip(("row", "col"), coords, (M, N), strict=True)
     )
     return data.copy(), rows, columns
@@ -228,4 +235,15 @@ def checked_coo(matrix, what: str):
         values, rows, columns = _ENTRIES[layout](matrix, M, N)
     except (ValueError, TypeError, IndexError, OverflowError) as error:
         raise ValueError(f"{what}, a sparse {layout} matrix: {error}") from None
-    return coo_array((values, (rows, columns)), shape=(M, N))
+    entries = coo_array((values, (rows, columns)), shape=(M, N))
+    entries.has_canonical_format = _in_order(rows, columns)  # then nothing to sort or sum
+    return entries
+
+
+def _in_order(rows: np.ndarray, columns: np.ndarray) -> bool:
+    """Whether the entries are sorted by row, then column, with no two at one place (a
+    CSR matrix's usually are): scipy's canonical COO, whose duplicates need no summing."""
+    if len(rows) < 2:
+        return True
+    later_row = rows[1:] > rows[:-1]
+    return bool((later_row | ((rows[1:] == rows[:-1]) & (columns[1:] > columns[:-1]))).all())
