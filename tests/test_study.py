@@ -40,9 +40,70 @@ CHOICES = ["validation_perplexity", "chosen", "rank", "alpha", "beta", "seed", "
 """The columns that the validation entries decide."""
 
 
+BUDGETED = Study(
+    "budgeted",
+    grids=(
+        Grid("mm", (2,), ((1.5, 1.5, 1.0),), {"max_iter": 50}, members=2, budgets=(1, 2),
+             scaled=("members",)),
+        Grid("gibbs", (2,), ((1.0, 1.0, 1.0),), {"num_warmup": 10, "num_samples": 10,
+             "progress": False}, members=2, budgets=(1, 2), scaled=("num_warmup", "num_samples")),
+    ),
+    methods=(
+        Method("mm", "first", ("mm",), budgets=(1,)),
+        Method("mm mean", "mean", ("mm",)),
+        Method("gibbs", "chains", ("gibbs",)),
+    ),
+    simulations=(Simulation(20, 15, 2),),
+    split="random",
+    fractions=(0.7, 0.1, 0.2),
+    metrics=("ece", "coverage", "mixing"),
+)  # fmt: skip
+"""Budgets scaling mm's members and Gibbs's sweeps, the first and chains rules, and the
+calibration, coverage and mixing metrics."""
+
+
 @pytest.fixture(scope="module")
 def tiny():
     return study.run(TINY)
+
+
+@pytest.fixture(scope="module")
+def budgeted():
+    return study.run(BUDGETED)
+
+
+def test_a_budget_scales_members_and_options(budgeted):
+    table, fits = budgeted.table, budgeted.fits
+    assert list(zip(table["budget"], table["method"], strict=True)) == [
+        (1, "mm"), (1, "mm mean"), (1, "gibbs"), (2, "mm mean"), (2, "gibbs"),
+    ]  # fmt: skip
+    # mm's 4 seeds fitted once (its options are those of every budget), the first 2 at b = 1
+    mm = fits[fits["grid"] == "mm"]
+    assert sorted(mm["seed"]) == [0, 1, 2, 3]
+    first = table[table["method"] == "mm"]
+    assert first["seed"].item() == 0  # the seed set's first seed, not the best of two
+    mean = table[table["method"] == "mm mean"]
+    assert first["cpu_seconds"].item() < mean["cpu_seconds"].iloc[0]  # one fit of the two
+    # Gibbs fitted at each budget, twice the sweeps (warmup and kept) at b = 2
+    gibbs = fits[fits["grid"] == "gibbs"]
+    assert len(gibbs) == 4 and sorted(set(gibbs["iterations"])) == [20, 40]
+
+
+def test_the_chains_rule_and_metrics(budgeted):
+    table = budgeted.table.set_index(["method", "budget"])
+    chains = table.loc["gibbs"]
+    assert chains["mixing"].isin(["mixed", "mixed within modes", "did not mix"]).all()
+    assert chains["chain_rule"].isin(["mean", "chain stacking"]).all()
+    assert chains["modes"].ge(1).all() and chains["share_rhat_across"].between(0, 1).all()
+    assert chains["coverage_90"].astype(float).between(0, 1).all()
+    assert (chains["coverage_90"].astype(float) >= chains["coverage_50"].astype(float)).all()
+    assert (table.loc["mm mean", "coverage_90"] == "no interval").all()
+    assert table.loc["mm mean", "mixing"].isna().all()
+    assert table["ece"].between(0, 1).all()
+    bins = budgeted.reliability
+    test = study.split_of(BUDGETED, (20, 15)).test
+    counts = bins.groupby(["method", "budget"])["count"].sum()
+    assert len(counts) == len(table) and (counts == test.sum()).all()
 
 
 def test_the_table_has_a_row_per_dataset_seed_set_and_method(tiny):
@@ -111,6 +172,18 @@ def test_a_spent_budget_starts_no_fit_and_no_seed_set(capsys):
         ),
         ({"pool": 1, "members": (2,)}, "pool 1"),
         ({"metrics": ("auc",)}, "metrics"),
+        ({"grids": (Grid("mm", (2,), budgets=(0,)),)}, "budgets must be integers"),
+        ({"grids": (Grid("mm", (2,), scaled=("steps",)),)}, "'steps'"),
+        ({"grids": (Grid("mm", (2,), scaled=("tol",)),)}, "not an integer option"),
+        ({"methods": (Method("x", "chains"),)}, "needs a sampler"),
+        (
+            {"grids": (Grid("gibbs", (2,), members=1),), "methods": (Method("x", "chains"),)},
+            "needs >= 2 chains",
+        ),
+        (
+            {"grids": (Grid("mm", (2,)), Grid("vb", (2,), rank_from="mm"))},
+            "rank_from needs choose_seed",
+        ),
     ],
 )
 def test_a_bad_study_is_refused_before_anything_runs(change, message):

@@ -38,6 +38,7 @@ from bernmf.data.files.csv_table import write_csv
 from bernmf.data.observed import as_observed, check_rank
 from bernmf.data.split import Split, paper_split, random_split
 from bernmf.fitting.ensemble import MODES_WARNING, combine_members, validation_lpd
+from bernmf.fitting.modes import mode_prediction
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import fit_settings
 from bernmf.fitting.stack import members_table, stack
@@ -45,6 +46,7 @@ from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine, get_engine
 from bernmf.models import Prior
 from bernmf.models.simulate import simulate
+from bernmf.posterior.calibration import interval_coverage, reliability
 from bernmf.results.fit import Fit
 from bernmf.studies import published
 
@@ -58,15 +60,21 @@ options of :func:`parser`, and its own), writing ``summary.csv`` among its resul
 ``--out``, or where its ``folder(out, as_published) -> Path`` says."""
 
 RULES = (
-    "single", "best", "mean", "stack chosen", "stack setting", "stack", "stack members",
-    "stack+refit",
+    "single", "first", "best", "mean", "chains", "stack chosen", "stack setting", "stack",
+    "stack members", "stack+refit",
 )  # fmt: skip
 """How a :class:`Method` makes its result from the members of its grids, all on validation:
 
 - ``single``: the member of lowest validation perplexity;
+- ``first``: per setting the member of the seed set's first seed (one fit, as
+  ``bernmf.fit(..., seed=s)`` makes it), the setting chosen on validation;
 - ``best``: per setting the member of best engine score (:meth:`Engine.score`, its
   objective), the setting chosen on validation;
 - ``mean``: per setting the uniform mixture of its members, chosen on validation;
+- ``chains``: per setting a sampler's chains (its members) by
+  :func:`bernmf.fitting.modes.mode_prediction`: the mean of all draws when they mixed,
+  else the chains mixed by chain stacking on the validation entries (never averaged
+  silently), the setting chosen on validation;
 - ``stack chosen``: the members of the setting ``mean`` chooses, stacked with
   :func:`bernmf.stack` (a weight each);
 - ``stack setting``: per setting :func:`bernmf.stack` of its members (a weight each),
@@ -77,9 +85,32 @@ RULES = (
   training and validation entries (its validation perplexity is NaN).
 """
 
-METRICS = ("min_test_probability",)
-"""Extra columns a study may ask for: the smallest probability the result gives a test
-entry's outcome (0 would score inf)."""
+METRICS = ("min_test_probability", "ece", "coverage", "mixing")
+"""Extra columns a study may ask for:
+
+- ``min_test_probability``: the smallest probability the result gives a test entry's
+  outcome (0 would score inf);
+- ``ece``: the expected calibration error of the test predictions, their reliability
+  bins in :attr:`StudyResult.reliability` (:func:`bernmf.posterior.calibration.reliability`);
+- ``coverage``: on a :class:`Simulation`, the share of the true WH entries inside the
+  result's central 50% and 90% posterior intervals (``coverage_50``, ``coverage_90``;
+  "no interval" for a result without draws;
+  :func:`bernmf.posterior.calibration.interval_coverage`, the chains weighted as the
+  result mixes them);
+- ``mixing``: for the ``chains`` rule, how the chains mixed (:data:`MIXING_COLUMNS`).
+"""
+
+MIXING_COLUMNS = (
+    "mixing", "chain_rule", "modes", "share_rhat_within_min", "share_rhat_across",
+    "rhat_nested_max", "divergences",
+)  # fmt: skip
+"""The ``mixing`` metric's columns: the status (``mixed``, ``mixed within modes``, ``did
+not mix``), the rule (``mean`` or ``chain stacking``), the chains' modes, the least share
+of WH entries at R-hat <= 1.01 within a mode, that share across all chains, the largest
+nested R-hat (modes as superchains) and NUTS's divergent transitions."""
+
+WARMUP_SEED = 1_000_000
+"""With :attr:`Study.warmup`, the untimed first call of each rank fits the seeds from here."""
 
 FIT_COLUMNS = [
     "rank", "alpha", "beta", "gamma", "seed", "iterations", "sweeps", "converged", "seconds",
@@ -138,6 +169,18 @@ class Grid:
         the study's pool); its pool is ``members * seed_sets`` seeds.
     name : str, optional
         The label methods use (default: the engine's name).
+    budgets : tuple of int
+        The compute budgets b at which the grid is fitted: one more axis of the study
+        (the table's ``budget``).
+    scaled : tuple of str
+        What a budget b multiplies: integer options (``num_samples``, ``steps``, ...)
+        and ``"members"`` (the members per setting). A grid whose options are not scaled
+        is fitted once, at its largest budget's members, and each budget takes the
+        first of them.
+    rank_from : str, optional
+        The label of an earlier grid whose rank chosen at the study's ``choose_seed``
+        this grid fits (its own ``ranks`` then only check its priors), e.g. a sampler
+        at the MAP's tuned rank with its own prior tuned.
     """
 
     engine: str
@@ -149,6 +192,9 @@ class Grid:
     deterministic: bool = False
     members: int | None = None
     name: str | None = None
+    budgets: tuple[int, ...] = (1,)
+    scaled: tuple[str, ...] = ()
+    rank_from: str | None = None
 
     @property
     def label(self) -> str:
@@ -161,12 +207,14 @@ class Method:
     """A row of the study's table: ``rule`` (:data:`RULES`) over the members of ``grids``.
 
     ``grids`` are :attr:`Grid.label` values; None: every grid. ``at``: the R (the study's
-    ``members``) at which it is scored; None: every R."""
+    ``members``) at which it is scored; None: every R. ``budgets``: the budgets
+    (:attr:`Grid.budgets`) at which it is scored; None: every budget of its grids."""
 
     name: str
     rule: str
     grids: tuple[str, ...] | None = None
     at: tuple[int, ...] | None = None
+    budgets: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -182,7 +230,8 @@ class Study:
         The paper's datasets (:func:`bernmf.data.datasets.load`, from ``data_dir``).
     simulations : tuple of Simulation
     split : {"paper", "random"}
-        The paper's split (70/15/15, seed 12345) or a random one of seed ``split_seed``.
+        The paper's split (70/15/15, seed 12345) or a random one of seed ``split_seed``
+        in ``fractions`` (train, validation, test).
     members : tuple of int
         The R compared: members per setting in a seed set.
     seed_sets : int
@@ -199,6 +248,9 @@ class Study:
     budget : float, optional
         CPU seconds per dataset: once they are spent, no grid's next rank is fitted and no
         seed set is scored (each skip said in a progress line).
+    warmup : bool
+        Each call of the fitting runner made first untimed, at seeds from
+        :data:`WARMUP_SEED`: CPU seconds then exclude compiling.
     data_dir : str, optional
     """
 
@@ -209,6 +261,7 @@ class Study:
     simulations: tuple[Simulation, ...] = ()
     split: str = "paper"
     split_seed: int = 0
+    fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)
     members: tuple[int, ...] = (1,)
     seed_sets: int = 1
     pool: int | None = None
@@ -216,6 +269,7 @@ class Study:
     choose_seed: int | None = None
     metrics: tuple[str, ...] = ()
     budget: float | None = None
+    warmup: bool = False
     data_dir: str | None = None
 
     def __post_init__(self):
@@ -242,14 +296,23 @@ class Study:
         unknown = set(self.datasets) - set(datasets.DATASETS)
         if unknown:
             raise ValueError(f"study {self.name!r}: unknown datasets {sorted(unknown)}")
-        for grid in self.grids:  # every grid checked here, before any data is read
+        for i, grid in enumerate(self.grids):  # every grid checked here, before any data is read
             check_grid(grid)
+            if grid.rank_from is not None and (
+                self.choose_seed is None or grid.rank_from not in labels[:i]
+            ):
+                raise ValueError(
+                    f"grid {grid.label!r}: rank_from needs choose_seed and an earlier grid, "
+                    f"got {grid.rank_from!r}"
+                )
         for method in self.methods:
             engines = {
                 g.engine for g in self.grids if method.grids is None or g.label in method.grids
             }
             if method.rule == "stack+refit" and published.ENGINE.name in engines:
                 raise ValueError(f"method {method.name!r}: the published code is not refitted")
+            if method.rule == "chains":
+                _check_chains(self, method)
 
     @property
     def pool_size(self) -> int:
@@ -271,12 +334,17 @@ class StudyResult(NamedTuple):
         Per stack row: the weight of each engine and rank.
     results : dict
         ``(dataset, method, R, seed_set) -> Fit`` of the ``single`` rows.
+    reliability : DataFrame, optional
+        With the ``ece`` metric: the reliability bins of every row's test predictions
+        (:func:`bernmf.posterior.calibration.reliability`), with its dataset, method, R,
+        seed_set and budget.
     """
 
     table: pd.DataFrame
     fits: pd.DataFrame
     weights: pd.DataFrame
     results: dict
+    reliability: pd.DataFrame | None = None
 
 
 class _Member(NamedTuple):
@@ -285,17 +353,41 @@ class _Member(NamedTuple):
     cpu: float
 
 
+class _Data(NamedTuple):
+    """One dataset of a study: its name, Y, split, training and validation entries (as the
+    engines read them) and its truth (a simulation's W @ H, else None)."""
+
+    name: str
+    Y: object
+    split: Split
+    train: object
+    held_out: object
+    truth: np.ndarray | None
+
+
 class _Setting(NamedTuple):
     grid: Grid
     engine: Engine
     rank: int
     prior: Prior | None
     members: list[_Member]  # one per pool seed (one for a deterministic grid)
+    budget: int | None = None  # the budget of its options; None: every budget of its grid
+
+
+def _check_chains(study: Study, method: Method) -> None:
+    """ValueError unless each grid of a ``chains`` method is a sampler's of >= 2 chains."""
+    for grid in study.grids:
+        if method.grids is not None and grid.label not in method.grids:
+            continue
+        if engine_of(grid.engine).seed_count != "num_chains":
+            raise ValueError(f"method {method.name!r}: rule 'chains' needs a sampler's grid")
+        if (grid.members or min(study.members)) < 2:
+            raise ValueError(f"method {method.name!r}: rule 'chains' needs >= 2 chains")
 
 
 def check_grid(grid: Grid) -> None:
-    """ValueError or TypeError naming what is wrong in ``grid``: its engine, ranks, priors
-    or options."""
+    """ValueError or TypeError naming what is wrong in ``grid``: its engine, ranks, priors,
+    options, budgets or scaled options."""
     engine = engine_of(grid.engine)
     if not grid.ranks:
         raise ValueError(f"grid {grid.label!r}: ranks is empty")
@@ -305,7 +397,10 @@ def check_grid(grid: Grid) -> None:
             raise ValueError(f"grid {grid.label!r}: a prior is (alpha, beta, gamma), got {prior}")
         for k in ranks:
             engine.prior_for(Prior(*prior), k)
-    engine.with_defaults({**grid.options, **grid.choosing_options})
+    if not grid.budgets or any(not isinstance(b, int) or b < 1 for b in grid.budgets):
+        raise ValueError(f"grid {grid.label!r}: budgets must be integers >= 1, got {grid.budgets}")
+    for b in grid.budgets:
+        engine.with_defaults({**_scaled(grid, b), **grid.choosing_options})
     if grid.members is not None and grid.members < 1:
         raise ValueError(f"grid {grid.label!r}: members must be >= 1, got {grid.members}")
 
@@ -327,11 +422,19 @@ def load_data(name, data_dir=None):
     return datasets.load(name, data_dir=data_dir)
 
 
+def truth_of(data) -> np.ndarray | None:
+    """The true P(Y=1) = W @ H (M, N) of a :class:`Simulation`; None for a dataset."""
+    if not isinstance(data, Simulation):
+        return None
+    _, W, H = simulate(data.seed, data.rows, data.cols, data.rank)
+    return np.asarray(W) @ np.asarray(H)
+
+
 def split_of(study: Study, shape) -> Split:
     """The study's split of a matrix of ``shape``."""
-    return (
-        paper_split(shape) if study.split == "paper" else random_split(shape, seed=study.split_seed)
-    )
+    if study.split == "paper":
+        return paper_split(shape)
+    return random_split(shape, study.fractions, seed=study.split_seed)
 
 
 def seed_sets(pool: int, R: int, sets: int) -> list[np.ndarray]:
@@ -364,9 +467,13 @@ def fit_row(fit: Fit, prior: Prior | None) -> dict:
     }
 
 
-def _fitted(grid, engine, train, held_out, rank, priors, seeds, options, stream):
+def _fitted(grid, engine, train, held_out, rank, priors, seeds, options, stream, warmup):
     """fit_settings of one rank, each member scored on validation, with its CPU seconds
-    (the call's, shared in proportion to the members' run times)."""
+    (the call's, shared in proportion to the members' run times); with ``warmup`` the
+    call is made once untimed first, at other seeds."""
+    if warmup:
+        shifted = [WARMUP_SEED + s for s in seeds]
+        fit_settings(engine, train, rank, priors, shifted, options, **grid.batching)
     begin = time.process_time()
     made = fit_settings(engine, train, rank, priors, seeds, options, **grid.batching)
     cpu = time.process_time() - begin
@@ -383,12 +490,30 @@ def _fitted(grid, engine, train, held_out, rank, priors, seeds, options, stream)
     return [_Member(f, lpd[:, i], cpu * share[i]) for i, f in enumerate(fits)]
 
 
-def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool) -> dict:
-    """Every option of the grid's fits of ``seeds`` seeds (a sampler's: as many chains)."""
-    options = {**grid.options, **(grid.choosing_options if choosing else {})}
+def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool, budget: int = 1) -> dict:
+    """Every option of the grid's fits of ``seeds`` seeds (a sampler's: as many chains) at
+    ``budget``."""
+    options = {**_scaled(grid, budget), **(grid.choosing_options if choosing else {})}
     if engine.seed_count is not None:
         options[engine.seed_count] = seeds
     return engine.with_defaults(options)
+
+
+def _scaled(grid: Grid, budget: int) -> dict:
+    """The grid's options with each of its scaled options multiplied by ``budget``."""
+    defaults = engine_of(grid.engine).with_defaults(dict(grid.options))
+    scaled = {}
+    for name in set(grid.scaled) - {"members"}:
+        value = defaults.get(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"grid {grid.label!r}: scaled {name!r} is not an integer option")
+        scaled[name] = value * budget
+    return {**grid.options, **scaled}
+
+
+def _members_at(grid: Grid, R: int, budget: int) -> int:
+    """Members per setting of ``grid`` in a seed set of R at ``budget``."""
+    return (grid.members or R) * (budget if "members" in grid.scaled else 1)
 
 
 class _Budget(NamedTuple):
@@ -408,47 +533,66 @@ class _Budget(NamedTuple):
 
 def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> list[_Setting]:
     """The (rank, prior) ``settings`` of one grid fitted at ``seeds``, a rank per call, until
-    the budget is spent. ``data`` is ``(train, held_out, stream)``."""
-    train, held_out, stream = data
+    the budget is spent. ``data`` is ``(train, held_out, stream, warmup)``."""
+    train, held_out, stream, warmup = data
     found = []
     for rank in dict.fromkeys(k for k, _ in settings):
         if clock.over(f"{grid.label} K={rank}", stream):
             break
         at = [p for k, p in settings if k == rank]
-        made = _fitted(grid, engine, train, held_out, rank, at, seeds, options, stream)
+        made = _fitted(grid, engine, train, held_out, rank, at, seeds, options, stream, warmup)
         for i, prior in enumerate(at):
             members = made[i * len(seeds) : (i + 1) * len(seeds)]
             found.append(_Setting(grid, engine, rank, prior, members))
     return found
 
 
-def _grid_settings(study, grid, data, clock, fit_rows, dataset) -> list[_Setting]:
-    """The settings of one grid, each with its pool of members; with ``choose_seed``, the
-    setting of least validation perplexity at that seed only, its choice's CPU seconds
-    shared among its members."""
+def _grid_settings(study, grid, data, clock, fit_rows, dataset, chosen) -> list[_Setting]:
+    """The settings of one grid, each with its pool of members, at each of its budgets;
+    with ``choose_seed``, the setting of least validation perplexity at that seed only
+    (at the first budget; nothing fitted when there is one setting), its choice's CPU
+    seconds shared among its members. ``chosen`` maps the labels of the grids done to
+    their chosen rank (for :attr:`Grid.rank_from`); this grid's is added."""
     engine = engine_of(grid.engine)
     priors = [None] if grid.priors is None else [Prior(*p) for p in grid.priors]
-    settings = [(k, engine.prior_for(p, k)) for k in grid.ranks for p in priors]
-    count = grid.members * study.seed_sets if grid.members else study.pool_size
-    seeds = range(study.first_seed, study.first_seed + count)
-    seeds = [0] if grid.deterministic else list(seeds)
+    ranks = grid.ranks
+    if grid.rank_from is not None:
+        if grid.rank_from not in chosen:  # its grid was skipped by the CPU budget
+            return []
+        ranks = (chosen[grid.rank_from],)
+    settings = [(k, engine.prior_for(p, k)) for k in ranks for p in priors]
     choice_cpu = 0.0
-    if study.choose_seed is not None:
+    if study.choose_seed is not None and len(settings) > 1:
         seed = 0 if grid.deterministic else study.choose_seed
-        options = _options(grid, engine, 1, choosing=True)
+        options = _options(grid, engine, 1, choosing=True, budget=grid.budgets[0])
         choice = _fitted_settings(grid, engine, settings, [seed], options, data, clock)
         fit_rows += [_fits_row(dataset, s, s.members[0], CHOICE) for s in choice]
         if not choice:
             return []
         best = min(choice, key=lambda s: _perplexity(s.members[0].lpd))
+        chosen[grid.label] = best.rank
         if grid.deterministic:  # the chosen fit is the one each seed set would make
             return [best]
         settings, choice_cpu = [(best.rank, best.prior)], sum(s.members[0].cpu for s in choice)
-    options = _options(grid, engine, len(seeds), choosing=False)
-    found = _fitted_settings(grid, engine, settings, seeds, options, data, clock)
-    fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in found for m in s.members]
-    extra = choice_cpu / len(seeds)
-    return [s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members]) for s in found]
+    chosen[grid.label] = settings[0][0]
+    shared = set(grid.scaled) <= {"members"}  # the options are those of every budget
+    found = []
+    for budget in [max(grid.budgets)] if shared else grid.budgets:
+        count = _members_at(grid, study.pool_size, budget)
+        count = count * study.seed_sets if grid.members else count
+        seeds = (
+            [0] if grid.deterministic else list(range(study.first_seed, study.first_seed + count))
+        )
+        options = _options(grid, engine, len(seeds), choosing=False, budget=budget)
+        made = _fitted_settings(grid, engine, settings, seeds, options, data, clock)
+        fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in made for m in s.members]
+        extra = choice_cpu / len(seeds)
+        found += [
+            s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members],
+                       budget=None if shared else budget)
+            for s in made
+        ]  # fmt: skip
+    return found
 
 
 def _fits_row(dataset, setting: _Setting, member: _Member, stage: str) -> dict:
@@ -513,6 +657,51 @@ def _result(rule, chosen, Y, split, train, held_out):
     return result, result.mixture.stacking.validation_perplexity, None
 
 
+def _chains(chosen, Y, split, train, held_out):
+    """``(result, validation perplexity, setting, mixing columns)`` of the ``chains`` rule:
+    per setting its chains by :func:`mode_prediction`, as a mixture of its members with
+    the prediction's chain weights (rule ``"mean"`` when they mixed, else ``"stack"``)."""
+    made = []
+    for s, ms in chosen:
+        fits = [m.fit for m in ms]
+        W, H = (np.concatenate([f.draws[name] for f in fits]) for name in ("W", "H"))
+        mode = mode_prediction(Y, split.train, W, H, validation=split.validation)
+        lpd = np.column_stack([m.lpd for m in ms])
+        made.append((s, fits, mode, _perplexity(mixture_lpd(lpd, mode.weights))))
+    s, fits, mode, validation = min(made, key=lambda x: x[3])
+    with warnings.catch_warnings():  # the modes are what mode_prediction weighs
+        warnings.filterwarnings("ignore", message=MODES_WARNING)
+        result = combine_members(fits, "mean", train, held_out, score=s.engine.score)
+    rule = "mean" if mode.rule == "mean" else "stack"
+    mixture = dataclasses.replace(result.mixture, weights=tuple(mode.weights.tolist()), rule=rule)
+    table = mode.rhat.table()
+    modes = table.index.str.startswith("mode ")
+    diverging = [f.sample_stats.get("diverging") for f in fits]
+    columns = {
+        "mixing": mode.status,
+        "chain_rule": mode.rule,
+        "modes": int(modes.sum()),
+        "share_rhat_within_min": table.loc[modes, "share_rhat_le_1.01"].min(),
+        "share_rhat_across": table.loc["all", "share_rhat_le_1.01"],
+        "rhat_nested_max": table.loc["nested", "rhat_max"] if "nested" in table.index else np.nan,
+        "divergences": sum(0 if d is None else int(np.asarray(d).sum()) for d in diverging),
+    }
+    return dataclasses.replace(result, mixture=mixture), validation, s, columns
+
+
+def _coverage(result: Fit, truth) -> dict:
+    """``coverage_50`` and ``coverage_90`` of the true WH by the result's draws, its chains
+    weighted as its mixture weighs them (no interval for a result without draws)."""
+    if not result.draws:
+        return interval_coverage(truth).row()
+    W, H = result.draws["W"], result.draws["H"]
+    mixture = result.mixture
+    weights = None
+    if mixture is not None and mixture.rule != "best" and len(mixture.weights) == len(W):
+        weights = np.asarray(mixture.weights)
+    return interval_coverage(truth, W, H, chain_weights=weights).row()
+
+
 def _describe(setting: _Setting | None) -> str:
     """The table's ``chosen``: grid, rank and prior of a setting ("" for a stack)."""
     if setting is None:
@@ -536,15 +725,24 @@ def _min_probability(result: Fit, Y, split) -> float:
     return float(np.min(np.where(y == 1, p, 1 - p)))
 
 
-def _row(study, dataset, R, j, method, settings, Y, split, train, held_out):
-    """The row of one method at one seed set: its result chosen on validation, scored on test."""
+def _row(study, on: _Data, R, j, budget, method, settings):
+    """The row of one method at one seed set: its result chosen on validation, scored on
+    test; and its reliability bins (None without the ``ece`` metric)."""
+    Y, split, train, held_out = on.Y, on.split, on.train, on.held_out
     chosen = [(s, ms) for s, ms in settings if method.grids is None or s.grid.label in method.grids]
+    if method.rule == "first":  # "single" among the first members: the others not fitted
+        chosen = [(s, ms[:1]) for s, ms in chosen]
     begin = time.process_time()
-    result, validation, setting = _result(method.rule, chosen, Y, split, train, held_out)
+    mixing = {}
+    if method.rule == "chains":
+        result, validation, setting, mixing = _chains(chosen, Y, split, train, held_out)
+    else:
+        rule = "single" if method.rule == "first" else method.rule
+        result, validation, setting = _result(rule, chosen, Y, split, train, held_out)
     combining = time.process_time() - begin
     cpu = sum(m.cpu for _, ms in chosen for m in ms) + combining
     row = {
-        "study": study.name, "dataset": dataset, "R": R, "seed_set": j,
+        "study": study.name, "dataset": on.name, "R": R, "seed_set": j, "budget": budget,
         "disjoint": R * study.seed_sets <= study.pool_size, "method": method.name,
         "rule": method.rule, "validation_perplexity": validation,
         "test_perplexity": result.perplexity(Y, split.test), "cpu_seconds": cpu,
@@ -562,7 +760,15 @@ def _row(study, dataset, R, j, method, settings, Y, split, train, held_out):
     )
     if "min_test_probability" in study.metrics:
         row["min_test_probability"] = _min_probability(result, Y, split)
-    return row, result, weights
+    bins = None
+    if "ece" in study.metrics:
+        diagram = reliability(np.asarray(Y, float), result.probs, split.test)
+        row["ece"], bins = diagram.ece, diagram.table
+    if "mixing" in study.metrics:
+        row |= {c: mixing.get(c, np.nan) for c in MIXING_COLUMNS}
+    if "coverage" in study.metrics and on.truth is not None:
+        row |= _coverage(result, on.truth)
+    return row, result, weights, bins
 
 
 def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) -> StudyResult:
@@ -587,15 +793,17 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
         a stack) and the study's metrics.
     """
     studies = [studies] if isinstance(studies, Study) else list(studies)
-    rows, fit_rows, weights, results = [], [], [], {}
+    rows, fit_rows, weights, results, bins = [], [], [], {}, []
     for study in studies:
         for data in (*study.datasets, *study.simulations):
             for found in _run_dataset(study, data, fit_rows, stream):
-                for row, result, weight in found:
+                for row, result, weight, table in found:
                     rows.append(row)
                     keys = {k: row[k] for k in ("dataset", "R", "seed_set", "method")}
                     if weight is not None:
                         weights.append(weight.assign(**keys))
+                    if table is not None:
+                        bins.append(table.assign(**keys, budget=row["budget"]))
                     if row["rule"] == "single":
                         results[tuple(keys.values())] = result
                 if out is not None:
@@ -606,36 +814,42 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
         pd.DataFrame(fit_rows),
         pd.concat(weights, ignore_index=True) if weights else pd.DataFrame(),
         results,
+        pd.concat(bins, ignore_index=True) if bins else None,
     )
 
 
 def _run_dataset(study: Study, data, fit_rows: list, stream):
-    """Yield, seed set by seed set, the ``(row, result, weights)`` of every method on one
-    dataset; its fits appended to ``fit_rows``."""
+    """Yield, seed set by seed set, the ``(row, result, weights, reliability bins)`` of
+    every method on one dataset; its fits appended to ``fit_rows``."""
     name = data.name if isinstance(data, Simulation) else data
     Y = load_data(data, study.data_dir)
     split = split_of(study, np.shape(Y))
     train = as_observed(Y, split.train)
     held_out = held_out_entries(Y, train, split.validation)
+    on = _Data(name, Y, split, train, held_out, truth_of(data))
     clock = _Budget(time.process_time(), study.budget)
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
-    pools = []
+    pools, chosen = [], {}
+    fitting = (train, held_out, stream, study.warmup)
     for grid in study.grids:
-        pools += _grid_settings(study, grid, (train, held_out, stream), clock, fit_rows, name)
+        pools += _grid_settings(study, grid, fitting, clock, fit_rows, name, chosen)
+    budgets = sorted({b for grid in study.grids for b in grid.budgets})
     for R in study.members:
         for j in range(study.seed_sets):
             if not clock.over(f"R={R} set {j}", stream):
-                yield _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream)
+                yield [row for b in budgets for row in _seed_set(study, pools, on, R, j, b, stream)]
 
 
-def _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream) -> list:
-    """The rows of every method at seed set j of R members."""
+def _seed_set(study, pools, on: _Data, R, j, budget, stream) -> list:
+    """The rows of every method at seed set j of R members and ``budget``."""
     settings = []
     for s in pools:
+        if budget not in s.grid.budgets or s.budget not in (None, budget):
+            continue
         if s.grid.deterministic:
             settings.append((s, s.members))
             continue
-        r = s.grid.members or R
+        r = _members_at(s.grid, R, budget)
         if r > len(s.members):
             continue
         chosen = seed_sets(len(s.members), r, study.seed_sets)
@@ -646,10 +860,13 @@ def _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream) -> li
             continue
         if method.at is not None and R not in method.at:
             continue
-        found.append(_row(study, name, R, j, method, settings, Y, split, train, held_out))
+        if method.budgets is not None and budget not in method.budgets:
+            continue
+        found.append(_row(study, on, R, j, budget, method, settings))
+    at = "" if budget == 1 else f" budget {budget}"
     log(
-        f"  R={R} set {j}: "
-        + ", ".join(f"{r['method']} {r['test_perplexity']:.4f}" for r, _, _ in found),
+        f"  R={R} set {j}{at}: "
+        + ", ".join(f"{r['method']} {r['test_perplexity']:.4f}" for r, *_ in found),
         stream,
     )
     return found
