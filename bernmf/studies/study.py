@@ -54,6 +54,7 @@ STUDIES = {
     "paper": "bernmf.studies.paper",
     "modes": "bernmf.studies.modes",
     "stacking": "bernmf.studies.stacking",
+    "posterior_vs_map": "bernmf.studies.posterior_vs_map",
 }
 """The studies ``bernmf reproduce`` runs: name -> module with ``main(argv) -> int`` (the
 options of :func:`parser`, and its own), writing ``summary.csv`` among its results in
