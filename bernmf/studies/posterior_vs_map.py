@@ -336,7 +336,8 @@ def main(argv=None) -> int:
     args = parse(argv)
     import numpyro
 
-    numpyro.set_host_device_count(args.chains)  # one CPU device per chain, if JAX has not started
+    # one CPU device per chain (a seed set's each), if JAX has not started yet
+    numpyro.set_host_device_count(args.chains * args.seeds)
 
     begin = time.process_time()
     made = configurations(args)

@@ -250,8 +250,8 @@ class Study:
         CPU seconds per dataset: once they are spent, no grid's next rank is fitted and no
         seed set is scored (each skip said in a progress line).
     warmup : bool
-        Each call of the fitting runner made first untimed, at seeds from
-        :data:`WARMUP_SEED`: CPU seconds then exclude compiling.
+        Each call of the fitting runner preceded by an untimed one of a seed set's share
+        of its seeds, from :data:`WARMUP_SEED`: CPU seconds then exclude compiling.
     data_dir : str, optional
     """
 
@@ -470,11 +470,13 @@ def fit_row(fit: Fit, prior: Prior | None) -> dict:
 
 def _fitted(grid, engine, train, held_out, rank, priors, seeds, options, stream, warmup):
     """fit_settings of one rank, each member scored on validation, with its CPU seconds
-    (the call's, shared in proportion to the members' run times); with ``warmup`` the
-    call is made once untimed first, at other seeds."""
+    (the call's, shared in proportion to the members' run times). With ``warmup`` (the
+    study's seed sets, 0 for none) a call of one seed set's share of the seeds is made
+    first, untimed, at other seeds: it compiles what the timed call runs."""
     if warmup:
-        shifted = [WARMUP_SEED + s for s in seeds]
-        fit_settings(engine, train, rank, priors, shifted, options, **grid.batching)
+        shifted = [WARMUP_SEED + s for s in seeds[: max(1, len(seeds) // warmup)]]
+        warm = {**options, engine.seed_count: len(shifted)} if engine.seed_count else options
+        fit_settings(engine, train, rank, priors, shifted, warm, **grid.batching)
     begin = time.process_time()
     made = fit_settings(engine, train, rank, priors, seeds, options, **grid.batching)
     cpu = time.process_time() - begin
@@ -534,7 +536,7 @@ class _Budget(NamedTuple):
 
 def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> list[_Setting]:
     """The (rank, prior) ``settings`` of one grid fitted at ``seeds``, a rank per call, until
-    the budget is spent. ``data`` is ``(train, held_out, stream, warmup)``."""
+    the budget is spent. ``data`` is ``(train, held_out, stream, warmup)`` (:func:`_fitted`)."""
     train, held_out, stream, warmup = data
     found = []
     for rank in dict.fromkeys(k for k, _ in settings):
@@ -586,13 +588,12 @@ def _grid_settings(study, grid, data, clock, fit_rows, dataset, chosen) -> list[
         )
         options = _options(grid, engine, len(seeds), choosing=False, budget=budget)
         made = _fitted_settings(grid, engine, settings, seeds, options, data, clock)
+        made = [s._replace(budget=None if shared else budget) for s in made]
         fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in made for m in s.members]
         extra = choice_cpu / len(seeds)
         found += [
-            s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members],
-                       budget=None if shared else budget)
-            for s in made
-        ]  # fmt: skip
+            s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members]) for s in made
+        ]
     return found
 
 
@@ -603,6 +604,7 @@ def _fits_row(dataset, setting: _Setting, member: _Member, stage: str) -> dict:
         "grid": setting.grid.label,
         "engine": setting.engine.name,
         "stage": stage,
+        "budget": np.nan if setting.budget is None else setting.budget,
         **fit_row(member.fit, setting.prior),
         "cpu_seconds": member.cpu,
         "validation_perplexity": float(-member.lpd.mean()),
@@ -786,12 +788,12 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
     Returns
     -------
     StudyResult
-        Its ``table`` has one row per dataset x R x seed set x method: study, dataset,
-        R, seed_set, method, rule, validation_perplexity, test_perplexity, cpu_seconds
-        (the CPU seconds of every fit the method chose among, the choice's fits with
-        ``choose_seed``, and its combining), chosen (the setting), :data:`FIT_COLUMNS`
-        (of a single fit; rank and prior of a chosen setting), weights (per engine, of
-        a stack) and the study's metrics.
+        Its ``table`` has one row per dataset x R x seed set x budget x method: study,
+        dataset, R, seed_set, budget, method, rule, validation_perplexity,
+        test_perplexity, cpu_seconds (the CPU seconds of every fit the method chose
+        among, the choice's fits with ``choose_seed``, and its combining), chosen (the
+        setting), :data:`FIT_COLUMNS` (of a single fit; rank and prior of a chosen
+        setting), weights (per engine, of a stack) and the study's metrics.
     """
     studies = [studies] if isinstance(studies, Study) else list(studies)
     rows, fit_rows, weights, results, bins = [], [], [], {}, []
@@ -831,7 +833,7 @@ def _run_dataset(study: Study, data, fit_rows: list, stream):
     clock = _Budget(time.process_time(), study.budget)
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
     pools, chosen = [], {}
-    fitting = (train, held_out, stream, study.warmup)
+    fitting = (train, held_out, stream, study.seed_sets if study.warmup else 0)
     for grid in study.grids:
         pools += _grid_settings(study, grid, fitting, clock, fit_rows, name, chosen)
     budgets = sorted({b for grid in study.grids for b in grid.budgets})
@@ -875,15 +877,16 @@ def _seed_set(study, pools, on: _Data, R, j, budget, stream) -> list:
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """Mean and sd over seed sets of test and validation perplexity and CPU seconds, per
-    dataset, method and R."""
-    grouped = table.groupby(["dataset", "method", "R"], sort=False)
+    dataset, method, R and budget; the least ``min_test_probability`` and the mean ``ece``."""
+    grouped = table.groupby(["dataset", "method", "R", "budget"], sort=False)
+    extra = {"min_test_probability": "min", "ece": "mean"}
     return grouped.agg(
         test_mean=("test_perplexity", "mean"),
         test_sd=("test_perplexity", "std"),
         validation_mean=("validation_perplexity", "mean"),
         cpu_seconds_mean=("cpu_seconds", "mean"),
         seed_sets=("test_perplexity", "size"),
-        **{m: (m, "min") for m in METRICS if m in table},
+        **{m: (m, how) for m, how in extra.items() if m in table},
     ).reset_index()
 
 
