@@ -550,51 +550,68 @@ def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> lis
     return found
 
 
-def _grid_settings(study, grid, data, clock, fit_rows, dataset, chosen) -> list[_Setting]:
-    """The settings of one grid, each with its pool of members, at each of its budgets;
-    with ``choose_seed``, the setting of least validation perplexity at that seed only
-    (at the first budget; nothing fitted when there is one setting), its choice's CPU
-    seconds shared among its members. ``chosen`` maps the labels of the grids done to
-    their chosen rank (for :attr:`Grid.rank_from`); this grid's is added."""
+class _Choice(NamedTuple):
+    """What a grid fits once its setting is chosen: its (rank, prior) settings and the
+    CPU seconds of the choice; ``fitted``: a deterministic grid's chosen fit itself."""
+
+    grid: Grid
+    settings: list
+    cpu: float = 0.0
+    fitted: list | None = None
+
+
+def _choose(study, grid, data, clock, fit_rows, dataset, chosen) -> _Choice | None:
+    """The settings of one grid: with ``choose_seed``, the setting of least validation
+    perplexity at that seed (at the first budget; nothing fitted when there is one
+    setting). ``chosen`` maps the labels of the grids done to their chosen rank (for
+    :attr:`Grid.rank_from`); this grid's is added. None when the CPU budget is spent."""
     engine = engine_of(grid.engine)
     priors = [None] if grid.priors is None else [Prior(*p) for p in grid.priors]
     ranks = grid.ranks
     if grid.rank_from is not None:
         if grid.rank_from not in chosen:  # its grid was skipped by the CPU budget
-            return []
+            return None
         ranks = (chosen[grid.rank_from],)
     settings = [(k, engine.prior_for(p, k)) for k in ranks for p in priors]
-    choice_cpu = 0.0
-    if study.choose_seed is not None and len(settings) > 1:
-        seed = 0 if grid.deterministic else study.choose_seed
-        options = _options(grid, engine, 1, choosing=True, budget=grid.budgets[0])
-        choice = _fitted_settings(grid, engine, settings, [seed], options, data, clock)
-        fit_rows += [_fits_row(dataset, s, s.members[0], CHOICE) for s in choice]
-        if not choice:
-            return []
-        best = min(choice, key=lambda s: _perplexity(s.members[0].lpd))
-        chosen[grid.label] = best.rank
-        if grid.deterministic:  # the chosen fit is the one each seed set would make
-            return [best]
-        settings, choice_cpu = [(best.rank, best.prior)], sum(s.members[0].cpu for s in choice)
-    chosen[grid.label] = settings[0][0]
-    shared = set(grid.scaled) <= {"members"}  # the options are those of every budget
-    found = []
-    for budget in [max(grid.budgets)] if shared else grid.budgets:
-        count = _members_at(grid, study.pool_size, budget)
-        count = count * study.seed_sets if grid.members else count
-        seeds = (
-            [0] if grid.deterministic else list(range(study.first_seed, study.first_seed + count))
-        )
-        options = _options(grid, engine, len(seeds), choosing=False, budget=budget)
-        made = _fitted_settings(grid, engine, settings, seeds, options, data, clock)
-        made = [s._replace(budget=None if shared else budget) for s in made]
-        fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in made for m in s.members]
-        extra = choice_cpu / len(seeds)
-        found += [
-            s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members]) for s in made
-        ]
-    return found
+    if study.choose_seed is None or len(settings) == 1:
+        chosen[grid.label] = settings[0][0]
+        return _Choice(grid, settings)
+    seed = 0 if grid.deterministic else study.choose_seed
+    options = _options(grid, engine, 1, choosing=True, budget=grid.budgets[0])
+    choice = _fitted_settings(grid, engine, settings, [seed], options, data, clock)
+    fit_rows += [_fits_row(dataset, s, s.members[0], CHOICE) for s in choice]
+    if not choice:
+        return None
+    best = min(choice, key=lambda s: _perplexity(s.members[0].lpd))
+    chosen[grid.label] = best.rank
+    cpu = sum(s.members[0].cpu for s in choice)
+    # a deterministic grid's chosen fit is the one each seed set would make
+    return _Choice(grid, [(best.rank, best.prior)], cpu, [best] if grid.deterministic else None)
+
+
+def _shared(grid: Grid) -> bool:
+    """Whether the grid's options are those of every budget (fitted once, at the largest)."""
+    return set(grid.scaled) <= {"members"}
+
+
+def _fit_at(study, choice: _Choice, budget, data, clock, fit_rows, dataset) -> list[_Setting]:
+    """The chosen settings of one grid fitted at ``budget``, each with its pool of members
+    (a shared grid's: at its largest budget, for every budget), the choice's CPU seconds
+    shared among them."""
+    grid = choice.grid
+    if choice.fitted is not None:
+        return choice.fitted
+    engine = engine_of(grid.engine)
+    count = _members_at(grid, study.pool_size, budget)
+    count = count * study.seed_sets if grid.members else count
+    first = study.first_seed
+    seeds = [0] if grid.deterministic else list(range(first, first + count))
+    options = _options(grid, engine, len(seeds), choosing=False, budget=budget)
+    made = _fitted_settings(grid, engine, choice.settings, seeds, options, data, clock)
+    made = [s._replace(budget=None if _shared(grid) else budget) for s in made]
+    fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in made for m in s.members]
+    extra = choice.cpu / len(seeds)
+    return [s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members]) for s in made]
 
 
 def _fits_row(dataset, setting: _Setting, member: _Member, stage: str) -> dict:
@@ -822,8 +839,10 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
 
 
 def _run_dataset(study: Study, data, fit_rows: list, stream):
-    """Yield, seed set by seed set, the ``(row, result, weights, reliability bins)`` of
-    every method on one dataset; its fits appended to ``fit_rows``."""
+    """Yield, budget by budget and seed set by seed set, the ``(row, result, weights,
+    reliability bins)`` of every method on one dataset; its fits appended to ``fit_rows``.
+    Each grid's setting is chosen first; a grid whose options a budget scales is fitted
+    at one budget at a time."""
     name = data.name if isinstance(data, Simulation) else data
     Y = load_data(data, study.data_dir)
     split = split_of(study, np.shape(Y))
@@ -832,15 +851,26 @@ def _run_dataset(study: Study, data, fit_rows: list, stream):
     on = _Data(name, Y, split, train, held_out, truth_of(data))
     clock = _Budget(time.process_time(), study.budget)
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
-    pools, chosen = [], {}
-    fitting = (train, held_out, stream, study.seed_sets if study.warmup else 0)
-    for grid in study.grids:
-        pools += _grid_settings(study, grid, fitting, clock, fit_rows, name, chosen)
-    budgets = sorted({b for grid in study.grids for b in grid.budgets})
-    for R in study.members:
-        for j in range(study.seed_sets):
-            if not clock.over(f"R={R} set {j}", stream):
-                yield [row for b in budgets for row in _seed_set(study, pools, on, R, j, b, stream)]
+    chosen, fitting = {}, (train, held_out, stream, study.seed_sets if study.warmup else 0)
+    choices = [_choose(study, g, fitting, clock, fit_rows, name, chosen) for g in study.grids]
+    choices = [c for c in choices if c is not None]
+    shared = [
+        s
+        for c in choices
+        if _shared(c.grid)
+        for s in _fit_at(study, c, max(c.grid.budgets), fitting, clock, fit_rows, name)
+    ]
+    for budget in sorted({b for grid in study.grids for b in grid.budgets}):
+        pools = shared + [  # a budget's fits at a time: only they hold their draws
+            s
+            for c in choices
+            if not _shared(c.grid) and budget in c.grid.budgets
+            for s in _fit_at(study, c, budget, fitting, clock, fit_rows, name)
+        ]
+        for R in study.members:
+            for j in range(study.seed_sets):
+                if not clock.over(f"R={R} set {j}", stream):
+                    yield _seed_set(study, pools, on, R, j, budget, stream)
 
 
 def _seed_set(study, pools, on: _Data, R, j, budget, stream) -> list:
