@@ -240,8 +240,46 @@ def test_reproduce_posterior_vs_map_quick(tmp_path):
     simulated = summary[summary["dataset"] == "simulated"].set_index(["row", "budget"])
     assert simulated.loc[("mm mean", 1), "coverage_90"] == "no interval"
     assert 0 < float(simulated.loc[("nuts", 1), "coverage_90"]) <= 1
-    # the Bayesian engines fit mm's tuned rank; mm's prior was chosen among 4 at seed 0
+    # mm's prior chosen among 4 at seed 0 (simulated: at the true rank); the Bayesian
+    # engines fit mm's chosen rank, with their one prior (no choice to make)
     tuning = pd.read_csv(out / "tuning.csv")
-    assert len(tuning) == 4 and tuning["chosen"].sum() == 1
+    assert (
+        tuning.groupby(["dataset", "engine"])["chosen"]
+        .agg(["size", "sum"])
+        .eq([4, 1])
+        .all(axis=None)
+    )
+    assert set(tuning["engine"]) == {"mm"} and set(tuning["rank"]) == {2}
     animals = summary[summary["dataset"] == "animals"]
-    assert animals["rank"].eq(tuning["rank"].iloc[0]).all()
+    assert animals["rank"].eq(2).all()
+
+
+def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeypatch):
+    """Each reliability curve is labelled with its own ECE (seed 0), not the mean over seeds,
+    and the single mm fit is drawn once when the largest budget is the first."""
+    import matplotlib.pyplot as plt
+
+    from bernmf.studies.posterior_vs_map import figures
+
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda figure: None)  # keep the figures to read them
+    before = set(plt.get_fignums())
+    keys = {"dataset": "d", "budget": 1}
+    bins = pd.DataFrame(
+        [{**keys, "row": row, "seed": seed, "bin": b, "count": 10, "predicted": 0.1 + 0.5 * b,
+          "observed": 0.1 + 0.5 * b + (0.1 if seed == 0 else 0.3)}
+         for row in ("mm", "nuts") for seed in (0, 1) for b in (0, 1)]
+    )  # fmt: skip
+    summary = pd.DataFrame(
+        [{**keys, "family": row, "row": row, "cpu_seconds": 1.0, "test_perplexity": 0.5,
+          "test_perplexity_sd": np.nan, "ece": 0.2, "pareto": True} for row in ("mm", "nuts")]
+    )  # fmt: skip
+    figures(summary, bins, tmp_path)
+    made = [plt.figure(number) for number in sorted(set(plt.get_fignums()) - before)]
+    diagram = next(f for f in made if f.axes[0].get_title().startswith("d, budget"))
+    labels = [text.get_text() for text in diagram.axes[0].get_legend().get_texts()]
+    assert labels == ["nuts (ECE 0.100)", "mm (ECE 0.100)"]
+    curves = [line for line in diagram.axes[0].get_lines() if line.get_label() in labels]
+    assert [len(line.get_xdata()) for line in curves] == [2, 2]
+    for figure in made:
+        close(figure)

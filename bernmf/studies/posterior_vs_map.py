@@ -30,14 +30,17 @@ simulated data, the coverage of the true WH by central 50% and 90% posterior int
 (``coverage``: of the chains' mixture with their stacking weights when they did not mix;
 "no interval" for fits without draws: mm, vb). Parts:
 
-1. **Simulated data with known truth** (200 x 100, K = 4, W and H drawn from the flat
-   prior; 70% train, 10% validation, 20% test): every family with the true prior.
+1. **Simulated data with known truth** (``--shape``, default 200 x 100, K = 4; W and H
+   drawn from the flat prior; 70% train, 10% validation, 20% test): every Bayesian family
+   with the true prior, ``mm`` with its prior chosen on validation at seed 0 and the true
+   rank, as on the datasets (the MAP under the flat prior puts entries of W and H on 0
+   or 1).
 2. **animals, paleo, lastfm on the paper's split**: ``mm``'s rank and prior chosen on
    validation at seed 0 (ranks 2, 4, 8, 16 x alpha, beta in {1, 1.2, 1.5, 2, 3}, gamma
    = 1); each Bayesian engine at mm's rank (``rank_from``) with its own prior (alpha,
-   beta in {0.1, 0.3, 1}, gamma = 1) chosen on validation at seed 0 and the first budget
-   (a sampler: on one chain); then every family at every budget over ``--seeds`` seed
-   sets (seed set s: the s-th block of each family's seeds).
+   beta in ``--bayes-values``, default {0.1, 0.3, 1}, gamma = 1) chosen on validation at
+   seed 0 and the first budget (a sampler: on one chain); then every family at every
+   budget over ``--seeds`` seed sets (seed set s: the s-th block of each family's seeds).
 
 Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every row and
 seed set), ``summary.csv`` (mean and sd over seed sets per dataset, row and budget, and
@@ -91,6 +94,14 @@ def parse(argv):
     parser = study.parser(__doc__, "results/posterior_vs_map")
     parser.add_argument("--families", nargs="*", choices=list(FAMILIES), default=None)
     parser.add_argument("--budgets", nargs="*", type=int, default=[1, 2, 4])
+    parser.add_argument(
+        "--shape", nargs=3, type=int, default=[200, 100, 4], metavar=("M", "N", "K"),
+        help="of the simulated data",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bayes-values", nargs="+", type=float, default=list(BAYES_VALUES),
+        help="alpha and beta values of the Bayesian engines' prior grid on the datasets",
+    )  # fmt: skip
     parser.add_argument("--seeds", type=int, default=3, help="seed sets per row")
     parser.add_argument("--restarts", type=int, default=4, help="mm seeds at budget 1")
     parser.add_argument("--chains", type=int, default=4, help="nuts and gibbs chains")
@@ -114,8 +125,8 @@ def parse(argv):
     parser.add_argument("--skip-simulated", action="store_true")
     parser.add_argument("--skip-datasets", action="store_true")
     args = parser.parse_args(argv)
-    args.shape, args.ranks, args.mm_values = (200, 100, 4), RANKS, MM_VALUES
-    args.bayes_priors = list(itertools.product(BAYES_VALUES, BAYES_VALUES))
+    args.shape, args.ranks, args.mm_values = tuple(args.shape), RANKS, MM_VALUES
+    args.bayes_priors = list(itertools.product(args.bayes_values, args.bayes_values))
     args.families = args.families or list(FAMILIES)
     if args.quick:
         args.shape = (24, 18, 2)
@@ -176,17 +187,20 @@ def methods(args) -> tuple[Method, ...]:
 
 
 def configurations(args) -> list[Study]:
-    """Part 1 (simulated, the true prior) and part 2 (the datasets, priors chosen on
-    validation)."""
+    """Part 1 (simulated: the Bayesian engines with the true prior, mm's chosen on
+    validation) and part 2 (the datasets, every prior chosen on validation)."""
     common = {
         "methods": methods(args), "seed_sets": args.seeds, "warmup": not args.no_warmup,
-        "metrics": ("ece", "coverage", "mixing"),
+        "metrics": ("ece", "coverage", "mixing"), "choose_seed": 0,
     }  # fmt: skip
+    mm_priors = [(a, b, 1.0) for a, b in itertools.product(args.mm_values, repeat=2)]
     made = []
     if not args.skip_simulated:
         M, N, K = args.shape
         flat = ((1.0, 1.0, 1.0),)
-        grids = tuple(family_grid(f, (K,), flat, args) for f in args.families)
+        grids = tuple(
+            family_grid(f, (K,), mm_priors if f == "mm" else flat, args) for f in args.families
+        )
         made.append(
             Study(
                 "posterior_vs_map",
@@ -198,7 +212,6 @@ def configurations(args) -> list[Study]:
             )
         )
     if args.datasets:
-        mm_priors = [(a, b, 1.0) for a, b in itertools.product(args.mm_values, repeat=2)]
         bayes = [(a, b, 1.0) for a, b in args.bayes_priors]
         grids = tuple(
             family_grid(f, args.ranks, mm_priors, args)
@@ -213,7 +226,6 @@ def configurations(args) -> list[Study]:
                 "posterior_vs_map",
                 grids,
                 datasets=tuple(args.datasets),
-                choose_seed=0,
                 data_dir=args.data_dir,
                 **common,
             )
@@ -268,68 +280,82 @@ def tuning_of(fits: pd.DataFrame) -> pd.DataFrame:
     choices = fits[fits["stage"] == CHOICE] if "stage" in fits else fits.iloc[:0]
     table = choices[["dataset", "grid", "rank", "alpha", "beta", "validation_perplexity"]]
     table = table.rename(columns={"grid": "engine"}).reset_index(drop=True)
+    table = table.assign(dataset=simulated_as_one(table["dataset"]))
     least = table.groupby(["dataset", "engine"])["validation_perplexity"].transform("min")
     return table.assign(chosen=table["validation_perplexity"] == least)
 
 
 def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
-    """``perplexity_vs_cpu.png``, ``reliability.png`` and (with simulated data)
-    ``coverage.png`` in ``out``."""
+    """The three PNGs, legends outside the axes; the reliability diagrams of seed 0 at the
+    largest budget (``mm``, one fit, at the first), each labelled with its own ECE."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = list(dict.fromkeys(summary["dataset"]))
-    figure, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), squeeze=False)
+    figure, axes = plt.subplots(
+        1, len(names), figsize=(4 * len(names) + 1.6, 3.6), squeeze=False, layout="constrained"
+    )
     for axis, name in zip(axes[0], names, strict=True):
         for label, rows in summary[summary["dataset"] == name].groupby("row", sort=False):
             axis.errorbar(
                 rows["cpu_seconds"], rows["test_perplexity"],
-                yerr=rows["test_perplexity_sd"].fillna(0), marker="o", label=label,
+                yerr=rows["test_perplexity_sd"].fillna(0), marker="o", markersize=4, label=label,
             )  # fmt: skip
         front = summary[(summary["dataset"] == name) & summary["pareto"]]
         axis.scatter(front["cpu_seconds"], front["test_perplexity"], s=120, facecolors="none",
                      edgecolors="black", label="Pareto front")  # fmt: skip
-        axis.set(xscale="log", xlabel="CPU seconds per row", ylabel="test perplexity", title=name)
-        axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(out / "perplexity_vs_cpu.png", dpi=120)
+        axis.set_xscale("log")
+        axis.set_xlabel("CPU seconds per fit (log scale)")
+        axis.set_ylabel("test perplexity (nats per entry)")
+        axis.set_title(name)
+    legend = {}  # label -> handle, over the panels: one legend for the figure
+    for axis in axes[0]:
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    figure.legend(legend.values(), legend.keys(), loc="outside right upper", fontsize=8)
+    figure.savefig(out / "perplexity_vs_cpu.png", dpi=110)
     plt.close(figure)
 
-    largest = bins[(bins["budget"] == bins["budget"].max()) & (bins["seed"] == 0)]
-    largest = pd.concat([largest, bins[(bins["row"] == "mm") & (bins["seed"] == 0)]])
-    figure, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4.2), squeeze=False)
+    first = bins["seed"] == 0
+    shown = bins[first & (bins["budget"] == bins["budget"].max()) & (bins["row"] != "mm")]
+    shown = pd.concat([shown, bins[first & (bins["row"] == "mm")]])
+    figure, axes = plt.subplots(
+        1, len(names), figsize=(4.2 * len(names), 5.4), squeeze=False, layout="constrained"
+    )
     for axis, name in zip(axes[0], names, strict=True):
         axis.plot([0, 1], [0, 1], color="gray", linestyle=":", linewidth=1)
-        ece = summary[summary["dataset"] == name].groupby("row")["ece"].last()
-        for label, table in largest[largest["dataset"] == name].groupby("row", sort=False):
+        for label, table in shown[shown["dataset"] == name].groupby("row", sort=False):
+            ece = (table["count"] * (table["predicted"] - table["observed"]).abs()).sum()
             axis.plot(table["predicted"], table["observed"], marker="o", markersize=3,
-                      label=f"{label} (ECE {ece[label]:.3f})")  # fmt: skip
-        axis.set(xlabel="predicted P(Y=1), test entries", ylabel="observed frequency")
-        axis.set_title(f"{name}, budget {largest['budget'].max()}")
-        axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(out / "reliability.png", dpi=120)
+                      label=f"{label} (ECE {ece / table['count'].sum():.3f})")  # fmt: skip
+        axis.set_xlabel("predicted P(Y=1), test entries")
+        axis.set_ylabel("observed frequency of Y=1")
+        axis.set_title(f"{name}, budget {shown['budget'].max()}, seed 0")
+        axis.set_aspect("equal")
+        axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
+    figure.savefig(out / "reliability.png", dpi=110)
     plt.close(figure)
 
     simulated = summary[summary["dataset"] == "simulated"]
-    covered = simulated[pd.to_numeric(simulated.get("coverage_90"), errors="coerce").notna()]
-    if covered.empty:
-        return
-    figure, axis = plt.subplots(figsize=(6, 3.5))
-    labels = [f"{r} b{b}" for r, b in zip(covered["row"], covered["budget"], strict=True)]
-    x = range(len(covered))
-    for offset, level in ((-0.2, 50), (0.2, 90)):
-        values = covered[f"coverage_{level}"].astype(float)
-        axis.bar([i + offset for i in x], values, width=0.4, label=f"{level}% interval")
-        axis.axhline(level / 100, color="gray", linestyle=":", linewidth=1)
-    axis.set_xticks(list(x), labels, rotation=30, fontsize=7)
-    axis.set(ylabel="coverage of the true WH", ylim=(0, 1))
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(out / "coverage.png", dpi=120)
-    plt.close(figure)
+    if "coverage_90" in simulated:
+        covered = simulated[pd.to_numeric(simulated["coverage_90"], errors="coerce").notna()]
+        figure, axis = plt.subplots(figsize=(7, 3.6), layout="constrained")
+        labels = [f"{r} b{b}" for r, b in zip(covered["row"], covered["budget"], strict=True)]
+        x = range(len(covered))
+        for offset, level in ((-0.2, 50), (0.2, 90)):
+            values = covered[f"coverage_{level}"].astype(float)
+            axis.bar([i + offset for i in x], values, width=0.4, label=f"{level}% interval")
+            axis.axhline(level / 100, color="gray", linestyle=":", linewidth=1,
+                         label="nominal levels" if level == 90 else None)  # fmt: skip
+        axis.set_xticks(list(x), labels, rotation=30, fontsize=8)
+        axis.set_xlabel("row and budget (b), mean over seeds")
+        axis.set_ylabel("share of true WH entries\ninside the interval")
+        axis.set_ylim(0, 1)
+        figure.legend(fontsize=8, loc="outside right upper")
+        figure.savefig(out / "coverage.png", dpi=110)
+        plt.close(figure)
 
 
 def main(argv=None) -> int:
