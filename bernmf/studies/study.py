@@ -243,7 +243,9 @@ class Study:
     first_seed : int
     choose_seed : int, optional
         The paper's protocol: each grid's setting is chosen once, on the fits of this seed
-        (with ``choosing_options``), and the seed sets fit the chosen setting only.
+        (with ``choosing_options``, at the grid's first budget; a sampler's on one chain),
+        and the seed sets fit the chosen setting only; a grid of one setting fits no
+        choice.
     metrics : tuple of str
         Extra columns (:data:`METRICS`).
     budget : float, optional
