@@ -170,7 +170,7 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
     )  # fmt: skip
 
 
-def methods(args) -> tuple[Method, ...]:
+def row_methods(args) -> tuple[Method, ...]:
     """The rows: ``mm`` (one fit, first budget), ``mm mean``, ``mm stack``, and each other
     family by its rule (:data:`RULES`)."""
     made = []
@@ -190,7 +190,7 @@ def configurations(args) -> list[Study]:
     """Part 1 (simulated: the Bayesian engines with the true prior, mm's chosen on
     validation) and part 2 (the datasets, every prior chosen on validation)."""
     common = {
-        "methods": methods(args), "seed_sets": args.seeds, "warmup": not args.no_warmup,
+        "methods": row_methods(args), "seed_sets": args.seeds, "warmup": not args.no_warmup,
         "metrics": ("ece", "coverage", "mixing"), "choose_seed": 0,
     }  # fmt: skip
     mm_priors = [(a, b, 1.0) for a, b in itertools.product(args.mm_values, repeat=2)]
@@ -233,11 +233,11 @@ def configurations(args) -> list[Study]:
     return made
 
 
-def rows_of(result: study.StudyResult, methods_: tuple[Method, ...]) -> pd.DataFrame:
+def rows_of(result: study.StudyResult, methods: tuple[Method, ...]) -> pd.DataFrame:
     """The runner's table as the study's rows: family, row, budget, seed (the seed set),
     the chains' rule (``rule``) and the metrics."""
     table = result.table
-    family = {m.name: m.grids[0] for m in methods_}
+    family = {m.name: m.grids[0] for m in methods}
     rows = table.drop(columns=["seed", "rule", "study"]).rename(
         columns={"seed_set": "seed", "method": "row", "chain_rule": "rule"}
     )
@@ -359,6 +359,7 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
 
 
 def main(argv=None) -> int:
+    """Run the study (:func:`configurations`) and write its tables and figures in ``--out``."""
     args = parse(argv)
     import numpyro
 
