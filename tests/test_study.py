@@ -3,6 +3,9 @@ validation only, and ``bernmf reproduce <study> --quick``."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -87,6 +90,23 @@ def test_a_budget_scales_members_and_options(budgeted):
     # Gibbs fitted at each budget, twice the sweeps (warmup and kept) at b = 2
     gibbs = fits[fits["grid"] == "gibbs"]
     assert len(gibbs) == 4 and sorted(set(gibbs["iterations"])) == [20, 40]
+
+
+def test_warmup_compiles_what_the_timed_calls_run(monkeypatch):
+    """With warmup, each timed call fits as many seeds as the untimed one before it (one
+    seed set's share): a sampler's program depends on its chain count, mm's on its batch."""
+    calls, fit_settings = [], study.fit_settings
+
+    def recorded(engine, data, rank, priors, seeds, options, **batching):
+        calls.append((engine.name, len(priors), list(seeds)))
+        return fit_settings(engine, data, rank, priors, seeds, options, **batching)
+
+    monkeypatch.setattr(study, "fit_settings", recorded)
+    study.run(dataclasses.replace(BUDGETED, seed_sets=2, warmup=True), stream=io.StringIO())
+    mm = [seeds for engine, _, seeds in calls if engine == "mm"]
+    assert mm == [[1_000_000, 1_000_001, 1_000_002, 1_000_003], [0, 1, 2, 3], [4, 5, 6, 7]]
+    gibbs = [seeds for engine, _, seeds in calls if engine == "gibbs"]
+    assert gibbs == [[1_000_000, 1_000_001], [0, 1], [2, 3]] * 2  # at budgets 1 and 2
 
 
 def test_the_chains_rule_and_metrics(budgeted):

@@ -363,8 +363,8 @@ def main(argv=None) -> int:
     args = parse(argv)
     import numpyro
 
-    # one CPU device per chain (a seed set's each), if JAX has not started yet
-    numpyro.set_host_device_count(args.chains * args.seeds)
+    # one CPU device per chain of a seed set (fitted in one call), if JAX has not started yet
+    numpyro.set_host_device_count(args.chains)
 
     begin = time.process_time()
     made = configurations(args)

@@ -472,27 +472,47 @@ def fit_row(fit: Fit, prior: Prior | None) -> dict:
 
 def _fitted(grid, engine, train, held_out, rank, priors, seeds, options, stream, warmup):
     """fit_settings of one rank, each member scored on validation, with its CPU seconds
-    (the call's, shared in proportion to the members' run times). With ``warmup`` (the
-    study's seed sets, 0 for none) a call of one seed set's share of the seeds is made
-    first, untimed, at other seeds: it compiles what the timed call runs."""
+    (its call's, shared in proportion to the members' run times).
+
+    With ``warmup`` (the study's seed sets; 0 for none) the seeds are fitted in calls of
+    one seed set's share each, and such a call is made first, untimed, at other seeds: it
+    compiles the program the timed calls run (a sampler's depends on its chain count, mm's
+    batch on its size)."""
+    size = max(1, len(seeds) // warmup) if warmup else len(seeds)
     if warmup:
-        shifted = [WARMUP_SEED + s for s in seeds[: max(1, len(seeds) // warmup)]]
-        warm = {**options, engine.seed_count: len(shifted)} if engine.seed_count else options
-        fit_settings(engine, train, rank, priors, shifted, warm, **grid.batching)
-    begin = time.process_time()
-    made = fit_settings(engine, train, rank, priors, seeds, options, **grid.batching)
-    cpu = time.process_time() - begin
-    fits = [m.fit for m in made]
+        shifted = [WARMUP_SEED + s for s in seeds[:size]]
+        _timed_call(grid, engine, train, rank, priors, shifted, options)
+    calls = [
+        _timed_call(grid, engine, train, rank, priors, seeds[k : k + size], options)
+        for k in range(0, len(seeds), size)
+    ]
+    members = []  # priors outermost, as fit_settings orders them, over every call
+    for i in range(len(priors)):
+        for made, cpu in calls:
+            at = slice(i * len(made) // len(priors), (i + 1) * len(made) // len(priors))
+            members += [(m.fit, c) for m, c in zip(made[at], cpu[at], strict=True)]
+    fits = [f for f, _ in members]
     lpd = validation_lpd(fits, held_out)
-    run = np.array([f.timings.get("run", 0.0) for f in fits], float)
-    share = run / run.sum() if run.sum() > 0 else np.full(len(fits), 1 / len(fits))
     scores = -lpd.mean(axis=0)
     log(
-        f"  {grid.label} K={rank}: {len(fits)} fits, {cpu:.1f} CPU s; best validation "
-        f"perplexity {np.min(scores):.4f}",
+        f"  {grid.label} K={rank}: {len(fits)} fits, {sum(c for _, c in members):.1f} CPU s; "
+        f"best validation perplexity {np.min(scores):.4f}",
         stream,
     )
-    return [_Member(f, lpd[:, i], cpu * share[i]) for i, f in enumerate(fits)]
+    return [_Member(f, lpd[:, i], c) for i, (f, c) in enumerate(members)]
+
+
+def _timed_call(grid, engine, data, rank, priors, seeds, options) -> tuple[list, np.ndarray]:
+    """One fit_settings call and the CPU seconds of each of its fits (the call's, shared
+    in proportion to their run times)."""
+    if engine.seed_count is not None:  # a sampler: one chain per seed
+        options = {**options, engine.seed_count: len(seeds)}
+    begin = time.process_time()
+    made = fit_settings(engine, data, rank, priors, seeds, options, **grid.batching)
+    cpu = time.process_time() - begin
+    run = np.array([m.fit.timings.get("run", 0.0) for m in made], float)
+    share = run / run.sum() if run.sum() > 0 else np.full(len(made), 1 / len(made))
+    return made, cpu * share
 
 
 def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool, budget: int = 1) -> dict:
