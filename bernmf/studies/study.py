@@ -111,7 +111,7 @@ of WH entries at R-hat <= 1.01 within a mode, that share across all chains, the 
 nested R-hat (modes as superchains) and NUTS's divergent transitions."""
 
 WARMUP_SEED = 1_000_000
-"""With :attr:`Study.warmup`, the untimed first call of each rank fits the seeds from here."""
+"""With :attr:`Study.warmup`, the untimed first call of each rank fits seeds from here on."""
 
 FIT_COLUMNS = [
     "rank", "alpha", "beta", "gamma", "seed", "iterations", "sweeps", "converged", "seconds",
@@ -252,8 +252,9 @@ class Study:
         CPU seconds per dataset: once they are spent, no grid's next rank is fitted and no
         seed set is scored (each skip said in a progress line).
     warmup : bool
-        Each call of the fitting runner preceded by an untimed one of a seed set's share
-        of its seeds, from :data:`WARMUP_SEED`: CPU seconds then exclude compiling.
+        The seeds fitted in calls of the fitting runner of one seed set's share each,
+        after an untimed such call at seeds from :data:`WARMUP_SEED`: CPU seconds then
+        exclude compiling.
     data_dir : str, optional
     """
 
