@@ -1,7 +1,7 @@
 """The Bayesian engines (nuts, svi), the NumPyro model, the ArviZ export and diagnostics.
 
 Tiny data and short chains: these check correctness against the spec and plain
-numpy, not the quality of long runs (that is experiments/posterior_vs_map.py).
+numpy, not the quality of long runs (that is ``bernmf reproduce posterior_vs_map``).
 """
 
 from __future__ import annotations
@@ -382,43 +382,6 @@ def test_rank_rhat_is_arviz_rhat_with_ties_and_an_odd_number_of_draws():
         rank_rhat(x), arviz_stats.rhat(x, chain_axis=0, draw_axis=1), rtol=1e-12
     )
     assert np.isnan(rank_rhat(x[:1])).all()  # one chain: undefined, as in arviz
-
-
-@pytest.mark.slow
-def test_posterior_vs_map_quick_smoke(tmp_path):
-    """experiments/posterior_vs_map.py --quick runs end to end and writes its tables and figures."""
-    import importlib.util
-    from pathlib import Path
-
-    from helpers import shared_file
-
-    data_dir = shared_file("data", "animals.csv").parent
-    script = Path(__file__).parents[1] / "experiments" / "posterior_vs_map.py"
-    spec = importlib.util.spec_from_file_location("posterior_vs_map", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    argv = ["--quick", "--quiet", "--data-dir", str(data_dir), "--out", str(tmp_path)]
-    assert module.main(argv) == 0
-    for name in ("rows.csv", "reliability.csv", "tuning.csv", "summary.csv",
-                 "reliability.png", "coverage.png", "perplexity_vs_cpu.png"):  # fmt: skip
-        assert (tmp_path / name).stat().st_size > 0, name
-    summary = pd.read_csv(tmp_path / "summary.csv")
-    families = {"mm", "nuts", "svi_normal", "gibbs", "vb"}  # --quick: no low-rank guide
-    for dataset in ("simulated", "animals"):
-        rows = summary[summary["dataset"] == dataset]
-        assert set(rows["family"]) == families
-        assert set(rows["budget"]) == {1, 2}
-        assert {"mm", "mm mean", "mm stack"} <= set(rows["row"])
-        assert rows["pareto"].any()
-        assert ((rows["ece"] >= 0) & (rows["ece"] < 1)).all()
-        assert (rows["cpu_seconds"] > 0).all()
-        chained = rows[rows["family"].isin(["nuts", "gibbs"])]
-        assert set(chained["rule"]) <= {"mean", "chain stacking"}
-        assert (chained["rule"] == "chain stacking").eq(chained["mixing"] != "mixed").all()
-    assert (summary.loc[summary["dataset"] == "animals", "test_perplexity"] < np.log(2)).all()
-    simulated = summary[summary["dataset"] == "simulated"].set_index(["row", "budget"])
-    assert simulated.loc[("mm mean", 1), "coverage_90"] == "no interval"
-    assert 0 < float(simulated.loc[("nuts", 1), "coverage_90"]) <= 1
 
 
 @pytest.mark.slow

@@ -3,6 +3,9 @@ validation only, and ``bernmf reproduce <study> --quick``."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -40,9 +43,87 @@ CHOICES = ["validation_perplexity", "chosen", "rank", "alpha", "beta", "seed", "
 """The columns that the validation entries decide."""
 
 
+BUDGETED = Study(
+    "budgeted",
+    grids=(
+        Grid("mm", (2,), ((1.5, 1.5, 1.0),), {"max_iter": 50}, members=2, budgets=(1, 2),
+             scaled=("members",)),
+        Grid("gibbs", (2,), ((1.0, 1.0, 1.0),), {"num_warmup": 10, "num_samples": 10,
+             "progress": False}, members=2, budgets=(1, 2), scaled=("num_warmup", "num_samples")),
+    ),
+    methods=(
+        Method("mm", "first", ("mm",), budgets=(1,)),
+        Method("mm mean", "mean", ("mm",)),
+        Method("gibbs", "chains", ("gibbs",)),
+    ),
+    simulations=(Simulation(20, 15, 2),),
+    split="random",
+    fractions=(0.7, 0.1, 0.2),
+    metrics=("ece", "coverage", "mixing"),
+)  # fmt: skip
+"""Budgets scaling mm's members and Gibbs's sweeps, the first and chains rules, and the
+calibration, coverage and mixing metrics."""
+
+
 @pytest.fixture(scope="module")
 def tiny():
     return study.run(TINY)
+
+
+@pytest.fixture(scope="module")
+def budgeted():
+    return study.run(BUDGETED)
+
+
+def test_a_budget_scales_members_and_options(budgeted):
+    table, fits = budgeted.table, budgeted.fits
+    assert list(zip(table["budget"], table["method"], strict=True)) == [
+        (1, "mm"), (1, "mm mean"), (1, "gibbs"), (2, "mm mean"), (2, "gibbs"),
+    ]  # fmt: skip
+    # mm's 4 seeds fitted once (its options are those of every budget), the first 2 at b = 1
+    mm = fits[fits["grid"] == "mm"]
+    assert sorted(mm["seed"]) == [0, 1, 2, 3]
+    first = table[table["method"] == "mm"]
+    assert first["seed"].item() == 0  # the seed set's first seed, not the best of two
+    mean = table[table["method"] == "mm mean"]
+    assert first["cpu_seconds"].item() < mean["cpu_seconds"].iloc[0]  # one fit of the two
+    # Gibbs fitted at each budget, twice the sweeps (warmup and kept) at b = 2
+    gibbs = fits[fits["grid"] == "gibbs"]
+    assert len(gibbs) == 4 and sorted(set(gibbs["iterations"])) == [20, 40]
+
+
+def test_warmup_compiles_what_the_timed_calls_run(monkeypatch):
+    """With warmup, each timed call fits as many seeds as the untimed one before it (one
+    seed set's share): a sampler's program depends on its chain count, mm's on its batch."""
+    calls, fit_settings = [], study.fit_settings
+
+    def recorded(engine, data, rank, priors, seeds, options, **batching):
+        calls.append((engine.name, len(priors), list(seeds)))
+        return fit_settings(engine, data, rank, priors, seeds, options, **batching)
+
+    monkeypatch.setattr(study, "fit_settings", recorded)
+    study.run(dataclasses.replace(BUDGETED, seed_sets=2, warmup=True), stream=io.StringIO())
+    mm = [seeds for engine, _, seeds in calls if engine == "mm"]
+    assert mm == [[1_000_000, 1_000_001, 1_000_002, 1_000_003], [0, 1, 2, 3], [4, 5, 6, 7]]
+    gibbs = [seeds for engine, _, seeds in calls if engine == "gibbs"]
+    assert gibbs == [[1_000_000, 1_000_001], [0, 1], [2, 3]] * 2  # at budgets 1 and 2
+
+
+def test_the_chains_rule_and_metrics(budgeted):
+    table = budgeted.table.set_index(["method", "budget"])
+    chains = table.loc["gibbs"]
+    assert chains["mixing"].isin(["mixed", "mixed within modes", "did not mix"]).all()
+    assert chains["chain_rule"].isin(["mean", "chain stacking"]).all()
+    assert chains["modes"].ge(1).all() and chains["share_rhat_across"].between(0, 1).all()
+    assert chains["coverage_90"].astype(float).between(0, 1).all()
+    assert (chains["coverage_90"].astype(float) >= chains["coverage_50"].astype(float)).all()
+    assert (table.loc["mm mean", "coverage_90"] == "no interval").all()
+    assert table.loc["mm mean", "mixing"].isna().all()
+    assert table["ece"].between(0, 1).all()
+    bins = budgeted.reliability
+    test = study.split_of(BUDGETED, (20, 15)).test
+    counts = bins.groupby(["method", "budget"])["count"].sum()
+    assert len(counts) == len(table) and (counts == test.sum()).all()
 
 
 def test_the_table_has_a_row_per_dataset_seed_set_and_method(tiny):
@@ -111,6 +192,18 @@ def test_a_spent_budget_starts_no_fit_and_no_seed_set(capsys):
         ),
         ({"pool": 1, "members": (2,)}, "pool 1"),
         ({"metrics": ("auc",)}, "metrics"),
+        ({"grids": (Grid("mm", (2,), budgets=(0,)),)}, "budgets must be integers"),
+        ({"grids": (Grid("mm", (2,), scaled=("steps",)),)}, "'steps'"),
+        ({"grids": (Grid("mm", (2,), scaled=("tol",)),)}, "not an integer option"),
+        ({"methods": (Method("x", "chains"),)}, "needs a sampler"),
+        (
+            {"grids": (Grid("gibbs", (2,), members=1),), "methods": (Method("x", "chains"),)},
+            "needs >= 2 chains",
+        ),
+        (
+            {"grids": (Grid("mm", (2,)), Grid("vb", (2,), rank_from="mm"))},
+            "rank_from needs choose_seed",
+        ),
     ],
 )
 def test_a_bad_study_is_refused_before_anything_runs(change, message):
@@ -138,3 +231,75 @@ def test_reproduce_modes_quick(tmp_path, capsys):
     assert (out / "modes.png").stat().st_size > 0
     assert main([*argv, "--as-published"]) == 1
     assert "--as-published is the paper's" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_reproduce_posterior_vs_map_quick(tmp_path):
+    """Every family at two budgets on simulated data and animals: its tables and figures."""
+    data_dir = shared_file("data", "animals.csv").parent
+    argv = ["reproduce", "posterior_vs_map", "--quick", "--quiet", "--data-dir", str(data_dir)]
+    assert main([*argv, "--out", str(tmp_path / "pvm")]) == 0
+    out = tmp_path / "pvm"
+    for name in ("rows.csv", "reliability.csv", "tuning.csv", "summary.csv",
+                 "reliability.png", "coverage.png", "perplexity_vs_cpu.png"):  # fmt: skip
+        assert (out / name).stat().st_size > 0, name
+    summary = pd.read_csv(out / "summary.csv")
+    families = {"mm", "nuts", "svi_normal", "gibbs", "vb"}  # --quick: no low-rank guide
+    for dataset in ("simulated", "animals"):
+        rows = summary[summary["dataset"] == dataset]
+        assert set(rows["family"]) == families
+        assert set(rows["budget"]) == {1, 2}
+        assert {"mm", "mm mean", "mm stack"} <= set(rows["row"])
+        assert rows["pareto"].any()
+        assert ((rows["ece"] >= 0) & (rows["ece"] < 1)).all()
+        assert (rows["cpu_seconds"] > 0).all()
+        chained = rows[rows["family"].isin(["nuts", "gibbs"])]
+        assert set(chained["rule"]) <= {"mean", "chain stacking"}
+        assert (chained["rule"] == "chain stacking").eq(chained["mixing"] != "mixed").all()
+    assert (summary.loc[summary["dataset"] == "animals", "test_perplexity"] < np.log(2)).all()
+    simulated = summary[summary["dataset"] == "simulated"].set_index(["row", "budget"])
+    assert simulated.loc[("mm mean", 1), "coverage_90"] == "no interval"
+    assert 0 < float(simulated.loc[("nuts", 1), "coverage_90"]) <= 1
+    # mm's prior chosen among 4 at seed 0 (simulated: at the true rank); the Bayesian
+    # engines fit mm's chosen rank, with their one prior (no choice to make)
+    tuning = pd.read_csv(out / "tuning.csv")
+    assert (
+        tuning.groupby(["dataset", "engine"])["chosen"]
+        .agg(["size", "sum"])
+        .eq([4, 1])
+        .all(axis=None)
+    )
+    assert set(tuning["engine"]) == {"mm"} and set(tuning["rank"]) == {2}
+    animals = summary[summary["dataset"] == "animals"]
+    assert animals["rank"].eq(2).all()
+
+
+def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeypatch):
+    """Each reliability curve is labelled with its own ECE (seed 0), not the mean over seeds,
+    and the single mm fit is drawn once when the largest budget is the first."""
+    import matplotlib.pyplot as plt
+
+    from bernmf.studies.posterior_vs_map import figures
+
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda figure: None)  # keep the figures to read them
+    before = set(plt.get_fignums())
+    keys = {"dataset": "d", "budget": 1}
+    bins = pd.DataFrame(
+        [{**keys, "row": row, "seed": seed, "bin": b, "count": 10, "predicted": 0.1 + 0.5 * b,
+          "observed": 0.1 + 0.5 * b + (0.1 if seed == 0 else 0.3)}
+         for row in ("mm", "nuts") for seed in (0, 1) for b in (0, 1)]
+    )  # fmt: skip
+    summary = pd.DataFrame(
+        [{**keys, "family": row, "row": row, "cpu_seconds": 1.0, "test_perplexity": 0.5,
+          "test_perplexity_sd": np.nan, "ece": 0.2, "pareto": True} for row in ("mm", "nuts")]
+    )  # fmt: skip
+    figures(summary, bins, tmp_path)
+    made = [plt.figure(number) for number in sorted(set(plt.get_fignums()) - before)]
+    diagram = next(f for f in made if f.axes[0].get_title().startswith("d, budget"))
+    labels = [text.get_text() for text in diagram.axes[0].get_legend().get_texts()]
+    assert labels == ["nuts (ECE 0.100)", "mm (ECE 0.100)"]
+    curves = [line for line in diagram.axes[0].get_lines() if line.get_label() in labels]
+    assert [len(line.get_xdata()) for line in curves] == [2, 2]
+    for figure in made:
+        close(figure)

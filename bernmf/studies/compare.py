@@ -3,8 +3,7 @@
 :func:`compare` (``bernmf.compare``) fits every combination on the training entries
 and scores the held-out ones, the seeds of each engine and rank through the one runner
 (:func:`bernmf.fitting.runner.runs`: mm's and em's in one compiled call). The commands
-``bernmf compare`` and ``bernmf demo`` and ``experiments/posterior_vs_map.py`` build
-their tables with it.
+``bernmf compare`` and ``bernmf demo`` build their tables with it.
 """
 
 from __future__ import annotations

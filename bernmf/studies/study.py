@@ -38,6 +38,7 @@ from bernmf.data.files.csv_table import write_csv
 from bernmf.data.observed import as_observed, check_rank
 from bernmf.data.split import Split, paper_split, random_split
 from bernmf.fitting.ensemble import MODES_WARNING, combine_members, validation_lpd
+from bernmf.fitting.modes import mode_prediction
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import fit_settings
 from bernmf.fitting.stack import members_table, stack
@@ -45,6 +46,7 @@ from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine, get_engine
 from bernmf.models import Prior
 from bernmf.models.simulate import simulate
+from bernmf.posterior.calibration import interval_coverage, reliability
 from bernmf.results.fit import Fit
 from bernmf.studies import published
 
@@ -52,21 +54,28 @@ STUDIES = {
     "paper": "bernmf.studies.paper",
     "modes": "bernmf.studies.modes",
     "stacking": "bernmf.studies.stacking",
+    "posterior_vs_map": "bernmf.studies.posterior_vs_map",
 }
 """The studies ``bernmf reproduce`` runs: name -> module with ``main(argv) -> int`` (the
 options of :func:`parser`, and its own), writing ``summary.csv`` among its results in
 ``--out``, or where its ``folder(out, as_published) -> Path`` says."""
 
 RULES = (
-    "single", "best", "mean", "stack chosen", "stack setting", "stack", "stack members",
-    "stack+refit",
+    "single", "first", "best", "mean", "chains", "stack chosen", "stack setting", "stack",
+    "stack members", "stack+refit",
 )  # fmt: skip
 """How a :class:`Method` makes its result from the members of its grids, all on validation:
 
 - ``single``: the member of lowest validation perplexity;
+- ``first``: per setting the member of the seed set's first seed (one fit, as
+  ``bernmf.fit(..., seed=s)`` makes it), the setting chosen on validation;
 - ``best``: per setting the member of best engine score (:meth:`Engine.score`, its
   objective), the setting chosen on validation;
 - ``mean``: per setting the uniform mixture of its members, chosen on validation;
+- ``chains``: per setting a sampler's chains (its members) by
+  :func:`bernmf.fitting.modes.mode_prediction`: the mean of all draws when they mixed,
+  else the chains mixed by chain stacking on the validation entries (never averaged
+  silently), the setting chosen on validation;
 - ``stack chosen``: the members of the setting ``mean`` chooses, stacked with
   :func:`bernmf.stack` (a weight each);
 - ``stack setting``: per setting :func:`bernmf.stack` of its members (a weight each),
@@ -77,9 +86,32 @@ RULES = (
   training and validation entries (its validation perplexity is NaN).
 """
 
-METRICS = ("min_test_probability",)
-"""Extra columns a study may ask for: the smallest probability the result gives a test
-entry's outcome (0 would score inf)."""
+METRICS = ("min_test_probability", "ece", "coverage", "mixing")
+"""Extra columns a study may ask for:
+
+- ``min_test_probability``: the smallest probability the result gives a test entry's
+  outcome (0 would score inf);
+- ``ece``: the expected calibration error of the test predictions, their reliability
+  bins in :attr:`StudyResult.reliability` (:func:`bernmf.posterior.calibration.reliability`);
+- ``coverage``: on a :class:`Simulation`, the share of the true WH entries inside the
+  result's central 50% and 90% posterior intervals (``coverage_50``, ``coverage_90``;
+  "no interval" for a result without draws;
+  :func:`bernmf.posterior.calibration.interval_coverage`, the chains weighted as the
+  result mixes them);
+- ``mixing``: for the ``chains`` rule, how the chains mixed (:data:`MIXING_COLUMNS`).
+"""
+
+MIXING_COLUMNS = (
+    "mixing", "chain_rule", "modes", "share_rhat_within_min", "share_rhat_across",
+    "rhat_nested_max", "divergences",
+)  # fmt: skip
+"""The ``mixing`` metric's columns: the status (``mixed``, ``mixed within modes``, ``did
+not mix``), the rule (``mean`` or ``chain stacking``), the chains' modes, the least share
+of WH entries at R-hat <= 1.01 within a mode, that share across all chains, the largest
+nested R-hat (modes as superchains) and NUTS's divergent transitions."""
+
+WARMUP_SEED = 1_000_000
+"""With :attr:`Study.warmup`, the untimed first call of each rank fits seeds from here on."""
 
 FIT_COLUMNS = [
     "rank", "alpha", "beta", "gamma", "seed", "iterations", "sweeps", "converged", "seconds",
@@ -138,6 +170,18 @@ class Grid:
         the study's pool); its pool is ``members * seed_sets`` seeds.
     name : str, optional
         The label methods use (default: the engine's name).
+    budgets : tuple of int
+        The compute budgets b at which the grid is fitted: one more axis of the study
+        (the table's ``budget``).
+    scaled : tuple of str
+        What a budget b multiplies: integer options (``num_samples``, ``steps``, ...)
+        and ``"members"`` (the members per setting). A grid whose options are not scaled
+        is fitted once, at its largest budget's members, and each budget takes the
+        first of them.
+    rank_from : str, optional
+        The label of an earlier grid whose rank chosen at the study's ``choose_seed``
+        this grid fits (its own ``ranks`` then only check its priors), e.g. a sampler
+        at the MAP's tuned rank with its own prior tuned.
     """
 
     engine: str
@@ -149,6 +193,9 @@ class Grid:
     deterministic: bool = False
     members: int | None = None
     name: str | None = None
+    budgets: tuple[int, ...] = (1,)
+    scaled: tuple[str, ...] = ()
+    rank_from: str | None = None
 
     @property
     def label(self) -> str:
@@ -161,12 +208,14 @@ class Method:
     """A row of the study's table: ``rule`` (:data:`RULES`) over the members of ``grids``.
 
     ``grids`` are :attr:`Grid.label` values; None: every grid. ``at``: the R (the study's
-    ``members``) at which it is scored; None: every R."""
+    ``members``) at which it is scored; None: every R. ``budgets``: the budgets
+    (:attr:`Grid.budgets`) at which it is scored; None: every budget of its grids."""
 
     name: str
     rule: str
     grids: tuple[str, ...] | None = None
     at: tuple[int, ...] | None = None
+    budgets: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -182,7 +231,8 @@ class Study:
         The paper's datasets (:func:`bernmf.data.datasets.load`, from ``data_dir``).
     simulations : tuple of Simulation
     split : {"paper", "random"}
-        The paper's split (70/15/15, seed 12345) or a random one of seed ``split_seed``.
+        The paper's split (70/15/15, seed 12345) or a random one of seed ``split_seed``
+        in ``fractions`` (train, validation, test).
     members : tuple of int
         The R compared: members per setting in a seed set.
     seed_sets : int
@@ -193,12 +243,18 @@ class Study:
     first_seed : int
     choose_seed : int, optional
         The paper's protocol: each grid's setting is chosen once, on the fits of this seed
-        (with ``choosing_options``), and the seed sets fit the chosen setting only.
+        (with ``choosing_options``, at the grid's first budget; a sampler's on one chain),
+        and the seed sets fit the chosen setting only; a grid of one setting fits no
+        choice.
     metrics : tuple of str
         Extra columns (:data:`METRICS`).
     budget : float, optional
         CPU seconds per dataset: once they are spent, no grid's next rank is fitted and no
         seed set is scored (each skip said in a progress line).
+    warmup : bool
+        The seeds fitted in calls of the fitting runner of one seed set's share each,
+        after an untimed such call at seeds from :data:`WARMUP_SEED`: CPU seconds then
+        exclude compiling.
     data_dir : str, optional
     """
 
@@ -209,6 +265,7 @@ class Study:
     simulations: tuple[Simulation, ...] = ()
     split: str = "paper"
     split_seed: int = 0
+    fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)
     members: tuple[int, ...] = (1,)
     seed_sets: int = 1
     pool: int | None = None
@@ -216,6 +273,7 @@ class Study:
     choose_seed: int | None = None
     metrics: tuple[str, ...] = ()
     budget: float | None = None
+    warmup: bool = False
     data_dir: str | None = None
 
     def __post_init__(self):
@@ -242,14 +300,23 @@ class Study:
         unknown = set(self.datasets) - set(datasets.DATASETS)
         if unknown:
             raise ValueError(f"study {self.name!r}: unknown datasets {sorted(unknown)}")
-        for grid in self.grids:  # every grid checked here, before any data is read
+        for i, grid in enumerate(self.grids):  # every grid checked here, before any data is read
             check_grid(grid)
+            if grid.rank_from is not None and (
+                self.choose_seed is None or grid.rank_from not in labels[:i]
+            ):
+                raise ValueError(
+                    f"grid {grid.label!r}: rank_from needs choose_seed and an earlier grid, "
+                    f"got {grid.rank_from!r}"
+                )
         for method in self.methods:
             engines = {
                 g.engine for g in self.grids if method.grids is None or g.label in method.grids
             }
             if method.rule == "stack+refit" and published.ENGINE.name in engines:
                 raise ValueError(f"method {method.name!r}: the published code is not refitted")
+            if method.rule == "chains":
+                _check_chains(self, method)
 
     @property
     def pool_size(self) -> int:
@@ -271,12 +338,17 @@ class StudyResult(NamedTuple):
         Per stack row: the weight of each engine and rank.
     results : dict
         ``(dataset, method, R, seed_set) -> Fit`` of the ``single`` rows.
+    reliability : DataFrame, optional
+        With the ``ece`` metric: the reliability bins of every row's test predictions
+        (:func:`bernmf.posterior.calibration.reliability`), with its dataset, method, R,
+        seed_set and budget.
     """
 
     table: pd.DataFrame
     fits: pd.DataFrame
     weights: pd.DataFrame
     results: dict
+    reliability: pd.DataFrame | None = None
 
 
 class _Member(NamedTuple):
@@ -285,17 +357,41 @@ class _Member(NamedTuple):
     cpu: float
 
 
+class _Data(NamedTuple):
+    """One dataset of a study: its name, Y, split, training and validation entries (as the
+    engines read them) and its truth (a simulation's W @ H, else None)."""
+
+    name: str
+    Y: object
+    split: Split
+    train: object
+    held_out: object
+    truth: np.ndarray | None
+
+
 class _Setting(NamedTuple):
     grid: Grid
     engine: Engine
     rank: int
     prior: Prior | None
     members: list[_Member]  # one per pool seed (one for a deterministic grid)
+    budget: int | None = None  # the budget of its options; None: every budget of its grid
+
+
+def _check_chains(study: Study, method: Method) -> None:
+    """ValueError unless each grid of a ``chains`` method is a sampler's of >= 2 chains."""
+    for grid in study.grids:
+        if method.grids is not None and grid.label not in method.grids:
+            continue
+        if engine_of(grid.engine).seed_count != "num_chains":
+            raise ValueError(f"method {method.name!r}: rule 'chains' needs a sampler's grid")
+        if (grid.members or min(study.members)) < 2:
+            raise ValueError(f"method {method.name!r}: rule 'chains' needs >= 2 chains")
 
 
 def check_grid(grid: Grid) -> None:
-    """ValueError or TypeError naming what is wrong in ``grid``: its engine, ranks, priors
-    or options."""
+    """ValueError or TypeError naming what is wrong in ``grid``: its engine, ranks, priors,
+    options, budgets or scaled options."""
     engine = engine_of(grid.engine)
     if not grid.ranks:
         raise ValueError(f"grid {grid.label!r}: ranks is empty")
@@ -305,7 +401,10 @@ def check_grid(grid: Grid) -> None:
             raise ValueError(f"grid {grid.label!r}: a prior is (alpha, beta, gamma), got {prior}")
         for k in ranks:
             engine.prior_for(Prior(*prior), k)
-    engine.with_defaults({**grid.options, **grid.choosing_options})
+    if not grid.budgets or any(not isinstance(b, int) or b < 1 for b in grid.budgets):
+        raise ValueError(f"grid {grid.label!r}: budgets must be integers >= 1, got {grid.budgets}")
+    for b in grid.budgets:
+        engine.with_defaults({**_scaled(grid, b), **grid.choosing_options})
     if grid.members is not None and grid.members < 1:
         raise ValueError(f"grid {grid.label!r}: members must be >= 1, got {grid.members}")
 
@@ -327,11 +426,19 @@ def load_data(name, data_dir=None):
     return datasets.load(name, data_dir=data_dir)
 
 
+def truth_of(data) -> np.ndarray | None:
+    """The true P(Y=1) = W @ H (M, N) of a :class:`Simulation`; None for a dataset."""
+    if not isinstance(data, Simulation):
+        return None
+    _, W, H = simulate(data.seed, data.rows, data.cols, data.rank)
+    return np.asarray(W) @ np.asarray(H)
+
+
 def split_of(study: Study, shape) -> Split:
     """The study's split of a matrix of ``shape``."""
-    return (
-        paper_split(shape) if study.split == "paper" else random_split(shape, seed=study.split_seed)
-    )
+    if study.split == "paper":
+        return paper_split(shape)
+    return random_split(shape, study.fractions, seed=study.split_seed)
 
 
 def seed_sets(pool: int, R: int, sets: int) -> list[np.ndarray]:
@@ -364,31 +471,75 @@ def fit_row(fit: Fit, prior: Prior | None) -> dict:
     }
 
 
-def _fitted(grid, engine, train, held_out, rank, priors, seeds, options, stream):
+def _fitted(grid, engine, train, held_out, rank, priors, seeds, options, stream, warmup):
     """fit_settings of one rank, each member scored on validation, with its CPU seconds
-    (the call's, shared in proportion to the members' run times)."""
-    begin = time.process_time()
-    made = fit_settings(engine, train, rank, priors, seeds, options, **grid.batching)
-    cpu = time.process_time() - begin
-    fits = [m.fit for m in made]
+    (its call's, shared in proportion to the members' run times).
+
+    With ``warmup`` (the study's seed sets; 0 for none) the seeds are fitted in calls of
+    one seed set's share each, and such a call is made first, untimed, at other seeds: it
+    compiles the program the timed calls run (a sampler's depends on its chain count, mm's
+    batch on its size)."""
+    size = max(1, len(seeds) // warmup) if warmup else len(seeds)
+    if warmup:
+        shifted = [WARMUP_SEED + s for s in seeds[:size]]
+        _timed_call(grid, engine, train, rank, priors, shifted, options)
+    calls = [
+        _timed_call(grid, engine, train, rank, priors, seeds[k : k + size], options)
+        for k in range(0, len(seeds), size)
+    ]
+    members = []  # priors outermost, as fit_settings orders them, over every call
+    for i in range(len(priors)):
+        for made, cpu in calls:
+            at = slice(i * len(made) // len(priors), (i + 1) * len(made) // len(priors))
+            members += [(m.fit, c) for m, c in zip(made[at], cpu[at], strict=True)]
+    fits = [f for f, _ in members]
     lpd = validation_lpd(fits, held_out)
-    run = np.array([f.timings.get("run", 0.0) for f in fits], float)
-    share = run / run.sum() if run.sum() > 0 else np.full(len(fits), 1 / len(fits))
     scores = -lpd.mean(axis=0)
     log(
-        f"  {grid.label} K={rank}: {len(fits)} fits, {cpu:.1f} CPU s; best validation "
-        f"perplexity {np.min(scores):.4f}",
+        f"  {grid.label} K={rank}: {len(fits)} fits, {sum(c for _, c in members):.1f} CPU s; "
+        f"best validation perplexity {np.min(scores):.4f}",
         stream,
     )
-    return [_Member(f, lpd[:, i], cpu * share[i]) for i, f in enumerate(fits)]
+    return [_Member(f, lpd[:, i], c) for i, (f, c) in enumerate(members)]
 
 
-def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool) -> dict:
-    """Every option of the grid's fits of ``seeds`` seeds (a sampler's: as many chains)."""
-    options = {**grid.options, **(grid.choosing_options if choosing else {})}
+def _timed_call(grid, engine, data, rank, priors, seeds, options) -> tuple[list, np.ndarray]:
+    """One fit_settings call and the CPU seconds of each of its fits (the call's, shared
+    in proportion to their run times)."""
+    if engine.seed_count is not None:  # a sampler: one chain per seed
+        options = {**options, engine.seed_count: len(seeds)}
+    begin = time.process_time()
+    made = fit_settings(engine, data, rank, priors, seeds, options, **grid.batching)
+    cpu = time.process_time() - begin
+    run = np.array([m.fit.timings.get("run", 0.0) for m in made], float)
+    share = run / run.sum() if run.sum() > 0 else np.full(len(made), 1 / len(made))
+    return made, cpu * share
+
+
+def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool, budget: int = 1) -> dict:
+    """Every option of the grid's fits of ``seeds`` seeds (a sampler's: as many chains) at
+    ``budget``."""
+    options = {**_scaled(grid, budget), **(grid.choosing_options if choosing else {})}
     if engine.seed_count is not None:
         options[engine.seed_count] = seeds
     return engine.with_defaults(options)
+
+
+def _scaled(grid: Grid, budget: int) -> dict:
+    """The grid's options with each of its scaled options multiplied by ``budget``."""
+    defaults = engine_of(grid.engine).with_defaults(dict(grid.options))
+    scaled = {}
+    for name in set(grid.scaled) - {"members"}:
+        value = defaults.get(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"grid {grid.label!r}: scaled {name!r} is not an integer option")
+        scaled[name] = value * budget
+    return {**grid.options, **scaled}
+
+
+def _members_at(grid: Grid, R: int, budget: int) -> int:
+    """Members per setting of ``grid`` in a seed set of R at ``budget``."""
+    return (grid.members or R) * (budget if "members" in grid.scaled else 1)
 
 
 class _Budget(NamedTuple):
@@ -408,47 +559,82 @@ class _Budget(NamedTuple):
 
 def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> list[_Setting]:
     """The (rank, prior) ``settings`` of one grid fitted at ``seeds``, a rank per call, until
-    the budget is spent. ``data`` is ``(train, held_out, stream)``."""
-    train, held_out, stream = data
+    the budget is spent. ``data`` is ``(train, held_out, stream, warmup)`` (:func:`_fitted`)."""
+    train, held_out, stream, warmup = data
     found = []
     for rank in dict.fromkeys(k for k, _ in settings):
         if clock.over(f"{grid.label} K={rank}", stream):
             break
         at = [p for k, p in settings if k == rank]
-        made = _fitted(grid, engine, train, held_out, rank, at, seeds, options, stream)
+        made = _fitted(grid, engine, train, held_out, rank, at, seeds, options, stream, warmup)
         for i, prior in enumerate(at):
             members = made[i * len(seeds) : (i + 1) * len(seeds)]
             found.append(_Setting(grid, engine, rank, prior, members))
     return found
 
 
-def _grid_settings(study, grid, data, clock, fit_rows, dataset) -> list[_Setting]:
-    """The settings of one grid, each with its pool of members; with ``choose_seed``, the
-    setting of least validation perplexity at that seed only, its choice's CPU seconds
-    shared among its members."""
+class _Choice(NamedTuple):
+    """What a grid fits once its setting is chosen: its (rank, prior) settings and the
+    CPU seconds of the choice; ``fitted``: a deterministic grid's chosen fit itself."""
+
+    grid: Grid
+    settings: list
+    cpu: float = 0.0
+    fitted: list | None = None
+
+
+def _choose(study, grid, data, clock, fit_rows, dataset, chosen) -> _Choice | None:
+    """The settings of one grid: with ``choose_seed``, the setting of least validation
+    perplexity at that seed (at the first budget; nothing fitted when there is one
+    setting). ``chosen`` maps the labels of the grids done to their chosen rank (for
+    :attr:`Grid.rank_from`); this grid's is added. None when the CPU budget is spent."""
     engine = engine_of(grid.engine)
     priors = [None] if grid.priors is None else [Prior(*p) for p in grid.priors]
-    settings = [(k, engine.prior_for(p, k)) for k in grid.ranks for p in priors]
-    count = grid.members * study.seed_sets if grid.members else study.pool_size
-    seeds = range(study.first_seed, study.first_seed + count)
-    seeds = [0] if grid.deterministic else list(seeds)
-    choice_cpu = 0.0
-    if study.choose_seed is not None:
-        seed = 0 if grid.deterministic else study.choose_seed
-        options = _options(grid, engine, 1, choosing=True)
-        choice = _fitted_settings(grid, engine, settings, [seed], options, data, clock)
-        fit_rows += [_fits_row(dataset, s, s.members[0], CHOICE) for s in choice]
-        if not choice:
-            return []
-        best = min(choice, key=lambda s: _perplexity(s.members[0].lpd))
-        if grid.deterministic:  # the chosen fit is the one each seed set would make
-            return [best]
-        settings, choice_cpu = [(best.rank, best.prior)], sum(s.members[0].cpu for s in choice)
-    options = _options(grid, engine, len(seeds), choosing=False)
-    found = _fitted_settings(grid, engine, settings, seeds, options, data, clock)
-    fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in found for m in s.members]
-    extra = choice_cpu / len(seeds)
-    return [s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members]) for s in found]
+    ranks = grid.ranks
+    if grid.rank_from is not None:
+        if grid.rank_from not in chosen:  # its grid was skipped by the CPU budget
+            return None
+        ranks = (chosen[grid.rank_from],)
+    settings = [(k, engine.prior_for(p, k)) for k in ranks for p in priors]
+    if study.choose_seed is None or len(settings) == 1:
+        chosen[grid.label] = settings[0][0]
+        return _Choice(grid, settings)
+    seed = 0 if grid.deterministic else study.choose_seed
+    options = _options(grid, engine, 1, choosing=True, budget=grid.budgets[0])
+    choice = _fitted_settings(grid, engine, settings, [seed], options, data, clock)
+    fit_rows += [_fits_row(dataset, s, s.members[0], CHOICE) for s in choice]
+    if not choice:
+        return None
+    best = min(choice, key=lambda s: _perplexity(s.members[0].lpd))
+    chosen[grid.label] = best.rank
+    cpu = sum(s.members[0].cpu for s in choice)
+    # a deterministic grid's chosen fit is the one each seed set would make
+    return _Choice(grid, [(best.rank, best.prior)], cpu, [best] if grid.deterministic else None)
+
+
+def _shared(grid: Grid) -> bool:
+    """Whether the grid's options are those of every budget (fitted once, at the largest)."""
+    return set(grid.scaled) <= {"members"}
+
+
+def _fit_at(study, choice: _Choice, budget, data, clock, fit_rows, dataset) -> list[_Setting]:
+    """The chosen settings of one grid fitted at ``budget``, each with its pool of members
+    (a shared grid's: at its largest budget, for every budget), the choice's CPU seconds
+    shared among them."""
+    grid = choice.grid
+    if choice.fitted is not None:
+        return choice.fitted
+    engine = engine_of(grid.engine)
+    count = _members_at(grid, study.pool_size, budget)
+    count = count * study.seed_sets if grid.members else count
+    first = study.first_seed
+    seeds = [0] if grid.deterministic else list(range(first, first + count))
+    options = _options(grid, engine, len(seeds), choosing=False, budget=budget)
+    made = _fitted_settings(grid, engine, choice.settings, seeds, options, data, clock)
+    made = [s._replace(budget=None if _shared(grid) else budget) for s in made]
+    fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in made for m in s.members]
+    extra = choice.cpu / len(seeds)
+    return [s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members]) for s in made]
 
 
 def _fits_row(dataset, setting: _Setting, member: _Member, stage: str) -> dict:
@@ -458,6 +644,7 @@ def _fits_row(dataset, setting: _Setting, member: _Member, stage: str) -> dict:
         "grid": setting.grid.label,
         "engine": setting.engine.name,
         "stage": stage,
+        "budget": np.nan if setting.budget is None else setting.budget,
         **fit_row(member.fit, setting.prior),
         "cpu_seconds": member.cpu,
         "validation_perplexity": float(-member.lpd.mean()),
@@ -513,6 +700,51 @@ def _result(rule, chosen, Y, split, train, held_out):
     return result, result.mixture.stacking.validation_perplexity, None
 
 
+def _chains(chosen, Y, split, train, held_out):
+    """``(result, validation perplexity, setting, mixing columns)`` of the ``chains`` rule:
+    per setting its chains by :func:`mode_prediction`, as a mixture of its members with
+    the prediction's chain weights (rule ``"mean"`` when they mixed, else ``"stack"``)."""
+    made = []
+    for s, ms in chosen:
+        fits = [m.fit for m in ms]
+        W, H = (np.concatenate([f.draws[name] for f in fits]) for name in ("W", "H"))
+        mode = mode_prediction(Y, split.train, W, H, validation=split.validation)
+        lpd = np.column_stack([m.lpd for m in ms])
+        made.append((s, fits, mode, _perplexity(mixture_lpd(lpd, mode.weights))))
+    s, fits, mode, validation = min(made, key=lambda x: x[3])
+    with warnings.catch_warnings():  # the modes are what mode_prediction weighs
+        warnings.filterwarnings("ignore", message=MODES_WARNING)
+        result = combine_members(fits, "mean", train, held_out, score=s.engine.score)
+    rule = "mean" if mode.rule == "mean" else "stack"
+    mixture = dataclasses.replace(result.mixture, weights=tuple(mode.weights.tolist()), rule=rule)
+    table = mode.rhat.table()
+    modes = table.index.str.startswith("mode ")
+    diverging = [f.sample_stats.get("diverging") for f in fits]
+    columns = {
+        "mixing": mode.status,
+        "chain_rule": mode.rule,
+        "modes": int(modes.sum()),
+        "share_rhat_within_min": table.loc[modes, "share_rhat_le_1.01"].min(),
+        "share_rhat_across": table.loc["all", "share_rhat_le_1.01"],
+        "rhat_nested_max": table.loc["nested", "rhat_max"] if "nested" in table.index else np.nan,
+        "divergences": sum(0 if d is None else int(np.asarray(d).sum()) for d in diverging),
+    }
+    return dataclasses.replace(result, mixture=mixture), validation, s, columns
+
+
+def _coverage(result: Fit, truth) -> dict:
+    """``coverage_50`` and ``coverage_90`` of the true WH by the result's draws, its chains
+    weighted as its mixture weighs them (no interval for a result without draws)."""
+    if not result.draws:
+        return interval_coverage(truth).row()
+    W, H = result.draws["W"], result.draws["H"]
+    mixture = result.mixture
+    weights = None
+    if mixture is not None and mixture.rule != "best" and len(mixture.weights) == len(W):
+        weights = np.asarray(mixture.weights)
+    return interval_coverage(truth, W, H, chain_weights=weights).row()
+
+
 def _describe(setting: _Setting | None) -> str:
     """The table's ``chosen``: grid, rank and prior of a setting ("" for a stack)."""
     if setting is None:
@@ -536,15 +768,24 @@ def _min_probability(result: Fit, Y, split) -> float:
     return float(np.min(np.where(y == 1, p, 1 - p)))
 
 
-def _row(study, dataset, R, j, method, settings, Y, split, train, held_out):
-    """The row of one method at one seed set: its result chosen on validation, scored on test."""
+def _row(study, on: _Data, R, j, budget, method, settings):
+    """The row of one method at one seed set: its result chosen on validation, scored on
+    test; and its reliability bins (None without the ``ece`` metric)."""
+    Y, split, train, held_out = on.Y, on.split, on.train, on.held_out
     chosen = [(s, ms) for s, ms in settings if method.grids is None or s.grid.label in method.grids]
+    if method.rule == "first":  # "single" among the first members: the others not fitted
+        chosen = [(s, ms[:1]) for s, ms in chosen]
     begin = time.process_time()
-    result, validation, setting = _result(method.rule, chosen, Y, split, train, held_out)
+    mixing = {}
+    if method.rule == "chains":
+        result, validation, setting, mixing = _chains(chosen, Y, split, train, held_out)
+    else:
+        rule = "single" if method.rule == "first" else method.rule
+        result, validation, setting = _result(rule, chosen, Y, split, train, held_out)
     combining = time.process_time() - begin
     cpu = sum(m.cpu for _, ms in chosen for m in ms) + combining
     row = {
-        "study": study.name, "dataset": dataset, "R": R, "seed_set": j,
+        "study": study.name, "dataset": on.name, "R": R, "seed_set": j, "budget": budget,
         "disjoint": R * study.seed_sets <= study.pool_size, "method": method.name,
         "rule": method.rule, "validation_perplexity": validation,
         "test_perplexity": result.perplexity(Y, split.test), "cpu_seconds": cpu,
@@ -562,7 +803,15 @@ def _row(study, dataset, R, j, method, settings, Y, split, train, held_out):
     )
     if "min_test_probability" in study.metrics:
         row["min_test_probability"] = _min_probability(result, Y, split)
-    return row, result, weights
+    bins = None
+    if "ece" in study.metrics:
+        diagram = reliability(np.asarray(Y, float), result.probs, split.test)
+        row["ece"], bins = diagram.ece, diagram.table
+    if "mixing" in study.metrics:
+        row |= {c: mixing.get(c, np.nan) for c in MIXING_COLUMNS}
+    if "coverage" in study.metrics and on.truth is not None:
+        row |= _coverage(result, on.truth)
+    return row, result, weights, bins
 
 
 def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) -> StudyResult:
@@ -579,23 +828,25 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
     Returns
     -------
     StudyResult
-        Its ``table`` has one row per dataset x R x seed set x method: study, dataset,
-        R, seed_set, method, rule, validation_perplexity, test_perplexity, cpu_seconds
-        (the CPU seconds of every fit the method chose among, the choice's fits with
-        ``choose_seed``, and its combining), chosen (the setting), :data:`FIT_COLUMNS`
-        (of a single fit; rank and prior of a chosen setting), weights (per engine, of
-        a stack) and the study's metrics.
+        Its ``table`` has one row per dataset x R x seed set x budget x method: study,
+        dataset, R, seed_set, budget, method, rule, validation_perplexity,
+        test_perplexity, cpu_seconds (the CPU seconds of every fit the method chose
+        among, the choice's fits with ``choose_seed``, and its combining), chosen (the
+        setting), :data:`FIT_COLUMNS` (of a single fit; rank and prior of a chosen
+        setting), weights (per engine, of a stack) and the study's metrics.
     """
     studies = [studies] if isinstance(studies, Study) else list(studies)
-    rows, fit_rows, weights, results = [], [], [], {}
+    rows, fit_rows, weights, results, bins = [], [], [], {}, []
     for study in studies:
         for data in (*study.datasets, *study.simulations):
             for found in _run_dataset(study, data, fit_rows, stream):
-                for row, result, weight in found:
+                for row, result, weight, table in found:
                     rows.append(row)
                     keys = {k: row[k] for k in ("dataset", "R", "seed_set", "method")}
                     if weight is not None:
                         weights.append(weight.assign(**keys))
+                    if table is not None:
+                        bins.append(table.assign(**keys, budget=row["budget"]))
                     if row["rule"] == "single":
                         results[tuple(keys.values())] = result
                 if out is not None:
@@ -606,36 +857,55 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
         pd.DataFrame(fit_rows),
         pd.concat(weights, ignore_index=True) if weights else pd.DataFrame(),
         results,
+        pd.concat(bins, ignore_index=True) if bins else None,
     )
 
 
 def _run_dataset(study: Study, data, fit_rows: list, stream):
-    """Yield, seed set by seed set, the ``(row, result, weights)`` of every method on one
-    dataset; its fits appended to ``fit_rows``."""
+    """Yield, budget by budget and seed set by seed set, the ``(row, result, weights,
+    reliability bins)`` of every method on one dataset; its fits appended to ``fit_rows``.
+    Each grid's setting is chosen first; a grid whose options a budget scales is fitted
+    at one budget at a time."""
     name = data.name if isinstance(data, Simulation) else data
     Y = load_data(data, study.data_dir)
     split = split_of(study, np.shape(Y))
     train = as_observed(Y, split.train)
     held_out = held_out_entries(Y, train, split.validation)
+    on = _Data(name, Y, split, train, held_out, truth_of(data))
     clock = _Budget(time.process_time(), study.budget)
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
-    pools = []
-    for grid in study.grids:
-        pools += _grid_settings(study, grid, (train, held_out, stream), clock, fit_rows, name)
-    for R in study.members:
-        for j in range(study.seed_sets):
-            if not clock.over(f"R={R} set {j}", stream):
-                yield _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream)
+    chosen, fitting = {}, (train, held_out, stream, study.seed_sets if study.warmup else 0)
+    choices = [_choose(study, g, fitting, clock, fit_rows, name, chosen) for g in study.grids]
+    choices = [c for c in choices if c is not None]
+    shared = [
+        s
+        for c in choices
+        if _shared(c.grid)
+        for s in _fit_at(study, c, max(c.grid.budgets), fitting, clock, fit_rows, name)
+    ]
+    for budget in sorted({b for grid in study.grids for b in grid.budgets}):
+        pools = shared + [  # a budget's fits at a time: only they hold their draws
+            s
+            for c in choices
+            if not _shared(c.grid) and budget in c.grid.budgets
+            for s in _fit_at(study, c, budget, fitting, clock, fit_rows, name)
+        ]
+        for R in study.members:
+            for j in range(study.seed_sets):
+                if not clock.over(f"R={R} set {j}", stream):
+                    yield _seed_set(study, pools, on, R, j, budget, stream)
 
 
-def _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream) -> list:
-    """The rows of every method at seed set j of R members."""
+def _seed_set(study, pools, on: _Data, R, j, budget, stream) -> list:
+    """The rows of every method at seed set j of R members and ``budget``."""
     settings = []
     for s in pools:
+        if budget not in s.grid.budgets or s.budget not in (None, budget):
+            continue
         if s.grid.deterministic:
             settings.append((s, s.members))
             continue
-        r = s.grid.members or R
+        r = _members_at(s.grid, R, budget)
         if r > len(s.members):
             continue
         chosen = seed_sets(len(s.members), r, study.seed_sets)
@@ -646,10 +916,13 @@ def _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream) -> li
             continue
         if method.at is not None and R not in method.at:
             continue
-        found.append(_row(study, name, R, j, method, settings, Y, split, train, held_out))
+        if method.budgets is not None and budget not in method.budgets:
+            continue
+        found.append(_row(study, on, R, j, budget, method, settings))
+    at = "" if budget == 1 else f" budget {budget}"
     log(
-        f"  R={R} set {j}: "
-        + ", ".join(f"{r['method']} {r['test_perplexity']:.4f}" for r, _, _ in found),
+        f"  R={R} set {j}{at}: "
+        + ", ".join(f"{r['method']} {r['test_perplexity']:.4f}" for r, *_ in found),
         stream,
     )
     return found
@@ -657,15 +930,16 @@ def _seed_set(study, pools, name, R, j, Y, split, train, held_out, stream) -> li
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """Mean and sd over seed sets of test and validation perplexity and CPU seconds, per
-    dataset, method and R."""
-    grouped = table.groupby(["dataset", "method", "R"], sort=False)
+    dataset, method, R and budget; the least ``min_test_probability`` and the mean ``ece``."""
+    grouped = table.groupby(["dataset", "method", "R", "budget"], sort=False)
+    extra = {"min_test_probability": "min", "ece": "mean"}
     return grouped.agg(
         test_mean=("test_perplexity", "mean"),
         test_sd=("test_perplexity", "std"),
         validation_mean=("validation_perplexity", "mean"),
         cpu_seconds_mean=("cpu_seconds", "mean"),
         seed_sets=("test_perplexity", "size"),
-        **{m: (m, "min") for m in METRICS if m in table},
+        **{m: (m, how) for m, how in extra.items() if m in table},
     ).reset_index()
 
 

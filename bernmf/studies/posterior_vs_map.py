@@ -1,0 +1,399 @@
+"""The posterior-vs-MAP study: every engine family at matched CPU budgets, single and ensembled.
+
+A configuration of the study runner (:mod:`bernmf.studies.study`). Families (a
+:class:`~bernmf.studies.study.Grid` each) and what a budget b scales (``--budgets``, e.g.
+1 2 4; the grids' ``budgets`` and ``scaled``):
+
+- ``mm``: the MAP; one fit (``mm``: the ``first`` rule, at the first budget only), the mean
+  of ``--restarts`` x b seeds (``mm mean``) and the stack of those seeds on the validation
+  entries (``mm stack``: :func:`bernmf.stack`, a weight per seed and the column-frequency
+  baseline, no refit);
+- ``nuts``: ``--chains`` chains (each started at the ``mm`` fit of its own seed: distinct
+  modes) of b x ``--warmup`` + b x ``--samples`` draws;
+- ``svi_normal``, ``svi_lowrank``: b x ``--svi-steps`` steps (AutoNormal, low-rank guide);
+- ``gibbs``: ``--chains`` chains of b x ``--gibbs-samples`` warmup and kept sweeps;
+- ``vb``: the mean of b restarts of collapsed VB (CVB0).
+
+Chains that may sit in different modes are never averaged silently: ``nuts`` and
+``gibbs`` rows use the runner's ``chains`` rule
+(:func:`bernmf.fitting.modes.mode_prediction`): the chains are grouped by mode (their mean
+H), the R-hat of WH is computed within each mode, across all chains and nested (modes as
+superchains); the row is the mean over all draws when at least 99% of the WH entries have
+R-hat <= 1.01 across the chains, else the chains mixed by chain stacking on the
+validation entries, and it says which (``mixing``, ``rule``).
+
+Every row: test perplexity, validation perplexity, CPU seconds of the process (the
+members' fits, their choice and the prediction; compilation excluded: each call of the
+fitting runner is made once untimed first, unless ``--no-warmup``), expected calibration
+error and reliability bins of the test predictions (the runner's ``ece`` metric) and, on
+simulated data, the coverage of the true WH by central 50% and 90% posterior intervals
+(``coverage``: of the chains' mixture with their stacking weights when they did not mix;
+"no interval" for fits without draws: mm, vb). Parts:
+
+1. **Simulated data with known truth** (``--shape``, default 200 x 100, K = 4; W and H
+   drawn from the flat prior; 70% train, 10% validation, 20% test): every Bayesian family
+   with the true prior, ``mm`` with its prior chosen on validation at seed 0 and the true
+   rank, as on the datasets (the MAP under the flat prior puts entries of W and H on 0
+   or 1).
+2. **animals, paleo, lastfm on the paper's split**: ``mm``'s rank and prior chosen on
+   validation at seed 0 (ranks 2, 4, 8, 16 x alpha, beta in {1, 1.2, 1.5, 2, 3}, gamma
+   = 1); each Bayesian engine at mm's rank (``rank_from``) with its own prior (alpha,
+   beta in ``--bayes-values``, default {0.1, 0.3, 1}, gamma = 1) chosen on validation at
+   seed 0 and the first budget (a sampler: on one chain); then every family at every
+   budget over ``--seeds`` seed sets (seed set s: the s-th block of each family's seeds).
+
+Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every row and
+seed set), ``summary.csv`` (mean and sd over seed sets per dataset, row and budget, and
+whether the row is on the Pareto front of CPU seconds and test perplexity),
+``reliability.csv`` (the bins of every row), ``tuning.csv`` (every fit of a choice),
+``perplexity_vs_cpu.png`` (test perplexity against CPU seconds per family and dataset),
+``reliability.png`` (each dataset's rows at the largest budget, seed set 0) and
+``coverage.png`` (simulated). ``--quick`` is a smoke run (24 x 18 simulated data; animals
+at rank 2 with one Bayesian prior; budgets 1 and 2; one seed set; short chains; no
+low-rank guide).
+
+Run: ``bernmf reproduce posterior_vs_map [--quick] [--datasets animals ...]``, or
+``python -m bernmf.studies.posterior_vs_map`` for every option.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bernmf.data.files.csv_table import write_csv
+from bernmf.plot import pareto_front
+from bernmf.studies import study
+from bernmf.studies.study import CHOICE, Grid, Method, Simulation, Study
+
+FAMILIES = {
+    "mm": ("mm", {}),
+    "nuts": ("nuts", {}),
+    "svi_normal": ("svi", {"guide": "AutoNormal"}),
+    "svi_lowrank": ("svi", {"guide": "AutoLowRankMultivariateNormal"}),
+    "gibbs": ("gibbs", {}),
+    "vb": ("vb", {}),
+}
+RULES = {"mm": "mean", "nuts": "chains", "gibbs": "chains", "vb": "mean"}
+"""Each family's row rule (:data:`bernmf.studies.study.RULES`); the others: ``single``."""
+BAYES_VALUES = (0.1, 0.3, 1.0)
+MM_VALUES = (1.0, 1.2, 1.5, 2.0, 3.0)
+RANKS = (2, 4, 8, 16)
+DATASETS = ("animals", "paleo", "lastfm")
+KEYS = ["dataset", "family", "row", "budget"]
+"""The rows of the summary."""
+
+
+def parse(argv):
+    """The options: :func:`bernmf.studies.study.parser`'s and the study's sizes."""
+    parser = study.parser(__doc__, "results/posterior_vs_map")
+    parser.add_argument("--families", nargs="*", choices=list(FAMILIES), default=None)
+    parser.add_argument("--budgets", nargs="*", type=int, default=[1, 2, 4])
+    parser.add_argument(
+        "--shape", nargs=3, type=int, default=[200, 100, 4], metavar=("M", "N", "K"),
+        help="of the simulated data",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bayes-values", nargs="+", type=float, default=list(BAYES_VALUES),
+        help="alpha and beta values of the Bayesian engines' prior grid on the datasets",
+    )  # fmt: skip
+    parser.add_argument("--seeds", type=int, default=3, help="seed sets per row")
+    parser.add_argument("--restarts", type=int, default=4, help="mm seeds at budget 1")
+    parser.add_argument("--chains", type=int, default=4, help="nuts and gibbs chains")
+    parser.add_argument("--warmup", type=int, default=250, help="nuts warmup at budget 1")
+    parser.add_argument("--samples", type=int, default=250, help="nuts draws at budget 1")
+    parser.add_argument("--gibbs-samples", type=int, default=250, help="at budget 1")
+    parser.add_argument("--svi-steps", type=int, default=1250, help="at budget 1")
+    parser.add_argument(
+        "--dtype", default="float64", choices=("float64", "float32"), help="of nuts and svi"
+    )
+    parser.add_argument("--target-accept", type=float, default=0.8, help="NUTS target_accept_prob")
+    parser.add_argument(
+        "--max-tree-depth", type=int, default=10, help="NUTS max_tree_depth (caps cost per draw)"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="threads of the mm grid")
+    parser.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="no untimed first call of each fit: CPU seconds then include compiling",
+    )
+    parser.add_argument("--skip-simulated", action="store_true")
+    parser.add_argument("--skip-datasets", action="store_true")
+    args = parser.parse_args(argv)
+    args.shape, args.ranks, args.mm_values = tuple(args.shape), RANKS, MM_VALUES
+    args.bayes_priors = list(itertools.product(args.bayes_values, args.bayes_values))
+    args.families = args.families or list(FAMILIES)
+    if args.quick:
+        args.shape = (24, 18, 2)
+        args.datasets = args.datasets or ["animals"]
+        args.seeds, args.budgets, args.restarts, args.chains = 1, [1, 2], 2, 2
+        args.warmup, args.samples, args.gibbs_samples, args.svi_steps = 30, 30, 30, 200
+        args.ranks, args.mm_values = (2,), (1.0, 1.5)
+        args.bayes_priors = [(0.5, 0.5)]
+        args.families = [f for f in args.families if f != "svi_lowrank"]
+    if not args.budgets or min(args.budgets) < 1:
+        parser.error("--budgets must be positive integers")
+    args.budgets = tuple(sorted(set(args.budgets)))
+    args.datasets = [] if args.skip_datasets else (args.datasets or list(DATASETS))
+    return args
+
+
+def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
+    """The grid of one family: its engine's options at budget 1 and what a budget scales."""
+    engine, options = FAMILIES[family]
+    options, members, scaled = dict(options), 1, ()
+    if family in ("mm", "vb"):
+        members, scaled = args.restarts if family == "mm" else 1, ("members",)
+    elif engine == "nuts":
+        options |= {"num_warmup": args.warmup, "num_samples": args.samples}
+        options |= {"target_accept_prob": args.target_accept}
+        options["max_tree_depth"] = args.max_tree_depth
+        members, scaled = args.chains, ("num_warmup", "num_samples")
+    elif engine == "svi":
+        options["steps"], scaled = args.svi_steps, ("steps",)
+    elif engine == "gibbs":
+        options |= {"num_warmup": args.gibbs_samples, "num_samples": args.gibbs_samples}
+        members, scaled = args.chains, ("num_warmup", "num_samples")
+    if engine in ("nuts", "svi", "gibbs"):
+        options["progress"] = not args.quiet
+    if engine in ("nuts", "svi"):
+        options["dtype"] = args.dtype
+    batching = {"workers": args.workers, "progress": False} if engine == "mm" else {}
+    return Grid(
+        engine, tuple(ranks), tuple(priors), options, batching=batching, members=members,
+        name=family, budgets=args.budgets, scaled=scaled, rank_from=rank_from,
+    )  # fmt: skip
+
+
+def row_methods(args) -> tuple[Method, ...]:
+    """The rows: ``mm`` (one fit, first budget), ``mm mean``, ``mm stack``, and each other
+    family by its rule (:data:`RULES`)."""
+    made = []
+    for family in args.families:
+        if family == "mm":
+            made += [
+                Method("mm", "first", ("mm",), budgets=args.budgets[:1]),
+                Method("mm mean", "mean", ("mm",)),
+                Method("mm stack", "stack chosen", ("mm",)),
+            ]
+        else:
+            made.append(Method(family, RULES.get(family, "single"), (family,)))
+    return tuple(made)
+
+
+def configurations(args) -> list[Study]:
+    """Part 1 (simulated: the Bayesian engines with the true prior, mm's chosen on
+    validation) and part 2 (the datasets, every prior chosen on validation)."""
+    common = {
+        "methods": row_methods(args), "seed_sets": args.seeds, "warmup": not args.no_warmup,
+        "metrics": ("ece", "coverage", "mixing"), "choose_seed": 0,
+    }  # fmt: skip
+    mm_priors = [(a, b, 1.0) for a, b in itertools.product(args.mm_values, repeat=2)]
+    made = []
+    if not args.skip_simulated:
+        M, N, K = args.shape
+        flat = ((1.0, 1.0, 1.0),)
+        grids = tuple(
+            family_grid(f, (K,), mm_priors if f == "mm" else flat, args) for f in args.families
+        )
+        made.append(
+            Study(
+                "posterior_vs_map",
+                grids,
+                simulations=(Simulation(M, N, K),),
+                split="random",
+                fractions=(0.7, 0.1, 0.2),
+                **common,
+            )
+        )
+    if args.datasets:
+        bayes = [(a, b, 1.0) for a, b in args.bayes_priors]
+        grids = tuple(
+            family_grid(f, args.ranks, mm_priors, args)
+            if f == "mm"
+            else family_grid(
+                f, args.ranks, bayes, args, rank_from="mm" if "mm" in args.families else None
+            )
+            for f in args.families
+        )
+        made.append(
+            Study(
+                "posterior_vs_map",
+                grids,
+                datasets=tuple(args.datasets),
+                data_dir=args.data_dir,
+                **common,
+            )
+        )
+    return made
+
+
+def rows_of(result: study.StudyResult, methods: tuple[Method, ...]) -> pd.DataFrame:
+    """The runner's table as the study's rows: family, row, budget, seed (the seed set),
+    the chains' rule (``rule``) and the metrics."""
+    table = result.table
+    family = {m.name: m.grids[0] for m in methods}
+    rows = table.drop(columns=["seed", "rule", "study"]).rename(
+        columns={"seed_set": "seed", "method": "row", "chain_rule": "rule"}
+    )
+    rows.insert(1, "family", rows["row"].map(family))
+    return rows.assign(dataset=simulated_as_one(rows["dataset"]))
+
+
+def simulated_as_one(names: pd.Series) -> pd.Series:
+    """The dataset column with the simulation's name as ``simulated`` (the study has one)."""
+    return names.mask(names.str.startswith("simulated-"), "simulated")
+
+
+def summarize(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sd over seed sets per dataset, row and budget, and the Pareto front of CPU
+    seconds against test perplexity within each dataset."""
+    numbers = [
+        c for c in rows.columns if c not in [*KEYS, "seed", "R"] and rows[c].dtype.kind in "fi"
+    ]
+    grouped = rows.groupby(KEYS, sort=False)
+    summary = grouped[numbers].mean().reset_index()
+    summary["test_perplexity_sd"] = grouped["test_perplexity"].std().to_numpy()
+    for column in ("coverage_50", "coverage_90", "mixing", "rule"):
+        if column in rows and column not in summary:  # a mean, or the first seed set's text
+            summary[column] = grouped[column].agg(_mean_or_text).to_numpy()
+    pareto = np.zeros(len(summary), bool)
+    for _, group in summary.groupby("dataset", sort=False):
+        pareto[group.index] = pareto_front(group["cpu_seconds"], group["test_perplexity"])
+    return summary.assign(pareto=pareto)
+
+
+def _mean_or_text(values: pd.Series):
+    """The mean of a column's numbers, or its first value when it holds none (text, NaN)."""
+    numbers = pd.to_numeric(values, errors="coerce")
+    return numbers.mean() if numbers.notna().any() else values.iloc[0]
+
+
+def tuning_of(fits: pd.DataFrame) -> pd.DataFrame:
+    """Every fit of a choice (at seed 0): dataset, family, rank, prior, validation
+    perplexity and whether it was chosen (the least per dataset and family)."""
+    choices = fits[fits["stage"] == CHOICE] if "stage" in fits else fits.iloc[:0]
+    table = choices[["dataset", "grid", "rank", "alpha", "beta", "validation_perplexity"]]
+    table = table.rename(columns={"grid": "engine"}).reset_index(drop=True)
+    table = table.assign(dataset=simulated_as_one(table["dataset"]))
+    least = table.groupby(["dataset", "engine"])["validation_perplexity"].transform("min")
+    return table.assign(chosen=table["validation_perplexity"] == least)
+
+
+def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
+    """The three PNGs, legends outside the axes; the reliability diagrams of seed 0 at the
+    largest budget (``mm``, one fit, at the first), each labelled with its own ECE."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(summary["dataset"]))
+    figure, axes = plt.subplots(
+        1, len(names), figsize=(4 * len(names) + 1.6, 3.6), squeeze=False, layout="constrained"
+    )
+    for axis, name in zip(axes[0], names, strict=True):
+        for label, rows in summary[summary["dataset"] == name].groupby("row", sort=False):
+            axis.errorbar(
+                rows["cpu_seconds"], rows["test_perplexity"],
+                yerr=rows["test_perplexity_sd"].fillna(0), marker="o", markersize=4, label=label,
+            )  # fmt: skip
+        front = summary[(summary["dataset"] == name) & summary["pareto"]]
+        axis.scatter(front["cpu_seconds"], front["test_perplexity"], s=120, facecolors="none",
+                     edgecolors="black", label="Pareto front")  # fmt: skip
+        axis.set_xscale("log")
+        axis.set_xlabel("CPU seconds per fit (log scale)")
+        axis.set_ylabel("test perplexity (nats per entry)")
+        axis.set_title(name)
+    legend = {}  # label -> handle, over the panels: one legend for the figure
+    for axis in axes[0]:
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    figure.legend(legend.values(), legend.keys(), loc="outside right upper", fontsize=8)
+    figure.savefig(out / "perplexity_vs_cpu.png", dpi=110)
+    plt.close(figure)
+
+    first = bins["seed"] == 0
+    shown = bins[first & (bins["budget"] == bins["budget"].max()) & (bins["row"] != "mm")]
+    shown = pd.concat([shown, bins[first & (bins["row"] == "mm")]])
+    figure, axes = plt.subplots(
+        1, len(names), figsize=(4.2 * len(names), 5.4), squeeze=False, layout="constrained"
+    )
+    for axis, name in zip(axes[0], names, strict=True):
+        axis.plot([0, 1], [0, 1], color="gray", linestyle=":", linewidth=1)
+        for label, table in shown[shown["dataset"] == name].groupby("row", sort=False):
+            ece = (table["count"] * (table["predicted"] - table["observed"]).abs()).sum()
+            axis.plot(table["predicted"], table["observed"], marker="o", markersize=3,
+                      label=f"{label} (ECE {ece / table['count'].sum():.3f})")  # fmt: skip
+        axis.set_xlabel("predicted P(Y=1), test entries")
+        axis.set_ylabel("observed frequency of Y=1")
+        axis.set_title(f"{name}, budget {shown['budget'].max()}, seed 0")
+        axis.set_aspect("equal")
+        axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
+    figure.savefig(out / "reliability.png", dpi=110)
+    plt.close(figure)
+
+    simulated = summary[summary["dataset"] == "simulated"]
+    if "coverage_90" in simulated:
+        covered = simulated[pd.to_numeric(simulated["coverage_90"], errors="coerce").notna()]
+        figure, axis = plt.subplots(figsize=(7, 3.6), layout="constrained")
+        labels = [f"{r} b{b}" for r, b in zip(covered["row"], covered["budget"], strict=True)]
+        x = range(len(covered))
+        for offset, level in ((-0.2, 50), (0.2, 90)):
+            values = covered[f"coverage_{level}"].astype(float)
+            axis.bar([i + offset for i in x], values, width=0.4, label=f"{level}% interval")
+            axis.axhline(level / 100, color="gray", linestyle=":", linewidth=1,
+                         label="nominal levels" if level == 90 else None)  # fmt: skip
+        axis.set_xticks(list(x), labels, rotation=30, fontsize=8)
+        axis.set_xlabel("row and budget (b), mean over seeds")
+        axis.set_ylabel("share of true WH entries\ninside the interval")
+        axis.set_ylim(0, 1)
+        figure.legend(fontsize=8, loc="outside right upper")
+        figure.savefig(out / "coverage.png", dpi=110)
+        plt.close(figure)
+
+
+def main(argv=None) -> int:
+    """Run the study (:func:`configurations`) and write its tables and figures in ``--out``."""
+    args = parse(argv)
+    import numpyro
+
+    # one CPU device per chain of a seed set (fitted in one call), if JAX has not started yet
+    numpyro.set_host_device_count(args.chains)
+
+    begin = time.process_time()
+    made = configurations(args)
+    if not made:
+        study.log("nothing to run")
+        return 0
+    result = study.run(made, stream=study.progress(args))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = rows_of(result, made[0].methods)
+    bins = result.reliability.rename(columns={"method": "row", "seed_set": "seed"})
+    bins = bins.assign(dataset=simulated_as_one(bins["dataset"]))
+    summary = summarize(rows)
+    write_csv(rows, out / "rows.csv", index=False)
+    write_csv(bins, out / "reliability.csv", index=False)
+    write_csv(summary, out / "summary.csv", index=False)
+    tuning = tuning_of(result.fits)
+    if not tuning.empty:
+        write_csv(tuning, out / "tuning.csv", index=False)
+    shown = [
+        "dataset", "row", "budget", "test_perplexity", "ece", "cpu_seconds", "pareto",
+        *[c for c in ("coverage_50", "coverage_90", "mixing", "rule") if c in summary],
+    ]  # fmt: skip
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        study.log(summary[shown].round(4).to_string(index=False))
+    figures(summary, bins, out)
+    study.log(f"total {time.process_time() - begin:.0f} CPU s; results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
