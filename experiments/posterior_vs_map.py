@@ -28,12 +28,14 @@ the true WH by central 50% and 90% posterior intervals
 (:func:`bernmf.posterior.calibration.interval_coverage`, of the chains' mixture with their
 stacking weights when they did not mix; "no interval" for fits without draws: mm, vb). Parts:
 
-1. **Simulated data with known truth** (200 x 100, K = 4, W and H drawn from the flat
-   prior; 70% train, 10% validation, 20% test): every family with the true prior.
+1. **Simulated data with known truth** (``--shape``, default 200 x 100, K = 4; W and H
+   drawn from the flat prior; 70% train, 10% validation, 20% test): every Bayesian family
+   with the true prior, ``mm`` with its prior tuned on validation at the true rank.
 2. **animals, paleo, lastfm on the paper's split**: ``mm``'s rank and prior tuned as in
    the paper (:func:`bernmf.tune.grid`); each Bayesian engine at mm's rank with its own
-   prior (alpha, beta in {0.1, 0.3, 1}, gamma = 1) chosen on validation at the first
-   budget; then every family at every budget over ``--seeds`` seeds.
+   prior (alpha, beta in ``--bayes-values``, default {0.1, 0.3, 1}, gamma = 1) chosen on
+   validation at the first budget; then every family at every budget over ``--seeds``
+   seeds.
 
 Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every row and
 seed), ``summary.csv`` (mean and sd over seeds per dataset, row and budget, and whether
@@ -83,6 +85,14 @@ def parse(argv):
     parser.add_argument("--datasets", nargs="*", default=None)
     parser.add_argument("--families", nargs="*", choices=list(FAMILIES), default=None)
     parser.add_argument("--budgets", nargs="*", type=int, default=[1, 2, 4])
+    parser.add_argument(
+        "--shape", nargs=3, type=int, default=[200, 100, 4], metavar=("M", "N", "K"),
+        help="of the simulated data",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bayes-values", nargs="+", type=float, default=list(BAYES_VALUES),
+        help="alpha and beta values of the Bayesian engines' prior grid on the datasets",
+    )  # fmt: skip
     parser.add_argument("--seeds", type=int, default=3, help="seed sets per row")
     parser.add_argument("--restarts", type=int, default=4, help="mm seeds at budget 1")
     parser.add_argument("--chains", type=int, default=4, help="nuts and gibbs chains")
@@ -109,9 +119,9 @@ def parse(argv):
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress lines from the engines")
     args = parser.parse_args(argv)
-    args.shape = (200, 100, 4)
+    args.shape = tuple(args.shape)
     args.ranks, args.mm_values = RANKS, MM_VALUES
-    args.bayes_priors = list(itertools.product(BAYES_VALUES, BAYES_VALUES))
+    args.bayes_priors = list(itertools.product(args.bayes_values, args.bayes_values))
     args.families = args.families or list(FAMILIES)
     if args.quick:
         args.shape = (24, 18, 2)
@@ -260,7 +270,9 @@ def score_rows(name, Y, split, rank, priors, args, truth=None):
 
 
 def simulated_study(args):
-    """Part 1. Returns (rows, reliability bins)."""
+    """Part 1: the Bayesian engines with the true (flat) prior; ``mm`` with its prior tuned
+    on validation at the true rank, as on the datasets (the MAP under the flat prior puts
+    entries of W and H on 0 or 1). Returns (rows, reliability bins, tuning rows)."""
     import bernmf
     from bernmf.data.split import random_split
 
@@ -274,19 +286,20 @@ def simulated_study(args):
         f"{bernmf.perplexity(Y, truth, split.test):.4f}"
     )
     priors = dict.fromkeys((FAMILIES[f][0] for f in args.families), prior)
-    return score_rows("simulated", Y, split, K, priors, args, truth=truth)
+    _, priors["mm"], tuning_row = tune_mm("simulated", Y, split, (K,), args)
+    rows, bins = score_rows("simulated", Y, split, K, priors, args, truth=truth)
+    return rows, bins, [tuning_row]
 
 
-def tune_priors(name, data, split, args):
-    """mm's rank and prior by :func:`bernmf.tune.grid`, each Bayesian engine's prior on
-    validation at the first budget (by ``fit.probs``: for nuts and gibbs the mean of the
-    chains, mixed or not). Returns (rank, priors by engine, tuning rows)."""
+def tune_mm(name, data, split, ranks, args):
+    """mm's rank (among ``ranks``) and prior by :func:`bernmf.tune.grid` on validation.
+    Returns (rank, prior, tuning row)."""
     import bernmf
     from bernmf import tune
 
     begin = time.perf_counter()
     tuning = tune.grid(
-        data, args.ranks, args.mm_values, args.mm_values, mask=split.train,
+        data, ranks, args.mm_values, args.mm_values, mask=split.train,
         validation=split.validation, gamma=1.0, workers=args.workers, progress=not args.quiet,
     )  # fmt: skip
     rank, best = tuning.best["rank"], tuning.best
@@ -294,12 +307,22 @@ def tune_priors(name, data, split, args):
         f"  mm tuned on validation: K={rank}, alpha={best['alpha']:g}, beta={best['beta']:g}, "
         f"{time.perf_counter() - begin:.0f} s"
     )
-    priors = {"mm": bernmf.Prior(best["alpha"], best["beta"], 1.0)}
-    tuning_rows = [
-        {"dataset": name, "engine": "mm", "rank": rank, "alpha": best["alpha"],
-         "beta": best["beta"], "validation_perplexity": best["validation_perplexity"],
-         "chosen": True}
-    ]  # fmt: skip
+    row = {
+        "dataset": name, "engine": "mm", "rank": rank, "alpha": best["alpha"],
+        "beta": best["beta"], "validation_perplexity": best["validation_perplexity"],
+        "chosen": True,
+    }  # fmt: skip
+    return rank, bernmf.Prior(best["alpha"], best["beta"], 1.0), row
+
+
+def tune_priors(name, data, split, args):
+    """mm's rank and prior by :func:`bernmf.tune.grid`, each Bayesian engine's prior on
+    validation at the first budget (by ``fit.probs``: for nuts and gibbs the mean of the
+    chains, mixed or not). Returns (rank, priors by engine, tuning rows)."""
+    import bernmf
+
+    rank, mm_prior, tuning_row = tune_mm(name, data, split, args.ranks, args)
+    priors, tuning_rows = {"mm": mm_prior}, [tuning_row]
     engines = dict.fromkeys(FAMILIES[f][0] for f in args.families if f != "mm")
     for engine in engines:
         family = next(f for f in args.families if FAMILIES[f][0] == engine)
@@ -449,9 +472,10 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows, bins, tuning_rows = [], [], []
     if not args.skip_simulated:
-        part, part_bins = simulated_study(args)
+        part, part_bins, tuned = simulated_study(args)
         rows += part
         bins.append(part_bins)
+        tuning_rows += tuned
     for name in args.datasets:
         part, part_bins, tuned = dataset_study(name, args)
         rows += part

@@ -418,6 +418,8 @@ def test_posterior_vs_map_quick_smoke(tmp_path):
     assert (summary.loc[summary["dataset"] == "animals", "test_perplexity"] < np.log(2)).all()
     simulated = summary[summary["dataset"] == "simulated"].set_index(["row", "budget"])
     assert simulated.loc[("mm mean", 1), "coverage_90"] == "no interval"
+    tuning = pd.read_csv(tmp_path / "tuning.csv").set_index(["dataset", "engine"])
+    assert tuning.loc[("simulated", "mm"), "rank"] == 2  # mm's prior tuned at the true rank
     assert 0 < float(simulated.loc[("nuts", 1), "coverage_90"]) <= 1
 
 
