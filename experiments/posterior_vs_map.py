@@ -398,6 +398,8 @@ def summarize(rows):
 
 
 def figures(summary, bins, out: Path) -> None:
+    """The three PNGs, legends outside the axes; the reliability diagrams of seed 0 at the
+    largest budget (``mm``, one fit, at the first), each labelled with its own ECE."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -405,58 +407,67 @@ def figures(summary, bins, out: Path) -> None:
     import pandas as pd
 
     names = list(dict.fromkeys(summary["dataset"]))
-    figure, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), squeeze=False)
+    figure, axes = plt.subplots(
+        1, len(names), figsize=(4 * len(names) + 1.6, 3.6), squeeze=False, layout="constrained"
+    )
     for axis, name in zip(axes[0], names, strict=True):
         for label, rows in summary[summary["dataset"] == name].groupby("row", sort=False):
             axis.errorbar(
                 rows["cpu_seconds"], rows["test_perplexity"],
-                yerr=rows["test_perplexity_sd"].fillna(0), marker="o", label=label,
+                yerr=rows["test_perplexity_sd"].fillna(0), marker="o", markersize=4, label=label,
             )  # fmt: skip
         front = summary[(summary["dataset"] == name) & summary["pareto"]]
         axis.scatter(front["cpu_seconds"], front["test_perplexity"], s=120, facecolors="none",
                      edgecolors="black", label="Pareto front")  # fmt: skip
         axis.set_xscale("log")
-        axis.set_xlabel("CPU seconds per fit")
-        axis.set_ylabel("test perplexity")
+        axis.set_xlabel("CPU seconds per fit (log scale)")
+        axis.set_ylabel("test perplexity (nats per entry)")
         axis.set_title(name)
-        axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(out / "perplexity_vs_cpu.png", dpi=120)
+    legend = {}  # label -> handle, over the panels: one legend for the figure
+    for axis in axes[0]:
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    figure.legend(legend.values(), legend.keys(), loc="outside right upper", fontsize=8)
+    figure.savefig(out / "perplexity_vs_cpu.png", dpi=110)
     plt.close(figure)
 
-    largest = bins[(bins["budget"] == bins["budget"].max()) & (bins["seed"] == 0)]
-    largest = pd.concat([largest, bins[(bins["row"] == "mm") & (bins["seed"] == 0)]])
-    figure, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4.2), squeeze=False)
+    first = bins["seed"] == 0
+    shown = bins[first & (bins["budget"] == bins["budget"].max()) & (bins["row"] != "mm")]
+    shown = pd.concat([shown, bins[first & (bins["row"] == "mm")]])
+    figure, axes = plt.subplots(
+        1, len(names), figsize=(4.2 * len(names), 5.4), squeeze=False, layout="constrained"
+    )
     for axis, name in zip(axes[0], names, strict=True):
         axis.plot([0, 1], [0, 1], color="gray", linestyle=":", linewidth=1)
-        ece = summary[summary["dataset"] == name].groupby("row")["ece"].last()
-        for label, table in largest[largest["dataset"] == name].groupby("row", sort=False):
+        for label, table in shown[shown["dataset"] == name].groupby("row", sort=False):
+            ece = (table["count"] * (table["predicted"] - table["observed"]).abs()).sum()
             axis.plot(table["predicted"], table["observed"], marker="o", markersize=3,
-                      label=f"{label} (ECE {ece[label]:.3f})")  # fmt: skip
+                      label=f"{label} (ECE {ece / table['count'].sum():.3f})")  # fmt: skip
         axis.set_xlabel("predicted P(Y=1), test entries")
-        axis.set_ylabel("observed frequency")
-        axis.set_title(f"{name}, budget {largest['budget'].max()}")
-        axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(out / "reliability.png", dpi=120)
+        axis.set_ylabel("observed frequency of Y=1")
+        axis.set_title(f"{name}, budget {shown['budget'].max()}, seed 0")
+        axis.set_aspect("equal")
+        axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
+    figure.savefig(out / "reliability.png", dpi=110)
     plt.close(figure)
 
     simulated = summary[summary["dataset"] == "simulated"]
     if "coverage_90" in simulated:
         covered = simulated[pd.to_numeric(simulated["coverage_90"], errors="coerce").notna()]
-        figure, axis = plt.subplots(figsize=(6, 3.5))
+        figure, axis = plt.subplots(figsize=(7, 3.6), layout="constrained")
         labels = [f"{r} b{b}" for r, b in zip(covered["row"], covered["budget"], strict=True)]
         x = range(len(covered))
         for offset, level in ((-0.2, 50), (0.2, 90)):
             values = covered[f"coverage_{level}"].astype(float)
             axis.bar([i + offset for i in x], values, width=0.4, label=f"{level}% interval")
-            axis.axhline(level / 100, color="gray", linestyle=":", linewidth=1)
-        axis.set_xticks(list(x), labels, rotation=30, fontsize=7)
-        axis.set_ylabel("coverage of the true WH")
+            axis.axhline(level / 100, color="gray", linestyle=":", linewidth=1,
+                         label="nominal levels" if level == 90 else None)  # fmt: skip
+        axis.set_xticks(list(x), labels, rotation=30, fontsize=8)
+        axis.set_xlabel("row and budget (b), mean over seeds")
+        axis.set_ylabel("share of true WH entries\ninside the interval")
         axis.set_ylim(0, 1)
-        axis.legend(fontsize=8)
-        figure.tight_layout()
-        figure.savefig(out / "coverage.png", dpi=120)
+        figure.legend(fontsize=8, loc="outside right upper")
+        figure.savefig(out / "coverage.png", dpi=110)
         plt.close(figure)
 
 

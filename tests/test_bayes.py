@@ -384,19 +384,25 @@ def test_rank_rhat_is_arviz_rhat_with_ties_and_an_odd_number_of_draws():
     assert np.isnan(rank_rhat(x[:1])).all()  # one chain: undefined, as in arviz
 
 
-@pytest.mark.slow
-def test_posterior_vs_map_quick_smoke(tmp_path):
-    """experiments/posterior_vs_map.py --quick runs end to end and writes its tables and figures."""
+def _posterior_vs_map():
+    """experiments/posterior_vs_map.py as a module (the script is not in the package)."""
     import importlib.util
     from pathlib import Path
 
-    from helpers import shared_file
-
-    data_dir = shared_file("data", "animals.csv").parent
     script = Path(__file__).parents[1] / "experiments" / "posterior_vs_map.py"
     spec = importlib.util.spec_from_file_location("posterior_vs_map", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_posterior_vs_map_quick_smoke(tmp_path):
+    """experiments/posterior_vs_map.py --quick runs end to end and writes its tables and figures."""
+    from helpers import shared_file
+
+    data_dir = shared_file("data", "animals.csv").parent
+    module = _posterior_vs_map()
     argv = ["--quick", "--quiet", "--data-dir", str(data_dir), "--out", str(tmp_path)]
     assert module.main(argv) == 0
     for name in ("rows.csv", "reliability.csv", "tuning.csv", "summary.csv",
@@ -421,6 +427,35 @@ def test_posterior_vs_map_quick_smoke(tmp_path):
     tuning = pd.read_csv(tmp_path / "tuning.csv").set_index(["dataset", "engine"])
     assert tuning.loc[("simulated", "mm"), "rank"] == 2  # mm's prior tuned at the true rank
     assert 0 < float(simulated.loc[("nuts", 1), "coverage_90"]) <= 1
+
+
+def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeypatch):
+    """Each reliability curve is labelled with its own ECE (seed 0), not the mean over seeds,
+    and the single mm fit is drawn once when the largest budget is the first."""
+    import matplotlib.pyplot as plt
+
+    module, close = _posterior_vs_map(), plt.close
+    monkeypatch.setattr(plt, "close", lambda figure: None)  # keep the figures to read them
+    before = set(plt.get_fignums())
+    keys = {"dataset": "d", "budget": 1}
+    bins = pd.DataFrame(
+        [{**keys, "row": row, "seed": seed, "bin": b, "count": 10, "predicted": 0.1 + 0.5 * b,
+          "observed": 0.1 + 0.5 * b + (0.1 if seed == 0 else 0.3)}
+         for row in ("mm", "nuts") for seed in (0, 1) for b in (0, 1)]
+    )  # fmt: skip
+    summary = pd.DataFrame(
+        [{**keys, "family": row, "row": row, "cpu_seconds": 1.0, "test_perplexity": 0.5,
+          "test_perplexity_sd": np.nan, "ece": 0.2, "pareto": True} for row in ("mm", "nuts")]
+    )  # fmt: skip
+    module.figures(summary, bins, tmp_path)
+    figures = [plt.figure(number) for number in sorted(set(plt.get_fignums()) - before)]
+    diagram = next(f for f in figures if f.axes[0].get_title().startswith("d, budget"))
+    labels = [text.get_text() for text in diagram.axes[0].get_legend().get_texts()]
+    assert labels == ["nuts (ECE 0.100)", "mm (ECE 0.100)"]
+    curves = [line for line in diagram.axes[0].get_lines() if line.get_label() in labels]
+    assert [len(line.get_xdata()) for line in curves] == [2, 2]
+    for figure in figures:
+        close(figure)
 
 
 @pytest.mark.slow
