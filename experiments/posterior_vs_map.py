@@ -116,6 +116,10 @@ def parse(argv):
     )
     parser.add_argument("--skip-simulated", action="store_true")
     parser.add_argument("--skip-datasets", action="store_true")
+    parser.add_argument(
+        "--figures-only", action="store_true",
+        help="draw the figures again from summary.csv and reliability.csv in --out; fit nothing",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress lines from the engines")
     args = parser.parse_args(argv)
@@ -473,6 +477,13 @@ def figures(summary, bins, out: Path) -> None:
 
 def main(argv=None) -> int:
     args = parse(argv)
+    if args.figures_only:
+        import pandas as pd
+
+        summary = pd.read_csv(args.out / "summary.csv")
+        figures(summary, pd.read_csv(args.out / "reliability.csv"), args.out)
+        log(f"drew the figures of {args.out}")
+        return 0
     import numpyro
 
     numpyro.set_host_device_count(args.chains)  # before JAX starts: one CPU device per chain
