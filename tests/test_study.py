@@ -276,10 +276,11 @@ def test_reproduce_posterior_vs_map_quick(tmp_path):
 
 def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeypatch):
     """Each reliability curve is labelled with its own ECE (seed 0), not the mean over seeds,
-    and the single mm fit is drawn once when the largest budget is the first."""
+    and the single mm fit is drawn once when the largest budget is the first; drawn by
+    ``--figures-only`` from the CSVs a run writes."""
     import matplotlib.pyplot as plt
 
-    from bernmf.studies.posterior_vs_map import figures
+    from bernmf.studies.posterior_vs_map import main
 
     close = plt.close
     monkeypatch.setattr(plt, "close", lambda figure: None)  # keep the figures to read them
@@ -294,7 +295,10 @@ def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeyp
         [{**keys, "family": row, "row": row, "cpu_seconds": 1.0, "test_perplexity": 0.5,
           "test_perplexity_sd": np.nan, "ece": 0.2, "pareto": True} for row in ("mm", "nuts")]
     )  # fmt: skip
-    figures(summary, bins, tmp_path)
+    summary.to_csv(tmp_path / "summary.csv", index=False)
+    bins.to_csv(tmp_path / "reliability.csv", index=False)
+    assert main(["--figures-only", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "perplexity_vs_cpu.png").stat().st_size > 0
     made = [plt.figure(number) for number in sorted(set(plt.get_fignums()) - before)]
     diagram = next(f for f in made if f.axes[0].get_title().startswith("d, budget"))
     labels = [text.get_text() for text in diagram.axes[0].get_legend().get_texts()]

@@ -124,6 +124,10 @@ def parse(argv):
     )
     parser.add_argument("--skip-simulated", action="store_true")
     parser.add_argument("--skip-datasets", action="store_true")
+    parser.add_argument(
+        "--figures-only", action="store_true",
+        help="draw the figures again from summary.csv and reliability.csv in --out; fit nothing",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.shape, args.ranks, args.mm_values = tuple(args.shape), RANKS, MM_VALUES
     args.bayes_priors = list(itertools.product(args.bayes_values, args.bayes_values))
@@ -361,6 +365,11 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
 def main(argv=None) -> int:
     """Run the study (:func:`configurations`) and write its tables and figures in ``--out``."""
     args = parse(argv)
+    if args.figures_only:  # a redraw (after a plotting fix, or of a finished run)
+        out = Path(args.out)
+        figures(pd.read_csv(out / "summary.csv"), pd.read_csv(out / "reliability.csv"), out)
+        study.log(f"drew the figures of {out}")
+        return 0
     import numpyro
 
     # one CPU device per chain of a seed set (fitted in one call), if JAX has not started yet
