@@ -592,3 +592,23 @@ def test_a_second_process_1_ends_every_process_with_one_line(folder):
         reasons.append(aborted)
     assert any(reasons), "JAX's coordinator aborted neither process of the pair"
     assert time.monotonic() - begin < 90
+
+
+def test_a_childs_one_line_error_is_passed_on_without_the_runtimes_log():
+    """A survivor's child wrote JAX's C++ log of the lost peer before its own error line (seen
+    once in a clean clone's run of the killed-peer test): the command writes bernmf's lines
+    only; everything when the child gave no error line of its own, or with --debug."""
+    error = "bernmf: error: process 1 of 2 lost a peer during the fit (UNKNOWN: Gloo ...)\n"
+    runtime = (
+        "E1127 15:10:50.499473    5760 coordination_service_agent.cc:288] Polled an error\n"
+        "F1127 15:10:50.500151    5760 client.h:86] Terminating process because ...\n"
+        ":UNAVAILABLE:Stream removed (Socket closed)\n"
+        "=== Source Location Trace: ===\n"
+    )
+    progress = "bernmf fit: mm K=2, iteration 40\n"
+    stderr = progress + runtime + error
+    assert launch_module.passed_on(stderr, 1, debug=False) == progress + error
+    assert launch_module.passed_on(stderr, 1, debug=True) == stderr
+    crash = "Traceback (most recent call last):\n  ...\nRuntimeError: a bug\n"
+    assert launch_module.passed_on(runtime + crash, 1, debug=False) == runtime + crash
+    assert launch_module.passed_on(progress, 0, debug=False) == progress

@@ -114,7 +114,7 @@ def fit_command(args) -> int:
         child.wait()
         raise
     if child.returncode >= 0:
-        sys.stderr.write(stderr.decode(errors="replace"))
+        sys.stderr.write(passed_on(stderr.decode(errors="replace"), child.returncode, args.debug))
         return child.returncode
     reason = [line for line in stderr.decode(errors="replace").splitlines() if "Status:" in line]
     why = reason[0].split("Status:", 1)[1].strip()[:300] if reason else "no reason given"
@@ -125,6 +125,18 @@ def fit_command(args) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+def passed_on(stderr: str, returncode: int, debug: bool) -> str:
+    """What of the child's ``stderr`` the command writes: all of it, unless the child
+    failed with its own one-line error (``bernmf: error: ...``, not ``--debug``); then
+    only bernmf's lines (the error, warnings, progress). JAX's runtime may log the same
+    lost peer from its C++ threads (``E1127 ... coordination_service_agent.cc ...``, a
+    dozen lines) just before the child's error is written."""
+    lines = stderr.splitlines(keepends=True)
+    if debug or returncode == 0 or not any(x.startswith("bernmf: error: ") for x in lines):
+        return stderr
+    return "".join(x for x in lines if x.startswith("bernmf"))
 
 
 def part() -> None:
