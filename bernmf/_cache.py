@@ -34,6 +34,8 @@ import os
 import warnings
 from pathlib import Path
 
+from bernmf._warnings import warn
+
 CACHE_VARIABLE = "BERNMF_CACHE_DIR"
 """Environment variable that moves bernmf's cache folder."""
 
@@ -108,7 +110,7 @@ def _warn_once_when_compiling(folder: Path) -> None:
     def listen(event: str, **kwargs) -> None:
         if event == "/jax/compilation_cache/cache_misses" and not told:
             told.append(event)
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            warn(message, RuntimeWarning)
 
     warnings.filterwarnings("ignore", "Error writing persistent compilation cache entry")
     jax.monitoring.register_event_listener(listen)

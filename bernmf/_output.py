@@ -39,7 +39,6 @@ import re
 import secrets
 import shutil
 import socket
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from bernmf import _interrupt as interrupt
+from bernmf._warnings import warn
 
 NON_FINITE = {math.inf: "inf", -math.inf: "-inf"}
 """The strings by which :func:`to_json` writes the floats that JSON has no number for
@@ -276,24 +276,22 @@ def clean_leftovers(folder) -> None:
         path, target = folder / name, folder / match["name"]
         if match["kind"] == "tmp":
             interrupt.remove(path)
-            warnings.warn(f"removed {path}, left by a killed bernmf process", stacklevel=3)
+            warn(f"removed {path}, left by a killed bernmf process")
             continue
         cut = len(os.fsencode(name)) >= _name_max(folder) - 3  # the name may have been cut
         if not cut and path.is_dir() and not path.is_symlink():
             try:
                 _publish(path, target)
-                warnings.warn(
+                warn(
                     f"put {target} back: a bernmf process killed while replacing it (--force) "
-                    f"had set it aside as {name}",
-                    stacklevel=3,
+                    f"had set it aside as {name}"
                 )
                 continue
             except OSError:
                 pass
-        warnings.warn(
+        warn(
             f"{path} is a folder that a bernmf process killed while replacing {target} "
-            "(--force) had set aside: the former results; remove it if they are not needed",
-            stacklevel=3,
+            "(--force) had set aside: the former results; remove it if they are not needed"
         )
 
 

@@ -17,7 +17,6 @@ import dataclasses
 import functools
 import math
 import os
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bernmf import _warnings
 from bernmf.models.spec import Prior, log_joint, probability
 from bernmf.posterior.convergence import (
     CHUNK_VALUES,
@@ -463,12 +463,10 @@ def diagnostics(
     table = _table(rhat, ess_bulk, ess_tail, chains, seconds)
     worst = table.loc["WH", "rhat_max"]
     if warn and (worst > RHAT_WARN or divergences):
-        warnings.warn(
+        _warnings.warn(
             f"posterior of engine {fit.engine!r} may not have converged: max R-hat(WH) = "
             f"{worst:.3f} (share <= {RHAT_WARN}: {table.loc['WH', 'share_rhat_le_1.01']:.3f}), "
-            f"{divergences} divergent transition(s)",
-            UserWarning,
-            stacklevel=2,
+            f"{divergences} divergent transition(s)"
         )
     return Diagnostics(
         table=table,

@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import csv
 import itertools
-import warnings
 
 import numpy as np
 import pandas as pd
 
+from bernmf._warnings import warn
 from bernmf.data.files import streams
 
 __all__ = [
@@ -304,12 +304,10 @@ def write_csv(frame: pd.DataFrame, path, *, index: bool = True) -> None:
     """
     formulas = _formula_cells(frame, index)
     if len(formulas):
-        warnings.warn(
+        warn(
             f"{path}: {len(formulas)} text cell(s) start with =, +, -, @, a tab or a carriage "
             f"return, e.g. {formulas[0]!r:.60}; they are written as they are, quoted, but Excel "
-            "and Google Sheets may run them as formulas: import the file with its columns as text",
-            UserWarning,
-            stacklevel=2,
+            "and Google Sheets may run them as formulas: import the file with its columns as text"
         )
     frame.to_csv(path, index=index, quoting=csv.QUOTE_NONNUMERIC)
 
