@@ -250,20 +250,26 @@ def test_margins_are_in_nats_with_a_paired_bootstrap_sd_not_the_seeds():
     assert "sd of the seeds" not in " ".join(said)
 
 
-def test_no_advice_is_drawn_from_inf_validation_scores(small, monkeypatch):
-    """Every em rank rules a validation entry out: nothing chosen, no edge, no advice."""
+def _em_report_scored(small, monkeypatch, rescore):
+    """The report of em at ranks 2, 3, 5 on ``small``, its comparison's validation
+    perplexities replaced by ``rescore(summary)``."""
     real = report.compare
 
-    def ruled_out(*args, **kwargs):
+    def rescored(*args, **kwargs):
         comparison = real(*args, **kwargs)
-        summary = comparison.summary.assign(perplexity=np.inf)
+        summary = comparison.summary.assign(perplexity=rescore(comparison.summary))
         return dataclasses.replace(comparison, summary=summary)
 
-    monkeypatch.setattr(report, "compare", ruled_out)
-    result = report.run(
+    monkeypatch.setattr(report, "compare", rescored)
+    return report.run(
         {"small": small}, ["em"], ranks=(2, 3, 5), shared_rank=3, seeds=[0], ensembles=(),
         progress=False,
     )  # fmt: skip
+
+
+def test_no_advice_is_drawn_from_inf_validation_scores(small, monkeypatch):
+    """Every em rank rules a validation entry out: nothing chosen, no edge, no advice."""
+    result = _em_report_scored(small, monkeypatch, lambda summary: np.inf)
     chosen = result.chosen.iloc[0]
     assert (chosen["rank"], chosen["edge"], chosen["finite"]) == (3, "", "")
     said = " ".join(report.findings(result)["small"])
@@ -274,21 +280,11 @@ def test_no_advice_is_drawn_from_inf_validation_scores(small, monkeypatch):
 def test_no_edge_is_flagged_when_one_rank_alone_scores_finitely(small, monkeypatch):
     """K = 2 alone is finite: it is chosen, but "a smaller rank may do better" would rest
     on the inf scores of 3 and 5."""
-    real = report.compare
 
-    def larger_ranks_ruled_out(*args, **kwargs):
-        comparison = real(*args, **kwargs)
-        summary = comparison.summary
-        summary = summary.assign(
-            perplexity=summary["perplexity"].where(summary["rank"] == 2, np.inf)
-        )
-        return dataclasses.replace(comparison, summary=summary)
+    def only_rank_2(summary):
+        return summary["perplexity"].where(summary["rank"] == 2, np.inf)
 
-    monkeypatch.setattr(report, "compare", larger_ranks_ruled_out)
-    result = report.run(
-        {"small": small}, ["em"], ranks=(2, 3, 5), shared_rank=3, seeds=[0], ensembles=(),
-        progress=False,
-    )  # fmt: skip
+    result = _em_report_scored(small, monkeypatch, only_rank_2)
     chosen = result.chosen.iloc[0]
     assert (chosen["rank"], chosen["edge"], chosen["finite"]) == (2, "", "2")
     said = " ".join(report.findings(result)["small"])
