@@ -47,3 +47,13 @@ def animals() -> pd.DataFrame:
 def animals_split() -> np.ndarray:
     """The paper's split of animals: 2 = train, 1 = validation, 0 = test."""
     return np.loadtxt(shared_file("reference", "animals_split_seed12345.csv"), delimiter=",")
+
+
+@pytest.fixture(scope="session")
+def small_csv(tmp_path_factory):
+    """A CSV file of a random 30 x 20 binary matrix, with row and column labels: a small
+    DATA for tests that run the ``bernmf`` command in a subprocess."""
+    Y = (np.random.default_rng(0).random((30, 20)) < 0.3).astype(int)
+    path = tmp_path_factory.mktemp("data") / "y.csv"
+    pd.DataFrame(Y).to_csv(path)
+    return path

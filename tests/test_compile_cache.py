@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from bernmf import _cache
@@ -157,13 +155,13 @@ def unwritable(tmp_path):
     folder.chmod(0o755)
 
 
-def test_a_folder_that_cannot_be_written_is_one_warning_line(unwritable, data_csv):
+def test_a_folder_that_cannot_be_written_is_one_warning_line(unwritable, small_csv):
     """A CLI fit wrote 14 lines, one per program JAX could not save."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BERNMF_", "JAX_"))}
     env |= {"BERNMF_COMPILE_CACHE": str(unwritable)}
     out = unwritable.parent / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "bernmf", "fit", str(data_csv), "--rank", "2", "--out", str(out)],
+        [sys.executable, "-m", "bernmf", "fit", str(small_csv), "--rank", "2", "--out", str(out)],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -172,14 +170,6 @@ def test_a_folder_that_cannot_be_written_is_one_warning_line(unwritable, data_cs
         f"bernmf: warning: the compilation cache {unwritable} cannot be written: programs are "
         "loaded from it, but new ones are compiled again by every process"
     ]
-
-
-@pytest.fixture(scope="module")
-def data_csv(tmp_path_factory):
-    Y = (np.random.default_rng(0).random((30, 20)) < 0.3).astype(int)
-    path = tmp_path_factory.mktemp("data") / "y.csv"
-    pd.DataFrame(Y).to_csv(path)
-    return path
 
 
 def test_a_damaged_entry_is_written_again(tmp_path):

@@ -18,22 +18,12 @@ import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
 
 LIMIT = 5.0
 """Seconds from SIGINT to the end of the process (the target of issue 37)."""
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    Y = (np.random.default_rng(0).random((30, 20)) < 0.3).astype(int)
-    path = tmp_path_factory.mktemp("data") / "y.csv"
-    pd.DataFrame(Y).to_csv(path)
-    return path
 
 
 def command(*arguments, options=()) -> subprocess.Popen:
@@ -80,12 +70,12 @@ def assert_interrupted(process, seconds, lines, folder: Path):
     assert list(folder.iterdir()) == []
 
 
-def test_at_start_up(data, tmp_path):
+def test_at_start_up(small_csv, tmp_path):
     """During the imports (about a second, which printed 20 lines of traceback)."""
     folder = tmp_path / "results"
     folder.mkdir()
     process = command(
-        "fit", data, "--rank", 2, "--out", folder / "out", options=("-X", "importtime")
+        "fit", small_csv, "--rank", 2, "--out", folder / "out", options=("-X", "importtime")
     )
     lines = read_until(process, lambda line: "bernmf._interrupt" in line)  # installed
     seconds, lines = interrupt(process, lines)
@@ -93,14 +83,14 @@ def test_at_start_up(data, tmp_path):
     assert_interrupted(process, seconds, lines, folder)
 
 
-def test_inside_a_compiled_fit(data, tmp_path):
+def test_inside_a_compiled_fit(small_csv, tmp_path):
     """In a fit's compiled loop, where the main thread cannot take the signal (it waited
     for the fit to end: 58 s on a 5069 x 5069 matrix). The heartbeat's line, after 10 s
     without output, shows the loop's iterations."""
     folder = tmp_path / "results"
     folder.mkdir()
     process = command(
-        "fit", data, "--rank", 2, "--max-iter", 1_000_000, "--tol", 0, "--out", folder / "out"
+        "fit", small_csv, "--rank", 2, "--max-iter", 1_000_000, "--tol", 0, "--out", folder / "out"
     )
     lines = read_until(process, lambda line: "iteration" in line)
     seconds, lines = interrupt(process, lines)
@@ -108,14 +98,14 @@ def test_inside_a_compiled_fit(data, tmp_path):
 
 
 @pytest.mark.parametrize("force", [False, True])
-def test_while_the_results_are_written(data, tmp_path, force):
+def test_while_the_results_are_written(small_csv, tmp_path, force):
     """Once the temporary folder appears; with --force the old folder stays as it was."""
     folder = tmp_path / "results"
     (folder / "out").mkdir(parents=True)
     (folder / "out" / "old.txt").write_text("old")
     options = ["--force"] if force else []
     out = folder / ("out" if force else "new")
-    process = command("fit", data, "--rank", 2, "--max-iter", 5, *options, "--out", out)
+    process = command("fit", small_csv, "--rank", 2, "--max-iter", 5, *options, "--out", out)
     deadline = time.monotonic() + 120
     while not any(p.suffix == ".tmp" for p in folder.iterdir()):
         assert process.poll() is None and time.monotonic() < deadline
