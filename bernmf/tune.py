@@ -8,8 +8,9 @@ Every engine goes through the one runner of settings x seeds
 priors and seeds, one after the other on a CPU, vmapped on an accelerator), so a fit of the
 grid equals ``bernmf.fit(Y, "mm", rank, mask=mask, prior=Prior(alpha, beta, gamma),
 seed=seed)`` to rounding; an engine without a prior (``em``, ``logsvd``, ``logpca``) is
-fitted once per rank and seed. A best rank at the edge of the grid is said, and with
-``extend`` the grid grows in that direction while the validation perplexity improves.
+fitted once per rank and seed. The grid is one :func:`bernmf.fitting.sweep.sweep`: a best
+rank, alpha or beta at the edge of the grid is said, and with ``extend`` the grid grows in
+that direction while the validation perplexity improves.
 
 Examples
 --------
@@ -32,15 +33,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bernmf._progress import say, working_on
+from bernmf._progress import working_on
 from bernmf.data.budget import check_fit_bytes
 from bernmf.data.observed import as_observed, check_count, check_rank, check_seed
 from bernmf.fitting.ensemble import MAX_RESTARTS
 from bernmf.fitting.plan import held_out_entries
-from bernmf.fitting.runner import Scored, fit_settings
-from bernmf.fitting.search import check_engines, run_options
+from bernmf.fitting.runner import Scored
+from bernmf.fitting.search import check_engines
 from bernmf.fitting.stack import stack
 from bernmf.fitting.stacking import entries_lpd
+from bernmf.fitting.sweep import EngineGrid, engine_options, grid_priors, sweep
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
@@ -75,9 +77,9 @@ scored 0.4119 there, and 0.1018 on paleo against 0.1105 from 1 (the paper's spli
 2026-11-27)."""
 
 EXTENSIONS = 2
-"""Ranks that ``bernmf tune`` adds at most, per engine, beyond the edge of its grid where the
-best rank lies (``--extend``); :func:`grid`'s default is 0, so that a study's grid stays the
-one it names."""
+"""Ranks (and alphas, and betas) that ``bernmf tune`` adds at most, per engine, beyond the edge
+of its grid where the best one lies (``--extend``); :func:`grid`'s default is 0, so that a
+study's grid stays the one it names."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ def _values(name: str, values) -> list[float]:
 
 def _engine_options(chosen: Sequence[Engine], options: dict) -> dict[str, dict]:
     """Each engine's options: those of ``options`` it declares, its defaults for the others
-    (:func:`bernmf.fitting.search.run_options`); TypeError for an option none declares."""
+    (:func:`bernmf.fitting.sweep.engine_options`); TypeError for an option none declares."""
     declared = {key for engine in chosen for key in engine.options}
     unknown = sorted(set(options) - declared)
     if unknown:
@@ -156,9 +158,8 @@ def _engine_options(chosen: Sequence[Engine], options: dict) -> dict[str, dict]:
             f"the engines tuned ({names}) do not take option(s) {unknown}; "
             f"their options: {sorted(declared)}"
         )
-    return {
-        e.name: run_options(e, {k: v for k, v in options.items() if k in e.options}) for e in chosen
-    }
+    return {e.name: engine_options(e, {k: v for k, v in options.items() if k in e.options})
+            for e in chosen}  # fmt: skip
 
 
 def _score(value) -> float:
@@ -228,9 +229,12 @@ def grid(
     extend : int, default 0
         When an engine's best rank is the largest of its grid (below min(M, N)), or the
         smallest (above 1), fit up to this many ranks beyond it, each twice (or half)
-        the last, while each improves that engine's best validation perplexity. With
-        0 (or a grid of one rank), an edge is only said (:attr:`Tuning.notes`).
-        ``bernmf tune`` extends by :data:`EXTENSIONS`.
+        the last, while each improves that engine's best validation perplexity; the same
+        for a best alpha or beta at the edge of two or more values (at the best rank: the
+        largest doubled, the smallest moved halfway to 1, where H would reach 0 and 1). With
+        0 (or a grid of one value), an edge is only said (:attr:`Tuning.notes`).
+        ``bernmf tune`` extends by :data:`EXTENSIONS`
+        (:func:`bernmf.fitting.sweep.rank_edges`, :func:`~bernmf.fitting.sweep.prior_edges`).
     batch_size, workers
         See :func:`bernmf.inference.mm.run_many`.
     progress : bool, default True
@@ -278,80 +282,56 @@ def grid(
     settings = [Prior(a, b, gamma) for a in alphas for b in betas]
     limit = min(data.shape)
     top = min(max(ranks) * 2**extend, max(limit, max(ranks)))  # the largest rank it may fit
-    for engine in chosen:
+    batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
+    grids = [
+        EngineGrid(
+            e.name, tuple(ranks), tuple(settings) if e.takes_prior else None, batching=batching
+        )
+        for e in chosen
+    ]
+    for engine, one in zip(chosen, grids, strict=True):
         for rank in ranks:
-            _priors(engine, settings, rank)  # checked
-        count = len(_priors(engine, settings, 1)) * restarts
+            grid_priors(one, engine, rank)  # checked
+        count = len(grid_priors(one, engine, 1)) * restarts
         what = f"{count} fits of {'alphas x betas x ' * engine.takes_prior}restarts={restarts}"
         check_fit_bytes(chosen_options[engine.name], count, data.shape, top, what)
     seeds = [seed + r for r in range(restarts)]
-    batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
-    rows, ensembles, timings, everyone, notes = [], [], {}, [], []
+    swept = sweep(grids, data, held_out, seeds, options=chosen_options, extend=extend,
+                  progress=progress, stream=stream)  # fmt: skip
+    rows, ensembles, timings, everyone = [], [], {}, []
     single = combine in (None, "stack")  # best: the single fit of lowest validation perplexity
     best = {"score": np.inf, "factors": None}
-
-    def fit_rank(engine: Engine, rank: int) -> float:
-        """Fit every setting x seed of ``engine`` at ``rank``, add its rows; its best score."""
-        label = f"{engine.name} K={rank}"
-        priors = _priors(engine, settings, rank)
-        count = len(priors) * restarts
-        working_on(f"{label}, {count} fit{'s' * (count > 1)}")
-        fitted = fit_settings(
-            engine, data, rank, priors, seeds, chosen_options[engine.name], held_out,
-            label=label, stream=stream, **batching,
-        )  # fmt: skip
+    for setting in swept.settings:
+        engine, rank, fitted = setting.engine, setting.rank, setting.members
         everyone.extend(fitted)
         spent = timings.setdefault(rank, dict.fromkeys(TIMINGS, 0.0))
         for key in TIMINGS:
             spent[key] += float(sum(m.fit.timings.get(key, 0.0) for m in fitted))
-        scores = []
+        alpha, beta = _prior_values(setting.prior)
+        prior_gamma = gamma if setting.prior is not None else np.nan
         for m in fitted:
             fit, score = m.fit, m.validation_perplexity
-            alpha, beta = _prior_values(m.prior)
             rows.append(
                 (
-                    engine.name, rank, alpha, beta, gamma if m.prior is not None else np.nan,
-                    fit.seed, fit.n_iter, fit.extras.get("sweeps", fit.n_iter), fit.converged,
-                    fit.timings["run"], score,
+                    engine.name, rank, alpha, beta, prior_gamma, fit.seed, fit.n_iter,
+                    fit.extras.get("sweeps", fit.n_iter), fit.converged, fit.timings["run"],
+                    score,
                 )
             )  # fmt: skip
-            if single:
-                scores.append(_score(score))
-                if _score(score) < best["score"]:
-                    best.update(score=_score(score), factors=(fit.W, fit.H))
-        for start in range(0, len(fitted), restarts) if not single else ():
-            group = [m.fit for m in fitted[start : start + restarts]]
-            member = min(group, key=lambda f: _score(engine.score(f)))
-            mixed = np.mean([f.probs_at(rows_at, columns_at) for f in group], axis=0)
-            picked = member.probs_at(rows_at, columns_at)
-            score = float(-entries_lpd(y, mixed if combine == "mean" else picked).mean())
-            alpha, beta = _prior_values(fitted[start].prior)
-            prior_gamma = gamma if fitted[start].prior is not None else np.nan
-            ensembles.append((engine.name, rank, alpha, beta, prior_gamma, restarts, member.seed,
-                              score))  # fmt: skip
-            scores.append(_score(score))
-            if _score(score) < best["score"]:
-                best.update(score=_score(score), factors=(member.W, member.H))
-        if progress:
-            done = pd.DataFrame(rows[-len(fitted) :], columns=COLUMNS)
-            first = done.loc[done["validation_perplexity"].fillna(np.inf).idxmin()]
-            at = "" if pd.isna(first["alpha"]) else (
-                f" at alpha={first['alpha']:g}, beta={first['beta']:g}"
-            )  # fmt: skip
-            run, compiled = (sum(m.fit.timings.get(k, 0.0) for m in fitted) for k in TIMINGS)
-            say(
-                True,
-                f"{label}: {len(fitted)} fit{'s' * (len(fitted) > 1)} in {run:.1f} s (compile "
-                f"{compiled:.1f} s), {int(done['sweeps'].sum())} sweeps; best validation "
-                f"perplexity {first['validation_perplexity']:.4f}{at}",
-                stream,
-            )
-        return min(scores)
-
-    for engine in chosen:
-        scores = {rank: fit_rank(engine, rank) for rank in ranks}
-        notes += _edges(engine.name, scores, limit, extend, lambda k, e=engine: fit_rank(e, k),
-                        progress, stream)  # fmt: skip
+            if single and _score(score) < best["score"]:
+                best.update(score=_score(score), factors=(fit.W, fit.H))
+        if single:
+            continue
+        group = [m.fit for m in fitted]
+        member = min(group, key=lambda f: _score(engine.score(f)))
+        mixed = np.mean([f.probs_at(rows_at, columns_at) for f in group], axis=0)
+        picked = member.probs_at(rows_at, columns_at)
+        score = float(-entries_lpd(y, mixed if combine == "mean" else picked).mean())
+        ensembles.append((engine.name, rank, alpha, beta, prior_gamma, restarts, member.seed,
+                          score))  # fmt: skip
+        if _score(score) < best["score"]:
+            best.update(score=_score(score), factors=(member.W, member.H))
+    notes = swept.notes
     table = pd.DataFrame(rows, columns=COLUMNS)
     ensemble_columns = ["engine", "rank", "alpha", "beta", "gamma", "members", "seed"]
     ensemble_table = (
@@ -360,13 +340,6 @@ def grid(
         else pd.DataFrame(ensembles, columns=[*ensemble_columns, "validation_perplexity"])
     )
     scored = table if single else ensemble_table
-    for engine in chosen if len(alphas) > 1 or len(betas) > 1 else ():
-        own = scored[scored["engine"] == engine.name]
-        if engine.takes_prior and np.isfinite(own["validation_perplexity"]).any():
-            at = own.loc[own["validation_perplexity"].fillna(np.inf).idxmin()]
-            for line in _prior_edges(engine.name, at, {"alpha": alphas, "beta": betas}):
-                notes.append(line)
-                say(progress, line, stream)
     first = scored.loc[scored["validation_perplexity"].fillna(np.inf).idxmin()]
     chosen_row = {
         "engine": str(first["engine"]),
@@ -395,83 +368,8 @@ def grid(
     )
 
 
-def _priors(engine: Engine, settings: list[Prior], rank: int) -> list[Prior | None]:
-    """The grid's priors of ``engine`` at ``rank``, checked and broadcast; [None] (its one
-    setting) for an engine without a prior."""
-    if not engine.takes_prior:
-        return [None]
-    return [engine.prior_for(p, rank) for p in settings]
-
-
 def _prior_values(prior: Prior | None) -> tuple[float, float]:
     """(alpha, beta) of a broadcast prior; NaN for none."""
     if prior is None:
         return np.nan, np.nan
     return float(prior.alpha[0]), float(prior.beta[0])
-
-
-def _prior_edges(name: str, best, grids: dict[str, list[float]]) -> list[str]:
-    """Lines saying where the ``best`` row's alpha or beta is the largest of its grid of two or
-    more values, or the smallest above 1 (no fit is added: toward 1 lies the flat prior, whose
-    H reaches 0 and 1, and below it no prior of mm)."""
-    lines = []
-    for which, values in grids.items():
-        value, rank = best[which], int(best["rank"])
-        if len(set(values)) < 2:
-            continue
-        if value == max(values):
-            more = "larger values"
-        elif value == min(values) and value > 1:
-            more = "smaller values above 1"
-        else:
-            continue
-        edge = "largest" if value == max(values) else "smallest"
-        lines.append(
-            f"{name}: the best {which}={value:g} (K={rank}) is the {edge} of the grid's; "
-            f"{more} may do better"
-        )
-    return lines
-
-
-def _edges(name, scores: dict, limit: int, extend: int, fit_rank, progress, stream) -> list[str]:
-    """Say where an engine's best rank lies at an edge of its grid of two or more ranks,
-    and fit up to ``extend`` ranks beyond it (doubling, or halving, the last) while each
-    improves the best score; ``scores`` (rank -> best validation perplexity) grows with
-    them. Returns the lines said."""
-    lines = []
-    best = min(scores, key=scores.get)
-    largest = best == max(scores) and best < limit
-    smallest = best == min(scores) and best > 1
-    if len(scores) < 2 or not (largest or smallest) or not np.isfinite(scores[best]):
-        return lines  # no edge, or no advice from inf scores
-    edge = "largest" if largest else "smallest"
-
-    def tell(line: str) -> None:
-        lines.append(line)
-        say(progress, line, stream)
-
-    if not extend:
-        more = "larger" if largest else "smaller"
-        tell(f"{name}: the best rank K={best} is the {edge} of the grid; {more} ranks may do "
-             "better (extend the grid)")  # fmt: skip
-        return lines
-    previous = None
-    for _ in range(extend):
-        new = min(2 * best, limit) if largest else max(1, best // 2)
-        was = f"the best rank K={best} is the {edge} of the grid" if previous is None else (
-            f"K={best} improved on K={previous}"
-        )  # fmt: skip
-        tell(f"{name}: {was}; fitting K={new}")
-        scores[new] = fit_rank(new)
-        if not scores[new] < scores[best]:
-            tell(f"{name}: K={new} did not improve on K={best} ({scores[new]:.4f} against "
-                 f"{scores[best]:.4f}); the best rank stays K={best}")  # fmt: skip
-            return lines
-        previous, best = best, new
-        if best in (1, limit):
-            tell(f"{name}: K={best} is the best, at the end of the ranks (min(M, N) = {limit})"
-                 if best == limit else f"{name}: K=1 is the best, the smallest rank")  # fmt: skip
-            return lines
-    tell(f"{name}: K={best} is the best and still at the edge after {extend} added rank"
-         f"{'s' * (extend > 1)}: give {'larger' if largest else 'smaller'} ranks")  # fmt: skip
-    return lines

@@ -14,6 +14,7 @@ from bernmf.data.split import random_split
 from bernmf.fitting import search as search_module
 from bernmf.fitting.search import search
 from bernmf.fitting.stack import members_table
+from bernmf.fitting.sweep import Budget
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ def test_a_given_validation_is_what_the_stack_is_weighed_on(small):
 def test_steps_over_the_budget_are_left_out_and_said_so(small, monkeypatch, capsys):
     _, observed, _ = small
     # every estimate after an engine's probe is a day: only the probes run
-    monkeypatch.setattr(search_module._Clock, "estimate", lambda *args, **kwargs: 86400.0)
+    monkeypatch.setattr(Budget, "estimate", lambda *args, **kwargs: 86400.0)
     result = search(observed, budget=600)
     record = result.extras["search"]
     assert {(f["engine"], f["rank"]) for f in record["fitted"]} == {("mm", 2), ("logsvd", 2)}

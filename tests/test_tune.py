@@ -14,7 +14,7 @@ import bernmf
 from bernmf import _progress, tune
 from bernmf.data.observed import as_observed
 from bernmf.data.split import random_split
-from bernmf.fitting import runner
+from bernmf.fitting import runner, sweep
 from bernmf.inference import get_engine, mm
 from bernmf.inference._compile import cache_size
 
@@ -250,7 +250,7 @@ def test_a_best_rank_at_the_top_of_the_grid_is_said_and_extended():
 
 
 def test_a_best_rank_inside_the_grid_or_one_rank_is_no_edge():
-    from bernmf.tune import _edges
+    from bernmf.fitting.sweep import rank_edges as _edges
 
     fitted = []
     assert _edges("mm", {2: 0.5, 4: 0.4, 8: 0.45}, 50, 2, fitted.append, False, None) == []
@@ -263,20 +263,36 @@ def test_a_best_rank_inside_the_grid_or_one_rank_is_no_edge():
     assert not fitted
 
 
-def test_a_best_alpha_or_beta_at_the_edge_of_its_grid_is_said():
-    from bernmf.tune import _prior_edges
+def test_a_best_alpha_or_beta_at_the_edge_of_its_grid_is_said_and_extended():
+    from bernmf.fitting.sweep import prior_edges
 
-    best = pd.Series({"rank": 4, "alpha": 3.0, "beta": 1.5})
-    grids = {"alpha": [1.2, 2.0, 3.0], "beta": [1.2, 1.5, 2.0]}
-    assert _prior_edges("mm", best, grids) == [
+    def said(which, value, values, extend=0, fit=None):
+        return prior_edges("mm", which, value, 4, 0.4, values, 1.0, extend, fit, False, None)
+
+    assert said("alpha", 3.0, [1.2, 2.0, 3.0]) == [
         "mm: the best alpha=3 (K=4) is the largest of the grid's; larger values may do better"
     ]
-    assert _prior_edges("mm", best, {"alpha": [3.0], "beta": [1.5, 2.0]}) == [
+    assert said("beta", 1.5, [1.5, 2.0]) == [
         "mm: the best beta=1.5 (K=4) is the smallest of the grid's; smaller values above 1 may "
         "do better"
     ]
-    flat = pd.Series({"rank": 4, "alpha": 1.0, "beta": 2.0})  # no advice below alpha = 1
-    assert _prior_edges("mm", flat, {"alpha": [1.0, 1.5], "beta": [1.5, 2.0, 3.0]}) == []
+    assert said("alpha", 1.0, [1.0, 1.5]) == []  # no advice at the flat prior's 1
+    assert said("beta", 2.0, [1.5, 2.0, 3.0]) == []  # inside
+    tried = []
+
+    def fit(value):
+        tried.append(value)
+        return {6.0: 0.35, 12.0: 0.36}[value]
+
+    lines = said("alpha", 3.0, [1.2, 3.0], extend=3, fit=fit)
+    assert tried == [6.0, 12.0]  # doubled while it improved
+    assert lines[-1] == (
+        "mm: alpha=12 did not improve on alpha=6 (0.3600 against 0.3500); it stays 6"
+    )
+    tried.clear()
+    lines = said("beta", 1.2, [1.2, 2.0], extend=1, fit=lambda v: tried.append(v) or 0.3)
+    assert tried == [pytest.approx(1.1)]  # halfway to 1, where H would reach 0 and 1
+    assert lines[-1] == "mm: beta=1.1 is the best and still at the edge after 1 added value"
 
 
 def test_progress_names_the_phase_that_runs_stacking_included(monkeypatch):
@@ -290,7 +306,7 @@ def test_progress_names_the_phase_that_runs_stacking_included(monkeypatch):
 
         return call
 
-    monkeypatch.setattr(tune, "fit_settings", watched(tune.fit_settings))
+    monkeypatch.setattr(sweep, "fit_settings", watched(sweep.fit_settings))
     monkeypatch.setattr(tune, "stack", watched(tune.stack))
     tune.grid(
         Y, [2, 3], mask=split.train, validation=split.validation, engines=["mm", "logsvd"],
@@ -304,7 +320,7 @@ def test_progress_names_the_phase_that_runs_stacking_included(monkeypatch):
 
 def test_unknown_engines_options_and_priors_without_a_taker_fail_before_any_fit(monkeypatch):
     monkeypatch.setattr(runner, "fit_settings", lambda *a, **k: pytest.fail("a fit ran"))
-    monkeypatch.setattr(tune, "fit_settings", lambda *a, **k: pytest.fail("a fit ran"))
+    monkeypatch.setattr(sweep, "fit_settings", lambda *a, **k: pytest.fail("a fit ran"))
     Y, split = small_problem(13)
     common = {"mask": split.train, "validation": split.validation}
     with pytest.raises(ValueError, match="unknown engine 'nope'"):

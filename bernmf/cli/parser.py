@@ -107,7 +107,9 @@ Writes fits.csv (every fit), summary.csv, summary.json, perplexity.png.""",
 Engines that take a prior (mm) are fitted at every --alphas x --betas; the others (em,
 logsvd, logpca) once per rank and seed. An engine whose best rank is the largest of --ranks
 (or the smallest) gets up to --extend ranks beyond it (twice, or half, the last) while they
-improve its validation perplexity; the lines saying so are also in summary.json ("notes").
+improve its validation perplexity, and so does a best alpha or beta at the edge of two or
+more values (the largest doubled, the smallest moved halfway to 1); the lines saying so are
+also in summary.json ("notes").
 
 --split: codes 2 = train, 1 = validation, 0 = test, one per entry of DATA: a CSV like
 the paper's split files (no header, no row names; or labelled as DATA, any order),
@@ -305,8 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tune_parser.add_argument(
         "--extend", type=int, default=extend,
-        help="ranks added at most, per engine, beyond the grid's edge where the best rank lies, "
-        f"while they improve validation; 0: only say so ({extend})",
+        help="ranks (and alphas, betas) added at most, per engine, beyond the grid's edge where "
+        f"the best one lies, while they improve validation; 0: only say so ({extend})",
     )  # fmt: skip
     tune_parser.add_argument(
         "--combine",

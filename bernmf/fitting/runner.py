@@ -40,12 +40,19 @@ class Scored(NamedTuple):
     fit : Fit
     validation_perplexity : float or None
         ``fit.perplexity`` on the validation entries (None without them).
+    lpd : ndarray of shape (validation entries,), optional
+        The log score of each validation entry (row-major), whose mean is minus
+        ``validation_perplexity``.
+    cpu_seconds : float
+        The CPU seconds of its fit, where a sweep measured them (else NaN).
     """
 
     rank: int
     prior: Prior | None
     fit: Fit
     validation_perplexity: float | None
+    lpd: np.ndarray | None = None
+    cpu_seconds: float = float("nan")
 
 
 def fit_settings(
@@ -95,12 +102,13 @@ def fit_settings(
         fits = [f for p in priors for f in engine.run_members(data, rank, p, seeds, **options)]
     else:
         fits = [engine.run(data, rank, p, s, None, **options) for p, s in pairs]
-    scores = [None] * len(fits)
-    if held_out is not None:
-        scores = (-validation_lpd(fits, held_out).mean(axis=0)).tolist()
+    if held_out is None:
+        return [Scored(rank, prior, fit, None) for (prior, _), fit in zip(pairs, fits, strict=True)]
+    lpd = validation_lpd(fits, held_out)
+    scores = (-lpd.mean(axis=0)).tolist()
     return [
-        Scored(rank, prior, fit, score)
-        for (prior, _), fit, score in zip(pairs, fits, scores, strict=True)
+        Scored(rank, prior, fit, score, lpd[:, i])
+        for i, ((prior, _), fit, score) in enumerate(zip(pairs, fits, scores, strict=True))
     ]
 
 

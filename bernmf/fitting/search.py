@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from bernmf._progress import say, working_on
 from bernmf.data.observed import Observed, as_observed, check_real, check_seed
-from bernmf.fitting.runner import fit_settings
 from bernmf.fitting.stack import members_table, stack
+from bernmf.fitting.sweep import Budget, EngineGrid, sweep
 from bernmf.inference import Engine, available, get_engine
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
@@ -70,42 +69,6 @@ more add fits to stack more than they add to the stack's score)."""
 BEST_RANKS = 3
 """mm's ranks of best held-out perplexity on the ladder that the rounds of priors and seeds
 go to."""
-
-
-@dataclasses.dataclass
-class _Clock:
-    """Seconds since the search began, and what the last step of each engine took."""
-
-    begin: float = dataclasses.field(default_factory=time.perf_counter)
-    last: dict = dataclasses.field(default_factory=dict)
-    """Engine name -> (compile seconds, run seconds per fit, rank) of its last step."""
-    run: float = 0.0
-    """Run seconds of every fit so far (what the refits may cost again)."""
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.begin
-
-    def measured(self, engine: str, rank: int, fits: Sequence[Fit]) -> None:
-        compile_ = sum(f.timings.get("compile", 0.0) for f in fits)
-        run = sum(f.timings.get("run", 0.0) for f in fits)
-        self.last[engine] = (compile_, run / len(fits), rank)
-        self.run += run
-
-    def fits_in(self, estimate: float, budget: float) -> bool:
-        """Whether a step of ``estimate`` seconds, and the refits reserved for every step so
-        far and for it, end within :data:`FITTING_SHARE` of ``budget``."""
-        refits = REFIT_SHARE * (self.run + estimate)
-        return self.elapsed() + estimate + refits <= FITTING_SHARE * budget
-
-    def estimate(self, engine: str, rank: int, fits: int, new_rank: bool) -> float:
-        """Seconds for ``fits`` fits of ``engine`` at ``rank``: its last step's run seconds
-        per fit, scaled by count and rank (a fit's cost grows about linearly in K), and
-        its compile seconds again at a rank not compiled yet; 0 before the first step of
-        an engine (its lowest rank is its probe)."""
-        if engine not in self.last:
-            return 0.0
-        compile_, per_fit, at_rank = self.last[engine]
-        return compile_ * new_rank + per_fit * fits * max(rank / at_rank, 1.0)
 
 
 def _holdout(data: Observed, share: float, seed: int) -> np.ndarray:
@@ -186,7 +149,6 @@ def search(
     held_out = as_observed(Y, held, warn_empty=False)
     M, N = data.shape
     ranks = [k for k in RANKS if k <= min(M, N)] or [1]
-    clock = _Clock()
     say(
         progress,
         f"bernmf: searching {', '.join(e.name for e in chosen)} at ranks "
@@ -194,59 +156,21 @@ def search(
         f"{data.mask.sum()} observed entries held out to stack on",
         stream,
     )
-    fits: list[Fit] = []
-    fitted: list[dict] = []
-    left_out: list[dict] = []
-    stopped: set[str] = set()
-
-    def step(engine: Engine, rank: int, round_: int = 0) -> bool:
-        """Fit one engine at one rank with its default prior (round 0), or mm's priors and
-        more seeds (later rounds), if the estimate fits the budget; False when it does not
-        (a left-out rank is said so)."""
-        given = list(MM_PRIORS) if round_ else [None]  # None: the engine's default prior
-        priors = [engine.prior_for(p, rank) for p in given]
-        seeds = _seeds(seed, round_)
-        count = len(priors) * len(seeds)
-        estimate = clock.estimate(engine.name, rank, count, new_rank=round_ == 0)
-        probe = engine.name not in clock.last  # every engine is fitted at least once
-        if not probe and not clock.fits_in(estimate, budget):
-            if round_ == 0:
-                reason = f"about {estimate:.0f} s, over the budget"
-                left_out.append({"engine": engine.name, "rank": rank, "reason": reason})
-                say(progress, f"  left out {engine.name} K={rank} ({reason})", stream)
-            return False
-        working_on(f"{engine.name} K={rank}, {count} fits")
-        begin = time.perf_counter()
-        made = fit_settings(engine, train, rank, priors, seeds, run_options(engine), held_out)
-        seconds = time.perf_counter() - begin
-        clock.measured(engine.name, rank, [m.fit for m in made])
-        fits.extend(m.fit for m in made)
-        best = min(m.validation_perplexity for m in made)
-        fitted.append(
-            {"engine": engine.name, "rank": rank, "round": round_, "fits": count,
-             "seconds": seconds, "validation_perplexity": best}
-        )  # fmt: skip
-        more = f" (priors and seeds, round {round_})" if round_ else ""
-        say(
-            progress,
-            f"  {engine.name} K={rank}{more}: {count} fit{'s' * (count > 1)} in {seconds:.1f} s,"
-            f" best held-out perplexity {best:.4f}",
-            stream,
-        )
-        return True
-
-    for rank in ranks:
-        for engine in chosen:
-            if engine.name not in stopped and not step(engine, rank):
-                stopped.add(engine.name)  # its higher ranks cost more still
-    mm = [e for e in chosen if e.name == "mm"]
-    explored = sorted(
-        (f["validation_perplexity"], f["rank"]) for f in fitted if f["engine"] == "mm"
-    )
-    best_ranks = [rank for _, rank in explored[:BEST_RANKS]]
+    clock = Budget(budget, share=FITTING_SHARE, reserve=REFIT_SHARE, estimating=True)
+    common = {"budget": clock, "extend": None, "progress": progress, "stream": stream}
+    ladder = [EngineGrid(e.name, tuple(ranks)) for e in chosen]
+    swept = sweep(ladder, train, held_out, [seed], order="rank", **common)
+    left_out = list(swept.left_out)  # the rounds' are said, not listed: the ladder's ranks are
+    ladder_steps = len(swept.steps)
+    mm = [s for s in swept.steps if s["engine"] == "mm"]
+    best_ranks = [s["rank"] for s in sorted(mm, key=lambda s: s["validation_perplexity"])]
+    rounds = EngineGrid("mm", tuple(best_ranks[:BEST_RANKS]), MM_PRIORS)
     for round_ in range(1, MM_ROUNDS + 1 if mm else 0):
-        if not all(step(mm[0], rank, round_) for rank in best_ranks):
+        before = len(swept.left_out)
+        sweep([rounds], train, held_out, _seeds(seed, round_), into=swept, **common)
+        if len(swept.left_out) > before:
             break
+    fits = [m.fit for s in swept.settings for m in s.members]
     if not fits:
         raise ValueError(
             f"no fit of {', '.join(e.name for e in chosen)} fits in a budget of {budget:g} s"
@@ -257,25 +181,19 @@ def search(
     stacking = time.perf_counter() - begin
     record = {
         "budget": budget,
-        "seconds": clock.elapsed(),
+        "seconds": clock.spent(),
         "stack_seconds": stacking,
         "held_out_entries": int(held.sum()),
-        "fitted": fitted,
+        "fitted": [
+            {**s, "round": 0 if i < ladder_steps else 1 + (i - ladder_steps) // len(rounds.ranks)}
+            for i, s in enumerate(swept.steps)
+        ],
         "left_out": left_out,
     }
     result = dataclasses.replace(result, extras={**result.extras, "search": record})
     for line in summary(result):
         say(progress, line, stream)
     return result
-
-
-def run_options(engine: Engine, given: Mapping[str, Any] | None = None) -> dict:
-    """The engine's options, ``given`` or its defaults, but for its own progress bar (the
-    search and the tuning say what runs) and a sampler's chains (one a fit: each seed is a
-    member), unless ``given`` names them."""
-    quiet = {"progress": False} if "progress" in engine.options else {}
-    chains = {engine.seed_count: 1} if engine.seed_count is not None else {}
-    return engine.with_defaults({**quiet, **chains, **(given or {})})
 
 
 def _seeds(seed: int, round_: int) -> list[int]:

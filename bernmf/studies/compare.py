@@ -21,6 +21,7 @@ from bernmf.fitting import runner
 from bernmf.fitting.ensemble import check_combine
 from bernmf.fitting.plan import check_arguments, held_out_entries, plan
 from bernmf.fitting.stack import stack
+from bernmf.fitting.sweep import EngineGrid, sweep
 from bernmf.inference import get_engine
 from bernmf.models import Prior
 from bernmf.models.spec import describe_prior
@@ -175,23 +176,32 @@ def compare(
             raise ValueError("validation and test entries overlap; they must be disjoint")
     rows, kept = [], []
     with Progress("compare", len(runs), enabled=progress, stream=stream) as shown:
-        for engine, rank in dict.fromkeys((e, k) for e, k, _ in runs):
-            quiet = {"progress": False} if "progress" in get_engine(engine).options else {}
+
+        def fitter(engine, data, rank, given, seeds, swept_options, scored, **batching):
+            """A fit per seed as :func:`bernmf.fit` makes it, each a row (and a bar step)."""
+            name = engine.name
+            quiet = {"progress": False} if "progress" in engine.options else {}
             request = plan(
-                Y, engine, rank, mask=train, prior=priors.get(engine), seed=seeds[0],
-                **ensembles.get(engine, {}), options={**quiet, **options.get(engine, {})},
+                Y, name, rank, mask=train, prior=priors.get(name), seed=seeds[0],
+                **ensembles.get(name, {}), options={**quiet, **options.get(name, {})},
             )  # fmt: skip
-            for seed, member in zip(seeds, runner.runs(request, seeds, scored), strict=True):
+            made = runner.runs(request, seeds, scored)
+            for seed, member in zip(seeds, made, strict=True):
                 result = member.fit
-                row = fit_row(engine, rank, seed, member) | {"converged": result.converged}
+                row = fit_row(name, rank, seed, member) | {"converged": result.converged}
                 rows.append(row | (measure(result) if measure is not None else {}))
                 if keep or validation is not None:
                     kept.append(lightened(result))
                 seconds = np.nansum([result.timings.get(k, np.nan) for k in ("compile", "run")])
                 shown.update(
-                    result=f"{engine} K={rank} seed {seed}: perplexity "
+                    result=f"{name} K={rank} seed {seed}: perplexity "
                     f"{rows[-1]['perplexity']:.4f}, {result.n_iter} iterations, {seconds:.1f} s"
                 )
+            return made
+
+        grids = [EngineGrid(e, tuple(ranks)) for e in engines]  # priors and options: the fitter's
+        sweep(grids, as_observed(Y, train, warn_empty=False), scored, seeds, fitter=fitter,
+              extend=None, progress=False)  # fmt: skip
     for seed in seeds if validation is not None else ():
         chosen = [f for f, row in zip(kept, rows, strict=False) if row["seed"] == seed]
         groups = {STACKED_ALL: chosen, STACKED_MM: [f for f in chosen if f.engine == "mm"]}

@@ -37,12 +37,14 @@ from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.observed import as_observed, check_rank
 from bernmf.data.split import Split, paper_split, random_split
-from bernmf.fitting.ensemble import MODES_WARNING, combine_members, validation_lpd
+from bernmf.fitting import sweep
+from bernmf.fitting.ensemble import MODES_WARNING, combine_members
 from bernmf.fitting.modes import mode_prediction
 from bernmf.fitting.plan import held_out_entries
-from bernmf.fitting.runner import fit_settings
+from bernmf.fitting.runner import Scored
 from bernmf.fitting.stack import members_table, stack
 from bernmf.fitting.stacking import mixture_lpd
+from bernmf.fitting.sweep import Setting
 from bernmf.inference import Engine, get_engine
 from bernmf.models import Prior
 from bernmf.models.simulate import simulate
@@ -110,9 +112,6 @@ not mix``), the rule (``mean`` or ``chain stacking``), the chains' modes, the le
 of WH entries at R-hat <= 1.01 within a mode, that share across all chains, the largest
 nested R-hat (modes as superchains) and NUTS's divergent transitions."""
 
-WARMUP_SEED = 1_000_000
-"""With :attr:`Study.warmup`, the untimed first call of each rank fits seeds from here on."""
-
 FIT_COLUMNS = [
     "rank", "alpha", "beta", "gamma", "seed", "iterations", "sweeps", "converged", "seconds",
 ]  # fmt: skip
@@ -145,31 +144,23 @@ class Simulation:
 
 
 @dataclass(frozen=True)
-class Grid:
-    """One engine's settings: ranks x priors, with its options.
+class Grid(sweep.EngineGrid):
+    """One engine's settings (:class:`bernmf.fitting.sweep.EngineGrid`: engine, ranks, priors,
+    options, batching, name) with the studies' axes.
+
+    The engine may also be ``"mm-as-published"`` (:data:`published.ENGINE`); a sampler's
+    ``num_chains`` is set to the number of seeds.
 
     Attributes
     ----------
-    engine : str
-        A registered engine, or ``"mm-as-published"`` (:data:`published.ENGINE`).
-    ranks : tuple of int
-    priors : tuple of (alpha, beta, gamma), optional
-        None: the engine's default prior (or none, for an engine without one).
-    options : mapping
-        Engine options (:meth:`Engine.with_defaults`); a sampler's ``num_chains`` is set
-        to the number of seeds.
     choosing_options : mapping
         Over ``options`` for the fits at the study's ``choose_seed`` (e.g. float32 grids).
-    batching : mapping
-        For an engine that fits its settings in one call (``workers``, ``progress``, ...).
     deterministic : bool
         The fit does not depend on its seed (logsvd, logpca): fitted once, seed 0, a member
         of every seed set.
     members : int, optional
         Members per setting in every seed set, whatever the study's R (default: R, from
         the study's pool); its pool is ``members * seed_sets`` seeds.
-    name : str, optional
-        The label methods use (default: the engine's name).
     budgets : tuple of int
         The compute budgets b at which the grid is fitted: one more axis of the study
         (the table's ``budget``).
@@ -184,23 +175,12 @@ class Grid:
         at the MAP's tuned rank with its own prior tuned.
     """
 
-    engine: str
-    ranks: tuple[int, ...]
-    priors: tuple[tuple[float, float, float], ...] | None = None
-    options: Mapping = field(default_factory=dict)
     choosing_options: Mapping = field(default_factory=dict)
-    batching: Mapping = field(default_factory=dict)
     deterministic: bool = False
     members: int | None = None
-    name: str | None = None
     budgets: tuple[int, ...] = (1,)
     scaled: tuple[str, ...] = ()
     rank_from: str | None = None
-
-    @property
-    def label(self) -> str:
-        """The grid's name in the methods and tables."""
-        return self.name or self.engine
 
 
 @dataclass(frozen=True)
@@ -253,8 +233,8 @@ class Study:
         seed set is scored (each skip said in a progress line).
     warmup : bool
         The seeds fitted in calls of the fitting runner of one seed set's share each,
-        after an untimed such call at seeds from :data:`WARMUP_SEED`: CPU seconds then
-        exclude compiling.
+        after an untimed such call at seeds from :data:`bernmf.fitting.sweep.WARMUP_SEED`:
+        CPU seconds then exclude compiling.
     data_dir : str, optional
     """
 
@@ -351,12 +331,6 @@ class StudyResult(NamedTuple):
     reliability: pd.DataFrame | None = None
 
 
-class _Member(NamedTuple):
-    fit: Fit
-    lpd: np.ndarray  # (validation entries,)
-    cpu: float
-
-
 class _Data(NamedTuple):
     """One dataset of a study: its name, Y, split, training and validation entries (as the
     engines read them) and its truth (a simulation's W @ H, else None)."""
@@ -367,15 +341,6 @@ class _Data(NamedTuple):
     train: object
     held_out: object
     truth: np.ndarray | None
-
-
-class _Setting(NamedTuple):
-    grid: Grid
-    engine: Engine
-    rank: int
-    prior: Prior | None
-    members: list[_Member]  # one per pool seed (one for a deterministic grid)
-    budget: int | None = None  # the budget of its options; None: every budget of its grid
 
 
 def _check_chains(study: Study, method: Method) -> None:
@@ -471,51 +436,6 @@ def fit_row(fit: Fit, prior: Prior | None) -> dict:
     }
 
 
-def _fitted(grid, engine, train, held_out, rank, priors, seeds, options, stream, warmup):
-    """fit_settings of one rank, each member scored on validation, with its CPU seconds
-    (its call's, shared in proportion to the members' run times).
-
-    With ``warmup`` (the study's seed sets; 0 for none) the seeds are fitted in calls of
-    one seed set's share each, and such a call is made first, untimed, at other seeds: it
-    compiles the program the timed calls run (a sampler's depends on its chain count, mm's
-    batch on its size)."""
-    size = max(1, len(seeds) // warmup) if warmup else len(seeds)
-    if warmup:
-        shifted = [WARMUP_SEED + s for s in seeds[:size]]
-        _timed_call(grid, engine, train, rank, priors, shifted, options)
-    calls = [
-        _timed_call(grid, engine, train, rank, priors, seeds[k : k + size], options)
-        for k in range(0, len(seeds), size)
-    ]
-    members = []  # priors outermost, as fit_settings orders them, over every call
-    for i in range(len(priors)):
-        for made, cpu in calls:
-            at = slice(i * len(made) // len(priors), (i + 1) * len(made) // len(priors))
-            members += [(m.fit, c) for m, c in zip(made[at], cpu[at], strict=True)]
-    fits = [f for f, _ in members]
-    lpd = validation_lpd(fits, held_out)
-    scores = -lpd.mean(axis=0)
-    log(
-        f"  {grid.label} K={rank}: {len(fits)} fits, {sum(c for _, c in members):.1f} CPU s; "
-        f"best validation perplexity {np.min(scores):.4f}",
-        stream,
-    )
-    return [_Member(f, lpd[:, i], c) for i, (f, c) in enumerate(members)]
-
-
-def _timed_call(grid, engine, data, rank, priors, seeds, options) -> tuple[list, np.ndarray]:
-    """One fit_settings call and the CPU seconds of each of its fits (the call's, shared
-    in proportion to their run times)."""
-    if engine.seed_count is not None:  # a sampler: one chain per seed
-        options = {**options, engine.seed_count: len(seeds)}
-    begin = time.process_time()
-    made = fit_settings(engine, data, rank, priors, seeds, options, **grid.batching)
-    cpu = time.process_time() - begin
-    run = np.array([m.fit.timings.get("run", 0.0) for m in made], float)
-    share = run / run.sum() if run.sum() > 0 else np.full(len(made), 1 / len(made))
-    return made, cpu * share
-
-
 def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool, budget: int = 1) -> dict:
     """Every option of the grid's fits of ``seeds`` seeds (a sampler's: as many chains) at
     ``budget``."""
@@ -542,35 +462,30 @@ def _members_at(grid: Grid, R: int, budget: int) -> int:
     return (grid.members or R) * (budget if "members" in grid.scaled else 1)
 
 
-class _Budget(NamedTuple):
-    """The CPU seconds a dataset may take (:attr:`Study.budget`), from ``begin``."""
-
-    begin: float
-    budget: float | None
-
-    def over(self, what: str, stream) -> bool:
-        """Whether the budget is spent; if so, says that ``what`` is skipped."""
-        spent = time.process_time() - self.begin
-        if self.budget is None or spent <= self.budget:
-            return False
-        log(f"  {what}: skipped, the budget of {self.budget:g} CPU s is spent", stream)
-        return True
+def _over(clock: sweep.Budget, what: str, stream) -> bool:
+    """Whether the study's CPU budget is spent; if so, says that ``what`` is skipped."""
+    if clock.seconds is None or clock.spent() <= clock.seconds:
+        return False
+    log(f"  {what}: skipped, the budget of {clock.seconds:g} CPU s is spent", stream)
+    return True
 
 
-def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> list[_Setting]:
-    """The (rank, prior) ``settings`` of one grid fitted at ``seeds``, a rank per call, until
-    the budget is spent. ``data`` is ``(train, held_out, stream, warmup)`` (:func:`_fitted`)."""
+def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> list[Setting]:
+    """The (rank, prior) ``settings`` of one grid fitted at ``seeds``
+    (:func:`bernmf.fitting.sweep.sweep`, a rank per call) until the budget is spent. ``data``
+    is ``(train, held_out, stream, warmup)``."""
     train, held_out, stream, warmup = data
-    found = []
-    for rank in dict.fromkeys(k for k, _ in settings):
-        if clock.over(f"{grid.label} K={rank}", stream):
-            break
-        at = [p for k, p in settings if k == rank]
-        made = _fitted(grid, engine, train, held_out, rank, at, seeds, options, stream, warmup)
-        for i, prior in enumerate(at):
-            members = made[i * len(seeds) : (i + 1) * len(seeds)]
-            found.append(_Setting(grid, engine, rank, prior, members))
-    return found
+    ranks = tuple(dict.fromkeys(k for k, _ in settings))
+    priors = None  # the engine's default
+    if grid.priors is not None:  # as scalars: each rank broadcasts them again
+        at = [p for k, p in settings if k == ranks[0]]
+        priors = tuple(tuple(float(np.ravel(v)[0]) for v in p) for p in at)
+    swept = sweep.sweep(
+        [dataclasses.replace(grid, ranks=ranks, priors=priors)], train, held_out, seeds,
+        options={grid.label: options}, budget=clock, warmup=warmup, extend=None,
+        engines={grid.engine: engine}, stream=stream or sys.stdout,
+    )  # fmt: skip
+    return swept.settings
 
 
 class _Choice(NamedTuple):
@@ -607,7 +522,7 @@ def _choose(study, grid, data, clock, fit_rows, dataset, chosen) -> _Choice | No
         return None
     best = min(choice, key=lambda s: _perplexity(s.members[0].lpd))
     chosen[grid.label] = best.rank
-    cpu = sum(s.members[0].cpu for s in choice)
+    cpu = sum(s.members[0].cpu_seconds for s in choice)
     # a deterministic grid's chosen fit is the one each seed set would make
     return _Choice(grid, [(best.rank, best.prior)], cpu, [best] if grid.deterministic else None)
 
@@ -617,7 +532,7 @@ def _shared(grid: Grid) -> bool:
     return set(grid.scaled) <= {"members"}
 
 
-def _fit_at(study, choice: _Choice, budget, data, clock, fit_rows, dataset) -> list[_Setting]:
+def _fit_at(study, choice: _Choice, budget, data, clock, fit_rows, dataset) -> list[Setting]:
     """The chosen settings of one grid fitted at ``budget``, each with its pool of members
     (a shared grid's: at its largest budget, for every budget), the choice's CPU seconds
     shared among them."""
@@ -634,10 +549,13 @@ def _fit_at(study, choice: _Choice, budget, data, clock, fit_rows, dataset) -> l
     made = [s._replace(budget=None if _shared(grid) else budget) for s in made]
     fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in made for m in s.members]
     extra = choice.cpu / len(seeds)
-    return [s._replace(members=[m._replace(cpu=m.cpu + extra) for m in s.members]) for s in made]
+    return [
+        s._replace(members=[m._replace(cpu_seconds=m.cpu_seconds + extra) for m in s.members])
+        for s in made
+    ]
 
 
-def _fits_row(dataset, setting: _Setting, member: _Member, stage: str) -> dict:
+def _fits_row(dataset, setting: Setting, member: Scored, stage: str) -> dict:
     """The row of one fit in :attr:`StudyResult.fits`."""
     return {
         "dataset": dataset,
@@ -646,7 +564,7 @@ def _fits_row(dataset, setting: _Setting, member: _Member, stage: str) -> dict:
         "stage": stage,
         "budget": np.nan if setting.budget is None else setting.budget,
         **fit_row(member.fit, setting.prior),
-        "cpu_seconds": member.cpu,
+        "cpu_seconds": member.cpu_seconds,
         "validation_perplexity": float(-member.lpd.mean()),
     }
 
@@ -656,7 +574,7 @@ def _perplexity(lpd: np.ndarray) -> float:
     return float(-np.mean(lpd))
 
 
-def _mean_perplexity(members: list[_Member]) -> float:
+def _mean_perplexity(members: list[Scored]) -> float:
     """Validation perplexity of the uniform mixture of ``members``."""
     lpd = np.column_stack([m.lpd for m in members])
     return _perplexity(mixture_lpd(lpd, np.full(len(members), 1 / len(members))))
@@ -745,7 +663,7 @@ def _coverage(result: Fit, truth) -> dict:
     return interval_coverage(truth, W, H, chain_weights=weights).row()
 
 
-def _describe(setting: _Setting | None) -> str:
+def _describe(setting: Setting | None) -> str:
     """The table's ``chosen``: grid, rank and prior of a setting ("" for a stack)."""
     if setting is None:
         return ""
@@ -783,7 +701,7 @@ def _row(study, on: _Data, R, j, budget, method, settings):
         rule = "single" if method.rule == "first" else method.rule
         result, validation, setting = _result(rule, chosen, Y, split, train, held_out)
     combining = time.process_time() - begin
-    cpu = sum(m.cpu for _, ms in chosen for m in ms) + combining
+    cpu = sum(m.cpu_seconds for _, ms in chosen for m in ms) + combining
     row = {
         "study": study.name, "dataset": on.name, "R": R, "seed_set": j, "budget": budget,
         "disjoint": R * study.seed_sets <= study.pool_size, "method": method.name,
@@ -872,7 +790,7 @@ def _run_dataset(study: Study, data, fit_rows: list, stream):
     train = as_observed(Y, split.train)
     held_out = held_out_entries(Y, train, split.validation)
     on = _Data(name, Y, split, train, held_out, truth_of(data))
-    clock = _Budget(time.process_time(), study.budget)
+    clock = sweep.Budget(study.budget, clock=time.process_time, unit="CPU s")
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
     chosen, fitting = {}, (train, held_out, stream, study.seed_sets if study.warmup else 0)
     choices = [_choose(study, g, fitting, clock, fit_rows, name, chosen) for g in study.grids]
@@ -892,7 +810,7 @@ def _run_dataset(study: Study, data, fit_rows: list, stream):
         ]
         for R in study.members:
             for j in range(study.seed_sets):
-                if not clock.over(f"R={R} set {j}", stream):
+                if not _over(clock, f"R={R} set {j}", stream):
                     yield _seed_set(study, pools, on, R, j, budget, stream)
 
 
