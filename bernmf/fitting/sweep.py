@@ -206,6 +206,7 @@ def sweep(
     options: Mapping[str, dict] | None = None,
     budget: Budget | None = None,
     order: str = "grid",
+    climb: float | None = None,
     extend: int = 0,
     warmup: int = 0,
     engines: Mapping[str, Engine] | None = None,
@@ -228,8 +229,12 @@ def sweep(
     budget : Budget, optional
         A step it refuses is left out, said so, and its grid's higher ranks too.
     order : {"grid", "rank"}
-        EngineGrid by grid, or rank by rank across the grids (a ladder: every engine's cheap ranks
+        Grid by grid, or rank by rank across the grids (a ladder: every engine's cheap ranks
         first).
+    climb : float, optional
+        With ``order="rank"``: a grid stops climbing (its higher ranks left out, said so) once
+        a rank's best validation perplexity is more than this share above the grid's best so
+        far: past that rank it overfits, and its fits cost more.
     extend : int or None, default 0
         Where a grid's best setting lies at the edge of two or more ranks (or priors), fit up
         to this many more beyond it (the rank doubled or halved; alpha or beta doubled, or
@@ -283,7 +288,10 @@ def sweep(
     if order == "rank":
         for rank in sorted({k for g in grids for k in g.ranks}):
             for grid in grids:
-                if rank in grid.ranks and grid.label not in stopped and step(grid, rank) is None:
+                if rank not in grid.ranks or grid.label in stopped:
+                    continue
+                found = step(grid, rank)
+                if found is None or _overfits(made, grid, rank, climb, progress, stream):
                     stopped.add(grid.label)
     else:
         for grid in grids:
@@ -295,6 +303,29 @@ def sweep(
         if grid.label not in stopped:
             made.notes += _edges(grid, resolved[grid.label], made, step, extend, progress, stream)
     return made
+
+
+def _overfits(made: Sweep, grid, rank: int, climb, progress, stream) -> bool:
+    """Whether ``grid`` at ``rank`` scored more than ``climb`` above its best so far (said)."""
+    scores = _scores(made, grid.label)
+    if climb is None or len(scores) < 2:
+        return False
+    best = min(scores, key=scores.get)
+    if not scores[rank] > (1 + climb) * scores[best]:
+        return False
+    rise = scores[rank] / scores[best] - 1
+    say(progress, f"  {grid.label}: stopped at K={rank}, its validation perplexity "
+        f"{rise:.0%} above its best (K={best}); higher ranks overfit more", stream)  # fmt: skip
+    return True
+
+
+def _scores(made: Sweep, label: str) -> dict[int, float]:
+    """Rank -> the best validation perplexity of grid ``label``'s settings so far."""
+    scores: dict[int, float] = {}
+    for s in made.settings:
+        if s.grid.label == label:
+            scores[s.rank] = min(scores.get(s.rank, np.inf), _best_score(s))
+    return scores
 
 
 def _step(grid, engine, train, held_out, rank, priors, seeds, options, warmup, budget, made,
@@ -377,9 +408,7 @@ def _edges(grid, engine, made: Sweep, step, extend, progress, stream) -> list[st
     own = [s for s in made.settings if s.grid.label == grid.label]
     if not own:
         return []
-    scores: dict[int, float] = {}
-    for s in own:
-        scores[s.rank] = min(scores.get(s.rank, np.inf), _best_score(s))
+    scores = _scores(made, grid.label)
 
     def fit_rank(rank: int) -> float:
         found = step(grid, rank)
