@@ -8,9 +8,9 @@ Every engine goes through the one runner of settings x seeds
 priors and seeds, one after the other on a CPU, vmapped on an accelerator), so a fit of the
 grid equals ``bernmf.fit(Y, "mm", rank, mask=mask, prior=Prior(alpha, beta, gamma),
 seed=seed)`` to rounding; an engine without a prior (``em``, ``logsvd``, ``logpca``) is
-fitted once per rank and seed. The grid is one :func:`bernmf.fitting.sweep.sweep`: a best
-rank, alpha or beta at the edge of the grid is said, and with ``extend`` the grid grows in
-that direction while the validation perplexity improves.
+fitted once per rank and seed. The grid is one :func:`bernmf.fitting.grids.fit_grids`
+call: a best rank, alpha or beta at the edge of the grid is said, and with ``extend`` the
+grid grows in that direction while the validation perplexity improves.
 
 Examples
 --------
@@ -37,12 +37,12 @@ from bernmf._progress import working_on
 from bernmf.data.budget import check_fit_bytes
 from bernmf.data.observed import as_observed, check_count, check_rank, check_seed
 from bernmf.fitting.ensemble import MAX_RESTARTS
+from bernmf.fitting.grids import EngineGrid, engine_options, fit_grids, grid_priors
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import Scored
 from bernmf.fitting.search import check_engines
 from bernmf.fitting.stack import stack
 from bernmf.fitting.stacking import entries_lpd
-from bernmf.fitting.sweep import EngineGrid, engine_options, grid_priors, sweep
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
@@ -149,7 +149,7 @@ def _values(name: str, values) -> list[float]:
 
 def _engine_options(chosen: Sequence[Engine], options: dict) -> dict[str, dict]:
     """Each engine's options: those of ``options`` it declares, its defaults for the others
-    (:func:`bernmf.fitting.sweep.engine_options`); TypeError for an option none declares."""
+    (:func:`bernmf.fitting.grids.engine_options`); TypeError for an option none declares."""
     declared = {key for engine in chosen for key in engine.options}
     unknown = sorted(set(options) - declared)
     if unknown:
@@ -234,7 +234,7 @@ def grid(
         largest doubled, the smallest moved halfway to 1, where H would reach 0 and 1). With
         0 (or a grid of one value), an edge is only said (:attr:`Tuning.notes`).
         ``bernmf tune`` extends by :data:`EXTENSIONS`
-        (:func:`bernmf.fitting.sweep.rank_edges`, :func:`~bernmf.fitting.sweep.prior_edges`).
+        (:func:`bernmf.fitting.grids.rank_edges`, :func:`~bernmf.fitting.grids.prior_edges`).
     batch_size, workers
         See :func:`bernmf.inference.mm.run_many`.
     progress : bool, default True
@@ -296,7 +296,7 @@ def grid(
         what = f"{count} fits of {'alphas x betas x ' * engine.takes_prior}restarts={restarts}"
         check_fit_bytes(chosen_options[engine.name], count, data.shape, top, what)
     seeds = [seed + r for r in range(restarts)]
-    swept = sweep(grids, data, held_out, seeds, options=chosen_options, extend=extend,
+    swept = fit_grids(grids, data, held_out, seeds, options=chosen_options, extend=extend,
                   progress=progress, stream=stream)  # fmt: skip
     rows, ensembles, timings, everyone = [], [], {}, []
     single = combine in (None, "stack")  # best: the single fit of lowest validation perplexity

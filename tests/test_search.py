@@ -12,9 +12,9 @@ import bernmf
 from bernmf.cli.parser import main
 from bernmf.data.split import random_split
 from bernmf.fitting import search as search_module
+from bernmf.fitting.grids import Budget
 from bernmf.fitting.search import search
 from bernmf.fitting.stack import members_table
-from bernmf.fitting.sweep import Budget
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from helpers import shared_file
 
 from bernmf.cli.parser import main
-from bernmf.fitting import sweep
+from bernmf.fitting import grids
 from bernmf.studies import study
 from bernmf.studies.study import Grid, Method, Simulation, Study
 
@@ -96,13 +96,13 @@ def test_a_budget_scales_members_and_options(budgeted):
 def test_warmup_compiles_what_the_timed_calls_run(monkeypatch):
     """With warmup, each timed call fits as many seeds as the untimed one before it (one
     seed set's share): a sampler's program depends on its chain count, mm's on its batch."""
-    calls, fit_settings = [], sweep.fit_settings
+    calls, fit_settings = [], grids.fit_settings
 
     def recorded(engine, data, rank, priors, seeds, *more, **batching):
         calls.append((engine.name, len(priors), list(seeds)))
         return fit_settings(engine, data, rank, priors, seeds, *more, **batching)
 
-    monkeypatch.setattr(sweep, "fit_settings", recorded)
+    monkeypatch.setattr(grids, "fit_settings", recorded)
     study.run(dataclasses.replace(BUDGETED, seed_sets=2, warmup=True), stream=io.StringIO())
     mm = [seeds for engine, _, seeds in calls if engine == "mm"]
     assert mm == [[1_000_000, 1_000_001, 1_000_002, 1_000_003], [0, 1, 2, 3], [4, 5, 6, 7]]

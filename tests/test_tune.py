@@ -14,7 +14,7 @@ import bernmf
 from bernmf import _progress, tune
 from bernmf.data.observed import as_observed
 from bernmf.data.split import random_split
-from bernmf.fitting import runner, sweep
+from bernmf.fitting import grids, runner
 from bernmf.inference import get_engine, mm
 from bernmf.inference._compile import cache_size
 
@@ -250,7 +250,7 @@ def test_a_best_rank_at_the_top_of_the_grid_is_said_and_extended():
 
 
 def test_a_best_rank_inside_the_grid_or_one_rank_is_no_edge():
-    from bernmf.fitting.sweep import rank_edges as _edges
+    from bernmf.fitting.grids import rank_edges as _edges
 
     fitted = []
     assert _edges("mm", {2: 0.5, 4: 0.4, 8: 0.45}, 50, 2, fitted.append, False, None) == []
@@ -264,7 +264,7 @@ def test_a_best_rank_inside_the_grid_or_one_rank_is_no_edge():
 
 
 def test_a_best_alpha_or_beta_at_the_edge_of_its_grid_is_said_and_extended():
-    from bernmf.fitting.sweep import prior_edges
+    from bernmf.fitting.grids import prior_edges
 
     def said(which, value, values, extend=0, fit=None):
         return prior_edges("mm", which, value, 4, 0.4, values, 1.0, extend, fit, False, None)
@@ -306,7 +306,7 @@ def test_progress_names_the_phase_that_runs_stacking_included(monkeypatch):
 
         return call
 
-    monkeypatch.setattr(sweep, "fit_settings", watched(sweep.fit_settings))
+    monkeypatch.setattr(grids, "fit_settings", watched(grids.fit_settings))
     monkeypatch.setattr(tune, "stack", watched(tune.stack))
     tune.grid(
         Y, [2, 3], mask=split.train, validation=split.validation, engines=["mm", "logsvd"],
@@ -320,7 +320,7 @@ def test_progress_names_the_phase_that_runs_stacking_included(monkeypatch):
 
 def test_unknown_engines_options_and_priors_without_a_taker_fail_before_any_fit(monkeypatch):
     monkeypatch.setattr(runner, "fit_settings", lambda *a, **k: pytest.fail("a fit ran"))
-    monkeypatch.setattr(sweep, "fit_settings", lambda *a, **k: pytest.fail("a fit ran"))
+    monkeypatch.setattr(grids, "fit_settings", lambda *a, **k: pytest.fail("a fit ran"))
     Y, split = small_problem(13)
     common = {"mask": split.train, "validation": split.validation}
     with pytest.raises(ValueError, match="unknown engine 'nope'"):

@@ -26,8 +26,8 @@ import numpy as np
 
 from bernmf._progress import say, working_on
 from bernmf.data.observed import Observed, as_observed, check_real, check_seed
+from bernmf.fitting.grids import Budget, EngineGrid, fit_grids
 from bernmf.fitting.stack import members_table, stack
-from bernmf.fitting.sweep import Budget, EngineGrid, sweep
 from bernmf.inference import Engine, available, get_engine
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
@@ -69,7 +69,7 @@ more add fits to stack more than they add to the stack's score)."""
 
 CLIMB = 0.05
 """An engine's ladder stops at a rank whose held-out perplexity is more than this share above
-its best so far (:func:`bernmf.fitting.sweep.sweep`'s ``climb``): its higher ranks overfit
+its best so far (:func:`bernmf.fitting.grids.fit_grids`' ``climb``): its higher ranks overfit
 more, get little stacking weight and cost more (their fits take more iterations)."""
 
 BEST_RANKS = 3
@@ -165,7 +165,7 @@ def search(
     clock = Budget(budget, share=FITTING_SHARE, reserve=REFIT_SHARE, estimating=True)
     common = {"budget": clock, "extend": None, "progress": progress, "stream": stream}
     ladder = [EngineGrid(e.name, tuple(ranks)) for e in chosen]
-    swept = sweep(ladder, train, held_out, [seed], order="rank", climb=CLIMB, **common)
+    swept = fit_grids(ladder, train, held_out, [seed], order="rank", climb=CLIMB, **common)
     left_out = list(swept.left_out)  # the rounds' are said, not listed: the ladder's ranks are
     ladder_steps = len(swept.steps)
     mm = [s for s in swept.steps if s["engine"] == "mm"]
@@ -173,7 +173,7 @@ def search(
     rounds = EngineGrid("mm", tuple(best_ranks[:BEST_RANKS]), MM_PRIORS)
     for round_ in range(1, MM_ROUNDS + 1 if mm else 0):
         before = len(swept.left_out)
-        sweep([rounds], train, held_out, _seeds(seed, round_), into=swept, **common)
+        fit_grids([rounds], train, held_out, _seeds(seed, round_), into=swept, **common)
         if len(swept.left_out) > before:
             break
     fits = [m.fit for s in swept.settings for m in s.members]

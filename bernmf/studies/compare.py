@@ -19,9 +19,9 @@ from bernmf._progress import Progress
 from bernmf.data.observed import as_observed
 from bernmf.fitting import runner
 from bernmf.fitting.ensemble import check_combine
+from bernmf.fitting.grids import EngineGrid, fit_grids
 from bernmf.fitting.plan import check_arguments, held_out_entries, plan
 from bernmf.fitting.stack import stack
-from bernmf.fitting.sweep import EngineGrid, sweep
 from bernmf.inference import get_engine
 from bernmf.models import Prior
 from bernmf.models.spec import describe_prior
@@ -200,7 +200,7 @@ def compare(
             return made
 
         grids = [EngineGrid(e, tuple(ranks)) for e in engines]  # priors and options: the fitter's
-        sweep(grids, as_observed(Y, train, warn_empty=False), scored, seeds, fitter=fitter,
+        fit_grids(grids, as_observed(Y, train, warn_empty=False), scored, seeds, fitter=fitter,
               extend=None, progress=False)  # fmt: skip
     for seed in seeds if validation is not None else ():
         chosen = [f for f, row in zip(kept, rows, strict=False) if row["seed"] == seed]

@@ -37,14 +37,13 @@ from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.observed import as_observed, check_rank
 from bernmf.data.split import Split, paper_split, random_split
-from bernmf.fitting import sweep
 from bernmf.fitting.ensemble import MODES_WARNING, combine_members
+from bernmf.fitting.grids import Budget, EngineGrid, Setting, fit_grids
 from bernmf.fitting.modes import mode_prediction
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import Scored
 from bernmf.fitting.stack import members_table, stack
 from bernmf.fitting.stacking import mixture_lpd
-from bernmf.fitting.sweep import Setting
 from bernmf.inference import Engine, get_engine
 from bernmf.models import Prior
 from bernmf.models.simulate import simulate
@@ -144,8 +143,8 @@ class Simulation:
 
 
 @dataclass(frozen=True)
-class Grid(sweep.EngineGrid):
-    """One engine's settings (:class:`bernmf.fitting.sweep.EngineGrid`: engine, ranks, priors,
+class Grid(EngineGrid):
+    """One engine's settings (:class:`bernmf.fitting.grids.EngineGrid`: engine, ranks, priors,
     options, batching, name) with the studies' axes.
 
     The engine may also be ``"mm-as-published"`` (:data:`published.ENGINE`); a sampler's
@@ -233,7 +232,7 @@ class Study:
         seed set is scored (each skip said in a progress line).
     warmup : bool
         The seeds fitted in calls of the fitting runner of one seed set's share each,
-        after an untimed such call at seeds from :data:`bernmf.fitting.sweep.WARMUP_SEED`:
+        after an untimed such call at seeds from :data:`bernmf.fitting.grids.WARMUP_SEED`:
         CPU seconds then exclude compiling.
     data_dir : str, optional
     """
@@ -462,7 +461,7 @@ def _members_at(grid: Grid, R: int, budget: int) -> int:
     return (grid.members or R) * (budget if "members" in grid.scaled else 1)
 
 
-def _over(clock: sweep.Budget, what: str, stream) -> bool:
+def _over(clock: Budget, what: str, stream) -> bool:
     """Whether the study's CPU budget is spent; if so, says that ``what`` is skipped."""
     if clock.seconds is None or clock.spent() <= clock.seconds:
         return False
@@ -472,7 +471,7 @@ def _over(clock: sweep.Budget, what: str, stream) -> bool:
 
 def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> list[Setting]:
     """The (rank, prior) ``settings`` of one grid fitted at ``seeds``
-    (:func:`bernmf.fitting.sweep.sweep`, a rank per call) until the budget is spent. ``data``
+    (:func:`bernmf.fitting.grids.fit_grids`, a rank per call) until the budget is spent. ``data``
     is ``(train, held_out, stream, warmup)``."""
     train, held_out, stream, warmup = data
     ranks = tuple(dict.fromkeys(k for k, _ in settings))
@@ -480,7 +479,7 @@ def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> lis
     if grid.priors is not None:  # as scalars: each rank broadcasts them again
         at = [p for k, p in settings if k == ranks[0]]
         priors = tuple(tuple(float(np.ravel(v)[0]) for v in p) for p in at)
-    swept = sweep.sweep(
+    swept = fit_grids(
         [dataclasses.replace(grid, ranks=ranks, priors=priors)], train, held_out, seeds,
         options={grid.label: options}, budget=clock, warmup=warmup, extend=None,
         engines={grid.engine: engine}, stream=stream or sys.stdout,
@@ -790,7 +789,7 @@ def _run_dataset(study: Study, data, fit_rows: list, stream):
     train = as_observed(Y, split.train)
     held_out = held_out_entries(Y, train, split.validation)
     on = _Data(name, Y, split, train, held_out, truth_of(data))
-    clock = sweep.Budget(study.budget, clock=time.process_time, unit="CPU s")
+    clock = Budget(study.budget, clock=time.process_time, unit="CPU s")
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
     chosen, fitting = {}, (train, held_out, stream, study.seed_sets if study.warmup else 0)
     choices = [_choose(study, g, fitting, clock, fit_rows, name, chosen) for g in study.grids]

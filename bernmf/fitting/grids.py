@@ -1,8 +1,8 @@
-"""The one sweep over engines x ranks x priors x seeds: grids fitted rank by rank, every member
+"""The one loop over engines x ranks x priors x seeds: grids fitted rank by rank, every member
 scored on held-out entries, within a budget, and a grid extended past the edge where its best
 setting lies.
 
-Every loop over engines and settings in bernmf is :func:`sweep`, with other grids, budgets and
+Every loop over engines and settings in bernmf is :func:`fit_grids`, with other grids, budgets and
 outputs: the default search (:mod:`bernmf.fitting.search`: a ladder of ranks within seconds,
 then rounds of priors and seeds), :func:`bernmf.tune.grid` (a grid, its edges extended),
 :func:`bernmf.compare` (seeds scored on test entries), the report (through tune and compare)
@@ -27,7 +27,7 @@ from bernmf.fitting.runner import Scored, fit_settings
 from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
 
-__all__ = ["Budget", "EngineGrid", "Setting", "Sweep", "engine_options", "sweep"]
+__all__ = ["Budget", "EngineGrid", "GridFits", "Setting", "engine_options", "fit_grids"]
 
 WARMUP_SEED = 1_000_000
 """With ``warmup``, the untimed first call of each step fits seeds from here on."""
@@ -79,7 +79,7 @@ class Setting(NamedTuple):
 
 @dataclass
 class Budget:
-    """Seconds a sweep may take, on ``clock``, and the estimates of its next steps.
+    """Seconds a :func:`fit_grids` call may take, on ``clock``, and the estimates of its next steps.
 
     A step is left out when the seconds are spent (``share`` of them), or, with
     ``estimating``, when the seconds its engine's last step took per fit, scaled by fit count
@@ -151,8 +151,8 @@ class Budget:
 
 
 @dataclass
-class Sweep:
-    """What :func:`sweep` made.
+class GridFits:
+    """What :func:`fit_grids` made.
 
     Attributes
     ----------
@@ -179,7 +179,7 @@ class Sweep:
 
 
 def engine_options(engine: Engine, given: Mapping | None = None) -> dict:
-    """The engine's options, ``given`` or its defaults, but for its own progress bar (a sweep
+    """The engine's options, ``given`` or its defaults, but for its own progress bar (the grid's
     says what runs) and a sampler's chains (one a member: each seed is one), unless ``given``
     names them."""
     quiet = {"progress": False} if "progress" in engine.options else {}
@@ -197,7 +197,7 @@ def _prior(value) -> Prior:
     return value if isinstance(value, Prior) else Prior(*value)
 
 
-def sweep(
+def fit_grids(
     grids: Sequence[EngineGrid],
     train: Observed,
     held_out: Observed,
@@ -212,9 +212,9 @@ def sweep(
     engines: Mapping[str, Engine] | None = None,
     progress: bool = True,
     stream=None,
-    into: Sweep | None = None,
+    into: GridFits | None = None,
     fitter: Callable[..., list[Scored]] | None = None,
-) -> Sweep:
+) -> GridFits:
     """Fit every grid's ranks x priors x seeds on ``train``; score each member on ``held_out``.
 
     Parameters
@@ -247,7 +247,7 @@ def sweep(
         Engines not in the registry (the published code's).
     progress : bool, default True
         A line per step, per left-out step and per edge on ``stream`` (default stderr).
-    into : Sweep, optional
+    into : GridFits, optional
         Add to it (a later round of the same search) rather than to a new one.
     fitter : callable, optional
         How a step's members are made, called as :func:`bernmf.fitting.runner.fit_settings`
@@ -257,9 +257,9 @@ def sweep(
 
     Returns
     -------
-    Sweep
+    GridFits
     """
-    made = into if into is not None else Sweep()
+    made = into if into is not None else GridFits()
     if order not in ("grid", "rank"):
         raise ValueError(f"order must be 'grid' or 'rank', got {order!r}")
     resolved = {g.label: (engines or {}).get(g.engine) or get_engine(g.engine) for g in grids}
@@ -305,7 +305,7 @@ def sweep(
     return made
 
 
-def _overfits(made: Sweep, grid, rank: int, climb, progress, stream) -> bool:
+def _overfits(made: GridFits, grid, rank: int, climb, progress, stream) -> bool:
     """Whether ``grid`` at ``rank`` scored more than ``climb`` above its best so far (said)."""
     scores = _scores(made, grid.label)
     if climb is None or len(scores) < 2:
@@ -319,7 +319,7 @@ def _overfits(made: Sweep, grid, rank: int, climb, progress, stream) -> bool:
     return True
 
 
-def _scores(made: Sweep, label: str) -> dict[int, float]:
+def _scores(made: GridFits, label: str) -> dict[int, float]:
     """Rank -> the best validation perplexity of grid ``label``'s settings so far."""
     scores: dict[int, float] = {}
     for s in made.settings:
@@ -338,7 +338,7 @@ def _step(grid, engine, train, held_out, rank, priors, seeds, options, warmup, b
     begin = time.perf_counter()
     size = max(1, len(seeds) // warmup) if warmup else len(seeds)
     batching = dict(grid.batching)
-    if batching.get("progress"):  # the engine's own lines, named as the sweep's
+    if batching.get("progress"):  # the engine's own lines, named as the step's
         batching |= {"label": label, "stream": stream}
     step = (fitter, engine, train, held_out, rank, priors)
     if warmup:
@@ -401,7 +401,7 @@ def _describe(prior: Prior) -> str:
     return f"alpha={float(prior.alpha[0]):g}, beta={float(prior.beta[0]):g}"
 
 
-def _edges(grid, engine, made: Sweep, step, extend, progress, stream) -> list[str]:
+def _edges(grid, engine, made: GridFits, step, extend, progress, stream) -> list[str]:
     """Say where a grid's best rank, alpha or beta lies at an edge of two or more values, and
     fit up to ``extend`` more beyond it while each improves (:func:`rank_edges`,
     :func:`prior_edges`)."""

@@ -1,4 +1,4 @@
-"""The one sweep over grids: order, budget, climbing and edges (bernmf.fitting.sweep)."""
+"""The one loop over grids: order, budget, climbing and edges (bernmf.fitting.grids)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import bernmf
 from bernmf.data.observed import as_observed
 from bernmf.data.split import random_split
-from bernmf.fitting import sweep
+from bernmf.fitting import grids
+from bernmf.fitting.grids import Budget, EngineGrid, GridFits, Setting
 from bernmf.fitting.runner import Scored
-from bernmf.fitting.sweep import Budget, EngineGrid, Setting, Sweep
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,8 @@ def data():
 
 def test_a_ladder_goes_rank_by_rank_and_each_member_is_fit_perplexity(data):
     Y, train, held_out = data
-    grids = [EngineGrid("mm", (2, 3), options={"max_iter": 50}), EngineGrid("em", (2, 3))]
-    made = sweep.sweep(grids, train, held_out, [0, 1], order="rank", progress=False)
+    ladder = [EngineGrid("mm", (2, 3), options={"max_iter": 50}), EngineGrid("em", (2, 3))]
+    made = grids.fit_grids(ladder, train, held_out, [0, 1], order="rank", progress=False)
     assert [(s["engine"], s["rank"]) for s in made.steps] == [
         ("mm", 2), ("em", 2), ("mm", 3), ("em", 3),
     ]  # fmt: skip
@@ -44,7 +44,7 @@ def test_a_spent_budget_leaves_the_rest_out_and_says_so(data):
     _, train, held_out = data
     stream = io.StringIO()
     spent = Budget(0.0, unit="CPU s")
-    made = sweep.sweep([EngineGrid("mm", (2, 3))], train, held_out, [0], budget=spent,
+    made = grids.fit_grids([EngineGrid("mm", (2, 3))], train, held_out, [0], budget=spent,
                        stream=stream)  # fmt: skip
     assert made.settings == [] and made.left_out[0]["rank"] == 2 and len(made.left_out) == 1
     assert "left out mm K=2 (the budget of 0 CPU s is spent)" in stream.getvalue()
@@ -67,25 +67,25 @@ def _setting(rank: int, score: float) -> Setting:
 
 
 def test_a_grid_stops_climbing_once_it_overfits():
-    made = Sweep(settings=[_setting(2, 0.50), _setting(4, 0.40), _setting(8, 0.41)])
+    made = GridFits(settings=[_setting(2, 0.50), _setting(4, 0.40), _setting(8, 0.41)])
     grid = made.settings[0].grid
-    assert not sweep._overfits(made, grid, 8, 0.05, False, None)  # 2.5% above its best
+    assert not grids._overfits(made, grid, 8, 0.05, False, None)  # 2.5% above its best
     made.settings.append(_setting(16, 0.44))
     stream = io.StringIO()
-    assert sweep._overfits(made, grid, 16, 0.05, True, stream)  # 10% above
+    assert grids._overfits(made, grid, 16, 0.05, True, stream)  # 10% above
     assert "logsvd: stopped at K=16, its validation perplexity 10% above its best (K=4)" in (
         stream.getvalue()
     )
-    assert not sweep._overfits(made, grid, 16, None, False, None)
+    assert not grids._overfits(made, grid, 16, None, False, None)
 
 
 def test_a_best_prior_at_the_grid_edge_is_extended_at_its_rank(data):
     _, train, held_out = data
     grid = EngineGrid("mm", (3,), ((1.2, 1.2, 1.0), (1.5, 1.2, 1.0)), {"max_iter": 100})
-    made = sweep.sweep([grid], train, held_out, [0], extend=1, progress=False)
+    made = grids.fit_grids([grid], train, held_out, [0], extend=1, progress=False)
     alphas = [float(s.prior.alpha[0]) for s in made.settings]
-    best = min([1.2, 1.5], key=lambda a: sweep._best_score(made.settings[alphas.index(a)]))
+    best = min([1.2, 1.5], key=lambda a: grids._best_score(made.settings[alphas.index(a)]))
     extended = 2 * 1.5 if best == 1.5 else 1.1
     assert alphas[:2] == [1.2, 1.5] and pytest.approx(extended) in alphas[2:]
     assert any(f"fitting alpha={extended:g}" in line for line in made.notes)
-    assert np.isfinite([sweep._best_score(s) for s in made.settings]).all()
+    assert np.isfinite([grids._best_score(s) for s in made.settings]).all()
