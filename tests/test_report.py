@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import types
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -568,3 +569,14 @@ def test_the_default_mm_grid_keeps_h_inside_zero_and_one():
 
     priors = inspect.signature(report.run).parameters["priors"].default
     assert min(priors) > 1
+
+
+def test_a_probe_times_the_engine_and_leaves_warnings_to_the_real_fits():
+    Y, _, _ = bernmf.simulate(1, 60, 80, 4, bernmf.Prior(0.05, 0.05, 0.05))  # vote-like
+    split = bernmf.data.split.paper_split(Y.shape)
+    with pytest.warns(bernmf.models.spec.ZeroProbabilityWarning):  # em gives H 0 and 1 here
+        bernmf.fit(Y, "em", 4, mask=split.train)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bernmf.models.spec.ZeroProbabilityWarning)
+        probed = quick.probe(Y, split, "em", 4, {}, allowance=60.0)
+    assert probed.compile >= 0 and probed.per_iteration > 0

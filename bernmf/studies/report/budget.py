@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ from bernmf._progress import say
 from bernmf.api import fit
 from bernmf.fitting.stack import stack
 from bernmf.inference import get_engine
+from bernmf.models.spec import ZeroProbabilityWarning
 from bernmf.studies.report.record import Settings
 
 __all__ = [
@@ -150,8 +152,10 @@ def probe(Y, split, engine: str, rank: int, options: dict, allowance: float = 0.
     trial, units, _ = PROBES.get(engine, STOP_AT_ONCE)
     quiet = {"progress": False} if "progress" in get_engine(engine).options else {}
 
-    def probed(extra):
-        return fit(Y, engine, rank, mask=split.train, **{**options, **quiet, **trial, **extra})
+    def probed(extra, trial=trial):
+        with warnings.catch_warnings():  # a probe times the engine: the real fits warn
+            warnings.simplefilter("ignore", ZeroProbabilityWarning)
+            return fit(Y, engine, rank, mask=split.train, **{**options, **quiet, **trial, **extra})
 
     first = probed({})
     compile_seconds = float(first.timings.get("compile", 0.0))
@@ -169,7 +173,7 @@ def probe(Y, split, engine: str, rank: int, options: dict, allowance: float = 0.
     if cap < MEASURED_ITERATIONS:
         return Probe(engine, compile_seconds, per_iteration)
     capped = {"max_iter": cap} if cap < iterations(engine, options) else {}
-    full = fit(Y, engine, rank, mask=split.train, **{**options, **quiet, **capped})
+    full = probed(capped, trial={})
     measured = float(full.timings.get("run", 0.0)) if full.converged else None
     return Probe(engine, compile_seconds, per_iteration, measured)
 
