@@ -17,7 +17,8 @@ A configuration of the study runner (:mod:`bernmf.studies.study`). Families (a
 Chains that may sit in different modes are never averaged silently: ``nuts`` and
 ``gibbs`` rows use the runner's ``chains`` rule
 (:func:`bernmf.fitting.modes.mode_prediction`): the chains are grouped by mode (their mean
-H), the R-hat of WH is computed within each mode, across all chains and nested (modes as
+WH, within one posterior sd on 99% of its entries: chains that mixed are one mode), the
+R-hat of WH is computed within each mode, across all chains and nested (modes as
 superchains); the row is the mean over all draws when at least 99% of the WH entries have
 R-hat <= 1.01 across the chains, else the chains mixed by chain stacking on the
 validation entries, and it says which (``mixing``, ``rule``).
