@@ -8,11 +8,19 @@ import arviz_stats
 import numpy as np
 import pytest
 
-from bernmf.fitting.modes import chain_modes, mode_prediction
+import bernmf
+from bernmf.fitting.modes import (
+    H_TOL,
+    SD_TOL,
+    chain_distances,
+    chain_modes,
+    h_distances,
+    mode_prediction,
+)
 from bernmf.fitting.stacking import chain_stacking
 from bernmf.posterior.convergence import nested_rank_rhat_rows
 from bernmf.posterior.draws import mean_probability, rank_rhat
-from bernmf.posterior.mixing import mixed, mode_rhat
+from bernmf.posterior.mixing import MIXED_SHARE, chain_moments, mixed, mode_rhat
 
 M, N, K, S = 6, 5, 2, 1000
 
@@ -98,10 +106,93 @@ def test_mixed_needs_the_share_and_counts_nan_as_not_mixed():
     assert not mixed(np.full(3, np.nan))
 
 
-def test_chains_are_grouped_by_their_mean_h_whatever_the_component_order():
-    H_draws = _two_modes([1, 0, 0, 1])[1]
-    H_draws[2] = H_draws[2][:, ::-1]  # components swapped in chain 2: the same mode
-    np.testing.assert_array_equal(chain_modes(H_draws), [0, 1, 1, 0])
+def test_chains_are_grouped_by_their_mean_wh_whatever_the_component_order():
+    W_draws, H_draws, _ = _two_modes([1, 0, 0, 1])
+    W_draws[2], H_draws[2] = W_draws[2][..., ::-1], H_draws[2][:, ::-1]  # one WH: one mode
+    np.testing.assert_array_equal(chain_modes(W_draws, H_draws), [0, 1, 1, 0])
+    distance = chain_distances(W_draws, H_draws)
+    np.testing.assert_allclose(distance, distance.T)
+    assert distance[0, 3] < 0.5 < SD_TOL < distance[0, 1]
+
+
+def _ridge(chains, seed=0):
+    """Draws of one posterior whose H is poorly identified: every draw's WH is that of the
+    same truth (K = 2) plus noise, but each chain sits at its own point t_c of a ridge of
+    (W, H) with the same WH: H[1] <- H[1] + t (H[0] - H[1]), W[:, 1] <- W[:, 1] / (1 - t)
+    and W[:, 0] the rest (t below every row's W[:, 0], so W stays on the simplex). So
+    the chains mix in WH while their mean H differ by more than :data:`H_TOL`."""
+    rng = np.random.default_rng(seed)
+    w = rng.uniform(0.5, 0.9, M)
+    H = rng.uniform(0.1, 0.9, (K, N))
+    H[0] = 1 - H[1]  # rows of H far apart: a step along the ridge moves H a lot
+    W_draws, H_draws = [], []
+    for t in np.linspace(0, 0.45, chains):
+        w_draws = np.clip(w + 0.03 * rng.standard_normal((S, M)), 0.5, 0.95)
+        h_draws = np.clip(H + 0.03 * rng.standard_normal((S, K, N)), 0, 1)
+        second = (1 - w_draws) / (1 - t)
+        W_draws.append(np.stack([1 - second, second], axis=-1))
+        h_draws[:, 1] += t * (h_draws[:, 0] - h_draws[:, 1])
+        H_draws.append(h_draws)
+    return np.stack(W_draws), np.stack(H_draws)
+
+
+def test_chains_that_mixed_are_one_mode_though_their_mean_h_differ():
+    """The study's defect: 4 NUTS chains that mixed (R-hat of WH <= 1.01) counted as 4
+    modes because their mean H were more than H_TOL apart along a ridge of equal WH."""
+    W_draws, H_draws = _ridge(4)
+    WH = np.einsum("csmk,cskn->csmn", W_draws, H_draws)
+    assert mixed(rank_rhat(WH))
+    assert h_distances(H_draws.mean(axis=1))[0, -1] > 2 * H_TOL
+    np.testing.assert_array_equal(chain_modes(W_draws, H_draws), [0, 0, 0, 0])
+    assert chain_distances(W_draws, H_draws).max() < 0.5
+    Y = (np.random.default_rng(3).random((M, N)) < WH[0, 0]).astype(float)
+    result = mode_prediction(Y, np.ones((M, N), bool), W_draws, H_draws)
+    assert (result.rule, result.status) == ("mean", "mixed")
+    assert list(result.rhat.table().index) == ["mode 0", "all"]
+
+
+@pytest.mark.slow
+def test_nuts_chains_that_mixed_are_one_mode():
+    """Real NUTS on data simulated from the model (30 x 20, K = 3, Beta(0.3, 0.3)): the
+    2 chains mix in WH, while their mean H are about 0.1 RMS apart (2 modes by H_TOL)."""
+    prior = bernmf.Prior(0.3, 0.3, 1.0)
+    Y = bernmf.simulate(0, 30, 20, 3, prior)[0]
+    fit = bernmf.fit(Y, "nuts", 3, prior=prior, num_chains=2, num_warmup=1000, num_samples=1000)
+    W_draws, H_draws = fit.draws["W"], fit.draws["H"]
+    assert h_distances(H_draws.mean(axis=1))[0, 1] > H_TOL
+    np.testing.assert_array_equal(chain_modes(W_draws, H_draws), [0, 0])
+    result = mode_prediction(Y, np.ones(Y.shape, bool), W_draws, H_draws)
+    assert (result.rule, result.status) == ("mean", "mixed")
+    assert list(result.rhat.table().index) == ["mode 0", "all"]
+
+
+def test_chain_distance_is_the_99th_percentile_of_mean_differences_in_posterior_sds():
+    """With K = 1, WH is H: chains of one normal posterior (sd 0.05), chain 1 moved by two
+    sds on some entries: on 3 of 200 (1.5%) it is another mode, on 1 (0.5%) the same."""
+    rng = np.random.default_rng(4)
+    entries = 200
+    W_draws = np.ones((2, S, 1, 1))
+    H_draws = 0.5 + 0.05 * rng.standard_normal((2, S, 1, entries))
+    means, variances = chain_moments(W_draws, H_draws, max_block_values=3 * entries)
+    np.testing.assert_allclose(means[:, 0], H_draws[:, :, 0].mean(axis=1))
+    np.testing.assert_allclose(variances[:, 0], H_draws[:, :, 0].var(axis=1))
+    z = np.abs(np.diff(means, axis=0)[0]) / np.sqrt(variances.mean(axis=0))
+    distance = chain_distances(W_draws, H_draws)[0, 1]
+    assert distance == pytest.approx(np.quantile(z, MIXED_SHARE, method="inverted_cdf"))
+    assert distance < 0.5
+    for moved, apart in ((3, True), (1, False)):
+        shifted = H_draws.copy()
+        shifted[1, :, 0, :moved] += 0.1
+        assert (chain_distances(W_draws, shifted)[0, 1] > SD_TOL) == apart
+        np.testing.assert_array_equal(chain_modes(W_draws, shifted), [0, int(apart)])
+
+
+def test_chain_distances_check_the_draws():
+    W_draws, H_draws, _ = _two_modes([0, 1])
+    with pytest.raises(ValueError, match="shapes"):
+        chain_distances(W_draws[..., :1], H_draws)
+    with pytest.raises(ValueError, match="2 chains"):
+        chain_modes(W_draws[:1], H_draws[:1])
 
 
 def test_a_prediction_averages_mixed_chains_and_stacks_the_others():

@@ -17,7 +17,8 @@ A configuration of the study runner (:mod:`bernmf.studies.study`). Families (a
 Chains that may sit in different modes are never averaged silently: ``nuts`` and
 ``gibbs`` rows use the runner's ``chains`` rule
 (:func:`bernmf.fitting.modes.mode_prediction`): the chains are grouped by mode (their mean
-H), the R-hat of WH is computed within each mode, across all chains and nested (modes as
+WH, within one posterior sd on 99% of its entries: chains that mixed are one mode), the
+R-hat of WH is computed within each mode, across all chains and nested (modes as
 superchains); the row is the mean over all draws when at least 99% of the WH entries have
 R-hat <= 1.01 across the chains, else the chains mixed by chain stacking on the
 validation entries, and it says which (``mixing``, ``rule``).
@@ -38,8 +39,9 @@ simulated data, the coverage of the true WH by central 50% and 90% posterior int
 2. **animals, paleo, lastfm on the paper's split**: ``mm``'s rank and prior chosen on
    validation at seed 0 (ranks 2, 4, 8, 16 x alpha, beta in {1, 1.2, 1.5, 2, 3}, gamma
    = 1); each Bayesian engine at mm's rank (``rank_from``) with its own prior (alpha,
-   beta in ``--bayes-values``, default {0.1, 0.3, 1}, gamma = 1) chosen on validation at
-   seed 0 and the first budget (a sampler: on one chain); then every family at every
+   beta in ``--bayes-values``, default {0.02, 0.1, 0.3, 1}, ``nuts`` {0.05, 0.1, 0.3, 1}:
+   :data:`BAYES_VALUES`, :data:`NUTS_VALUES`; gamma = 1) chosen on validation at seed 0
+   and the first budget (a sampler: on one chain); then every family at every
    budget over ``--seeds`` seed sets (seed set s: the s-th block of each family's seeds).
 
 Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every row and
@@ -81,7 +83,21 @@ FAMILIES = {
 }
 RULES = {"mm": "mean", "nuts": "chains", "gibbs": "chains", "vb": "mean"}
 """Each family's row rule (:data:`bernmf.studies.study.RULES`); the others: ``single``."""
-BAYES_VALUES = (0.1, 0.3, 1.0)
+BAYES_VALUES = (0.02, 0.1, 0.3, 1.0)
+"""alpha and beta of the Bayesian families' prior grids on the datasets (every pair, gamma
+= 1), but ``nuts``'s (:data:`NUTS_VALUES`). Measured on animals (paper split, K = 8, the
+families' tuning fits, validation perplexity, mean of 2 seeds): with {0.1, 0.3, 1} every
+family chose 0.1, the edge; below it ``vb`` went from 0.4049 (0.1, 0.1) to 0.3938 (0.02,
+0.02), ``gibbs`` 0.4436 to 0.4173, ``svi`` 0.4894 to 0.4849 (0.02, 0.05), and at 0.005 and
+0.01 none improved beyond the spread of its 2 seeds (vb 0.3929 to 0.3962, gibbs 0.4223
+to 0.4529, svi 0.4845 to 0.4853). 0.05 found nothing that 0.02 or 0.1 did not (vb 0.3938,
+svi 0.4849)."""
+NUTS_VALUES = (0.05, 0.1, 0.3, 1.0)
+"""``nuts``'s grid: measured as :data:`BAYES_VALUES`, its best pair was (0.05, 0.1),
+0.4289 against 0.4357 at (0.1, 0.1); every pair with a 0.02 was worse (0.4317 to 0.5117)
+and slow: a 0.02, or a beta of 0.05, costs 20 to 38 CPU s per tuning fit (one chain of 250
++ 250 draws) against 11 to 13 at (0.05, 0.1) and (0.05, 0.3), 7.5 at (0.1, 0.1), 2.5 at
+(0.3, 0.3)."""
 MM_VALUES = (1.0, 1.2, 1.5, 2.0, 3.0)
 RANKS = (2, 4, 8, 16)
 DATASETS = ("animals", "paleo", "lastfm")
@@ -99,8 +115,9 @@ def parse(argv):
         help="of the simulated data",
     )  # fmt: skip
     parser.add_argument(
-        "--bayes-values", nargs="+", type=float, default=list(BAYES_VALUES),
-        help="alpha and beta values of the Bayesian engines' prior grid on the datasets",
+        "--bayes-values", nargs="+", type=float, default=None,
+        help="alpha and beta values of every Bayesian family's prior grid on the datasets "
+        f"(default {' '.join(map(str, BAYES_VALUES))}; nuts {' '.join(map(str, NUTS_VALUES))})",
     )  # fmt: skip
     parser.add_argument("--seeds", type=int, default=3, help="seed sets per row")
     parser.add_argument("--restarts", type=int, default=4, help="mm seeds at budget 1")
@@ -130,7 +147,10 @@ def parse(argv):
     )  # fmt: skip
     args = parser.parse_args(argv)
     args.shape, args.ranks, args.mm_values = tuple(args.shape), RANKS, MM_VALUES
-    args.bayes_priors = list(itertools.product(args.bayes_values, args.bayes_values))
+    args.bayes_priors = {}  # Bayesian family -> its (alpha, beta) pairs on the datasets
+    for family, (engine, _) in list(FAMILIES.items())[1:]:  # all but mm
+        values = args.bayes_values or (NUTS_VALUES if engine == "nuts" else BAYES_VALUES)
+        args.bayes_priors[family] = list(itertools.product(values, values))
     args.families = args.families or list(FAMILIES)
     if args.quick:
         args.shape = (24, 18, 2)
@@ -138,7 +158,7 @@ def parse(argv):
         args.seeds, args.budgets, args.restarts, args.chains = 1, [1, 2], 2, 2
         args.warmup, args.samples, args.gibbs_samples, args.svi_steps = 30, 30, 30, 200
         args.ranks, args.mm_values = (2,), (1.0, 1.5)
-        args.bayes_priors = [(0.5, 0.5)]
+        args.bayes_priors = {family: [(0.5, 0.5)] for family in args.bayes_priors}
         args.families = [f for f in args.families if f != "svi_lowrank"]
     if not args.budgets or min(args.budgets) < 1:
         parser.error("--budgets must be positive integers")
@@ -216,12 +236,12 @@ def configurations(args) -> list[Study]:
             )
         )
     if args.datasets:
-        bayes = [(a, b, 1.0) for a, b in args.bayes_priors]
+        rank_from = "mm" if "mm" in args.families else None
         grids = tuple(
             family_grid(f, args.ranks, mm_priors, args)
             if f == "mm"
             else family_grid(
-                f, args.ranks, bayes, args, rank_from="mm" if "mm" in args.families else None
+                f, args.ranks, [(a, b, 1.0) for a, b in args.bayes_priors[f]], args, rank_from
             )
             for f in args.families
         )
