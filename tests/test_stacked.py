@@ -392,9 +392,9 @@ def test_grid_stacking_stacks_every_fit_of_the_grid(problem, tmp_path, capsys):
     out = tmp_path / "tune"
     argv = ["tune", str(path), "--split", str(tmp_path / "split.npz"), "--ranks", "2", "--quiet"]
     argv += ["--alphas", "1.2,2", "--betas", "1.5", "--restarts", "2", "--combine", "stack"]
-    assert main([*argv, "--max-iter", "50", "--out", str(out)]) == 0
+    assert main([*argv, "--max-iter", "50", "--extend", "0", "--out", str(out)]) == 0
     members = pd.read_csv(out / "members.csv")
-    assert list(members["engine"]) == ["mm"] * 4 + ["baseline"]
+    assert list(members["engine"]) == ["mm"] * 4 + ["baseline"]  # the grid, not extended
     saved = bernmf.load(out / "best_fit.npz")
     best = json.loads((out / "summary.json").read_text())["best"]
     assert saved.engine == "stack"
