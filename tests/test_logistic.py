@@ -18,7 +18,12 @@ from scipy.special import expit
 import bernmf
 from bernmf.data.observed import as_observed
 from bernmf.inference import logpca, logsvd
-from bernmf.inference._logistic import LogisticData, Operator, leading_eigenvectors
+from bernmf.inference._logistic import (
+    LogisticData,
+    Operator,
+    _orthonormal_complement,
+    leading_eigenvectors,
+)
 from bernmf.inference.logpca import transform
 from bernmf.inference.logsvd import _exact_factors, _gram_factors
 
@@ -293,6 +298,65 @@ def test_leading_eigenvectors_give_up_on_a_degenerate_gap(gap):
             min_gap=1e-4,
         )
     assert not bool(found.converged)
+
+
+DECOMPOSITIONS = {"qr", "householder_product", "eigh", "svd", "cholesky", "lu", "triangular_solve"}
+
+
+def decomposed_shapes(jaxpr) -> list[tuple[int, ...]]:
+    """The operands' shapes of the matrix decompositions in a jaxpr, inner jaxprs included."""
+    shapes = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in DECOMPOSITIONS:
+            shapes += [var.aval.shape for var in eqn.invars]
+        for param in eqn.params.values():
+            for inner in param if isinstance(param, tuple | list) else [param]:
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    shapes += decomposed_shapes(inner)
+    return shapes
+
+
+@pytest.mark.parametrize(("depth", "restarts"), [(1, 1), (1, 25), (3, 20)])
+def test_leading_eigenvectors_decompose_only_the_small_projections(depth, restarts):
+    # no QR (or other decomposition) of an N-row basis, only of (depth + 1) K square
+    # matrices: on CPU jax decomposes with scipy's OpenBLAS LAPACK, whose threads made the
+    # Householder QR of an N x 2K basis cost a logsvd step on paleo (N = 902) 15 to 25
+    # times more CPU at K = 6 and 8 than at K = 4
+    N, K = 120, 8
+    G, Q = symmetric(np.linspace(50, -10, N))
+    with jax.enable_x64(True):
+        jaxpr = jax.make_jaxpr(
+            lambda U: leading_eigenvectors(
+                dense(G), U, depth=depth, restarts=restarts, tol=1e-10, floor=0.0, min_gap=1e-4
+            )
+        )(jnp.asarray(Q[:, :K]))
+    shapes = decomposed_shapes(jaxpr.jaxpr)
+    assert shapes and max(max(shape) for shape in shapes) <= (depth + 1) * K
+
+
+@pytest.mark.parametrize("case", ["random", "nearly in the basis", "dependent"])
+def test_orthonormal_complement(case):
+    # orthonormal columns orthogonal to the basis, spanning V's part outside it; where V
+    # is in span(basis) to rounding level (a converged Krylov block) they span its rounding
+    # errors, still orthonormal; a direction of V that repeats another gives a zero column
+    rng = np.random.default_rng(3)
+    basis = np.linalg.qr(rng.standard_normal((50, 4)))[0]
+    V = rng.standard_normal((50, 4))
+    if case == "nearly in the basis":
+        V = basis @ rng.standard_normal((4, 4)) + 1e-13 * V
+    if case == "dependent":
+        V[:, 3] = V[:, 0] + V[:, 1]
+    with jax.enable_x64(True):
+        found = np.asarray(_orthonormal_complement(jnp.asarray(V), jnp.asarray(basis)))
+    kept = 3 if case == "dependent" else 4
+    norms = np.linalg.norm(found, axis=0)
+    np.testing.assert_allclose(np.sort(norms), [0.0] * (4 - kept) + [1.0] * kept, atol=1e-14)
+    np.testing.assert_allclose(found.T @ found, np.diag(norms**2), atol=1e-14)
+    np.testing.assert_allclose(basis.T @ found, 0.0, atol=1e-14)
+    if case != "nearly in the basis":  # the span of [basis, V] is that of [basis, found]
+        rest = V - basis @ (basis.T @ V)
+        np.testing.assert_allclose(found @ (found.T @ rest), rest, atol=1e-13)
 
 
 def logpca_eigenvectors(Z, eta, mu, U, exact):
