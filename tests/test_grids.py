@@ -1,4 +1,4 @@
-"""The one loop over grids: order, budget, climbing and edges (bernmf.fitting.grids)."""
+"""The one loop over grids: order, budget and edges (bernmf.fitting.grids)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import bernmf
 from bernmf.data.observed import as_observed
 from bernmf.data.split import random_split
 from bernmf.fitting import grids
-from bernmf.fitting.grids import Budget, EngineGrid, GridFits, Setting
-from bernmf.fitting.runner import Scored
+from bernmf.fitting.grids import Budget, EngineGrid
 
 
 @pytest.fixture(scope="module")
@@ -59,24 +58,6 @@ def test_an_estimate_over_the_budget_refuses_a_step_but_never_a_probe():
     assert budget.estimate("mm", 4, 1) == 1.0 + 4.0  # a new rank compiles; cost linear in K
     assert budget.refusal("mm", 2, 2) is None  # 4 s + half of it reserved for refits
     assert budget.refusal("mm", 4, 2) == "about 9 s, over the budget"
-
-
-def _setting(rank: int, score: float) -> Setting:
-    member = Scored(rank, None, None, score)
-    return Setting(EngineGrid("logsvd", (rank,)), None, rank, None, [member])
-
-
-def test_a_grid_stops_climbing_once_it_overfits():
-    made = GridFits(settings=[_setting(2, 0.50), _setting(4, 0.40), _setting(8, 0.41)])
-    grid = made.settings[0].grid
-    assert not grids._overfits(made, grid, 8, 0.05, False, None)  # 2.5% above its best
-    made.settings.append(_setting(16, 0.44))
-    stream = io.StringIO()
-    assert grids._overfits(made, grid, 16, 0.05, True, stream)  # 10% above
-    assert "logsvd: stopped at K=16, its validation perplexity 10% above its best (K=4)" in (
-        stream.getvalue()
-    )
-    assert not grids._overfits(made, grid, 16, None, False, None)
 
 
 def test_a_best_prior_at_the_grid_edge_is_extended_at_its_rank(data):

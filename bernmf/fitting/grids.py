@@ -206,7 +206,6 @@ def fit_grids(
     options: Mapping[str, dict] | None = None,
     budget: Budget | None = None,
     order: str = "grid",
-    climb: float | None = None,
     extend: int = 0,
     warmup: int = 0,
     engines: Mapping[str, Engine] | None = None,
@@ -231,10 +230,6 @@ def fit_grids(
     order : {"grid", "rank"}
         Grid by grid, or rank by rank across the grids (a ladder: every engine's cheap ranks
         first).
-    climb : float, optional
-        With ``order="rank"``: a grid stops climbing (its higher ranks left out, said so) once
-        a rank's best validation perplexity is more than this share above the grid's best so
-        far: past that rank it overfits, and its fits cost more.
     extend : int or None, default 0
         Where a grid's best setting lies at the edge of two or more ranks (or priors), fit up
         to this many more beyond it (the rank doubled or halved; alpha or beta doubled, or
@@ -290,8 +285,7 @@ def fit_grids(
             for grid in grids:
                 if rank not in grid.ranks or grid.label in stopped:
                     continue
-                found = step(grid, rank)
-                if found is None or _overfits(made, grid, rank, climb, progress, stream):
+                if step(grid, rank) is None:
                     stopped.add(grid.label)
     else:
         for grid in grids:
@@ -303,20 +297,6 @@ def fit_grids(
         if grid.label not in stopped:
             made.notes += _edges(grid, resolved[grid.label], made, step, extend, progress, stream)
     return made
-
-
-def _overfits(made: GridFits, grid, rank: int, climb, progress, stream) -> bool:
-    """Whether ``grid`` at ``rank`` scored more than ``climb`` above its best so far (said)."""
-    scores = _scores(made, grid.label)
-    if climb is None or len(scores) < 2:
-        return False
-    best = min(scores, key=scores.get)
-    if not scores[rank] > (1 + climb) * scores[best]:
-        return False
-    rise = scores[rank] / scores[best] - 1
-    say(progress, f"  {grid.label}: stopped at K={rank}, its validation perplexity "
-        f"{rise:.0%} above its best (K={best}); higher ranks overfit more", stream)  # fmt: skip
-    return True
 
 
 def _scores(made: GridFits, label: str) -> dict[int, float]:

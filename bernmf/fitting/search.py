@@ -6,8 +6,7 @@ run. It holds out a share of the observed entries (:data:`HOLDOUT`), fits a ladd
 (:data:`RANKS`) of each engine at its default prior, one fit a rank, estimating each next
 step from the time the last one of that engine took (the lowest rank is each engine's probe,
 always fitted) and leaving out what would overrun the budget's share for the fits and their
-refits (:data:`FITTING_SHARE`, :data:`REFIT_SHARE`); an engine stops climbing once it
-overfits (:data:`CLIMB`). Then, while time is left, rounds of
+refits (:data:`FITTING_SHARE`, :data:`REFIT_SHARE`); then, while time is left, rounds of
 ``mm`` fits at its best ranks (:data:`BEST_RANKS`) over a few Beta priors
 (:data:`MM_PRIORS`) and new seeds, in one compiled call per rank.
 :func:`bernmf.stack` mixes every fit on the held-out entries (a setting's seeds share one
@@ -66,11 +65,6 @@ MM_SEEDS = 2
 MM_ROUNDS = 4
 """At most this many rounds of mm's priors and seeds after the ladder (8 seeds per setting;
 more add fits to stack more than they add to the stack's score)."""
-
-CLIMB = 0.05
-"""An engine's ladder stops at a rank whose held-out perplexity is more than this share above
-its best so far (:func:`bernmf.fitting.grids.fit_grids`' ``climb``): its higher ranks overfit
-more, get little stacking weight and cost more (their fits take more iterations)."""
 
 BEST_RANKS = 3
 """mm's ranks of best held-out perplexity on the ladder that the rounds of priors and seeds
@@ -165,7 +159,7 @@ def search(
     clock = Budget(budget, share=FITTING_SHARE, reserve=REFIT_SHARE, estimating=True)
     common = {"budget": clock, "extend": None, "progress": progress, "stream": stream}
     ladder = [EngineGrid(e.name, tuple(ranks)) for e in chosen]
-    swept = fit_grids(ladder, train, held_out, [seed], order="rank", climb=CLIMB, **common)
+    swept = fit_grids(ladder, train, held_out, [seed], order="rank", **common)
     left_out = list(swept.left_out)  # the rounds' are said, not listed: the ladder's ranks are
     ladder_steps = len(swept.steps)
     mm = [s for s in swept.steps if s["engine"] == "mm"]
