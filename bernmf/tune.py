@@ -176,7 +176,7 @@ def grid(
     mask,
     validation,
     engines: Sequence[str] = ("mm",),
-    gamma: float = Prior().gamma,
+    gamma: float | None = None,
     restarts: int = 1,
     combine: str | None = None,
     refit: bool = False,
@@ -197,8 +197,9 @@ def grid(
     ranks : sequence of int
     alphas, betas : sequences of float >= 1, optional
         The Beta prior of H of the engines that take a prior; every pair is fitted.
-        Default: the default prior's (:class:`bernmf.Prior`). Refused when no engine
-        tuned takes a prior.
+        Default: the default prior's (:class:`bernmf.Prior`); with none of alphas, betas
+        and gamma given, each engine fits its own default prior (a sampler's differs
+        from mm's). Refused when no engine tuned takes a prior.
     mask : bool array of shape (M, N)
         Training entries (observed by the fits).
     validation : bool array of shape (M, N)
@@ -206,9 +207,9 @@ def grid(
         :meth:`bernmf.Fit.perplexity` scores them: entries where Y is NaN are not.
     engines : sequence of str, default ("mm",)
         The engines tuned, in order.
-    gamma : float, default the default prior's
+    gamma : float, optional
         Dirichlet parameter of the rows of W, the same for every fit of an engine that
-        takes a prior.
+        takes a prior (default: the default prior's).
     restarts : int, default 1
         Random initializations per setting, with seeds ``seed, seed + 1, ...``; the
         same seeds for every (alpha, beta), so settings are compared on equal footing
@@ -279,14 +280,15 @@ def grid(
     rows_at, columns_at, y = held_out.entries()
     stream = stream or sys.stderr
     check_seed(seed, restarts)
+    own = not given and gamma is None  # each engine its own default prior
+    gamma = Prior().gamma if gamma is None else gamma
     settings = [Prior(a, b, gamma) for a in alphas for b in betas]
     limit = min(data.shape)
     top = min(max(ranks) * 2**extend, max(limit, max(ranks)))  # the largest rank it may fit
     batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
+    priors = None if own else tuple(settings)
     grids = [
-        EngineGrid(
-            e.name, tuple(ranks), tuple(settings) if e.takes_prior else None, batching=batching
-        )
+        EngineGrid(e.name, tuple(ranks), priors if e.takes_prior else None, batching=batching)
         for e in chosen
     ]
     for engine, one in zip(chosen, grids, strict=True):
@@ -308,7 +310,7 @@ def grid(
         for key in TIMINGS:
             spent[key] += float(sum(m.fit.timings.get(key, 0.0) for m in fitted))
         alpha, beta = _prior_values(setting.prior)
-        prior_gamma = gamma if setting.prior is not None else np.nan
+        prior_gamma = np.nan if setting.prior is None else float(setting.prior.gamma[0])
         for m in fitted:
             fit, score = m.fit, m.validation_perplexity
             rows.append(

@@ -398,3 +398,14 @@ def test_the_commands_default_priors_keep_test_entries_finite(tmp_path, capsys):
     best = json.loads(capsys.readouterr().out)["best"]
     assert best["alpha"] >= 1.2 and best["beta"] >= 1.2
     assert np.isfinite(best["test_perplexity"])
+
+
+def test_an_engine_tuned_without_a_prior_grid_fits_its_own_default_prior():
+    Y, split = small_problem(14)
+    common = {"mask": split.train, "validation": split.validation, "progress": False}
+    own = tune.grid(Y, [2], engines=["vb", "mm"], max_iter=20, **common).table
+    vb, mm = own[own["engine"] == "vb"].iloc[0], own[own["engine"] == "mm"].iloc[0]
+    assert (vb["alpha"], vb["beta"], vb["gamma"]) == (1.0, 1.0, 0.5)  # vb's: Dirichlet(1/K)
+    assert (mm["alpha"], mm["beta"], mm["gamma"]) == (1.2, 1.2, 1.2)  # bernmf.Prior()
+    given = tune.grid(Y, [2], [1.5], engines=["vb"], max_iter=20, **common).table.iloc[0]
+    assert (given["alpha"], given["beta"], given["gamma"]) == (1.5, 1.2, 1.2)

@@ -298,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
             flag, type=comma_list(float),
             help=f"comma list, for the engines that take a prior ({priors})",
         )  # fmt: skip
-    gamma, restarts, extend = grids["gamma"], grids["restarts"], tune.EXTENSIONS
+    gamma = Prior().gamma if grids["gamma"] is None else grids["gamma"]  # the command's grid
+    restarts, extend = grids["restarts"], tune.EXTENSIONS
     tune_parser.add_argument(
         "--gamma", type=float, default=gamma, help=f"Dirichlet gamma ({gamma:g})"
     )
