@@ -78,20 +78,25 @@ def test_stacked_rows_are_built_from_the_fits_made_and_weighted_on_validation(re
 
 @pytest.mark.slow
 def test_tuning_uses_the_validation_entries_not_the_test_ones(small, monkeypatch):
-    # the rank chosen by em is the one of lowest validation perplexity (compare's
-    # summary on split.validation), whatever the test entries say
-    seen = []
-    original = report.compare
+    # the rank chosen by em is the one of lowest validation perplexity (bernmf.tune.grid
+    # on split.validation), whatever the test entries say; the seeds are scored on test
+    tuned, tested = [], []
+    grid, compare = report.tune.grid, report.compare
 
-    def spy(Y, engines, ranks, seeds, *, train, test, **kwargs):
-        seen.append(test)
-        return original(Y, engines, ranks, seeds, train=train, test=test, **kwargs)
+    def grid_spy(*args, validation, **kwargs):
+        tuned.append(validation)
+        return grid(*args, validation=validation, **kwargs)
 
-    monkeypatch.setattr(report, "compare", spy)
+    def compare_spy(*args, test, **kwargs):
+        tested.append(test)
+        return compare(*args, test=test, **kwargs)
+
+    monkeypatch.setattr(report.tune, "grid", grid_spy)
+    monkeypatch.setattr(report, "compare", compare_spy)
     report.run({"small": small}, ["em"], ranks=(2, 3), seeds=[0], ensembles=(), progress=False)
     split = bernmf.data.split.paper_split(small.shape)
-    assert np.array_equal(seen[0], split.validation)
-    assert all(np.array_equal(mask, split.test) for mask in seen[1:])
+    assert len(tuned) == 1 and np.array_equal(tuned[0], split.validation)
+    assert tested and all(np.array_equal(mask, split.test) for mask in tested)
 
 
 @pytest.mark.slow
@@ -252,16 +257,17 @@ def test_margins_are_in_nats_with_a_paired_bootstrap_sd_not_the_seeds():
 
 
 def _em_report_scored(small, monkeypatch, rescore):
-    """The report of em at ranks 2, 3, 5 on ``small``, its comparison's validation
-    perplexities replaced by ``rescore(summary)``."""
-    real = report.compare
+    """The report of em at ranks 2, 3, 5 on ``small``, its tuning's validation
+    perplexities replaced by ``rescore(table)`` (columns rank and perplexity)."""
+    real = report.tune.grid
 
     def rescored(*args, **kwargs):
-        comparison = real(*args, **kwargs)
-        summary = comparison.summary.assign(perplexity=rescore(comparison.summary))
-        return dataclasses.replace(comparison, summary=summary)
+        tuning = real(*args, **kwargs)
+        scores = tuning.table.rename(columns={"validation_perplexity": "perplexity"})
+        table = tuning.table.assign(validation_perplexity=rescore(scores))
+        return dataclasses.replace(tuning, table=table)
 
-    monkeypatch.setattr(report, "compare", rescored)
+    monkeypatch.setattr(report.tune, "grid", rescored)
     return report.run(
         {"small": small}, ["em"], ranks=(2, 3, 5), shared_rank=3, seeds=[0], ensembles=(),
         progress=False,

@@ -371,29 +371,25 @@ def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) 
 
 
 def _tune(name: str, Y, split, plan: EnginePlan, settings: Settings) -> Tuned:
-    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits;
-    the shared rank and the default prior when every validation perplexity is inf."""
+    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits (every
+    engine through :func:`bernmf.tune.grid`, as ``bernmf tune`` fits them); the shared rank
+    and the default prior when every validation perplexity is inf."""
     engine, ranks, options, progress = plan.engine, plan.ranks, plan.options, settings.progress
     if engine != "mm" and len(ranks) == 1:
         return Tuned(engine, ranks[0], None, ranks, (), ranks)
     grid = ",".join(str(rank) for rank in ranks)
     what = f"{engine} on K = {grid}" + (f", alpha, beta in {plan.priors}" if engine == "mm" else "")
     say(progress, f"report on {name}: tuning {what} (plan: {plan.seconds:.0f} s in all)")
-    if engine == "mm":
-        tuning = tune.grid(
-            Y, ranks, plan.priors, plan.priors, mask=split.train, validation=split.validation,
-            progress=progress, **options,
-        )  # fmt: skip
-        best, fits = tuning.best, tuple(m.fit for m in tuning.members)
-        rank, prior = int(best["rank"]), Prior(best["alpha"], best["beta"])
-        scores = tuning.table.rename(columns={"validation_perplexity": "perplexity"})
-    else:
-        comparison = compare(
-            Y, [engine], ranks, [0], train=split.train, test=split.validation,
-            options={engine: options}, progress=progress, keep=True,
-        )  # fmt: skip
-        scores, fits, prior = comparison.summary, comparison.results, None
-        rank = int(scores.loc[scores["perplexity"].idxmin(), "rank"])
+    priors = {"alphas": plan.priors, "betas": plan.priors} if engine == "mm" else {}
+    tuning = tune.grid(
+        Y, ranks, **priors, engines=[engine], mask=split.train, validation=split.validation,
+        progress=progress, **options,
+    )  # fmt: skip
+    fits = tuple(lightened(m.fit) for m in tuning.members)
+    scores = tuning.table.rename(columns={"validation_perplexity": "perplexity"})
+    best = scores.loc[scores["perplexity"].fillna(np.inf).idxmin()]
+    rank = int(best["rank"])
+    prior = Prior(best["alpha"], best["beta"]) if engine == "mm" else None
     finite = sorted({int(r) for r in scores.loc[np.isfinite(scores["perplexity"]), "rank"]})
     if not finite:  # nothing to choose from
         return Tuned(engine, settings.shared_rank, None, ranks, fits, [])
