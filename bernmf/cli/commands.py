@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import pandas as pd
 
 from bernmf import _progress as progress
 from bernmf._output import atomic_output, check_output, to_json, write_json
+from bernmf._warnings import warn
 from bernmf.api import fit
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
@@ -231,7 +231,7 @@ def fit_command(args) -> int:
         restarts=args.restarts, combine=args.combine, validation=validation, **options,
     )  # fmt: skip
     if stopped_early(result):
-        warnings.warn(stopped_early(result), UserWarning, stacklevel=1)
+        warn(stopped_early(result))
     return _write_fit(args, out, target, Y, result, options, validation)
 
 
