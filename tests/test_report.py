@@ -586,3 +586,14 @@ def test_a_probe_times_the_engine_and_leaves_warnings_to_the_real_fits():
         warnings.simplefilter("error", bernmf.models.spec.ZeroProbabilityWarning)
         probed = quick.probe(Y, split, "em", 4, {}, allowance=60.0)
     assert probed.compile >= 0 and probed.per_iteration > 0
+
+
+@pytest.mark.slow
+def test_a_sampler_is_tuned_on_validation_with_its_own_progress_off(small, capsys):
+    """Its options say progress=False (the report's), which tune.grid also sets: it was
+    given twice, and the report stopped at the first sampler it tuned."""
+    result = report.run({"small": small}, ["vb", "gibbs"], ranks=(2, 3), seeds=[0],
+                        ensembles=(), budget=600)  # fmt: skip
+    chosen = result.chosen.set_index("engine")
+    assert set(chosen.index) == {"vb", "gibbs"} and set(chosen["rank"]) <= {2, 3}
+    assert "gibbs K=3" in capsys.readouterr().err  # the tuning's lines, not the sampler's bar

@@ -383,9 +383,10 @@ def _tune(name: str, Y, split, plan: EnginePlan, settings: Settings) -> Tuned:
     what = f"{engine} on K = {grid}" + (f", alpha, beta in {plan.priors}" if engine == "mm" else "")
     say(progress, f"report on {name}: tuning {what} (plan: {plan.seconds:.0f} s in all)")
     priors = {"alphas": plan.priors, "betas": plan.priors} if engine == "mm" else {}
+    own = {k: v for k, v in options.items() if k != "progress"}  # the grid's lines say it
     tuning = tune.grid(
         Y, ranks, **priors, engines=[engine], mask=split.train, validation=split.validation,
-        progress=progress, **options,
+        progress=progress, **own,
     )  # fmt: skip
     fits = tuple(lightened(m.fit) for m in tuning.members)
     scores = tuning.table.rename(columns={"validation_perplexity": "perplexity"})
