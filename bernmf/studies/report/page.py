@@ -258,8 +258,8 @@ def _budget(report: Report, dataset) -> list[str]:
     out = report.left_out
     for row in (out[out["dataset"] == dataset] if len(out) else out).itertuples():
         lines.append(
-            f"{row.engine} was left out: estimated {row.estimate:.0f} s at its shortest, over "
-            f"the budget of {report.budget:.0f} s."
+            f"{row.engine} was left out: estimated {row.estimate:.0f} s at its shortest, more "
+            f"than the budget of {report.budget:.0f} s had left for it beside the engines kept."
         )
     return lines
 
