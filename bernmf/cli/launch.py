@@ -127,16 +127,23 @@ def fit_command(args) -> int:
     return 1
 
 
+RUNTIME_ABORT = "*** Check failure"
+"""How JAX's runtime (glog) begins the message of its abort."""
+
+
 def passed_on(stderr: str, returncode: int, debug: bool) -> str:
     """What of the child's ``stderr`` the command writes: all of it, unless the child
     failed with its own one-line error (``bernmf: error: ...``, not ``--debug``); then
     only bernmf's lines (the error, warnings, progress). JAX's runtime may log the same
     lost peer from its C++ threads (``E1127 ... coordination_service_agent.cc ...``, a
-    dozen lines) just before the child's error is written."""
+    dozen lines) just before the child's error is written, or its abort
+    (``*** Check failure stack trace: ***``) into that line before its newline: the line is
+    cut there."""
     lines = stderr.splitlines(keepends=True)
     if debug or returncode == 0 or not any(x.startswith("bernmf: error: ") for x in lines):
         return stderr
-    return "".join(x for x in lines if x.startswith("bernmf"))
+    own = [x for x in lines if x.startswith("bernmf")]
+    return "".join(x.split(RUNTIME_ABORT)[0].rstrip("\n") + "\n" for x in own)
 
 
 def part() -> None:
