@@ -161,13 +161,13 @@ def search(
     ladder = [EngineGrid(e.name, tuple(ranks)) for e in chosen]
     swept = fit_grids(ladder, train, held_out, [seed], order="rank", **common)
     left_out = list(swept.left_out)  # the rounds' are said, not listed: the ladder's ranks are
-    ladder_steps = len(swept.steps)
     mm = [s for s in swept.steps if s["engine"] == "mm"]
     best_ranks = [s["rank"] for s in sorted(mm, key=lambda s: s["validation_perplexity"])]
-    rounds = EngineGrid("mm", tuple(best_ranks[:BEST_RANKS]), MM_PRIORS)
-    for round_ in range(1, MM_ROUNDS + 1 if mm else 0):
+    rounds = {f"mm, round {r}": r for r in range(1, MM_ROUNDS + 1 if mm else 0)}
+    for name, round_ in rounds.items():  # each round's lines named so
+        grid = EngineGrid("mm", tuple(best_ranks[:BEST_RANKS]), MM_PRIORS, name=name)
         before = len(swept.left_out)
-        fit_grids([rounds], train, held_out, _seeds(seed, round_), into=swept, **common)
+        fit_grids([grid], train, held_out, _seeds(seed, round_), into=swept, **common)
         if len(swept.left_out) > before:
             break
     fits = [m.fit for s in swept.settings for m in s.members]
@@ -184,10 +184,7 @@ def search(
         "seconds": clock.spent(),
         "stack_seconds": stacking,
         "held_out_entries": int(held.sum()),
-        "fitted": [
-            {**s, "round": 0 if i < ladder_steps else 1 + (i - ladder_steps) // len(rounds.ranks)}
-            for i, s in enumerate(swept.steps)
-        ],
+        "fitted": [{**s, "round": rounds.get(s["grid"], 0)} for s in swept.steps],
         "left_out": left_out,
     }
     result = dataclasses.replace(result, extras={**result.extras, "search": record})
