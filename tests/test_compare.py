@@ -163,6 +163,15 @@ def test_an_engine_compared_as_an_ensemble():
             Y, ["mm"], [3], train=split.train, test=split.test,
             options={"mm": {"restarts": 2, "combine": "stack"}}, progress=False,
         )  # fmt: skip
+    # with validation entries the members are stacked on them, as bernmf.fit stacks them
+    held = random_split(Y.shape, (0.6, 0.2, 0.2), seed=2)
+    stacked = bernmf.compare(
+        Y, ["mm"], [3], seeds=[5], train=held.train, test=held.test, validation=held.validation,
+        options={"mm": {"restarts": 2, "combine": "stack", "max_iter": 100}}, progress=False,
+    )  # fmt: skip
+    direct = bernmf.fit(Y, "mm", 3, mask=held.train, seed=5, restarts=2, combine="stack",
+                        validation=held.validation, max_iter=100)  # fmt: skip
+    assert stacked.fits["perplexity"][0] == pytest.approx(direct.perplexity(Y, held.test))
 
 
 def test_the_seeds_of_an_engine_and_rank_are_one_runner_call(data, monkeypatch):

@@ -102,8 +102,9 @@ def compare(
         default (None for an engine without a prior, such as ``em``).
     options : dict of engine name to dict, optional
         Engine options passed to :func:`bernmf.fit`, e.g. ``{"mm": {"max_iter": 500}}``;
-        ``restarts`` and ``combine`` ("best" or "mean") make each fit an ensemble of
-        that many members from seeds ``seed, seed + 1, ...`` (:mod:`bernmf.fitting.ensemble`).
+        ``restarts`` and ``combine`` make each fit an ensemble of that many members from
+        seeds ``seed, seed + 1, ...`` (:mod:`bernmf.fitting.ensemble`; ``"stack"`` weighs
+        them on ``validation``).
     measure : callable, optional
         ``measure(fit) -> dict`` of more columns for a fit's row (e.g. sampler
         diagnostics), computed while the fit is in memory; fits are not kept.
@@ -160,7 +161,8 @@ def compare(
     for engine in engines:
         chosen = ensembles.get(engine, {})
         restarts = chosen.get("restarts", 1)
-        check_combine(get_engine(engine), restarts, chosen.get("combine", "best"), False)
+        combine = chosen.get("combine", "best")
+        check_combine(get_engine(engine), restarts, combine, validation is not None)
         for rank in ranks:
             for seed in seeds:
                 check_arguments(
@@ -181,9 +183,11 @@ def compare(
             """A fit per seed as :func:`bernmf.fit` makes it, each a row (and a bar step)."""
             name = engine.name
             quiet = {"progress": False} if "progress" in engine.options else {}
+            ensemble = ensembles.get(name, {})
             request = plan(
-                Y, name, rank, mask=train, prior=priors.get(name), seed=seeds[0],
-                **ensembles.get(name, {}), options={**quiet, **options.get(name, {})},
+                Y, name, rank, mask=train, prior=priors.get(name), seed=seeds[0], **ensemble,
+                validation=validation if ensemble else None,
+                options={**quiet, **options.get(name, {})},
             )  # fmt: skip
             made = runner.runs(request, seeds, scored)
             for seed, member in zip(seeds, made, strict=True):

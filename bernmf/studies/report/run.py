@@ -33,10 +33,8 @@ from bernmf._progress import say, working_on
 from bernmf.data.observed import as_observed, is_sparse
 from bernmf.data.sparse import checked_coo
 from bernmf.data.split import paper_split
-from bernmf.fitting import runner
 from bernmf.fitting.ensemble import MODES_WARNING, validation_lpd
 from bernmf.fitting.plan import check_arguments
-from bernmf.fitting.plan import plan as plan_fit
 from bernmf.fitting.stack import members_table
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
@@ -48,7 +46,6 @@ from bernmf.studies.compare import (
     STACKED_MM,
     compare,
     describe_prior,
-    fit_row,
     lightened,
     nonempty_list,
     stacked_rows,
@@ -420,30 +417,25 @@ def _seeds(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settin
 
 def _ensemble(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settings) -> Rows:
     """The ensemble of ``plan.restarts`` members from each seed at the tuned setting,
-    combined on the validation entries and scored on the test ones: every member fitted
-    once (:func:`bernmf.fitting.runner.runs`)."""
+    combined on the validation entries and scored on the test ones (:func:`bernmf.compare`
+    with ``restarts``: every member fitted once, through the one grid loop)."""
     engine, seeds = tuned.engine, plan.seeds
     say(
         settings.progress,
         f"report on {name}: {engine} ensembles of {plan.restarts} at K = {tuned.rank}, "
         f"{len(seeds)} seed{'s' * (len(seeds) > 1)}",
     )
-    request = plan_fit(
-        Y, engine, tuned.rank, mask=split.train, prior=tuned.prior, seed=seeds[0],
-        restarts=plan.restarts, combine=settings.combine, validation=split.validation,
-        options=plan.options,
-    )  # fmt: skip
-    test = as_observed(Y, split.test, warn_empty=False)
+    ensemble = {"restarts": plan.restarts, "combine": settings.combine}
     with warnings.catch_warnings():  # distinct modes are why the report has ensembles
         warnings.filterwarnings("ignore", MODES_WARNING, UserWarning)
-        fitted = runner.runs(request, seeds, test)
-    table = pd.DataFrame(
-        [
-            fit_row(f"{engine} ensemble", tuned.rank, seed, member) | {"ess_per_second": np.nan}
-            for seed, member in zip(seeds, fitted, strict=True)
-        ]
-    )
-    return Rows(table.assign(setting="ensemble"), tuple(lightened(m.fit) for m in fitted))
+        made = compare(
+            Y, [engine], [tuned.rank], seeds, train=split.train, test=split.test,
+            priors={engine: tuned.prior}, options={engine: {**plan.options, **ensemble}},
+            validation=split.validation, progress=settings.progress, keep=True,
+        )  # fmt: skip
+    table = made.fits[made.fits["engine"] == engine]  # a seed's one fit is stacked with none
+    table = table.assign(engine=f"{engine} ensemble", ess_per_second=np.nan)
+    return Rows(table.assign(setting="ensemble"), made.results)
 
 
 def _stacks(Y, split, tuned: list[Tuned], rows: list[list[Rows]], seeds) -> tuple[list, list]:
