@@ -3,11 +3,11 @@
 :func:`run` fits each engine on each dataset's training entries (the paper's split),
 chooses its rank (and, for ``mm``, its Beta prior) on the validation entries only
 (:func:`bernmf.tune.grid`), then scores several seeds on the test entries, at that tuned
-setting and at one rank shared by all engines (:func:`bernmf.compare`; both through the one
-grid loop, :func:`bernmf.fitting.grids.fit_grids`); ensembles (:func:`bernmf.fit` with
-``restarts``) are rows of their own, and so are the stacks of the fits already made
-(``"stacked: all engines"``, ``"stacked: mm grid"``: :func:`bernmf.stack` on the validation
-entries, per seed).
+setting and at one rank shared by all engines (:func:`bernmf.compare`); ensembles
+(:func:`bernmf.compare` with ``restarts``) are rows of their own, and so are the stacks of the
+fits already made (``"stacked: all engines"``, ``"stacked: mm grid"``: :func:`bernmf.stack`
+on the validation entries, per seed). Every fit goes through the one grid loop,
+:func:`bernmf.fitting.grids.fit_grids`.
 The steps of a dataset are functions over records (:class:`Settings` in, :class:`Tuned`,
 :class:`Rows` and :class:`Made` out), assembled into a
 :class:`~bernmf.studies.report.record.Report`; :func:`write`
