@@ -42,7 +42,7 @@ from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import Scored
 from bernmf.fitting.search import check_engines
 from bernmf.fitting.stack import stack
-from bernmf.fitting.stacking import entries_lpd
+from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
@@ -277,7 +277,6 @@ def grid(
     chosen_options = _engine_options(chosen, options)  # every option checked before compiling
     data = as_observed(Y, mask)
     held_out = held_out_entries(Y, data, np.asarray(validation, bool))
-    rows_at, columns_at, y = held_out.entries()
     stream = stream or sys.stderr
     check_seed(seed, restarts)
     own = not given and gamma is None  # each engine its own default prior
@@ -324,11 +323,13 @@ def grid(
                 best.update(score=_score(score), factors=(fit.W, fit.H))
         if single:
             continue
-        group = [m.fit for m in fitted]
-        member = min(group, key=lambda f: _score(engine.score(f)))
-        mixed = np.mean([f.probs_at(rows_at, columns_at) for f in group], axis=0)
-        picked = member.probs_at(rows_at, columns_at)
-        score = float(-entries_lpd(y, mixed if combine == "mean" else picked).mean())
+        picked = min(fitted, key=lambda m: _score(engine.score(m.fit)))
+        member = picked.fit
+        if combine == "mean":  # the members' held-out log scores, as fit_settings gave them
+            lpd = np.column_stack([m.lpd for m in fitted])
+            score = float(-mixture_lpd(lpd, np.full(len(fitted), 1 / len(fitted))).mean())
+        else:
+            score = float(picked.validation_perplexity)
         ensembles.append((engine.name, rank, alpha, beta, prior_gamma, restarts, member.seed,
                           score))  # fmt: skip
         if _score(score) < best["score"]:

@@ -2,14 +2,14 @@
 scored on held-out entries, within a budget, and a grid extended past the edge where its best
 setting lies.
 
-Every loop over engines and settings in bernmf is :func:`fit_grids`, with other grids, budgets and
-outputs: the default search (:mod:`bernmf.fitting.search`: a ladder of ranks within seconds,
-then rounds of priors and seeds), :func:`bernmf.tune.grid` (a grid, its edges extended),
-:func:`bernmf.compare` (seeds scored on test entries), the report (through tune and compare)
-and the study runner (:func:`bernmf.studies.study.run`, whose :class:`EngineGrid` adds the studies'
-axes). A step is one grid at one rank: :func:`bernmf.fitting.runner.fit_settings` of its priors
-x seeds (one compiled call for mm and em), each member scored on the held-out entries with its
-CPU seconds.
+Every loop over engines and settings in bernmf is :func:`fit_grids`, with other grids, budgets
+and outputs: the default search (:mod:`bernmf.fitting.search`: a ladder of ranks within
+seconds, then rounds of priors and seeds), :func:`bernmf.tune.grid` (a grid, its edges
+extended), :func:`bernmf.compare` (seeds scored on test entries), the report (through tune and
+compare) and the study runner (:func:`bernmf.studies.study.run`, whose ``Grid`` is an
+:class:`EngineGrid` with the studies' axes). A step is one grid at one rank:
+:func:`bernmf.fitting.runner.fit_settings` of its priors x seeds (one compiled call for mm and
+em), each member scored on the held-out entries with its CPU seconds.
 """
 
 from __future__ import annotations
@@ -171,11 +171,6 @@ class GridFits:
     steps: list[dict] = field(default_factory=list)
     left_out: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-    def best(self, label: str | None = None) -> Setting:
-        """The setting (of grid ``label``, or any) whose best member scores lowest."""
-        chosen = [s for s in self.settings if label is None or s.grid.label == label]
-        return min(chosen, key=_best_score)
 
 
 def engine_options(engine: Engine, given: Mapping | None = None) -> dict:
