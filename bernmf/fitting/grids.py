@@ -127,16 +127,21 @@ class Budget:
         new_rank = (engine, rank) not in self.compiled
         return compile_ * new_rank + per_fit * fits * max(rank / at_rank, 1.0)
 
+    def exhausted(self) -> str | None:
+        """Why nothing more fits once ``share`` of the seconds is spent; None before."""
+        if self.seconds is None or self.spent() <= self.share * self.seconds:
+            return None
+        return f"the budget of {self.seconds:g} {self.unit} is spent"
+
     def refusal(self, engine: str, rank: int, fits: int) -> str | None:
         """Why a step of ``fits`` fits of ``engine`` at ``rank`` is left out; None: it fits."""
-        if self.seconds is None:
-            return None
-        limit = self.share * self.seconds
-        if self.spent() > limit:
-            return f"the budget of {self.seconds:g} {self.unit} is spent"
+        spent = self.exhausted()
+        if spent is not None or self.seconds is None:
+            return spent
         if not self.estimating or engine not in self.last:
             return None
         estimate = self.estimate(engine, rank, fits)
+        limit = self.share * self.seconds
         if self.spent() + estimate + self.reserve * (self.run + estimate) > limit:
             return f"about {estimate:.0f} s, over the budget"
         return None

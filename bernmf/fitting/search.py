@@ -160,7 +160,7 @@ def search(
     common = {"budget": clock, "extend": None, "progress": progress, "stream": stream}
     ladder = [EngineGrid(e.name, tuple(ranks)) for e in chosen]
     swept = fit_grids(ladder, train, held_out, [seed], order="rank", **common)
-    left_out = list(swept.left_out)  # the rounds' are said, not listed: the ladder's ranks are
+    left_out = list(swept.left_out)  # the ladder's; the rounds' are said, not listed
     mm = [s for s in swept.steps if s["engine"] == "mm"]
     best_ranks = [s["rank"] for s in sorted(mm, key=lambda s: s["validation_perplexity"])]
     rounds = {f"mm, round {r}": r for r in range(1, MM_ROUNDS + 1 if mm else 0)}

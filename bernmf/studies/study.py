@@ -463,10 +463,10 @@ def _members_at(grid: Grid, R: int, budget: int) -> int:
 
 def _over(clock: Budget, what: str, stream) -> bool:
     """Whether the study's CPU budget is spent; if so, says that ``what`` is skipped."""
-    if clock.seconds is None or clock.spent() <= clock.seconds:
-        return False
-    log(f"  {what}: skipped, the budget of {clock.seconds:g} CPU s is spent", stream)
-    return True
+    reason = clock.exhausted()
+    if reason is not None:
+        log(f"  {what}: skipped, {reason}", stream)
+    return reason is not None
 
 
 def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> list[Setting]:
