@@ -246,7 +246,7 @@ def test_reproduce_posterior_vs_map_quick(tmp_path):
         assert (out / name).stat().st_size > 0, name
     summary = pd.read_csv(out / "summary.csv")
     families = {"mm", "nuts", "svi_normal", "gibbs", "vb"}  # --quick: no low-rank guide
-    for dataset in ("simulated", "animals"):
+    for dataset in ("simulated 24x18 K=2", "animals"):
         rows = summary[summary["dataset"] == dataset]
         assert set(rows["family"]) == families
         assert set(rows["budget"]) == {1, 2}
@@ -258,7 +258,8 @@ def test_reproduce_posterior_vs_map_quick(tmp_path):
         assert set(chained["rule"]) <= {"mean", "chain stacking"}
         assert (chained["rule"] == "chain stacking").eq(chained["mixing"] != "mixed").all()
     assert (summary.loc[summary["dataset"] == "animals", "test_perplexity"] < np.log(2)).all()
-    simulated = summary[summary["dataset"] == "simulated"].set_index(["row", "budget"])
+    simulated = summary[summary["dataset"] == "simulated 24x18 K=2"]
+    simulated = simulated.set_index(["row", "budget"])
     assert simulated.loc[("mm mean", 1), "coverage_90"] == "no interval"
     assert 0 < float(simulated.loc[("nuts", 1), "coverage_90"]) <= 1
     # mm's prior chosen among 4 at seed 0 (simulated: at the true rank); the Bayesian

@@ -31,11 +31,11 @@ simulated data, the coverage of the true WH by central 50% and 90% posterior int
 (``coverage``: of the chains' mixture with their stacking weights when they did not mix;
 "no interval" for fits without draws: mm, vb). Parts:
 
-1. **Simulated data with known truth** (``--shape``, default 200 x 100, K = 4; W and H
-   drawn from the flat prior; 70% train, 10% validation, 20% test): every Bayesian family
-   with the true prior, ``mm`` with its prior chosen on validation at seed 0 and the true
-   rank, as on the datasets (the MAP under the flat prior puts entries of W and H on 0
-   or 1).
+1. **Simulated data with known truth** (``--shape``, default :data:`SHAPES`: 200 x 100,
+   K = 4 and 100 x 60, K = 6; W and H drawn from the flat prior; 70% train, 10%
+   validation, 20% test): every Bayesian family with the true prior, ``mm`` with its
+   prior chosen on validation at seed 0 and the true rank, as on the datasets (the MAP
+   under the flat prior puts entries of W and H on 0 or 1).
 2. **animals, paleo, lastfm on the paper's split**: ``mm``'s rank and prior chosen on
    validation at seed 0 (ranks 2, 4, 8, 16 x alpha, beta in {1, 1.2, 1.5, 2, 3}, gamma
    = 1); each Bayesian engine at mm's rank (``rank_from``) with its own prior (alpha,
@@ -43,6 +43,10 @@ simulated data, the coverage of the true WH by central 50% and 90% posterior int
    :data:`BAYES_VALUES`, :data:`NUTS_VALUES`; gamma = 1) chosen on validation at seed 0
    and the first budget (a sampler: on one chain); then every family at every
    budget over ``--seeds`` seed sets (seed set s: the s-th block of each family's seeds).
+   ``--large`` datasets (default :data:`LARGE`: paleo, lastfm) are fitted at
+   :data:`LARGE_SIZES` (fewer seed sets, budgets, draws and steps, shallower NUTS trees,
+   a low-rank guide of rank 16, diagonal prior grids), so that the whole study ends in
+   about an hour on 2 cores.
 
 Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every row and
 seed set), ``summary.csv`` (mean and sd over seed sets per dataset, row and budget, and
@@ -50,7 +54,7 @@ whether the row is on the Pareto front of CPU seconds and test perplexity),
 ``reliability.csv`` (the bins of every row), ``tuning.csv`` (every fit of a choice),
 ``perplexity_vs_cpu.png`` (test perplexity against CPU seconds per family and dataset),
 ``reliability.png`` (each dataset's rows at the largest budget, seed set 0) and
-``coverage.png`` (simulated). ``--quick`` is a smoke run (24 x 18 simulated data; animals
+``coverage.png`` (simulated). ``--quick`` is a smoke run (24 x 18 simulated data, K = 2; animals
 at rank 2 with one Bayesian prior; budgets 1 and 2; one seed set; short chains; no
 low-rank guide).
 
@@ -60,6 +64,7 @@ Run: ``bernmf reproduce posterior_vs_map [--quick] [--datasets animals ...]``, o
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import sys
 import time
@@ -101,6 +106,20 @@ and slow: a 0.02, or a beta of 0.05, costs 20 to 38 CPU s per tuning fit (one ch
 MM_VALUES = (1.0, 1.2, 1.5, 2.0, 3.0)
 RANKS = (2, 4, 8, 16)
 DATASETS = ("animals", "paleo", "lastfm")
+SHAPES = ((200, 100, 4), (100, 60, 6))
+"""M, N and K of the simulated data: data that pins a few components, and fewer entries
+for more parameters (where a posterior has more to add)."""
+LARGE = ("paleo", "lastfm")
+"""The datasets fitted at :data:`LARGE_SIZES`: at mm's rank there (16), NUTS at the default
+sizes costs about 40 minutes of CPU per budget unit of 4 chains, where the whole study has
+60 minutes (docs/posterior-vs-map.md, "Sizes")."""
+LARGE_SIZES = {
+    "seeds": 2, "budgets": (1, 2), "warmup": 50, "samples": 50, "max_tree_depth": 5,
+    "svi_lowrank_steps": 500, "guide_rank": 16,
+}  # fmt: skip
+"""What :data:`LARGE` datasets fit, over the study's options: 2 seed sets, budgets 1 and 2,
+NUTS chains of 50 + 50 draws of at most 31 leapfrog steps per budget unit, the low-rank
+guide of rank 16 for 500 steps, and each Bayesian prior grid's pairs alpha = beta only."""
 KEYS = ["dataset", "family", "row", "budget"]
 """The rows of the summary."""
 
@@ -111,21 +130,26 @@ def parse(argv):
     parser.add_argument("--families", nargs="*", choices=list(FAMILIES), default=None)
     parser.add_argument("--budgets", nargs="*", type=int, default=[1, 2, 4])
     parser.add_argument(
-        "--shape", nargs=3, type=int, default=[200, 100, 4], metavar=("M", "N", "K"),
-        help="of the simulated data",
+        "--shape", nargs=3, type=int, action="append", metavar=("M", "N", "K"),
+        help="of simulated data (repeat for several; default "
+        f"{' and '.join(' '.join(map(str, shape)) for shape in SHAPES)})",
     )  # fmt: skip
     parser.add_argument(
         "--bayes-values", nargs="+", type=float, default=None,
         help="alpha and beta values of every Bayesian family's prior grid on the datasets "
         f"(default {' '.join(map(str, BAYES_VALUES))}; nuts {' '.join(map(str, NUTS_VALUES))})",
     )  # fmt: skip
-    parser.add_argument("--seeds", type=int, default=3, help="seed sets per row")
+    parser.add_argument("--seeds", type=int, default=5, help="seed sets per row")
     parser.add_argument("--restarts", type=int, default=4, help="mm seeds at budget 1")
     parser.add_argument("--chains", type=int, default=4, help="nuts and gibbs chains")
     parser.add_argument("--warmup", type=int, default=250, help="nuts warmup at budget 1")
     parser.add_argument("--samples", type=int, default=250, help="nuts draws at budget 1")
     parser.add_argument("--gibbs-samples", type=int, default=250, help="at budget 1")
     parser.add_argument("--svi-steps", type=int, default=1250, help="at budget 1")
+    parser.add_argument(
+        "--large", nargs="*", default=list(LARGE), choices=list(DATASETS),
+        help="datasets fitted at the large sizes (LARGE_SIZES)",
+    )  # fmt: skip
     parser.add_argument(
         "--dtype", default="float64", choices=("float64", "float32"), help="of nuts and svi"
     )
@@ -146,14 +170,16 @@ def parse(argv):
         help="draw the figures again from summary.csv and reliability.csv in --out; fit nothing",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    args.shape, args.ranks, args.mm_values = tuple(args.shape), RANKS, MM_VALUES
+    args.shapes = [tuple(shape) for shape in args.shape or SHAPES]
+    args.ranks, args.mm_values = RANKS, MM_VALUES
+    args.svi_lowrank_steps, args.guide_rank = args.svi_steps, None
     args.bayes_priors = {}  # Bayesian family -> its (alpha, beta) pairs on the datasets
     for family, (engine, _) in list(FAMILIES.items())[1:]:  # all but mm
         values = args.bayes_values or (NUTS_VALUES if engine == "nuts" else BAYES_VALUES)
         args.bayes_priors[family] = list(itertools.product(values, values))
     args.families = args.families or list(FAMILIES)
     if args.quick:
-        args.shape = (24, 18, 2)
+        args.shapes = [(24, 18, 2)]
         args.datasets = args.datasets or ["animals"]
         args.seeds, args.budgets, args.restarts, args.chains = 1, [1, 2], 2, 2
         args.warmup, args.samples, args.gibbs_samples, args.svi_steps = 30, 30, 30, 200
@@ -180,6 +206,10 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
         members, scaled = args.chains, ("num_warmup", "num_samples")
     elif engine == "svi":
         options["steps"], scaled = args.svi_steps, ("steps",)
+        if family == "svi_lowrank":
+            options["steps"] = args.svi_lowrank_steps
+            if args.guide_rank is not None:
+                options["guide_rank"] = args.guide_rank
     elif engine == "gibbs":
         options |= {"num_warmup": args.gibbs_samples, "num_samples": args.gibbs_samples}
         members, scaled = args.chains, ("num_warmup", "num_samples")
@@ -192,6 +222,21 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
         engine, tuple(ranks), tuple(priors), options, batching=batching, members=members,
         name=family, budgets=args.budgets, scaled=scaled, rank_from=rank_from,
     )  # fmt: skip
+
+
+def sized(args, large: bool):
+    """The options of a part of the study: ``args``, or over them :data:`LARGE_SIZES` (the
+    Bayesian prior grids cut to their pairs alpha = beta) for :data:`LARGE` datasets."""
+    if not large:
+        return args
+    sizes = dict(LARGE_SIZES)
+    sizes["budgets"] = tuple(b for b in args.budgets if b in sizes["budgets"]) or args.budgets[:1]
+    sized = argparse.Namespace(**{**vars(args), **sizes})
+    sized.bayes_priors = {
+        family: [(a, b) for a, b in pairs if a == b] or pairs
+        for family, pairs in args.bayes_priors.items()
+    }
+    return sized
 
 
 def row_methods(args) -> tuple[Method, ...]:
@@ -210,50 +255,47 @@ def row_methods(args) -> tuple[Method, ...]:
     return tuple(made)
 
 
+def _study(args, grids, **data) -> Study:
+    """A part of the study: its grids and data, the rows and metrics of every part."""
+    return Study(
+        "posterior_vs_map", grids, row_methods(args), seed_sets=args.seeds,
+        warmup=not args.no_warmup, metrics=("ece", "coverage", "mixing"), choose_seed=0,
+        **data,
+    )  # fmt: skip
+
+
 def configurations(args) -> list[Study]:
-    """Part 1 (simulated: the Bayesian engines with the true prior, mm's chosen on
-    validation) and part 2 (the datasets, every prior chosen on validation)."""
-    common = {
-        "methods": row_methods(args), "seed_sets": args.seeds, "warmup": not args.no_warmup,
-        "metrics": ("ece", "coverage", "mixing"), "choose_seed": 0,
-    }  # fmt: skip
+    """Part 1 (a study per simulated shape: the Bayesian engines with the true prior, mm's
+    chosen on validation) and part 2 (the datasets, every prior chosen on validation; the
+    :data:`LARGE` ones at their sizes)."""
     mm_priors = [(a, b, 1.0) for a, b in itertools.product(args.mm_values, repeat=2)]
     made = []
-    if not args.skip_simulated:
-        M, N, K = args.shape
+    for M, N, K in [] if args.skip_simulated else args.shapes:
         flat = ((1.0, 1.0, 1.0),)
         grids = tuple(
             family_grid(f, (K,), mm_priors if f == "mm" else flat, args) for f in args.families
         )
         made.append(
-            Study(
-                "posterior_vs_map",
-                grids,
-                simulations=(Simulation(M, N, K),),
-                split="random",
+            _study(
+                args, grids, simulations=(Simulation(M, N, K),), split="random",
                 fractions=(0.7, 0.1, 0.2),
-                **common,
             )
-        )
-    if args.datasets:
-        rank_from = "mm" if "mm" in args.families else None
+        )  # fmt: skip
+    for large in (False, True):
+        names = tuple(d for d in args.datasets if (d in args.large) == large)
+        if not names:
+            continue
+        part = sized(args, large)
+        rank_from = "mm" if "mm" in part.families else None
         grids = tuple(
-            family_grid(f, args.ranks, mm_priors, args)
+            family_grid(f, part.ranks, mm_priors, part)
             if f == "mm"
             else family_grid(
-                f, args.ranks, [(a, b, 1.0) for a, b in args.bayes_priors[f]], args, rank_from
+                f, part.ranks, [(a, b, 1.0) for a, b in part.bayes_priors[f]], part, rank_from
             )
-            for f in args.families
+            for f in part.families
         )
-        made.append(
-            Study(
-                "posterior_vs_map",
-                grids,
-                datasets=tuple(args.datasets),
-                data_dir=args.data_dir,
-                **common,
-            )
-        )
+        made.append(_study(part, grids, datasets=names, data_dir=args.data_dir))
     return made
 
 
@@ -266,12 +308,14 @@ def rows_of(result: study.StudyResult, methods: tuple[Method, ...]) -> pd.DataFr
         columns={"seed_set": "seed", "method": "row", "chain_rule": "rule"}
     )
     rows.insert(1, "family", rows["row"].map(family))
-    return rows.assign(dataset=simulated_as_one(rows["dataset"]))
+    return rows.assign(dataset=short_names(rows["dataset"]))
 
 
-def simulated_as_one(names: pd.Series) -> pd.Series:
-    """The dataset column with the simulation's name as ``simulated`` (the study has one)."""
-    return names.mask(names.str.startswith("simulated-"), "simulated")
+def short_names(names: pd.Series) -> pd.Series:
+    """The dataset column with each simulation's name as ``simulated MxN K=k``."""
+    return names.str.replace(
+        r"^simulated-(\d+x\d+)-K(\d+)-seed\d+$", r"simulated \1 K=\2", regex=True
+    )
 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
@@ -304,7 +348,7 @@ def tuning_of(fits: pd.DataFrame) -> pd.DataFrame:
     choices = fits[fits["stage"] == CHOICE] if "stage" in fits else fits.iloc[:0]
     table = choices[["dataset", "grid", "rank", "alpha", "beta", "validation_perplexity"]]
     table = table.rename(columns={"grid": "engine"}).reset_index(drop=True)
-    table = table.assign(dataset=simulated_as_one(table["dataset"]))
+    table = table.assign(dataset=short_names(table["dataset"]))
     least = table.groupby(["dataset", "engine"])["validation_perplexity"].transform("min")
     return table.assign(chosen=table["validation_perplexity"] == least)
 
@@ -343,43 +387,56 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
     plt.close(figure)
 
     first = bins["seed"] == 0
-    shown = bins[first & (bins["budget"] == bins["budget"].max()) & (bins["row"] != "mm")]
+    largest = bins.groupby("dataset")["budget"].transform("max")
+    shown = bins[first & (bins["budget"] == largest) & (bins["row"] != "mm")]
     shown = pd.concat([shown, bins[first & (bins["row"] == "mm")]])
     figure, axes = plt.subplots(
         1, len(names), figsize=(4.2 * len(names), 5.4), squeeze=False, layout="constrained"
     )
     for axis, name in zip(axes[0], names, strict=True):
         axis.plot([0, 1], [0, 1], color="gray", linestyle=":", linewidth=1)
-        for label, table in shown[shown["dataset"] == name].groupby("row", sort=False):
-            ece = (table["count"] * (table["predicted"] - table["observed"]).abs()).sum()
-            axis.plot(table["predicted"], table["observed"], marker="o", markersize=3,
-                      label=f"{label} (ECE {ece / table['count'].sum():.3f})")  # fmt: skip
+        table = shown[shown["dataset"] == name]
+        for label, curve in table.groupby("row", sort=False):
+            ece = (curve["count"] * (curve["predicted"] - curve["observed"]).abs()).sum()
+            axis.plot(curve["predicted"], curve["observed"], marker="o", markersize=3,
+                      label=f"{label} (ECE {ece / curve['count'].sum():.3f})")  # fmt: skip
         axis.set_xlabel("predicted P(Y=1), test entries")
         axis.set_ylabel("observed frequency of Y=1")
-        axis.set_title(f"{name}, budget {shown['budget'].max()}, seed 0")
+        axis.set_title(f"{name}, budget {table['budget'].max()}, seed 0")
         axis.set_aspect("equal")
         axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
     figure.savefig(out / "reliability.png", dpi=110)
     plt.close(figure)
 
-    simulated = summary[summary["dataset"] == "simulated"]
-    if "coverage_90" in simulated:
-        covered = simulated[pd.to_numeric(simulated["coverage_90"], errors="coerce").notna()]
-        figure, axis = plt.subplots(figsize=(7, 3.6), layout="constrained")
-        labels = [f"{r} b{b}" for r, b in zip(covered["row"], covered["budget"], strict=True)]
-        x = range(len(covered))
+    if "coverage_90" not in summary:
+        return
+    covered = summary[pd.to_numeric(summary["coverage_90"], errors="coerce").notna()]
+    simulations = list(dict.fromkeys(covered["dataset"]))
+    if not simulations:
+        return
+    figure, axes = plt.subplots(
+        1, len(simulations), figsize=(6 * len(simulations) + 1.6, 3.6), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    for axis, name in zip(axes[0], simulations, strict=True):
+        rows = covered[covered["dataset"] == name]
+        labels = [f"{r} b{b}" for r, b in zip(rows["row"], rows["budget"], strict=True)]
+        x = range(len(rows))
         for offset, level in ((-0.2, 50), (0.2, 90)):
-            values = covered[f"coverage_{level}"].astype(float)
-            axis.bar([i + offset for i in x], values, width=0.4, label=f"{level}% interval")
+            values = rows[f"coverage_{level}"].astype(float)
+            axis.bar([i + offset for i in x], values, width=0.4, color=f"C{level // 90}",
+                     label=f"{level}% interval")  # fmt: skip
             axis.axhline(level / 100, color="gray", linestyle=":", linewidth=1,
                          label="nominal levels" if level == 90 else None)  # fmt: skip
         axis.set_xticks(list(x), labels, rotation=30, fontsize=8)
         axis.set_xlabel("row and budget (b), mean over seeds")
         axis.set_ylabel("share of true WH entries\ninside the interval")
         axis.set_ylim(0, 1)
-        figure.legend(fontsize=8, loc="outside right upper")
-        figure.savefig(out / "coverage.png", dpi=110)
-        plt.close(figure)
+        axis.set_title(name)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, fontsize=8, loc="outside right upper")
+    figure.savefig(out / "coverage.png", dpi=110)
+    plt.close(figure)
 
 
 def main(argv=None) -> int:
@@ -405,7 +462,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows = rows_of(result, made[0].methods)
     bins = result.reliability.rename(columns={"method": "row", "seed_set": "seed"})
-    bins = bins.assign(dataset=simulated_as_one(bins["dataset"]))
+    bins = bins.assign(dataset=short_names(bins["dataset"]))
     summary = summarize(rows)
     write_csv(rows, out / "rows.csv", index=False)
     write_csv(bins, out / "reliability.csv", index=False)
