@@ -307,5 +307,10 @@ def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeyp
     assert labels == ["nuts (ECE 0.100)", "mm (ECE 0.100)"]
     curves = [line for line in diagram.axes[0].get_lines() if line.get_label() in labels]
     assert [len(line.get_xdata()) for line in curves] == [2, 2]
+    # a row has one colour in every figure
+    budgets = next(f for f in made if f.axes[0].get_xlabel().startswith("CPU seconds"))
+    drawn = {c.get_label(): c.lines[0].get_color() for c in budgets.axes[0].containers}
+    assert [line.get_color() for line in curves] == [drawn["nuts"], drawn["mm"]]
+    assert drawn["nuts"] != drawn["mm"]
     for figure in made:
         close(figure)

@@ -354,14 +354,16 @@ def tuning_of(fits: pd.DataFrame) -> pd.DataFrame:
 
 
 def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
-    """The three PNGs, legends outside the axes; the reliability diagrams of seed 0 at the
-    largest budget (``mm``, one fit, at the first), each labelled with its own ECE."""
+    """The three PNGs, legends outside the axes, a colour per row in all of them; the
+    reliability diagrams of seed 0 at each dataset's largest budget (``mm``, one fit, at
+    the first), each labelled with its own ECE."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = list(dict.fromkeys(summary["dataset"]))
+    colour = {row: f"C{i % 10}" for i, row in enumerate(dict.fromkeys(summary["row"]))}
     figure, axes = plt.subplots(
         1, len(names), figsize=(4 * len(names) + 1.6, 3.6), squeeze=False, layout="constrained"
     )
@@ -370,6 +372,7 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
             axis.errorbar(
                 rows["cpu_seconds"], rows["test_perplexity"],
                 yerr=rows["test_perplexity_sd"].fillna(0), marker="o", markersize=4, label=label,
+                color=colour[label],
             )  # fmt: skip
         front = summary[(summary["dataset"] == name) & summary["pareto"]]
         axis.scatter(front["cpu_seconds"], front["test_perplexity"], s=120, facecolors="none",
@@ -398,8 +401,9 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
         table = shown[shown["dataset"] == name]
         for label, curve in table.groupby("row", sort=False):
             ece = (curve["count"] * (curve["predicted"] - curve["observed"]).abs()).sum()
+            ece /= curve["count"].sum()
             axis.plot(curve["predicted"], curve["observed"], marker="o", markersize=3,
-                      label=f"{label} (ECE {ece / curve['count'].sum():.3f})")  # fmt: skip
+                      color=colour.get(label), label=f"{label} (ECE {ece:.3f})")  # fmt: skip
         axis.set_xlabel("predicted P(Y=1), test entries")
         axis.set_ylabel("observed frequency of Y=1")
         axis.set_title(f"{name}, budget {table['budget'].max()}, seed 0")
