@@ -1,15 +1,21 @@
 """The posterior-vs-MAP study's configuration (bernmf.studies.posterior_vs_map): its prior
-grids. Its quick run end to end is in test_study.py."""
+grids, simulated shapes and the large datasets' sizes. Its quick run end to end is in
+test_study.py."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from bernmf.studies.posterior_vs_map import (
     BAYES_VALUES,
+    LARGE,
+    LARGE_SIZES,
     NUTS_VALUES,
+    SHAPES,
     configurations,
     parse,
+    short_names,
 )
 
 
@@ -41,3 +47,37 @@ def test_given_values_and_quick_set_every_bayesian_grid(argv, pairs):
     for family, grid in priors.items():
         if family != "mm":
             assert grid == {(a, b, 1.0) for a, b in pairs}, family
+
+
+def test_large_datasets_get_their_sizes_and_the_others_the_defaults():
+    """paleo and lastfm (LARGE) are fitted at LARGE_SIZES, animals at the options; two
+    simulated shapes by default, a study each at its true rank."""
+    made = configurations(parse(["--data-dir", "unused"]))
+    simulated = [s for s in made if s.simulations]
+    assert [(s.simulations[0].rows, s.simulations[0].cols) for s in simulated] == [
+        shape[:2] for shape in SHAPES
+    ]
+    assert [s.grids[0].ranks for s in simulated] == [(shape[2],) for shape in SHAPES]
+    small, large = [s for s in made if s.datasets]
+    assert small.datasets == ("animals",) and large.datasets == LARGE
+    assert small.seed_sets == 5 and large.seed_sets == LARGE_SIZES["seeds"]
+    grids = {g.label: g for g in large.grids}
+    assert grids["nuts"].budgets == LARGE_SIZES["budgets"]
+    assert grids["nuts"].options["max_tree_depth"] == LARGE_SIZES["max_tree_depth"]
+    assert grids["nuts"].options["num_samples"] == LARGE_SIZES["samples"]
+    assert grids["svi_lowrank"].options["guide_rank"] == LARGE_SIZES["guide_rank"]
+    assert "guide_rank" not in {g.label: g for g in small.grids}["svi_lowrank"].options
+    for family in ("nuts", "gibbs", "vb"):
+        assert all(a == b for a, b, _ in grids[family].priors), family
+        assert len(grids[family].priors) == 4
+    assert len(grids["mm"].priors) == len({g.label: g for g in small.grids}["mm"].priors)
+    # --large moves a dataset between the parts; --budgets cuts the large budgets too
+    made = configurations(parse(["--skip-simulated", "--large", "--budgets", "1"]))
+    assert [s.datasets for s in made] == [("animals", "paleo", "lastfm")]
+    made = configurations(parse(["--skip-simulated", "--budgets", "4"]))
+    assert made[-1].grids[0].budgets == (4,)
+
+
+def test_simulated_datasets_are_named_by_shape_and_rank():
+    names = pd.Series(["simulated-200x100-K4-seed0", "animals"])
+    assert list(short_names(names)) == ["simulated 200x100 K=4", "animals"]
