@@ -110,6 +110,39 @@ def test_warmup_compiles_what_the_timed_calls_run(monkeypatch):
     assert gibbs == [[1_000_000, 1_000_001], [0, 1], [2, 3]] * 2  # at budgets 1 and 2
 
 
+def test_warmup_of_a_prior_grid_compiles_once_per_program(monkeypatch):
+    """Choosing among priors, the untimed call fits every prior for mm (its batch holds
+    them) and one for a sampler (a program per rank, the prior an argument): the timed
+    calls then compile nothing."""
+    calls, fit_settings = [], grids.fit_settings
+
+    def recorded(engine, data, rank, priors, seeds, *more, **batching):
+        made = fit_settings(engine, data, rank, priors, seeds, *more, **batching)
+        compiled = sum(m.fit.timings.get("compile", 0.0) for m in made)
+        calls.append((engine.name, len(priors), seeds[0] >= grids.WARMUP_SEED, compiled))
+        return made
+
+    monkeypatch.setattr(grids, "fit_settings", recorded)
+    priors = ((1.5, 1.5, 1.0), (2.0, 3.0, 1.0))
+    choosing = Study(
+        "choosing",
+        grids=(
+            Grid("mm", (2,), priors, {"max_iter": 50}, members=2),
+            Grid("gibbs", (2,), priors, {"num_warmup": 10, "num_samples": 10,
+                 "progress": False}, members=2),
+        ),
+        methods=(Method("gibbs", "chains", ("gibbs",)),),
+        simulations=(Simulation(20, 15, 2),), split="random", fractions=(0.7, 0.1, 0.2),
+        choose_seed=0, warmup=True,
+    )  # fmt: skip
+    study.run(choosing, stream=io.StringIO())
+    warm = [(engine, count) for engine, count, warming, _ in calls if warming]
+    assert warm == [("mm", 2), ("gibbs", 1), ("mm", 1), ("gibbs", 1)]  # choices, then members
+    timed = [(engine, count) for engine, count, warming, _ in calls if not warming]
+    assert timed == [("mm", 2), ("gibbs", 2), ("mm", 1), ("gibbs", 1)]
+    assert all(compiled == 0 for engine, _, warming, compiled in calls if not warming)
+
+
 def test_the_chains_rule_and_metrics(budgeted):
     table = budgeted.table.set_index(["method", "budget"])
     chains = table.loc["gibbs"]

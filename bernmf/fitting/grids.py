@@ -311,7 +311,8 @@ def _scores(made: GridFits, label: str) -> dict[int, float]:
 def _step(grid, engine, train, held_out, rank, priors, seeds, options, warmup, budget, made,
           progress, stream, fitter) -> list[Setting]:  # fmt: skip
     """One grid at one rank: its priors x seeds fitted (in ``warmup`` timed calls after an
-    untimed one), scored, timed; a line said."""
+    untimed one: of every prior for a batched engine's, else of the first), scored, timed;
+    a line said."""
     count = len(priors) * len(seeds)
     label = f"{grid.label} K={rank}"
     working_on(f"{label}, {count} fit{'s' * (count > 1)}")
@@ -321,8 +322,10 @@ def _step(grid, engine, train, held_out, rank, priors, seeds, options, warmup, b
     if batching.get("progress"):  # the engine's own lines, named as the step's
         batching |= {"label": label, "stream": stream}
     step = (fitter, engine, train, held_out, rank, priors)
-    if warmup:
-        _timed(*step, [WARMUP_SEED + s for s in seeds[:size]], options, batching)
+    if warmup:  # a batched call's program holds every prior; the others' compile once a rank
+        warm = priors if engine.run_settings is not None else priors[:1]
+        warming = (fitter, engine, train, held_out, rank, warm)
+        _timed(*warming, [WARMUP_SEED + s for s in seeds[:size]], options, batching)
     calls = [
         _timed(*step, seeds[k : k + size], options, batching) for k in range(0, len(seeds), size)
     ]
