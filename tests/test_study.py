@@ -274,7 +274,7 @@ def test_reproduce_posterior_vs_map_quick(tmp_path):
     argv = ["reproduce", "posterior_vs_map", "--quick", "--quiet", "--data-dir", str(data_dir)]
     assert main([*argv, "--out", str(tmp_path / "pvm")]) == 0
     out = tmp_path / "pvm"
-    for name in ("rows.csv", "reliability.csv", "tuning.csv", "summary.csv",
+    for name in ("rows.csv", "table.csv", "reliability.csv", "tuning.csv", "summary.csv",
                  "reliability.png", "coverage.png", "perplexity_vs_cpu.png"):  # fmt: skip
         assert (out / name).stat().st_size > 0, name
     summary = pd.read_csv(out / "summary.csv")

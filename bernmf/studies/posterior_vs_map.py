@@ -53,10 +53,11 @@ seed set), ``summary.csv`` (mean and sd over seed sets per dataset, row and budg
 whether the row is on the Pareto front of CPU seconds and test perplexity),
 ``reliability.csv`` (the bins of every row), ``tuning.csv`` (every fit of a choice),
 ``perplexity_vs_cpu.png`` (test perplexity against CPU seconds per family and dataset),
-``reliability.png`` (each dataset's rows at the largest budget, seed set 0) and
-``coverage.png`` (simulated). ``--quick`` is a smoke run (24 x 18 simulated data, K = 2; animals
-at rank 2 with one Bayesian prior; budgets 1 and 2; one seed set; short chains; no
-low-rank guide).
+``reliability.png`` (each dataset's rows at its largest budget, seed set 0),
+``coverage.png`` (simulated) and ``table.csv`` (the runner's table, written after every
+seed set: what a stopped run keeps). ``--quick`` is a smoke run (24 x 18 simulated data,
+K = 2; animals at rank 2 with one Bayesian prior; budgets 1 and 2; one seed set; short
+chains; no low-rank guide).
 
 Run: ``bernmf reproduce posterior_vs_map [--quick] [--datasets animals ...]``, or
 ``python -m bernmf.studies.posterior_vs_map`` for every option.
@@ -461,8 +462,8 @@ def main(argv=None) -> int:
     if not made:
         study.log("nothing to run")
         return 0
-    result = study.run(made, stream=study.progress(args))
     out = Path(args.out)
+    result = study.run(made, out=out / "table.csv", stream=study.progress(args))
     out.mkdir(parents=True, exist_ok=True)
     rows = rows_of(result, made[0].methods)
     bins = result.reliability.rename(columns={"method": "row", "seed_set": "seed"})
