@@ -121,6 +121,8 @@ LARGE_SIZES = {
 """What :data:`LARGE` datasets fit, over the study's options: 2 seed sets, budgets 1 and 2,
 NUTS chains of 50 + 50 draws of at most 31 leapfrog steps per budget unit, the low-rank
 guide of rank 16 for 500 steps, and each Bayesian prior grid's pairs alpha = beta only."""
+COLUMNS = 3
+"""Panels per row of a figure (one a dataset or simulation)."""
 KEYS = ["dataset", "family", "row", "budget"]
 """The rows of the summary."""
 
@@ -365,10 +367,8 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
 
     names = list(dict.fromkeys(summary["dataset"]))
     colour = {row: f"C{i % 10}" for i, row in enumerate(dict.fromkeys(summary["row"]))}
-    figure, axes = plt.subplots(
-        1, len(names), figsize=(4 * len(names) + 1.6, 3.6), squeeze=False, layout="constrained"
-    )
-    for axis, name in zip(axes[0], names, strict=True):
+    figure, axes = _panels(plt, len(names), 4, 3.6, 1.6)
+    for axis, name in zip(axes, names, strict=True):
         for label, rows in summary[summary["dataset"] == name].groupby("row", sort=False):
             axis.errorbar(
                 rows["cpu_seconds"], rows["test_perplexity"],
@@ -383,7 +383,7 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
         axis.set_ylabel("test perplexity (nats per entry)")
         axis.set_title(name)
     legend = {}  # label -> handle, over the panels: one legend for the figure
-    for axis in axes[0]:
+    for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
             legend.setdefault(label, handle)
     figure.legend(legend.values(), legend.keys(), loc="outside right upper", fontsize=8)
@@ -394,10 +394,8 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
     largest = bins.groupby("dataset")["budget"].transform("max")
     shown = bins[first & (bins["budget"] == largest) & (bins["row"] != "mm")]
     shown = pd.concat([shown, bins[first & (bins["row"] == "mm")]])
-    figure, axes = plt.subplots(
-        1, len(names), figsize=(4.2 * len(names), 5.4), squeeze=False, layout="constrained"
-    )
-    for axis, name in zip(axes[0], names, strict=True):
+    figure, axes = _panels(plt, len(names), 4.2, 5.4)
+    for axis, name in zip(axes, names, strict=True):
         axis.plot([0, 1], [0, 1], color="gray", linestyle=":", linewidth=1)
         table = shown[shown["dataset"] == name]
         for label, curve in table.groupby("row", sort=False):
@@ -419,11 +417,8 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
     simulations = list(dict.fromkeys(covered["dataset"]))
     if not simulations:
         return
-    figure, axes = plt.subplots(
-        1, len(simulations), figsize=(6 * len(simulations) + 1.6, 3.6), squeeze=False,
-        layout="constrained",
-    )  # fmt: skip
-    for axis, name in zip(axes[0], simulations, strict=True):
+    figure, axes = _panels(plt, len(simulations), 6, 3.6, 1.6)
+    for axis, name in zip(axes, simulations, strict=True):
         rows = covered[covered["dataset"] == name]
         labels = [f"{r} b{b}" for r, b in zip(rows["row"], rows["budget"], strict=True)]
         x = range(len(rows))
@@ -438,10 +433,25 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
         axis.set_ylabel("share of true WH entries\ninside the interval")
         axis.set_ylim(0, 1)
         axis.set_title(name)
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, fontsize=8, loc="outside right upper")
     figure.savefig(out / "coverage.png", dpi=110)
     plt.close(figure)
+
+
+def _panels(plt, count: int, width: float, height: float, legend: float = 0.0):
+    """A figure of ``count`` panels of ``width`` x ``height`` inches, at most :data:`COLUMNS`
+    a row (and ``legend`` inches beside them), and its ``count`` axes in reading order."""
+    columns = min(count, COLUMNS)
+    rows = -(-count // columns)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(width * columns + legend, height * rows), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    axes = list(axes.ravel())
+    for spare in axes[count:]:
+        spare.remove()
+    return figure, axes[:count]
 
 
 def main(argv=None) -> int:
