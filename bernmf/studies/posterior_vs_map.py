@@ -45,8 +45,9 @@ simulated data, the coverage of the true WH by central 50% and 90% posterior int
    budget over ``--seeds`` seed sets (seed set s: the s-th block of each family's seeds).
    ``--large`` datasets (default :data:`LARGE`: paleo, lastfm) are fitted at
    :data:`LARGE_SIZES` (fewer seed sets, budgets, draws and steps, shallower NUTS trees,
-   a low-rank guide of rank 16, diagonal prior grids), so that the whole study ends in
-   about an hour on 2 cores.
+   a low-rank guide of rank 16, diagonal prior grids): at the default sizes NUTS alone
+   would take hours there. The whole study took 1 h 55 min on 2 cores
+   (docs/posterior-vs-map.md).
 
 Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every row and
 seed set), ``summary.csv`` (mean and sd over seed sets per dataset, row and budget, and
@@ -112,8 +113,8 @@ SHAPES = ((200, 100, 4), (100, 60, 6))
 for more parameters (where a posterior has more to add)."""
 LARGE = ("paleo", "lastfm")
 """The datasets fitted at :data:`LARGE_SIZES`: at mm's rank there (16), NUTS at the default
-sizes costs about 40 minutes of CPU per budget unit of 4 chains, where the whole study has
-60 minutes (docs/posterior-vs-map.md, "Sizes")."""
+sizes costs about 40 minutes of CPU per budget unit of 4 chains (docs/posterior-vs-map.md,
+"Sizes")."""
 LARGE_SIZES = {
     "seeds": 2, "budgets": (1, 2), "warmup": 50, "samples": 50, "max_tree_depth": 5,
     "svi_lowrank_steps": 500, "guide_rank": 16,
