@@ -409,7 +409,7 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
         axis.set_title(f"{name}, budget {table['budget'].max()}, seed 0")
         axis.set_aspect("equal")
         axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
-    figure.savefig(out / "reliability.png", dpi=110)
+    figure.savefig(out / "reliability.png", dpi=110, bbox_inches="tight")  # the legends below
     plt.close(figure)
 
     if "coverage_90" not in summary:
