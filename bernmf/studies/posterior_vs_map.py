@@ -113,7 +113,7 @@ SHAPES = ((200, 100, 4), (100, 60, 6))
 for more parameters (where a posterior has more to add)."""
 LARGE = ("paleo", "lastfm")
 """The datasets fitted at :data:`LARGE_SIZES`: at mm's rank there (16), NUTS at the default
-sizes costs about 40 minutes of CPU per budget unit of 4 chains (docs/posterior-vs-map.md,
+sizes costs 30 to 40 minutes of CPU per budget unit of 4 chains (docs/posterior-vs-map.md,
 "Sizes")."""
 LARGE_SIZES = {
     "seeds": 2, "budgets": (1, 2), "warmup": 50, "samples": 50, "max_tree_depth": 5,
