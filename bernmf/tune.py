@@ -39,10 +39,9 @@ from bernmf.data.observed import as_observed, check_count, check_rank, check_see
 from bernmf.fitting.ensemble import MAX_RESTARTS
 from bernmf.fitting.grids import EngineGrid, engine_options, fit_grids, grid_priors
 from bernmf.fitting.plan import held_out_entries
-from bernmf.fitting.runner import Scored
+from bernmf.fitting.runner import Scored, mean_perplexity
 from bernmf.fitting.search import check_engines
 from bernmf.fitting.stack import stack
-from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
@@ -326,8 +325,7 @@ def grid(
         picked = min(fitted, key=lambda m: _score(engine.score(m.fit)))
         member = picked.fit
         if combine == "mean":  # the members' held-out log scores, as fit_settings gave them
-            lpd = np.column_stack([m.lpd for m in fitted])
-            score = float(-mixture_lpd(lpd, np.full(len(fitted), 1 / len(fitted))).mean())
+            score = mean_perplexity(fitted)
         else:
             score = float(picked.validation_perplexity)
         ensembles.append((engine.name, rank, alpha, beta, prior_gamma, restarts, member.seed,

@@ -24,6 +24,7 @@ from bernmf._warnings import warn
 from bernmf.data.observed import Observed, check_seed
 from bernmf.fitting.ensemble import combine_members, validation_lpd
 from bernmf.fitting.plan import Plan
+from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior, ZeroProbabilityWarning, warn_zero_probability
 from bernmf.results.fit import BLOCK_ENTRIES, Fit
@@ -53,6 +54,12 @@ class Scored(NamedTuple):
     validation_perplexity: float | None
     lpd: np.ndarray | None = None
     cpu_seconds: float = float("nan")
+
+
+def mean_perplexity(members: Sequence[Scored]) -> float:
+    """Validation perplexity of the uniform mixture of ``members`` (from their ``lpd``)."""
+    lpd = np.column_stack([m.lpd for m in members])
+    return float(-np.mean(mixture_lpd(lpd, np.full(len(members), 1 / len(members)))))
 
 
 def fit_settings(

@@ -41,7 +41,7 @@ from bernmf.fitting.ensemble import MODES_WARNING, combine_members
 from bernmf.fitting.grids import Budget, EngineGrid, Setting, fit_grids
 from bernmf.fitting.modes import mode_prediction
 from bernmf.fitting.plan import held_out_entries
-from bernmf.fitting.runner import Scored
+from bernmf.fitting.runner import Scored, mean_perplexity
 from bernmf.fitting.stack import members_table, stack
 from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine, get_engine
@@ -573,12 +573,6 @@ def _perplexity(lpd: np.ndarray) -> float:
     return float(-np.mean(lpd))
 
 
-def _mean_perplexity(members: list[Scored]) -> float:
-    """Validation perplexity of the uniform mixture of ``members``."""
-    lpd = np.column_stack([m.lpd for m in members])
-    return _perplexity(mixture_lpd(lpd, np.full(len(members), 1 / len(members))))
-
-
 def _result(rule, chosen, Y, split, train, held_out):
     """``(result Fit, validation perplexity, chosen setting or None)`` of one method."""
     everyone = [m for s, members in chosen for m in members]
@@ -591,7 +585,7 @@ def _result(rule, chosen, Y, split, train, held_out):
         return m.fit, _perplexity(m.lpd), s
     common = {"validation": split.validation, "mask": split.train}
     if rule in ("mean", "stack chosen"):
-        s, ms = min(chosen, key=lambda x: _mean_perplexity(x[1]))
+        s, ms = min(chosen, key=lambda x: mean_perplexity(x[1]))
         if rule == "stack chosen":
             result = stack([m.fit for m in ms], Y, seeds="stack", **common)
             return result, result.mixture.stacking.validation_perplexity, s
@@ -602,7 +596,7 @@ def _result(rule, chosen, Y, split, train, held_out):
             result = combine_members(
                 [m.fit for m in ms], "mean", train, held_out, score=s.engine.score
             )
-        return result, _mean_perplexity(ms), s
+        return result, mean_perplexity(ms), s
     if rule == "stack setting":
         stacks = [(s, stack([m.fit for m in ms], Y, seeds="stack", **common)) for s, ms in chosen]
         s, result = min(stacks, key=lambda x: x[1].mixture.stacking.validation_perplexity)
