@@ -324,8 +324,8 @@ def _step(grid, engine, train, held_out, rank, priors, seeds, options, warmup, b
     step = (fitter, engine, train, held_out, rank, priors)
     if warmup:  # a batched call's program holds every prior; the others' compile once a rank
         warm = priors if engine.run_settings is not None else priors[:1]
-        warming = (fitter, engine, train, held_out, rank, warm)
-        _timed(*warming, [WARMUP_SEED + s for s in seeds[:size]], options, batching)
+        seeded = [WARMUP_SEED + s for s in seeds[:size]]
+        _timed(fitter, engine, train, held_out, rank, warm, seeded, options, batching)
     calls = [
         _timed(*step, seeds[k : k + size], options, batching) for k in range(0, len(seeds), size)
     ]

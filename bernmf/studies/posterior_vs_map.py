@@ -176,7 +176,7 @@ def parse(argv):
     args = parser.parse_args(argv)
     args.shapes = [tuple(shape) for shape in args.shape or SHAPES]
     args.ranks, args.mm_values = RANKS, MM_VALUES
-    args.svi_lowrank_steps, args.guide_rank = args.svi_steps, None
+    args.svi_lowrank_steps = args.guide_rank = None  # the low-rank guide as svi's
     args.bayes_priors = {}  # Bayesian family -> its (alpha, beta) pairs on the datasets
     for family, (engine, _) in list(FAMILIES.items())[1:]:  # all but mm
         values = args.bayes_values or (NUTS_VALUES if engine == "nuts" else BAYES_VALUES)
@@ -211,7 +211,7 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
     elif engine == "svi":
         options["steps"], scaled = args.svi_steps, ("steps",)
         if family == "svi_lowrank":
-            options["steps"] = args.svi_lowrank_steps
+            options["steps"] = args.svi_lowrank_steps or args.svi_steps
             if args.guide_rank is not None:
                 options["guide_rank"] = args.guide_rank
     elif engine == "gibbs":
@@ -235,12 +235,12 @@ def sized(args, large: bool):
         return args
     sizes = dict(LARGE_SIZES)
     sizes["budgets"] = tuple(b for b in args.budgets if b in sizes["budgets"]) or args.budgets[:1]
-    sized = argparse.Namespace(**{**vars(args), **sizes})
-    sized.bayes_priors = {
+    part = argparse.Namespace(**{**vars(args), **sizes})
+    part.bayes_priors = {
         family: [(a, b) for a, b in pairs if a == b] or pairs
         for family, pairs in args.bayes_priors.items()
     }
-    return sized
+    return part
 
 
 def row_methods(args) -> tuple[Method, ...]:
