@@ -112,14 +112,15 @@ def test_warmup_compiles_what_the_timed_calls_run(monkeypatch):
 
 def test_warmup_of_a_prior_grid_compiles_once_per_program(monkeypatch):
     """Choosing among priors, the untimed call fits every prior for mm (its batch holds
-    them) and one for a sampler (a program per rank, the prior an argument): the timed
-    calls then compile nothing."""
-    calls, fit_settings = [], grids.fit_settings
+    them), stopped after its first iterations, and one for a sampler (a program per rank,
+    the prior an argument): the timed calls then compile nothing."""
+    calls, iterations, fit_settings = [], [], grids.fit_settings
 
     def recorded(engine, data, rank, priors, seeds, *more, **batching):
         made = fit_settings(engine, data, rank, priors, seeds, *more, **batching)
         compiled = sum(m.fit.timings.get("compile", 0.0) for m in made)
         calls.append((engine.name, len(priors), seeds[0] >= grids.WARMUP_SEED, compiled))
+        iterations.append(max(m.fit.n_iter for m in made) if engine.name == "mm" else None)
         return made
 
     monkeypatch.setattr(grids, "fit_settings", recorded)
@@ -141,6 +142,9 @@ def test_warmup_of_a_prior_grid_compiles_once_per_program(monkeypatch):
     timed = [(engine, count) for engine, count, warming, _ in calls if not warming]
     assert timed == [("mm", 2), ("gibbs", 2), ("mm", 1), ("gibbs", 1)]
     assert all(compiled == 0 for engine, _, warming, compiled in calls if not warming)
+    mm = [(n, call[2]) for n, call in zip(iterations, calls, strict=True) if call[0] == "mm"]
+    assert max(n for n, warming in mm if warming) <= 3  # stopped at WARMUP_TOL
+    assert min(n for n, warming in mm if not warming) > 3
 
 
 def test_the_chains_rule_and_metrics(budgeted):

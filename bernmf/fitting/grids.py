@@ -31,6 +31,10 @@ __all__ = ["Budget", "EngineGrid", "GridFits", "Setting", "engine_options", "fit
 
 WARMUP_SEED = 1_000_000
 """With ``warmup``, the untimed first call of each step fits seeds from here on."""
+WARMUP_TOL = 1.0
+"""The tolerance of a batched engine's untimed call (mm, em): a relative change below 1
+stops it after its first iterations; its program, compiled for the timed calls, is the
+same (``tol`` is an argument of it, not a constant)."""
 
 
 @dataclass(frozen=True)
@@ -323,9 +327,11 @@ def _step(grid, engine, train, held_out, rank, priors, seeds, options, warmup, b
         batching |= {"label": label, "stream": stream}
     step = (fitter, engine, train, held_out, rank, priors)
     if warmup:  # a batched call's program holds every prior; the others' compile once a rank
-        warm = priors if engine.run_settings is not None else priors[:1]
+        warm, warm_options = priors[:1], options
+        if engine.run_settings is not None:  # every prior, stopped at once (tol is an argument)
+            warm, warm_options = priors, {**options, "tol": WARMUP_TOL}
         seeded = [WARMUP_SEED + s for s in seeds[:size]]
-        _timed(fitter, engine, train, held_out, rank, warm, seeded, options, batching)
+        _timed(fitter, engine, train, held_out, rank, warm, seeded, warm_options, batching)
     calls = [
         _timed(*step, seeds[k : k + size], options, batching) for k in range(0, len(seeds), size)
     ]
