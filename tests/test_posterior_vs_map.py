@@ -11,8 +11,10 @@ from bernmf.studies.posterior_vs_map import (
     BAYES_VALUES,
     LARGE,
     LARGE_SIZES,
+    MAX_TREE_DEPTH,
     NUTS_VALUES,
     SHAPES,
+    SIMULATED_SIZES,
     configurations,
     parse,
     short_names,
@@ -22,7 +24,7 @@ from bernmf.studies.posterior_vs_map import (
 def _dataset_priors(argv) -> dict:
     """Each family's priors in the datasets' study that ``argv`` configures."""
     datasets = configurations(parse([*argv, "--skip-simulated", "--datasets", "animals"]))[-1]
-    return {grid.label: set(grid.priors) for grid in datasets.grids}
+    return {grid.label: set(grid.priors or ()) for grid in datasets.grids}
 
 
 def test_the_bayesian_grids_reach_below_the_former_edge():
@@ -30,7 +32,8 @@ def test_the_bayesian_grids_reach_below_the_former_edge():
     grids now go to 0.02 (nuts to 0.05, where its tuning fits become slow), every pair."""
     assert min(BAYES_VALUES) == 0.02 and min(NUTS_VALUES) == 0.05
     priors = _dataset_priors([])
-    assert set(priors) == {"mm", "nuts", "svi_normal", "svi_lowrank", "gibbs", "vb"}
+    assert set(priors) == {"mm", "em", "nuts", "svi_normal", "svi_lowrank", "gibbs", "vb"}
+    assert priors["em"] == set()  # prior-free
     for family in ("svi_normal", "svi_lowrank", "gibbs", "vb"):
         assert priors[family] == {(a, b, 1.0) for a in BAYES_VALUES for b in BAYES_VALUES}
     assert priors["nuts"] == {(a, b, 1.0) for a in NUTS_VALUES for b in NUTS_VALUES}
@@ -45,31 +48,38 @@ def test_the_bayesian_grids_reach_below_the_former_edge():
 def test_given_values_and_quick_set_every_bayesian_grid(argv, pairs):
     priors = _dataset_priors(argv)
     for family, grid in priors.items():
-        if family != "mm":
+        if family not in ("mm", "em"):
             assert grid == {(a, b, 1.0) for a, b in pairs}, family
 
 
 def test_large_datasets_get_their_sizes_and_the_others_the_defaults():
     """paleo and lastfm (LARGE) are fitted at LARGE_SIZES, animals at the options; two
-    simulated shapes by default, a study each at its true rank."""
+    simulated shapes by default, a study each at its true rank and SIMULATED_SIZES; five
+    seed sets in every part."""
     made = configurations(parse(["--data-dir", "unused"]))
     simulated = [s for s in made if s.simulations]
     assert [(s.simulations[0].rows, s.simulations[0].cols) for s in simulated] == [
         shape[:2] for shape in SHAPES
     ]
     assert [s.grids[0].ranks for s in simulated] == [(shape[2],) for shape in SHAPES]
+    assert {g.budgets for s in simulated for g in s.grids} == {SIMULATED_SIZES["budgets"]}
     small, large = [s for s in made if s.datasets]
     assert small.datasets == ("animals",) and large.datasets == LARGE
-    assert small.seed_sets == 5 and large.seed_sets == LARGE_SIZES["seeds"]
-    grids = {g.label: g for g in large.grids}
+    assert {s.seed_sets for s in made} == {5}
+    grids, small_grids = {g.label: g for g in large.grids}, {g.label: g for g in small.grids}
+    assert small_grids["nuts"].budgets == (1, 2, 4)
+    assert small_grids["nuts"].options["max_tree_depth"] == MAX_TREE_DEPTH
     assert grids["nuts"].budgets == LARGE_SIZES["budgets"]
     assert grids["nuts"].options["max_tree_depth"] == LARGE_SIZES["max_tree_depth"]
     assert grids["nuts"].options["num_samples"] == LARGE_SIZES["samples"]
+    assert grids["gibbs"].options["num_samples"] == LARGE_SIZES["gibbs_samples"]
     assert grids["svi_lowrank"].options["guide_rank"] == LARGE_SIZES["guide_rank"]
-    assert "guide_rank" not in {g.label: g for g in small.grids}["svi_lowrank"].options
-    for family in ("nuts", "gibbs", "vb"):
-        assert all(a == b for a, b, _ in grids[family].priors), family
-        assert len(grids[family].priors) == 4
+    assert "guide_rank" not in small_grids["svi_lowrank"].options
+    assert grids["nuts"].priors == ((0.05, 0.05, 1.0), (0.1, 0.1, 1.0))  # the two smallest
+    for family in ("svi_normal", "gibbs", "vb"):
+        assert grids[family].priors == ((0.02, 0.02, 1.0), (0.1, 0.1, 1.0)), family
+    assert grids["em"].priors is None and grids["em"].rank_from == "mm"
+    assert grids["em"].members == small_grids["mm"].members
     assert len(grids["mm"].priors) == len({g.label: g for g in small.grids}["mm"].priors)
     # --large moves a dataset between the parts; --budgets cuts the large budgets too
     made = configurations(parse(["--skip-simulated", "--large", "--budgets", "1"]))

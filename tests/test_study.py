@@ -282,19 +282,21 @@ def test_reproduce_posterior_vs_map_quick(tmp_path):
                  "reliability.png", "coverage.png", "perplexity_vs_cpu.png"):  # fmt: skip
         assert (out / name).stat().st_size > 0, name
     summary = pd.read_csv(out / "summary.csv")
-    families = {"mm", "nuts", "svi_normal", "gibbs", "vb"}  # --quick: no low-rank guide
+    families = {"mm", "em", "nuts", "svi_normal", "gibbs", "vb"}  # --quick: no low-rank guide
     for dataset in ("simulated 24x18 K=2", "animals"):
         rows = summary[summary["dataset"] == dataset]
         assert set(rows["family"]) == families
         assert set(rows["budget"]) == {1, 2}
-        assert {"mm", "mm mean", "mm stack"} <= set(rows["row"])
+        assert {"mm", "mm mean", "mm stack", "em mean", "em stack"} <= set(rows["row"])
         assert rows["pareto"].any()
         assert ((rows["ece"] >= 0) & (rows["ece"] < 1)).all()
         assert (rows["cpu_seconds"] > 0).all()
         chained = rows[rows["family"].isin(["nuts", "gibbs"])]
         assert set(chained["rule"]) <= {"mean", "chain stacking"}
         assert (chained["rule"] == "chain stacking").eq(chained["mixing"] != "mixed").all()
-    assert (summary.loc[summary["dataset"] == "animals", "test_perplexity"] < np.log(2)).all()
+    animals = summary[summary["dataset"] == "animals"]
+    # em's mean may put probability 0 on a test entry (inf); its stack has the baseline
+    assert (animals.loc[animals["row"] != "em mean", "test_perplexity"] < np.log(2)).all()
     simulated = summary[summary["dataset"] == "simulated 24x18 K=2"]
     simulated = simulated.set_index(["row", "budget"])
     assert simulated.loc[("mm mean", 1), "coverage_90"] == "no interval"
@@ -309,7 +311,6 @@ def test_reproduce_posterior_vs_map_quick(tmp_path):
         .all(axis=None)
     )
     assert set(tuning["engine"]) == {"mm"} and set(tuning["rank"]) == {2}
-    animals = summary[summary["dataset"] == "animals"]
     assert animals["rank"].eq(2).all()
 
 

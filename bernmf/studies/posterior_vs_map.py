@@ -8,8 +8,11 @@ A configuration of the study runner (:mod:`bernmf.studies.study`). Families (a
   of ``--restarts`` x b seeds (``mm mean``) and the stack of those seeds on the validation
   entries (``mm stack``: :func:`bernmf.stack`, a weight per seed and the column-frequency
   baseline, no refit);
+- ``em``: the prior-free MAP (EM) at mm's rank; the mean (``em mean``) and the stack
+  (``em stack``) of ``--restarts`` x b seeds, as mm's;
 - ``nuts``: ``--chains`` chains (each started at the ``mm`` fit of its own seed: distinct
-  modes) of b x ``--warmup`` + b x ``--samples`` draws;
+  modes) of b x ``--warmup`` + b x ``--samples`` draws, trees of depth at most
+  ``--max-tree-depth`` (:data:`MAX_TREE_DEPTH`);
 - ``svi_normal``, ``svi_lowrank``: b x ``--svi-steps`` steps (AutoNormal, low-rank guide);
 - ``gibbs``: ``--chains`` chains of b x ``--gibbs-samples`` warmup and kept sweeps;
 - ``vb``: the mean of b restarts of collapsed VB (CVB0).
@@ -33,9 +36,10 @@ simulated data, the coverage of the true WH by central 50% and 90% posterior int
 
 1. **Simulated data with known truth** (``--shape``, default :data:`SHAPES`: 200 x 100,
    K = 4 and 100 x 60, K = 6; W and H drawn from the flat prior; 70% train, 10%
-   validation, 20% test): every Bayesian family with the true prior, ``mm`` with its
-   prior chosen on validation at seed 0 and the true rank, as on the datasets (the MAP
-   under the flat prior puts entries of W and H on 0 or 1).
+   validation, 20% test; at :data:`SIMULATED_SIZES`: budgets 1 and 2): every Bayesian
+   family with the true prior, ``mm`` with its prior chosen on validation at seed 0 and
+   the true rank, as on the datasets (the MAP under the flat prior puts entries of W and
+   H on 0 or 1).
 2. **animals, paleo, lastfm on the paper's split**: ``mm``'s rank and prior chosen on
    validation at seed 0 (ranks 2, 4, 8, 16 x alpha, beta in {1, 1.2, 1.5, 2, 3}, gamma
    = 1); each Bayesian engine at mm's rank (``rank_from``) with its own prior (alpha,
@@ -44,10 +48,9 @@ simulated data, the coverage of the true WH by central 50% and 90% posterior int
    and the first budget (a sampler: on one chain); then every family at every
    budget over ``--seeds`` seed sets (seed set s: the s-th block of each family's seeds).
    ``--large`` datasets (default :data:`LARGE`: paleo, lastfm) are fitted at
-   :data:`LARGE_SIZES` (fewer seed sets, budgets, draws and steps, shallower NUTS trees,
-   a low-rank guide of rank 16, diagonal prior grids): at the default sizes NUTS alone
-   would take hours there. The whole study took 1 h 55 min on 2 cores
-   (docs/posterior-vs-map.md).
+   :data:`LARGE_SIZES` (budget 1, fewer draws, sweeps and steps, shallower NUTS trees, a
+   low-rank guide of rank 16, two prior pairs a grid): at the default sizes NUTS alone
+   would take hours there. docs/posterior-vs-map.md gives the whole study's cost.
 
 Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every row and
 seed set), ``summary.csv`` (mean and sd over seed sets per dataset, row and budget, and
@@ -82,13 +85,14 @@ from bernmf.studies.study import CHOICE, Grid, Method, Simulation, Study
 
 FAMILIES = {
     "mm": ("mm", {}),
+    "em": ("em", {}),
     "nuts": ("nuts", {}),
     "svi_normal": ("svi", {"guide": "AutoNormal"}),
     "svi_lowrank": ("svi", {"guide": "AutoLowRankMultivariateNormal"}),
     "gibbs": ("gibbs", {}),
     "vb": ("vb", {}),
 }
-RULES = {"mm": "mean", "nuts": "chains", "gibbs": "chains", "vb": "mean"}
+RULES = {"mm": "mean", "em": "mean", "nuts": "chains", "gibbs": "chains", "vb": "mean"}
 """Each family's row rule (:data:`bernmf.studies.study.RULES`); the others: ``single``."""
 BAYES_VALUES = (0.02, 0.1, 0.3, 1.0)
 """alpha and beta of the Bayesian families' prior grids on the datasets (every pair, gamma
@@ -116,12 +120,24 @@ LARGE = ("paleo", "lastfm")
 sizes costs 30 to 40 minutes of CPU per budget unit of 4 chains (docs/posterior-vs-map.md,
 "Sizes")."""
 LARGE_SIZES = {
-    "seeds": 2, "budgets": (1, 2), "warmup": 50, "samples": 50, "max_tree_depth": 5,
-    "svi_lowrank_steps": 500, "guide_rank": 16,
+    "budgets": (1,), "warmup": 50, "samples": 50, "max_tree_depth": 5, "gibbs_samples": 125,
+    "svi_lowrank_steps": 500, "guide_rank": 16, "prior_values": 2,
 }  # fmt: skip
-"""What :data:`LARGE` datasets fit, over the study's options: 2 seed sets, budgets 1 and 2,
-NUTS chains of 50 + 50 draws of at most 31 leapfrog steps per budget unit, the low-rank
-guide of rank 16 for 500 steps, and each Bayesian prior grid's pairs alpha = beta only."""
+"""What :data:`LARGE` datasets fit, over the study's options: budget 1, NUTS chains of 50 +
+50 draws of at most 31 leapfrog steps, Gibbs chains of 125 + 125 sweeps, the low-rank
+guide of rank 16 for 500 steps, and each Bayesian prior grid's two smallest pairs alpha =
+beta. In the run at 2 seed sets and budgets 1 and 2 (250 Gibbs sweeps per unit, 4 values
+a grid), doubling the budget moved no Bayesian row but the SVI ones by more than 0.0010,
+and every family chose one of its two smallest values (docs/posterior-vs-map.md)."""
+SIMULATED_SIZES = {"budgets": (1, 2)}
+"""What simulated data fits, over the study's options: budgets 1 and 2. In the run at
+budgets 1, 2 and 4 (5 seed sets), no row moved from budget 2 to 4 by more than 0.0014,
+against sds over seed sets of 0.015 to 0.03."""
+MAX_TREE_DEPTH = 8
+"""NUTS's ``max_tree_depth`` in the study. At ``nuts``'s chosen prior on animals,
+Beta(0.05, 0.05) at K = 8, every draw of one chain of 250 + 250 reached the limit at
+depths 10, 8 and 7 (1,023, 255 and 127 leapfrog steps): 36.0, 9.2 and 7.5 CPU s, with
+validation perplexities 0.4414, 0.4360 and 0.4370."""
 COLUMNS = 3
 """Panels per row of a figure (one a dataset or simulation)."""
 KEYS = ["dataset", "family", "row", "budget"]
@@ -159,8 +175,9 @@ def parse(argv):
     )
     parser.add_argument("--target-accept", type=float, default=0.8, help="NUTS target_accept_prob")
     parser.add_argument(
-        "--max-tree-depth", type=int, default=10, help="NUTS max_tree_depth (caps cost per draw)"
-    )
+        "--max-tree-depth", type=int, default=MAX_TREE_DEPTH,
+        help="NUTS max_tree_depth (caps cost per draw)",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2, help="threads of the mm grid")
     parser.add_argument(
         "--no-warmup",
@@ -178,8 +195,10 @@ def parse(argv):
     args.ranks, args.mm_values = RANKS, MM_VALUES
     args.svi_lowrank_steps = args.guide_rank = None  # the low-rank guide as svi's
     args.bayes_priors = {}  # Bayesian family -> its (alpha, beta) pairs on the datasets
-    for family, (engine, _) in list(FAMILIES.items())[1:]:  # all but mm
-        values = args.bayes_values or (NUTS_VALUES if engine == "nuts" else BAYES_VALUES)
+    for family, (engine, _) in FAMILIES.items():
+        if engine in ("mm", "em"):  # the MAP's own grid; none for em
+            continue
+        values = sorted(args.bayes_values or (NUTS_VALUES if engine == "nuts" else BAYES_VALUES))
         args.bayes_priors[family] = list(itertools.product(values, values))
     args.families = args.families or list(FAMILIES)
     if args.quick:
@@ -201,8 +220,8 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
     """The grid of one family: its engine's options at budget 1 and what a budget scales."""
     engine, options = FAMILIES[family]
     options, members, scaled = dict(options), 1, ()
-    if family in ("mm", "vb"):
-        members, scaled = args.restarts if family == "mm" else 1, ("members",)
+    if family in ("mm", "em", "vb"):
+        members, scaled = 1 if family == "vb" else args.restarts, ("members",)
     elif engine == "nuts":
         options |= {"num_warmup": args.warmup, "num_samples": args.samples}
         options |= {"target_accept_prob": args.target_accept}
@@ -221,38 +240,42 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
         options["progress"] = not args.quiet
     if engine in ("nuts", "svi"):
         options["dtype"] = args.dtype
-    batching = {"workers": args.workers, "progress": False} if engine == "mm" else {}
+    batching = {"workers": args.workers, "progress": False} if engine in ("mm", "em") else {}
     return Grid(
-        engine, tuple(ranks), tuple(priors), options, batching=batching, members=members,
+        engine, tuple(ranks), None if priors is None else tuple(priors), options,
+        batching=batching, members=members,
         name=family, budgets=args.budgets, scaled=scaled, rank_from=rank_from,
     )  # fmt: skip
 
 
-def sized(args, large: bool):
-    """The options of a part of the study: ``args``, or over them :data:`LARGE_SIZES` (the
-    Bayesian prior grids cut to their pairs alpha = beta) for :data:`LARGE` datasets."""
-    if not large:
-        return args
-    sizes = dict(LARGE_SIZES)
+def sized(args, sizes: dict):
+    """The options of a part of the study: ``args`` with ``sizes`` over them
+    (:data:`SIMULATED_SIZES`, :data:`LARGE_SIZES`): its budgets those of ``--budgets``
+    among the sizes' (else the first), and with ``prior_values`` v, each Bayesian prior
+    grid cut to its v smallest pairs alpha = beta."""
+    sizes = dict(sizes)
     sizes["budgets"] = tuple(b for b in args.budgets if b in sizes["budgets"]) or args.budgets[:1]
+    values = sizes.pop("prior_values", None)
     part = argparse.Namespace(**{**vars(args), **sizes})
-    part.bayes_priors = {
-        family: [(a, b) for a, b in pairs if a == b] or pairs
-        for family, pairs in args.bayes_priors.items()
-    }
+    if values is not None:
+        part.bayes_priors = {
+            family: [(a, b) for a, b in pairs if a == b][:values]
+            for family, pairs in args.bayes_priors.items()
+        }
     return part
 
 
 def row_methods(args) -> tuple[Method, ...]:
-    """The rows: ``mm`` (one fit, first budget), ``mm mean``, ``mm stack``, and each other
-    family by its rule (:data:`RULES`)."""
+    """The rows: ``mm`` (one fit, first budget), ``mm mean``, ``mm stack``, ``em mean``,
+    ``em stack``, and each other family by its rule (:data:`RULES`)."""
     made = []
     for family in args.families:
         if family == "mm":
+            made.append(Method("mm", "first", ("mm",), budgets=args.budgets[:1]))
+        if family in ("mm", "em"):
             made += [
-                Method("mm", "first", ("mm",), budgets=args.budgets[:1]),
-                Method("mm mean", "mean", ("mm",)),
-                Method("mm stack", "stack chosen", ("mm",)),
+                Method(f"{family} mean", "mean", (family,)),
+                Method(f"{family} stack", "stack chosen", (family,)),
             ]
         else:
             made.append(Method(family, RULES.get(family, "single"), (family,)))
@@ -273,15 +296,21 @@ def configurations(args) -> list[Study]:
     chosen on validation) and part 2 (the datasets, every prior chosen on validation; the
     :data:`LARGE` ones at their sizes)."""
     mm_priors = [(a, b, 1.0) for a, b in itertools.product(args.mm_values, repeat=2)]
-    made = []
-    for M, N, K in [] if args.skip_simulated else args.shapes:
-        flat = ((1.0, 1.0, 1.0),)
-        grids = tuple(
-            family_grid(f, (K,), mm_priors if f == "mm" else flat, args) for f in args.families
+
+    def priors(family: str, part, simulated: bool):
+        if family in ("mm", "em"):
+            return mm_priors if family == "mm" else None
+        return (
+            ((1.0, 1.0, 1.0),) if simulated else [(a, b, 1.0) for a, b in part.bayes_priors[family]]
         )
+
+    made = []
+    part = sized(args, SIMULATED_SIZES)
+    for M, N, K in [] if args.skip_simulated else args.shapes:
+        grids = tuple(family_grid(f, (K,), priors(f, part, True), part) for f in part.families)
         made.append(
             _study(
-                args, grids, simulations=(Simulation(M, N, K),), split="random",
+                part, grids, simulations=(Simulation(M, N, K),), split="random",
                 fractions=(0.7, 0.1, 0.2),
             )
         )  # fmt: skip
@@ -289,13 +318,11 @@ def configurations(args) -> list[Study]:
         names = tuple(d for d in args.datasets if (d in args.large) == large)
         if not names:
             continue
-        part = sized(args, large)
+        part = sized(args, LARGE_SIZES) if large else args
         rank_from = "mm" if "mm" in part.families else None
         grids = tuple(
-            family_grid(f, part.ranks, mm_priors, part)
-            if f == "mm"
-            else family_grid(
-                f, part.ranks, [(a, b, 1.0) for a, b in part.bayes_priors[f]], part, rank_from
+            family_grid(
+                f, part.ranks, priors(f, part, False), part, None if f == "mm" else rank_from
             )
             for f in part.families
         )
@@ -376,13 +403,18 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
                 yerr=rows["test_perplexity_sd"].fillna(0), marker="o", markersize=4, label=label,
                 color=colour[label],
             )  # fmt: skip
+        infinite = summary[(summary["dataset"] == name) & ~np.isfinite(summary["test_perplexity"])]
+        if len(infinite):  # a probability of 0 on a test entry: no point to draw
+            rows = ", ".join(dict.fromkeys(infinite["row"]))
+            axis.set_title(f"{name}\n(test perplexity inf, not drawn: {rows})", fontsize=9)
         front = summary[(summary["dataset"] == name) & summary["pareto"]]
         axis.scatter(front["cpu_seconds"], front["test_perplexity"], s=120, facecolors="none",
                      edgecolors="black", label="Pareto front")  # fmt: skip
         axis.set_xscale("log")
         axis.set_xlabel("CPU seconds per fit (log scale)")
         axis.set_ylabel("test perplexity (nats per entry)")
-        axis.set_title(name)
+        if not len(infinite):
+            axis.set_title(name)
     legend = {}  # label -> handle, over the panels: one legend for the figure
     for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
