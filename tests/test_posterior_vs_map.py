@@ -4,6 +4,7 @@ test_study.py."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -15,6 +16,8 @@ from bernmf.studies.posterior_vs_map import (
     NUTS_VALUES,
     SHAPES,
     SIMULATED_SIZES,
+    TOP,
+    axis_top,
     configurations,
     parse,
     short_names,
@@ -91,3 +94,30 @@ def test_large_datasets_get_their_sizes_and_the_others_the_defaults():
 def test_simulated_datasets_are_named_by_shape_and_rank():
     names = pd.Series(["simulated-200x100-K4-seed0", "animals"])
     assert list(short_names(names)) == ["simulated 200x100 K=4", "animals"]
+
+
+def test_a_panel_cuts_its_axis_and_names_the_rows_left_off():
+    """Rows above TOP times the best row's, and rows with an inf, are named in the
+    panel's subtitle; the axis ends at the cut only when a finite row lies above it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = pd.DataFrame(
+        {
+            "row": ["mm stack", "em mean", "svi_lowrank", "svi_lowrank"],
+            "test_perplexity": [0.10, np.inf, 0.30, 0.20],
+            "test_perplexity_sd": [0.001, np.nan, 0.01, 0.01],
+        }
+    )
+    figure, axis = plt.subplots()
+    said = axis_top(rows, axis)
+    assert "em mean inf" in said and "svi_lowrank 0.200" in said and "mm stack" not in said
+    assert axis.get_ylim()[1] == pytest.approx(TOP * 0.10)
+    figure2, axis2 = plt.subplots()
+    axis2.plot([0, 1], [0.10, 0.11])
+    assert axis_top(rows.iloc[:2], axis2) == "\n(off the axis: em mean inf)"
+    assert axis2.get_ylim()[1] < TOP * 0.10  # nothing finite above: the axis as drawn
+    plt.close(figure)
+    plt.close(figure2)

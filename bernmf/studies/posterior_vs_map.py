@@ -72,6 +72,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -138,6 +139,8 @@ MAX_TREE_DEPTH = 8
 Beta(0.05, 0.05) at K = 8, every draw of one chain of 250 + 250 reached the limit at
 depths 10, 8 and 7 (1,023, 255 and 127 leapfrog steps): 36.0, 9.2 and 7.5 CPU s, with
 validation perplexities 0.4414, 0.4360 and 0.4370."""
+TOP = 1.25
+"""The test perplexity axis of a panel ends at this multiple of its best row's."""
 COLUMNS = 3
 """Panels per row of a figure (one a dataset or simulation)."""
 KEYS = ["dataset", "family", "row", "budget"]
@@ -392,6 +395,7 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     names = list(dict.fromkeys(summary["dataset"]))
     colour = {row: f"C{i % 10}" for i, row in enumerate(dict.fromkeys(summary["row"]))}
@@ -403,18 +407,18 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
                 yerr=rows["test_perplexity_sd"].fillna(0), marker="o", markersize=4, label=label,
                 color=colour[label],
             )  # fmt: skip
-        infinite = summary[(summary["dataset"] == name) & ~np.isfinite(summary["test_perplexity"])]
-        if len(infinite):  # a probability of 0 on a test entry: no point to draw
-            rows = ", ".join(dict.fromkeys(infinite["row"]))
-            axis.set_title(f"{name}\n(test perplexity inf, not drawn: {rows})", fontsize=9)
+        top = axis_top(summary[summary["dataset"] == name], axis)
+        axis.set_title(f"{name}{top}", fontsize=9 if top else None)
         front = summary[(summary["dataset"] == name) & summary["pareto"]]
         axis.scatter(front["cpu_seconds"], front["test_perplexity"], s=120, facecolors="none",
                      edgecolors="black", label="Pareto front")  # fmt: skip
         axis.set_xscale("log")
+        axis.xaxis.set_major_locator(LogLocator(subs=(1.0, 3.0)))  # labelled under a decade too
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        axis.xaxis.set_minor_formatter(NullFormatter())
+        axis.tick_params(axis="x", labelsize=8)
         axis.set_xlabel("CPU seconds per fit (log scale)")
         axis.set_ylabel("test perplexity (nats per entry)")
-        if not len(infinite):
-            axis.set_title(name)
     legend = {}  # label -> handle, over the panels: one legend for the figure
     for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
@@ -470,6 +474,23 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
     figure.legend(handles, labels, fontsize=8, loc="outside right upper")
     figure.savefig(out / "coverage.png", dpi=110)
     plt.close(figure)
+
+
+def axis_top(rows: pd.DataFrame, axis) -> str:
+    """Cut a panel's test perplexity axis at :data:`TOP` times its best row's where a row
+    lies above, and say which rows the panel leaves out: above the cut (their least value
+    there) or inf (a test entry given probability 0: no point to draw)."""
+    perplexity = rows["test_perplexity"]
+    top = TOP * perplexity.min()
+    said = []
+    for label, values in perplexity.groupby(rows["row"], sort=False):
+        if np.isinf(values).any():
+            said.append(f"{label} inf")
+        elif (values > top).any():
+            said.append(f"{label} {values[values > top].min():.3f}")
+    if (np.isfinite(perplexity) & (perplexity > top)).any():
+        axis.set_ylim(top=top)
+    return "\n" + textwrap.fill(f"(off the axis: {', '.join(said)})", 48) if said else ""
 
 
 def _panels(plt, count: int, width: float, height: float, legend: float = 0.0):
