@@ -93,8 +93,11 @@ FAMILIES = {
     "gibbs": ("gibbs", {}),
     "vb": ("vb", {}),
 }
-RULES = {"mm": "mean", "em": "mean", "nuts": "chains", "gibbs": "chains", "vb": "mean"}
-"""Each family's row rule (:data:`bernmf.studies.study.RULES`); the others: ``single``."""
+MAP_FAMILIES = ("mm", "em")
+"""The MAP families: ``--restarts`` seeds a setting, rows of their mean and their stack
+(:func:`row_methods`); mm's own prior grid, none for em."""
+RULES = {"nuts": "chains", "gibbs": "chains", "vb": "mean"}
+"""Each other family's row rule (:data:`bernmf.studies.study.RULES`); the rest: ``single``."""
 BAYES_VALUES = (0.02, 0.1, 0.3, 1.0)
 """alpha and beta of the Bayesian families' prior grids on the datasets (every pair, gamma
 = 1), but ``nuts``'s (:data:`NUTS_VALUES`). Measured on animals (paper split, K = 8, the
@@ -199,7 +202,7 @@ def parse(argv):
     args.svi_lowrank_steps = args.guide_rank = None  # the low-rank guide as svi's
     args.bayes_priors = {}  # Bayesian family -> its (alpha, beta) pairs on the datasets
     for family, (engine, _) in FAMILIES.items():
-        if engine in ("mm", "em"):  # the MAP's own grid; none for em
+        if family in MAP_FAMILIES:
             continue
         values = sorted(args.bayes_values or (NUTS_VALUES if engine == "nuts" else BAYES_VALUES))
         args.bayes_priors[family] = list(itertools.product(values, values))
@@ -223,7 +226,7 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
     """The grid of one family: its engine's options at budget 1 and what a budget scales."""
     engine, options = FAMILIES[family]
     options, members, scaled = dict(options), 1, ()
-    if family in ("mm", "em", "vb"):
+    if family in (*MAP_FAMILIES, "vb"):
         members, scaled = 1 if family == "vb" else args.restarts, ("members",)
     elif engine == "nuts":
         options |= {"num_warmup": args.warmup, "num_samples": args.samples}
@@ -243,7 +246,7 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
         options["progress"] = not args.quiet
     if engine in ("nuts", "svi"):
         options["dtype"] = args.dtype
-    batching = {"workers": args.workers, "progress": False} if engine in ("mm", "em") else {}
+    batching = {"workers": args.workers, "progress": False} if family in MAP_FAMILIES else {}
     return Grid(
         engine, tuple(ranks), None if priors is None else tuple(priors), options,
         batching=batching, members=members,
@@ -275,7 +278,7 @@ def row_methods(args) -> tuple[Method, ...]:
     for family in args.families:
         if family == "mm":
             made.append(Method("mm", "first", ("mm",), budgets=args.budgets[:1]))
-        if family in ("mm", "em"):
+        if family in MAP_FAMILIES:
             made += [
                 Method(f"{family} mean", "mean", (family,)),
                 Method(f"{family} stack", "stack chosen", (family,)),
@@ -301,7 +304,7 @@ def configurations(args) -> list[Study]:
     mm_priors = [(a, b, 1.0) for a, b in itertools.product(args.mm_values, repeat=2)]
 
     def priors(family: str, part, simulated: bool):
-        if family in ("mm", "em"):
+        if family in MAP_FAMILIES:
             return mm_priors if family == "mm" else None
         return (
             ((1.0, 1.0, 1.0),) if simulated else [(a, b, 1.0) for a, b in part.bayes_priors[family]]
@@ -407,8 +410,8 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
                 yerr=rows["test_perplexity_sd"].fillna(0), marker="o", markersize=4, label=label,
                 color=colour[label],
             )  # fmt: skip
-        top = axis_top(summary[summary["dataset"] == name], axis)
-        axis.set_title(f"{name}{top}", fontsize=9 if top else None)
+        subtitle = axis_top(summary[summary["dataset"] == name], axis)
+        axis.set_title(f"{name}{subtitle}", fontsize=9 if subtitle else None)
         front = summary[(summary["dataset"] == name) & summary["pareto"]]
         axis.scatter(front["cpu_seconds"], front["test_perplexity"], s=120, facecolors="none",
                      edgecolors="black", label="Pareto front")  # fmt: skip
