@@ -9,7 +9,7 @@ import pytest
 
 import bernmf
 from bernmf.data.split import random_split
-from bernmf.studies import compare as comparison
+from bernmf.fitting import runner
 
 OPTIONS = {"mm": {"max_iter": 30}, "em": {"max_iter": 30}}
 
@@ -133,7 +133,8 @@ def test_bad_arguments_fail_before_any_fit(data, monkeypatch, change, error, mes
     def no_fit(*args, **kwargs):
         raise AssertionError("fitted before the arguments were checked")
 
-    monkeypatch.setattr(comparison.runner, "runs", no_fit)
+    monkeypatch.setattr(runner, "runs", no_fit)
+    monkeypatch.setattr(runner, "fit_settings", no_fit)
     with pytest.raises(error, match=message):
         bernmf.compare(Y, progress=False, **arguments)
 

@@ -437,7 +437,8 @@ def test_grid_stacking_refits_with_the_grids_options(structured, tmp_path):
 
 def test_the_reports_stacked_rows_give_a_setting_one_weight(structured):
     from bernmf.data.observed import as_observed
-    from bernmf.studies.compare import STACKED_ALL, stacked_rows
+    from bernmf.studies.compare import STACKED_ALL
+    from bernmf.studies.report.run import stacked_rows
 
     Y, split, fits = structured
     test = as_observed(Y, split.test, warn_empty=False)

@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 from helpers import shared_file
 
+import bernmf
 from bernmf.cli.parser import main
+from bernmf.data.split import Split, random_split
 from bernmf.fitting import grids
 from bernmf.studies import study
-from bernmf.studies.study import Grid, Method, Simulation, Study
+from bernmf.studies.study import Grid, Matrix, Method, Simulation, Study
 
 TINY = Study(
     "tiny",
@@ -64,6 +66,9 @@ BUDGETED = Study(
 )  # fmt: skip
 """Budgets scaling mm's members and Gibbs's sweeps, the first and chains rules, and the
 calibration, coverage and mixing metrics."""
+
+UNSPLIT = Split(np.ones((4, 3), bool), np.zeros((4, 3), bool), np.zeros((4, 3), bool))
+"""A split of a 4 x 3 matrix without validation entries."""
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +247,11 @@ def test_a_spent_budget_starts_no_fit_and_no_seed_set(capsys):
             {"grids": (Grid("mm", (2,)), Grid("vb", (2,), rank_from="mm"))},
             "rank_from needs choose_seed",
         ),
+        ({"matrices": (Matrix("m", np.zeros((4, 3)), UNSPLIT),)}, "no validation entries"),
+        ({"matrices": (Matrix("m", np.zeros((4, 2)), UNSPLIT),)}, r"train has shape \(4, 3\)"),
+        ({"grids": (Grid("mm", (2,), as_fit={"restart": 2}),)}, "as_fit takes restarts"),
+        ({"grids": (Grid("mm-as-published", (2,), as_fit={}),)}, "of a registered engine"),
+        ({"seeds": (5,), "members": (2,)}, "more members than seeds"),
     ],
 )
 def test_a_bad_study_is_refused_before_anything_runs(change, message):
@@ -249,6 +259,38 @@ def test_a_bad_study_is_refused_before_anything_runs(change, message):
     fields = {**TINY.__dict__, "methods": (Method("single", "single"),), **grids, **change}
     with pytest.raises((ValueError, TypeError), match=message):
         Study(**fields)
+
+
+def test_a_matrix_of_fits_as_bernmf_fit_makes_them():
+    """A user's matrix without validation entries: rule ``each`` gives a row per fit, each
+    the fit ``bernmf.fit`` makes from its seed (gibbs with its two chains), scored on the
+    test entries; ``watch`` sees every step's settings."""
+    Y, _, _ = bernmf.simulate(2, 30, 20, 2)
+    split = random_split(Y.shape, (0.8, 0.0, 0.2), seed=3)
+    options = {"mm": {"max_iter": 40}, "gibbs": {"num_warmup": 10, "num_samples": 10,
+                                                 "num_chains": 2}}  # fmt: skip
+    seen = []
+    made = study.run(
+        Study(
+            "fits", grids=(Grid("mm", (2, 3), options=options["mm"], as_fit={}),
+                           Grid("gibbs", (2,), options=options["gibbs"], as_fit={})),
+            methods=(Method("fits", "each"),), matrices=(Matrix("m", Y, split),),
+            seeds=(4, 9), seed_sets=2,
+        ),
+        stream=io.StringIO(), watch=seen.append,
+    )  # fmt: skip
+    table = made.table
+    expected = [(e, k, s) for s in (4, 9) for e, k in (("mm", 2), ("mm", 3), ("gibbs", 2))]
+    assert [(e, k) for e, k, _ in expected[:3]] == [(s.grid.engine, s.rank) for s in seen]
+    assert [len(s.members) for s in seen] == [2, 2, 2]
+    assert table["validation_perplexity"].isna().all()
+    for i, (engine, rank, seed) in enumerate(expected):
+        direct = bernmf.fit(Y, engine, rank, mask=split.train, seed=seed, **options[engine])
+        row = table.iloc[i]
+        assert (row["rank"], row["seed"], row["rule"]) == (rank, seed, "each")
+        assert row["test_perplexity"] == pytest.approx(direct.perplexity(Y, split.test), rel=1e-9)
+        fit = made.result_of(method="fits", seed_set=i // 3, chosen=row["chosen"])
+        assert (fit.engine, fit.n_iter) == (engine, direct.n_iter)
 
 
 @pytest.mark.slow

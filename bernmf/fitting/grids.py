@@ -5,9 +5,9 @@ setting lies.
 Every loop over engines and settings in bernmf is :func:`fit_grids`, with other grids, budgets
 and outputs: the default search (:mod:`bernmf.fitting.search`: a ladder of ranks within
 seconds, then rounds of priors and seeds), :func:`bernmf.tune.grid` (a grid, its edges
-extended), :func:`bernmf.compare` (seeds scored on test entries), the report (through tune and
-compare) and the study runner (:func:`bernmf.studies.study.run`, whose ``Grid`` is an
-:class:`EngineGrid` with the studies' axes). A step is one grid at one rank:
+extended), the report (through tune and compare) and the study runner
+(:func:`bernmf.studies.study.run`, whose ``Grid`` is an :class:`EngineGrid` with the studies'
+axes, and whose configurations include :func:`bernmf.compare`). A step is one grid at one rank:
 :func:`bernmf.fitting.runner.fit_settings` of its priors x seeds (one compiled call for mm and
 em), each member scored on the held-out entries with its CPU seconds.
 """
@@ -251,8 +251,8 @@ def fit_grids(
     fitter : callable, optional
         How a step's members are made, called as :func:`bernmf.fitting.runner.fit_settings`
         (the default: a member per prior and seed, a sampler's seeds its chains);
-        :func:`bernmf.compare` gives a fit per seed as :func:`bernmf.fit` makes it
-        (:func:`bernmf.fitting.runner.runs`).
+        :func:`bernmf.fitting.runner.planned` gives a fit per seed as :func:`bernmf.fit`
+        makes it (a study's ``as_fit`` grids, :func:`bernmf.compare`'s).
 
     Returns
     -------

@@ -9,12 +9,13 @@ pairs of a rank in one compiled call; a sampler's members are its chains. :func:
 runs a :class:`bernmf.fitting.plan.Plan`: :func:`bernmf.fit` is ``run(plan(...))``, and
 ``restarts`` and :func:`bernmf.tune.grid` go through :func:`fit_settings`;
 :func:`runs` gives a plan's fit from each of several seeds, sharing their members
-(:func:`bernmf.compare` and the report's ensembles).
+(the report's ensembles); :func:`planned` makes those fits the members of a grid (a study's
+``as_fit`` grids: :func:`bernmf.compare`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -23,7 +24,7 @@ from bernmf._progress import working_on
 from bernmf._warnings import warn
 from bernmf.data.observed import Observed, check_seed
 from bernmf.fitting.ensemble import combine_members, validation_lpd
-from bernmf.fitting.plan import Plan
+from bernmf.fitting.plan import Plan, plan
 from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior, ZeroProbabilityWarning, warn_zero_probability
@@ -208,9 +209,38 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
         warn_zero_probability(zeros, terms.size, what, result.engine, result.prior)
     scores = -lpd.mean(axis=0)
     return [
-        Scored(request.rank, request.prior, fit, float(score))
-        for fit, score in zip(fits, scores, strict=True)
+        Scored(request.rank, request.prior, fit, float(score), lpd[:, i])
+        for i, (fit, score) in enumerate(zip(fits, scores, strict=True))
     ]
+
+
+def planned(Y, mask, validation, ensemble: Mapping) -> Callable[..., list[Scored]]:
+    """A fitter for :func:`bernmf.fitting.grids.fit_grids` whose member of seed s is the fit
+    ``bernmf.fit(Y, engine, rank, mask=mask, prior=..., seed=s, **ensemble, **options)``
+    makes: :func:`runs` of its :func:`bernmf.fitting.plan.plan` per prior, priors outermost.
+
+    Parameters
+    ----------
+    Y : array-like, DataFrame or scipy.sparse matrix of shape (M, N)
+    mask, validation : bool arrays of shape (M, N)
+        The training entries, and the validation entries an ensemble of ``combine="stack"``
+        is weighted on (None: none).
+    ensemble : mapping
+        ``restarts`` and ``combine``, as :func:`bernmf.fit` takes them ({}: a single fit).
+    """
+
+    def fitter(engine, data, rank, priors, seeds, options, held_out, **batching):
+        """As :func:`fit_settings` is called; ``data`` is the training entries of ``mask``."""
+        made = []
+        for prior in priors:
+            request = plan(
+                Y, engine.name, rank, mask=mask, prior=prior, seed=seeds[0], **ensemble,
+                validation=validation if ensemble else None, options=options,
+            )  # fmt: skip
+            made += runs(request, seeds, held_out)
+        return made
+
+    return fitter
 
 
 def _combined(fits: list[Fit], request: Plan) -> Fit:

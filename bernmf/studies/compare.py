@@ -1,14 +1,18 @@
 """Engines x ranks x seeds on one split: held-out perplexity, seconds, iterations.
 
 :func:`compare` (``bernmf.compare``) fits every combination on the training entries
-and scores the held-out ones, the seeds of each engine and rank through the one runner
-(:func:`bernmf.fitting.runner.runs`: mm's and em's in one compiled call). The commands
-``bernmf compare`` and ``bernmf demo`` build their tables with it.
+and scores the held-out ones. It is a configuration of the one study runner
+(:func:`bernmf.studies.study.run`): the user's matrix and masks as its data, a grid per
+engine whose members are fits as :func:`bernmf.fit` makes them (the seeds of each engine
+and rank in one runner call, mm's and em's compiled once), a row per fit (rule ``each``)
+and, with validation entries, the stacks of each seed's fits. The commands ``bernmf
+compare`` and ``bernmf demo`` build their tables with it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -17,18 +21,18 @@ import numpy as np
 
 from bernmf._progress import Progress
 from bernmf.data.observed import as_observed
-from bernmf.fitting import runner
+from bernmf.data.split import Split
 from bernmf.fitting.ensemble import check_combine
-from bernmf.fitting.grids import EngineGrid, fit_grids
-from bernmf.fitting.plan import check_arguments, held_out_entries, plan
-from bernmf.fitting.stack import stack
+from bernmf.fitting.plan import check_arguments, held_out_entries
 from bernmf.inference import get_engine
 from bernmf.models import Prior
 from bernmf.models.spec import describe_prior
 from bernmf.results.fit import Fit
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # loaded on first use: pandas takes 0.5 s
     import pandas as pd
+
+    from bernmf.studies.study import Study, StudyResult
 
 __all__ = ["Comparison", "compare", "describe_prior", "nonempty_list", "summarize"]
 
@@ -107,10 +111,11 @@ def compare(
         them on ``validation``).
     measure : callable, optional
         ``measure(fit) -> dict`` of more columns for a fit's row (e.g. sampler
-        diagnostics), computed while the fit is in memory; fits are not kept.
+        diagnostics), from the fit with its draws.
     progress : bool, default True
         Show the fits on ``stream`` (default stderr): a bar on a terminal, else one
-        line per fit with its engine, rank, seed, perplexity and seconds
+        line per fit with its engine, rank, seed, perplexity (validation perplexity
+        with ``validation``) and seconds
         (:class:`bernmf._progress.Progress`). The engines' own progress (gibbs
         sweeps, svi steps, nuts) is off unless ``options`` turns it on.
     stream : file-like, optional
@@ -120,7 +125,7 @@ def compare(
         rows ``"stacked: all engines"`` (:func:`bernmf.stack` of every fit of that
         seed, weighted on these entries) and, with mm and another engine,
         ``"stacked: mm grid"`` (its mm fits), from the fits already made: rank 0 and
-        prior ``"mixed"``, ``seconds`` the sum of the members' (:func:`stacked_rows`).
+        prior ``"mixed"``, ``seconds`` the sum of the members'. The fits are kept.
     keep : bool, default False
         Keep the fits (:attr:`Comparison.results`).
 
@@ -169,52 +174,84 @@ def compare(
                     engine, rank, priors.get(engine), seed, options.get(engine, {}), np.shape(Y),
                     restarts=restarts,
                 )  # fmt: skip
-    train, scored = _split(Y, train, test)
-
-    runs = [(e, k, s) for e in engines for k in ranks for s in seeds]
+    train, test = _split(Y, train, test)
+    held_out = np.zeros(np.shape(Y), bool)
     if validation is not None:
-        held_out_entries(Y, as_observed(Y, train), validation)  # disjoint from train, not empty
-        if (np.asarray(validation, bool) & scored.mask).any():
+        held_out = held_out_entries(Y, as_observed(Y, train), validation).mask  # checked
+        if (held_out & test).any():
             raise ValueError("validation and test entries overlap; they must be disjoint")
-    rows, kept = [], []
-    with Progress("compare", len(runs), enabled=progress, stream=stream) as shown:
+    study = _study(Y, Split(train, held_out, test), engines, ranks, seeds, priors, options,
+                   ensembles)  # fmt: skip
+    with Progress("compare", len(engines) * len(ranks) * len(seeds), enabled=progress,
+                  stream=stream) as shown:  # fmt: skip
 
-        def fitter(engine, data, rank, given, seeds, swept_options, scored, **batching):
-            """A fit per seed as :func:`bernmf.fit` makes it, each a row (and a bar step)."""
-            name = engine.name
-            quiet = {"progress": False} if "progress" in engine.options else {}
-            ensemble = ensembles.get(name, {})
-            request = plan(
-                Y, name, rank, mask=train, prior=priors.get(name), seed=seeds[0], **ensemble,
-                validation=validation if ensemble else None,
-                options={**quiet, **options.get(name, {})},
-            )  # fmt: skip
-            made = runner.runs(request, seeds, scored)
-            for seed, member in zip(seeds, made, strict=True):
+        def watch(setting):
+            """A line (and a bar step) per fit of a setting, its seeds in order."""
+            scored = "validation perplexity" if validation is not None else "perplexity"
+            for seed, member in zip(seeds, setting.members, strict=True):
                 result = member.fit
-                row = fit_row(name, rank, seed, member) | {"converged": result.converged}
-                rows.append(row | (measure(result) if measure is not None else {}))
-                if keep or validation is not None:
-                    kept.append(lightened(result))
                 seconds = np.nansum([result.timings.get(k, np.nan) for k in ("compile", "run")])
                 shown.update(
-                    result=f"{name} K={rank} seed {seed}: perplexity "
-                    f"{rows[-1]['perplexity']:.4f}, {result.n_iter} iterations, {seconds:.1f} s"
+                    result=f"{result.engine} K={setting.rank} seed {seed}: {scored} "
+                    f"{member.validation_perplexity:.4f}, {result.n_iter} iterations, "
+                    f"{seconds:.1f} s"
                 )
-            return made
 
-        grids = [EngineGrid(e, tuple(ranks)) for e in engines]  # priors and options: the fitter's
-        fit_grids(grids, as_observed(Y, train, warn_empty=False), scored, seeds, fitter=fitter,
-              extend=None, progress=False)  # fmt: skip
-    for seed in seeds if validation is not None else ():
-        chosen = [f for f, row in zip(kept, rows, strict=False) if row["seed"] == seed]
-        groups = {STACKED_ALL: chosen, STACKED_MM: [f for f in chosen if f.engine == "mm"]}
-        rows += [row for row, _ in stacked_rows(Y, groups, train, validation, scored, seed)]
-    import pandas as pd  # on first use: it loads in 0.5 s
+        from bernmf.studies.study import run  # on first use, with pandas
+
+        made = run(study, stream=io.StringIO(), watch=watch)  # the bar says what runs
+    rows, kept = _rows(made, seeds, measure)
+    import pandas as pd
 
     fits = pd.DataFrame(rows)
     summary = summarize(fits, ["engine", "rank", "prior"])
-    return Comparison(fits=fits, summary=summary, results=tuple(kept))
+    kept = kept if keep or validation is not None else ()
+    return Comparison(fits=fits, summary=summary, results=kept)
+
+
+def _study(Y, split, engines, ranks, seeds, priors, options, ensembles) -> Study:
+    """The study ``compare`` runs: a grid per engine, every fit made as :func:`bernmf.fit`
+    makes it from each seed (a seed set each), a row per fit; with validation entries, the
+    stacks of each seed's fits."""
+    from bernmf.studies.study import Grid, Matrix, Method, Study
+
+    grids = tuple(
+        Grid(e, tuple(ranks), priors=None if priors.get(e) is None else (priors[e],),
+             options=options.get(e, {}), as_fit=ensembles.get(e, {}))
+        for e in engines
+    )  # fmt: skip
+    methods = [Method(FITS, "each")]
+    if split.validation.any() and len(engines) * len(ranks) > 1:
+        methods.append(Method(STACKED_ALL, "stack"))
+        if "mm" in engines and len(engines) > 1 and len(ranks) > 1:
+            methods.append(Method(STACKED_MM, "stack", grids=("mm",)))
+    return Study(
+        "compare", grids, tuple(methods), matrices=(Matrix("Y", Y, split),),
+        seeds=tuple(seeds), seed_sets=len(seeds),
+    )  # fmt: skip
+
+
+def _rows(made: StudyResult, seeds, measure) -> tuple[list[dict], tuple[Fit, ...]]:
+    """The rows of :attr:`Comparison.fits` from the study's table, and the fits of its rows
+    (lightened), in their order: engines, ranks, seeds; then the stacks, seed by seed."""
+    table = made.table
+    each = np.flatnonzero(table["rule"] == "each").reshape(len(seeds), -1).T.ravel()
+    rows, kept = [], []
+    for i in each:  # a seed set's rows are the same settings in the same order
+        row, result = table.iloc[i], made.results[i]
+        rows.append(
+            _row(result.engine, int(row["rank"]), describe_prior(result.prior),
+                 seeds[row["seed_set"]], row, result.n_iter)
+            | (measure(result) if measure is not None else {})
+        )  # fmt: skip
+        kept.append(lightened(result))
+    for _, row in table[table["rule"] == "stack"].iterrows():
+        rows.append(_row(row["method"], 0, "mixed", seeds[row["seed_set"]], row, 0))
+    return rows, tuple(kept)
+
+
+FITS = "fits"
+"""The method of the study's rows of single fits (rule ``each``)."""
 
 
 STACKED_ALL = "stacked: all engines"
@@ -222,18 +259,18 @@ STACKED_MM = "stacked: mm grid"
 """The ``engine`` of the rows of :func:`stacked_rows`."""
 
 
-def fit_row(engine: str, rank: int, seed: int, member: runner.Scored) -> dict:
-    """A table row of one scored fit: engine, rank, prior, seed, perplexity, times, iterations."""
-    result = member.fit
+def _row(engine: str, rank: int, prior: str, seed: int, row, iterations: int) -> dict:
+    """A row of :attr:`Comparison.fits` from the study's ``row`` of one fit or stack."""
     return {
         "engine": engine,
         "rank": rank,
-        "prior": describe_prior(result.prior),
-        "seed": seed,
-        "perplexity": member.validation_perplexity,
-        "seconds": result.timings.get("run", np.nan),
-        "compile_seconds": result.timings.get("compile", np.nan),
-        "iterations": result.n_iter,
+        "prior": prior,
+        "seed": int(seed),
+        "perplexity": float(row["test_perplexity"]),
+        "seconds": float(row["seconds"]),
+        "compile_seconds": float(row["compile_seconds"]),
+        "iterations": int(iterations),
+        "converged": row["converged"],
     }
 
 
@@ -243,55 +280,6 @@ def lightened(result: Fit) -> Fit:
     if mixture is not None:
         mixture = dataclasses.replace(mixture, members=tuple(lightened(m) for m in mixture.members))
     return dataclasses.replace(result, posterior=None, mixture=mixture)
-
-
-def stacked_rows(
-    Y, groups: Mapping[str, list[Fit]], train, validation, test, seed
-) -> list[tuple[dict, Fit]]:
-    """A row per group of fits, with their :func:`bernmf.stack` on ``validation``, scored on test.
-
-    A group of fewer than two fits, or of the same fits as a group before it, is
-    skipped. ``rank`` is 0 and ``prior`` ``"mixed"``; ``seconds`` and
-    ``compile_seconds`` are the sums of the members'.
-
-    Parameters
-    ----------
-    Y : array-like of shape (M, N)
-    groups : dict of row name to list of Fit
-    train, validation : bool arrays of shape (M, N)
-    test : Observed
-        The scored entries.
-    seed : int
-        The ``seed`` of the rows.
-
-    Returns
-    -------
-    list of (dict, Fit)
-        The row (the columns of :attr:`Comparison.fits`) and the stack.
-    """
-    rows, seen = [], set()
-    for name, members in groups.items():
-        identity = tuple(id(m) for m in members)
-        if len(members) < 2 or identity in seen:
-            continue
-        seen.add(identity)
-        result = stack(members, Y, validation=validation, mask=train)
-        row = (
-            {
-                "engine": name,
-                "rank": 0,
-                "prior": "mixed",
-                "seed": seed,
-                "perplexity": result.perplexity(test.Y, test.mask),
-                "seconds": result.timings.get("run", np.nan),
-                "compile_seconds": result.timings.get("compile", np.nan),
-                "iterations": 0,
-                "converged": result.converged,
-            },
-            result,
-        )
-        rows.append(row)
-    return rows
 
 
 def summarize(fits: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -323,7 +311,7 @@ def nonempty_list(name: str, values, example: str) -> list:
 
 
 def _split(Y, train, test):
-    """Check the masks; return ``train`` and Y with its test entries (an ``Observed``)."""
+    """``train`` and ``test`` checked: bool masks of Y's shape, not empty, disjoint."""
     shape = np.shape(Y)
     masks = {}
     for name, mask in (("train", train), ("test", test)):
@@ -339,4 +327,4 @@ def _split(Y, train, test):
     if shared:
         raise ValueError(f"train and test share {shared} entries; they must be disjoint")
     # rows without a test entry are ordinary here: nothing is fitted on them
-    return masks["train"], as_observed(Y, masks["test"], warn_empty=False)
+    return masks["train"], masks["test"]

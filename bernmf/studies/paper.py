@@ -306,10 +306,9 @@ def main(argv=None) -> int:
             (result.table["dataset"] == "lastfm") & (result.table["method"] == "NBMF-MM")
         ]
         j = int(mm.loc[mm["validation_perplexity"].idxmin(), "seed_set"])  # on validation
-        logsvd = result.results.get(("lastfm", "logsvd", 1, 0))
-        figure_lastfm_H(
-            result.results[("lastfm", "NBMF-MM", 1, j)], logsvd, out / "fig3_lastfm_H.png"
-        )
+        logsvd = result.result_of(dataset="lastfm", method="logsvd", R=1, seed_set=0)
+        chosen = result.result_of(dataset="lastfm", method="NBMF-MM", R=1, seed_set=j)
+        figure_lastfm_H(chosen, logsvd, out / "fig3_lastfm_H.png")
     comparison = compare(args.out)
 
     with pd.option_context("display.width", 160, "display.max_columns", 20):

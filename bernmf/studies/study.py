@@ -25,7 +25,7 @@ import io
 import sys
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -41,7 +41,7 @@ from bernmf.fitting.ensemble import MODES_WARNING, combine_members
 from bernmf.fitting.grids import Budget, EngineGrid, Setting, fit_grids
 from bernmf.fitting.modes import mode_prediction
 from bernmf.fitting.plan import held_out_entries
-from bernmf.fitting.runner import Scored, mean_perplexity
+from bernmf.fitting.runner import Scored, mean_perplexity, planned
 from bernmf.fitting.stack import members_table, stack
 from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine, get_engine
@@ -62,11 +62,12 @@ options of :func:`parser`, and its own), writing ``summary.csv`` among its resul
 ``--out``, or where its ``folder(out, as_published) -> Path`` says."""
 
 RULES = (
-    "single", "first", "best", "mean", "chains", "stack chosen", "stack setting", "stack",
+    "each", "single", "first", "best", "mean", "chains", "stack chosen", "stack setting", "stack",
     "stack members", "stack+refit",
 )  # fmt: skip
 """How a :class:`Method` makes its result from the members of its grids, all on validation:
 
+- ``each``: no choice, a row per member of every setting (``bernmf.compare``'s table);
 - ``single``: the member of lowest validation perplexity;
 - ``first``: per setting the member of the seed set's first seed (one fit, as
   ``bernmf.fit(..., seed=s)`` makes it), the setting chosen on validation;
@@ -113,8 +114,10 @@ nested R-hat (modes as superchains) and NUTS's divergent transitions."""
 
 FIT_COLUMNS = [
     "rank", "alpha", "beta", "gamma", "seed", "iterations", "sweeps", "converged", "seconds",
+    "compile_seconds",
 ]  # fmt: skip
-"""The columns that describe one fit, in the tables of :func:`run`."""
+"""The columns that describe one fit, in the tables of :func:`run` (``seconds`` run, without
+compiling)."""
 
 CHOICE, MEMBER = "choice", "member"
 """The stages of the fits table: fitted at ``choose_seed`` to choose a setting, or a member."""
@@ -140,6 +143,27 @@ class Simulation:
     def name(self) -> str:
         """The simulation's name in the tables, as a dataset's."""
         return f"simulated-{self.rows}x{self.cols}-K{self.rank}-seed{self.seed}"
+
+
+@dataclass(frozen=True, eq=False)
+class Matrix:
+    """A user's matrix and its split, as a study's data (``bernmf.compare``'s).
+
+    Attributes
+    ----------
+    name : str
+        Its name in the tables.
+    Y : array-like, DataFrame or scipy.sparse matrix of shape (M, N)
+        Binary data, NaN missing.
+    split : Split
+        Its training, validation and test entries. Without validation entries the
+        members are scored on the test entries, and the study's methods must be of rule
+        ``each`` (nothing is chosen).
+    """
+
+    name: str
+    Y: object
+    split: Split
 
 
 @dataclass(frozen=True)
@@ -172,6 +196,11 @@ class Grid(EngineGrid):
         The label of an earlier grid whose rank chosen at the study's ``choose_seed``
         this grid fits (its own ``ranks`` then only check its priors), e.g. a sampler
         at the MAP's tuned rank with its own prior tuned.
+    as_fit : mapping, optional
+        Each member is the fit ``bernmf.fit(Y, engine, rank, seed=s, **as_fit, ...)``
+        makes from its seed s, through :func:`bernmf.fitting.runner.planned` (``as_fit``:
+        ``restarts`` and ``combine``; {} for a single fit; a sampler's fit has its
+        ``num_chains``). None: the runner's members, a sampler's seeds its chains.
     """
 
     choosing_options: Mapping = field(default_factory=dict)
@@ -180,6 +209,7 @@ class Grid(EngineGrid):
     budgets: tuple[int, ...] = (1,)
     scaled: tuple[str, ...] = ()
     rank_from: str | None = None
+    as_fit: Mapping | None = None
 
 
 @dataclass(frozen=True)
@@ -209,6 +239,8 @@ class Study:
     datasets : tuple of str
         The paper's datasets (:func:`bernmf.data.datasets.load`, from ``data_dir``).
     simulations : tuple of Simulation
+    matrices : tuple of Matrix
+        Users' matrices, each with its own split.
     split : {"paper", "random"}
         The paper's split (70/15/15, seed 12345) or a random one of seed ``split_seed``
         in ``fractions`` (train, validation, test).
@@ -220,6 +252,8 @@ class Study:
     pool : int, optional
         Seeds fitted per setting, ``first_seed`` on (default ``max(members) * seed_sets``).
     first_seed : int
+    seeds : tuple of int, optional
+        The pool's seeds, in order, instead of ``first_seed`` on.
     choose_seed : int, optional
         The paper's protocol: each grid's setting is chosen once, on the fits of this seed
         (with ``choosing_options``, at the grid's first budget; a sampler's on one chain),
@@ -242,6 +276,7 @@ class Study:
     methods: tuple[Method, ...]
     datasets: tuple[str, ...] = ()
     simulations: tuple[Simulation, ...] = ()
+    matrices: tuple[Matrix, ...] = ()
     split: str = "paper"
     split_seed: int = 0
     fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)
@@ -249,6 +284,7 @@ class Study:
     seed_sets: int = 1
     pool: int | None = None
     first_seed: int = 0
+    seeds: tuple[int, ...] | None = None
     choose_seed: int | None = None
     metrics: tuple[str, ...] = ()
     budget: float | None = None
@@ -266,8 +302,12 @@ class Study:
             unknown = set(method.grids or ()) - set(labels)
             if unknown:
                 raise ValueError(f"method {method.name!r}: no grid {sorted(unknown)}")
-        if not self.methods or not (self.datasets or self.simulations):
-            raise ValueError(f"study {self.name!r}: give methods and datasets or simulations")
+        if not self.methods or not (self.datasets or self.simulations or self.matrices):
+            raise ValueError(
+                f"study {self.name!r}: give methods and datasets, simulations or matrices"
+            )
+        for matrix in self.matrices:
+            _check_matrix(self, matrix)
         if self.split not in ("paper", "random"):
             raise ValueError(f"study {self.name!r}: split must be 'paper' or 'random'")
         if not self.members or min(self.members) < 1 or self.seed_sets < 1:
@@ -296,11 +336,21 @@ class Study:
                 raise ValueError(f"method {method.name!r}: the published code is not refitted")
             if method.rule == "chains":
                 _check_chains(self, method)
+        for grid in self.grids if self.seeds is not None else ():
+            count = _members_at(grid, self.pool_size, max(grid.budgets))
+            if count * (self.seed_sets if grid.members else 1) > len(self.seeds):
+                raise ValueError(f"grid {grid.label!r}: more members than seeds {self.seeds}")
 
     @property
     def pool_size(self) -> int:
         """Seeds fitted per setting of a grid without its own ``members``."""
         return self.pool or max(self.members) * self.seed_sets
+
+    def pool_seeds(self, count: int) -> list[int]:
+        """The first ``count`` seeds of the pool."""
+        if self.seeds is not None:
+            return [int(s) for s in self.seeds[:count]]
+        return list(range(self.first_seed, self.first_seed + count))
 
 
 class StudyResult(NamedTuple):
@@ -316,7 +366,8 @@ class StudyResult(NamedTuple):
     weights : DataFrame
         Per stack row: the weight of each engine and rank.
     results : dict
-        ``(dataset, method, R, seed_set) -> Fit`` of the ``single`` rows.
+        The position of a row of rule ``single`` or ``each`` in ``table`` -> its Fit
+        (:meth:`result_of`).
     reliability : DataFrame, optional
         With the ``ece`` metric: the reliability bins of every row's test predictions
         (:func:`bernmf.posterior.calibration.reliability`), with its dataset, method, R,
@@ -329,10 +380,23 @@ class StudyResult(NamedTuple):
     results: dict
     reliability: pd.DataFrame | None = None
 
+    def result_of(self, **columns) -> Fit | None:
+        """The Fit of the one row of rule ``single`` or ``each`` whose ``columns`` have these
+        values (e.g. ``dataset="lastfm", method="logsvd", R=1, seed_set=0``); None if none."""
+        matching = np.ones(len(self.table), bool)
+        for name, value in columns.items():
+            matching &= (self.table[name] == value).to_numpy()
+        kept = [self.results[i] for i in np.flatnonzero(matching) if i in self.results]
+        if len(kept) > 1:
+            raise ValueError(f"{len(kept)} rows have {columns}")
+        return kept[0] if kept else None
+
 
 class _Data(NamedTuple):
-    """One dataset of a study: its name, Y, split, training and validation entries (as the
-    engines read them) and its truth (a simulation's W @ H, else None)."""
+    """One dataset of a study: its name, Y, split, training entries and the held-out ones
+    that score every member (the validation entries; a :class:`Matrix`'s test entries
+    when it has no validation entries) as the engines read them, and its truth (a
+    simulation's W @ H, else None)."""
 
     name: str
     Y: object
@@ -340,6 +404,23 @@ class _Data(NamedTuple):
     train: object
     held_out: object
     truth: np.ndarray | None
+
+
+def _check_matrix(study: Study, matrix: Matrix) -> None:
+    """ValueError unless ``matrix``'s split has Y's shape, and one without validation entries
+    is in a study that chooses nothing (rule ``each`` only, no ``choose_seed``)."""
+    shape = np.shape(matrix.Y)
+    for name, mask in zip(Split._fields, matrix.split, strict=True):
+        if np.shape(mask) != shape:
+            raise ValueError(
+                f"matrix {matrix.name!r}: {name} has shape {np.shape(mask)} but Y {shape}"
+            )
+    choosing = study.choose_seed is not None or any(m.rule != "each" for m in study.methods)
+    if choosing and not np.asarray(matrix.split.validation).any():
+        raise ValueError(
+            f"matrix {matrix.name!r} has no validation entries: a study of it chooses nothing "
+            "(rule 'each' only, no choose_seed)"
+        )
 
 
 def _check_chains(study: Study, method: Method) -> None:
@@ -371,6 +452,13 @@ def check_grid(grid: Grid) -> None:
         engine.with_defaults({**_scaled(grid, b), **grid.choosing_options})
     if grid.members is not None and grid.members < 1:
         raise ValueError(f"grid {grid.label!r}: members must be >= 1, got {grid.members}")
+    if grid.as_fit is not None:
+        unknown = set(grid.as_fit) - {"restarts", "combine"}
+        if unknown or engine is published.ENGINE:
+            raise ValueError(
+                f"grid {grid.label!r}: as_fit takes restarts and combine of a registered "
+                f"engine, got {dict(grid.as_fit)} for {grid.engine!r}"
+            )
 
 
 def engine_of(name: str) -> Engine:
@@ -384,7 +472,9 @@ def log(message: str, stream=None) -> None:
 
 
 def load_data(name, data_dir=None):
-    """Y (DataFrame or array) of a dataset name or a :class:`Simulation`."""
+    """Y (DataFrame or array) of a dataset name, a :class:`Simulation` or a :class:`Matrix`."""
+    if isinstance(name, Matrix):
+        return name.Y
     if isinstance(name, Simulation):
         return simulate(name.seed, name.rows, name.cols, name.rank)[0]
     return datasets.load(name, data_dir=data_dir)
@@ -398,8 +488,10 @@ def truth_of(data) -> np.ndarray | None:
     return np.asarray(W) @ np.asarray(H)
 
 
-def split_of(study: Study, shape) -> Split:
-    """The study's split of a matrix of ``shape``."""
+def split_of(study: Study, shape, data=None) -> Split:
+    """The study's split of a matrix of ``shape`` (a :class:`Matrix`'s own for ``data``)."""
+    if isinstance(data, Matrix):
+        return data.split
     if study.split == "paper":
         return paper_split(shape)
     return random_split(shape, study.fractions, seed=study.split_seed)
@@ -430,15 +522,27 @@ def fit_row(fit: Fit, prior: Prior | None) -> dict:
         "seed": fit.seed,
         "iterations": fit.n_iter,
         "sweeps": fit.extras.get("sweeps", np.nan),
+        **_timings(fit),
+    }
+
+
+def _timings(fit: Fit) -> dict:
+    """``converged``, ``seconds`` (run) and ``compile_seconds`` of a fit (a mixture's: of its
+    members, their seconds summed)."""
+    return {
         "converged": fit.converged,
         "seconds": float(fit.timings.get("run", np.nan)),
+        "compile_seconds": float(fit.timings.get("compile", np.nan)),
     }
 
 
 def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool, budget: int = 1) -> dict:
     """Every option of the grid's fits of ``seeds`` seeds (a sampler's: as many chains) at
-    ``budget``."""
+    ``budget``; an :attr:`Grid.as_fit` grid's: those given, as ``bernmf.fit`` takes them (the
+    engine's own progress off)."""
     options = {**_scaled(grid, budget), **(grid.choosing_options if choosing else {})}
+    if grid.as_fit is not None:
+        return {"progress": False, **options} if "progress" in engine.options else options
     if engine.seed_count is not None:
         options[engine.seed_count] = seeds
     return engine.with_defaults(options)
@@ -469,22 +573,44 @@ def _over(clock: Budget, what: str, stream) -> bool:
     return reason is not None
 
 
-def _fitted_settings(grid, engine, settings, seeds, options, data, clock) -> list[Setting]:
+class _Fitting(NamedTuple):
+    """How a study fits one dataset: its data, the stream of its lines, the runner calls of
+    a warm-up (0: none) and what is called with each step's settings (None: nothing)."""
+
+    on: _Data
+    stream: object
+    warmup: int
+    watch: Callable[[Setting], None] | None
+
+
+def _fitted_settings(grid, engine, settings, seeds, options, fitting, clock) -> list[Setting]:
     """The (rank, prior) ``settings`` of one grid fitted at ``seeds``
-    (:func:`bernmf.fitting.grids.fit_grids`, a rank per call) until the budget is spent. ``data``
-    is ``(train, held_out, stream, warmup)``."""
-    train, held_out, stream, warmup = data
+    (:func:`bernmf.fitting.grids.fit_grids`, a rank per call) until the budget is spent; an
+    :attr:`Grid.as_fit` grid's members made by :func:`bernmf.fitting.runner.planned`."""
+    on = fitting.on
     ranks = tuple(dict.fromkeys(k for k, _ in settings))
     priors = None  # the engine's default
     if grid.priors is not None:  # as scalars: each rank broadcasts them again
         at = [p for k, p in settings if k == ranks[0]]
-        priors = tuple(tuple(float(np.ravel(v)[0]) for v in p) for p in at)
+        priors = tuple(tuple(_scalar(v) for v in p) for p in at)
+    fitter = None
+    if grid.as_fit is not None:
+        validation = on.split.validation if on.split.validation.any() else None
+        fitter = planned(on.Y, on.split.train, validation, grid.as_fit)
     swept = fit_grids(
-        [dataclasses.replace(grid, ranks=ranks, priors=priors)], train, held_out, seeds,
-        options={grid.label: options}, budget=clock, warmup=warmup, extend=None,
-        engines={grid.engine: engine}, stream=stream or sys.stdout,
+        [dataclasses.replace(grid, ranks=ranks, priors=priors)], on.train, on.held_out, seeds,
+        options={grid.label: options}, budget=clock, warmup=fitting.warmup, extend=None,
+        engines={grid.engine: engine}, stream=fitting.stream or sys.stdout, fitter=fitter,
     )  # fmt: skip
+    for setting in swept.settings if fitting.watch is not None else ():
+        fitting.watch(setting)
     return swept.settings
+
+
+def _scalar(value):
+    """A prior's parameter as one number when its components are equal, else as given."""
+    values = np.ravel(value)
+    return float(values[0]) if (values == values[0]).all() else values
 
 
 class _Choice(NamedTuple):
@@ -497,7 +623,7 @@ class _Choice(NamedTuple):
     fitted: list | None = None
 
 
-def _choose(study, grid, data, clock, fit_rows, dataset, chosen) -> _Choice | None:
+def _choose(study, grid, fitting, clock, fit_rows, dataset, chosen) -> _Choice | None:
     """The settings of one grid: with ``choose_seed``, the setting of least validation
     perplexity at that seed (at the first budget; nothing fitted when there is one
     setting). ``chosen`` maps the labels of the grids done to their chosen rank (for
@@ -515,7 +641,7 @@ def _choose(study, grid, data, clock, fit_rows, dataset, chosen) -> _Choice | No
         return _Choice(grid, settings)
     seed = 0 if grid.deterministic else study.choose_seed
     options = _options(grid, engine, 1, choosing=True, budget=grid.budgets[0])
-    choice = _fitted_settings(grid, engine, settings, [seed], options, data, clock)
+    choice = _fitted_settings(grid, engine, settings, [seed], options, fitting, clock)
     fit_rows += [_fits_row(dataset, s, s.members[0], CHOICE) for s in choice]
     if not choice:
         return None
@@ -531,7 +657,7 @@ def _shared(grid: Grid) -> bool:
     return set(grid.scaled) <= {"members"}
 
 
-def _fit_at(study, choice: _Choice, budget, data, clock, fit_rows, dataset) -> list[Setting]:
+def _fit_at(study, choice: _Choice, budget, fitting, clock, fit_rows, dataset) -> list[Setting]:
     """The chosen settings of one grid fitted at ``budget``, each with its pool of members
     (a shared grid's: at its largest budget, for every budget), the choice's CPU seconds
     shared among them."""
@@ -541,10 +667,9 @@ def _fit_at(study, choice: _Choice, budget, data, clock, fit_rows, dataset) -> l
     engine = engine_of(grid.engine)
     count = _members_at(grid, study.pool_size, budget)
     count = count * study.seed_sets if grid.members else count
-    first = study.first_seed
-    seeds = [0] if grid.deterministic else list(range(first, first + count))
+    seeds = [0] if grid.deterministic else study.pool_seeds(count)
     options = _options(grid, engine, len(seeds), choosing=False, budget=budget)
-    made = _fitted_settings(grid, engine, choice.settings, seeds, options, data, clock)
+    made = _fitted_settings(grid, engine, choice.settings, seeds, options, fitting, clock)
     made = [s._replace(budget=None if _shared(grid) else budget) for s in made]
     fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in made for m in s.members]
     extra = choice.cpu / len(seeds)
@@ -679,11 +804,21 @@ def _min_probability(result: Fit, Y, split) -> float:
     return float(np.min(np.where(y == 1, p, 1 - p)))
 
 
-def _row(study, on: _Data, R, j, budget, method, settings):
-    """The row of one method at one seed set: its result chosen on validation, scored on
-    test; and its reliability bins (None without the ``ece`` metric)."""
+def _rows(study, on: _Data, R, j, budget, method, settings) -> list[tuple]:
+    """The rows of one method at one seed set (one, but a row per member for ``each``): each
+    ``(row, result, weights, reliability bins)``, its result chosen on validation and
+    scored on test."""
     Y, split, train, held_out = on.Y, on.split, on.train, on.held_out
     chosen = [(s, ms) for s, ms in settings if method.grids is None or s.grid.label in method.grids]
+    made = (study, on, R, j, budget, method)
+    if method.rule == "each":
+        validating = split.validation.any()  # else the members were scored on test
+        return [
+            _scored(*made, m.fit, _perplexity(m.lpd) if validating else np.nan, s,
+                    m.cpu_seconds, test=None if validating else m.validation_perplexity)
+            for s, ms in chosen
+            for m in ms
+        ]  # fmt: skip
     if method.rule == "first":  # "single" among the first members: the others not fitted
         chosen = [(s, ms[:1]) for s, ms in chosen]
     begin = time.process_time()
@@ -695,15 +830,23 @@ def _row(study, on: _Data, R, j, budget, method, settings):
         result, validation, setting = _result(rule, chosen, Y, split, train, held_out)
     combining = time.process_time() - begin
     cpu = sum(m.cpu_seconds for _, ms in chosen for m in ms) + combining
+    return [_scored(*made, result, validation, setting, cpu, mixing=mixing)]
+
+
+def _scored(study, on: _Data, R, j, budget, method, result, validation, setting, cpu, *,
+            mixing=None, test=None) -> tuple:  # fmt: skip
+    """``(row, result, weights, reliability bins)`` of one result: scored on the test entries
+    (``test``: that score, already made), with the study's metrics."""
+    Y, split = on.Y, on.split
     row = {
         "study": study.name, "dataset": on.name, "R": R, "seed_set": j, "budget": budget,
         "disjoint": R * study.seed_sets <= study.pool_size, "method": method.name,
         "rule": method.rule, "validation_perplexity": validation,
-        "test_perplexity": result.perplexity(Y, split.test), "cpu_seconds": cpu,
-        "chosen": _describe(setting),
+        "test_perplexity": result.perplexity(Y, split.test) if test is None else test,
+        "cpu_seconds": cpu, "chosen": _describe(setting),
     }  # fmt: skip
-    single = result.mixture is None  # a member, not a mixture of members
-    fit_columns = fit_row(result, setting.prior if setting else None) if single else {}
+    fit = method.rule == "each" or result.mixture is None  # one fit, not a choice's mixture
+    fit_columns = fit_row(result, setting.prior if setting else None) if fit else _timings(result)
     row |= {c: fit_columns.get(c, np.nan) for c in FIT_COLUMNS}
     if setting is not None:
         row |= {"rank": setting.rank, **_prior_values(setting.prior)}
@@ -719,13 +862,18 @@ def _row(study, on: _Data, R, j, budget, method, settings):
         diagram = reliability(np.asarray(Y, float), result.probs, split.test)
         row["ece"], bins = diagram.ece, diagram.table
     if "mixing" in study.metrics:
-        row |= {c: mixing.get(c, np.nan) for c in MIXING_COLUMNS}
+        row |= {c: (mixing or {}).get(c, np.nan) for c in MIXING_COLUMNS}
     if "coverage" in study.metrics and on.truth is not None:
         row |= _coverage(result, on.truth)
     return row, result, weights, bins
 
 
-def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) -> StudyResult:
+def run(
+    studies: Study | Sequence[Study],
+    out: Path | None = None,
+    stream=None,
+    watch: Callable[[Setting], None] | None = None,
+) -> StudyResult:
     """Run studies: every fit through the fitting runner, every choice on validation.
 
     Parameters
@@ -735,6 +883,9 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
         The CSV file the table so far is written to after every seed set.
     stream : file, optional
         Progress lines (default stdout).
+    watch : callable, optional
+        Called with every setting fitted, its members scored, as each grid step ends (a
+        progress bar's hook).
 
     Returns
     -------
@@ -744,22 +895,23 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
         test_perplexity, cpu_seconds (the CPU seconds of every fit the method chose
         among, the choice's fits with ``choose_seed``, and its combining), chosen (the
         setting), :data:`FIT_COLUMNS` (of a single fit; rank and prior of a chosen
-        setting), weights (per engine, of a stack) and the study's metrics.
+        setting; a mixture's converged, seconds and compile_seconds), weights (per
+        engine, of a stack) and the study's metrics; rule ``each`` gives a row per fit.
     """
     studies = [studies] if isinstance(studies, Study) else list(studies)
     rows, fit_rows, weights, results, bins = [], [], [], {}, []
     for study in studies:
-        for data in (*study.datasets, *study.simulations):
-            for found in _run_dataset(study, data, fit_rows, stream):
+        for data in (*study.datasets, *study.simulations, *study.matrices):
+            for found in _run_dataset(study, data, fit_rows, stream, watch):
                 for row, result, weight, table in found:
+                    if row["rule"] in ("single", "each"):
+                        results[len(rows)] = result
                     rows.append(row)
                     keys = {k: row[k] for k in ("dataset", "R", "seed_set", "method")}
                     if weight is not None:
                         weights.append(weight.assign(**keys))
                     if table is not None:
                         bins.append(table.assign(**keys, budget=row["budget"]))
-                    if row["rule"] == "single":
-                        results[tuple(keys.values())] = result
                 if out is not None:
                     Path(out).parent.mkdir(parents=True, exist_ok=True)
                     write_csv(pd.DataFrame(rows), Path(out), index=False)
@@ -772,20 +924,24 @@ def run(studies: Study | Sequence[Study], out: Path | None = None, stream=None) 
     )
 
 
-def _run_dataset(study: Study, data, fit_rows: list, stream):
+def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
     """Yield, budget by budget and seed set by seed set, the ``(row, result, weights,
     reliability bins)`` of every method on one dataset; its fits appended to ``fit_rows``.
     Each grid's setting is chosen first; a grid whose options a budget scales is fitted
     at one budget at a time."""
-    name = data.name if isinstance(data, Simulation) else data
+    name = data if isinstance(data, str) else data.name
     Y = load_data(data, study.data_dir)
-    split = split_of(study, np.shape(Y))
+    split = split_of(study, np.shape(Y), data)
     train = as_observed(Y, split.train)
-    held_out = held_out_entries(Y, train, split.validation)
+    if split.validation.any():
+        held_out = held_out_entries(Y, train, split.validation)
+    else:  # a Matrix without validation entries: nothing is chosen (Study checks it)
+        held_out = as_observed(Y, split.test, warn_empty=False)
     on = _Data(name, Y, split, train, held_out, truth_of(data))
     clock = Budget(study.budget, clock=time.process_time, unit="CPU s")
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
-    chosen, fitting = {}, (train, held_out, stream, study.seed_sets if study.warmup else 0)
+    chosen = {}
+    fitting = _Fitting(on, stream, study.seed_sets if study.warmup else 0, watch)
     choices = [_choose(study, g, fitting, clock, fit_rows, name, chosen) for g in study.grids]
     choices = [c for c in choices if c is not None]
     shared = [
@@ -829,7 +985,7 @@ def _seed_set(study, pools, on: _Data, R, j, budget, stream) -> list:
             continue
         if method.budgets is not None and budget not in method.budgets:
             continue
-        found.append(_row(study, on, R, j, budget, method, settings))
+        found += _rows(study, on, R, j, budget, method, settings)
     at = "" if budget == 1 else f" budget {budget}"
     log(
         f"  R={R} set {j}{at}: "

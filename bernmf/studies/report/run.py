@@ -35,7 +35,7 @@ from bernmf.data.sparse import checked_coo
 from bernmf.data.split import paper_split
 from bernmf.fitting.ensemble import MODES_WARNING, validation_lpd
 from bernmf.fitting.plan import check_arguments
-from bernmf.fitting.stack import members_table
+from bernmf.fitting.stack import members_table, stack
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
 from bernmf.posterior.draws import diagnostics
@@ -48,7 +48,6 @@ from bernmf.studies.compare import (
     describe_prior,
     lightened,
     nonempty_list,
-    stacked_rows,
 )
 from bernmf.studies.report.budget import (
     DEFAULT_BUDGET,
@@ -460,6 +459,55 @@ def _stacks(Y, split, tuned: list[Tuned], rows: list[list[Rows]], seeds) -> tupl
             table = members_table(result).groupby(["engine", "rank"], as_index=False)["weight"]
             weights.append(table.sum().assign(seed=seed, stack=row["engine"]))
     return stacks, weights
+
+
+def stacked_rows(
+    Y, groups: Mapping[str, list[Fit]], train, validation, test, seed
+) -> list[tuple[dict, Fit]]:
+    """A row per group of fits, with their :func:`bernmf.stack` on ``validation``, scored on test.
+
+    A group of fewer than two fits, or of the same fits as a group before it, is
+    skipped. ``rank`` is 0 and ``prior`` ``"mixed"``; ``seconds`` and
+    ``compile_seconds`` are the sums of the members'.
+
+    Parameters
+    ----------
+    Y : array-like of shape (M, N)
+    groups : dict of row name to list of Fit
+    train, validation : bool arrays of shape (M, N)
+    test : Observed
+        The scored entries.
+    seed : int
+        The ``seed`` of the rows.
+
+    Returns
+    -------
+    list of (dict, Fit)
+        The row (the columns of :attr:`Comparison.fits`) and the stack.
+    """
+    rows, seen = [], set()
+    for name, members in groups.items():
+        identity = tuple(id(m) for m in members)
+        if len(members) < 2 or identity in seen:
+            continue
+        seen.add(identity)
+        result = stack(members, Y, validation=validation, mask=train)
+        row = (
+            {
+                "engine": name,
+                "rank": 0,
+                "prior": "mixed",
+                "seed": seed,
+                "perplexity": result.perplexity(test.Y, test.mask),
+                "seconds": result.timings.get("run", np.nan),
+                "compile_seconds": result.timings.get("compile", np.nan),
+                "iterations": 0,
+                "converged": result.converged,
+            },
+            result,
+        )
+        rows.append(row)
+    return rows
 
 
 def _fits_table(tables: list[pd.DataFrame]) -> pd.DataFrame:
