@@ -430,7 +430,8 @@ def perplexity_boxplot(
     """Box plots of held-out perplexity per engine (or per any column ``by``).
 
     Groups far above the others are drawn off a clipped axis, their medians annotated
-    (:func:`outlier_limit`).
+    (:func:`outlier_limit`); inf values (a held-out entry given probability 0) are
+    annotated at the top as "inf", with their count when the group has finite ones too.
 
     Parameters
     ----------
@@ -444,16 +445,21 @@ def perplexity_boxplot(
     groups = list(dict.fromkeys(table[by]))
     fig = Figure(figsize=(1.2 * len(groups) + 2.5, 4))
     ax = fig.add_subplot()
-    values = [table.loc[table[by] == g, value].to_numpy() for g in groups]
-    boxes = ax.boxplot(values, patch_artist=True)
+    values = [table.loc[table[by] == g, value].to_numpy(float) for g in groups]
+    finite = [v[np.isfinite(v)] for v in values]
+    boxes = ax.boxplot([v if v.size else [np.nan] for v in finite], patch_artist=True)
     for box, group in zip(boxes["boxes"], groups, strict=True):
         box.set(facecolor=engine_color(group), alpha=0.6)
-    ax.set_xticks(range(1, len(groups) + 1), [as_text(g) for g in groups])
+    x = range(1, len(groups) + 1)
+    ax.set_xticks(x, [as_text(g) for g in groups])
     top = outlier_limit(table[value])
     if top is not None:  # keep the close groups readable; the far ones are annotated
-        medians = [float(np.median(v)) for v in values]
+        medians = [float(np.median(v)) if v.size else np.nan for v in finite]
         ax.set_ylim(top=top)
-        _mark_off_scale(ax, range(1, len(groups) + 1), medians, [""] * len(groups), top)
+        _mark_off_scale(ax, x, medians, [""] * len(groups), top)
+    counts = [int((~np.isfinite(v)).sum()) for v in values]
+    labels = [f"{n} of {len(v)}" if n < len(v) else "" for n, v in zip(counts, values, strict=True)]
+    _mark_off_scale(ax, x, [np.inf if n else np.nan for n in counts], labels, ax.get_ylim()[1])
     ax.set(xlabel=by, ylabel=f"held-out {value} (nats)")
     ax.grid(axis="y", alpha=0.3)
     return _finish(fig, path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import matplotlib.colors
 import numpy as np
@@ -168,6 +169,18 @@ def test_boxplot_clips_the_axis_and_annotates_the_far_medians():
     ax = plot.perplexity_boxplot(table).axes[0]
     assert ax.get_ylim()[1] < 1.0
     assert [t.get_text() for t in ax.texts] == ["1.98"]
+
+
+def test_boxplot_names_inf_scores_at_the_top_and_warns_nothing():
+    """A group scored inf (em's H at 0 or 1) was an empty column, with a RuntimeWarning."""
+    table = pd.DataFrame(
+        {"engine": ["mm"] * 2 + ["em"] * 2 + ["vb"] * 2,
+         "perplexity": [0.40, 0.41, np.inf, np.inf, 0.42, np.inf]}
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ax = plot.perplexity_boxplot(table).axes[0]
+    assert [t.get_text() for t in ax.texts] == ["inf", "1 of 2 inf"]
 
 
 def test_pareto_front_of_a_hand_made_table():

@@ -319,7 +319,7 @@ def test_em_warns_with_advice_for_em_and_a_scored_run_only_when_a_score_is_inf()
     """em at exactly 0 advises mm, in Python and (its cli text) in flags. compare scores
     its fits: a certain prediction at an entry it scores finitely says nothing; one that
     scores inf says how many."""
-    Y, train, _, test = column_ruled_out()
+    Y, train, validation, test = column_ruled_out()
     with pytest.warns(bernmf.ZeroProbabilityWarning) as caught:
         bernmf.fit(Y, "em", 2, mask=train)
     (warning,) = [w.message for w in caught]
@@ -336,6 +336,16 @@ def test_em_warns_with_advice_for_em_and_a_scored_run_only_when_a_score_is_inf()
     with pytest.warns(bernmf.ZeroProbabilityWarning, match=counts):
         ruled_out = bernmf.compare(Y, ["em"], [2], [0], train=train, test=test, progress=False)
     assert (ruled_out.fits["perplexity"] == np.inf).all()
+    # with validation entries, what is said is the test score of each fit (its row), never
+    # the validation scores that weigh the stacks (finite: the baseline's floor)
+    with pytest.warns(bernmf.ZeroProbabilityWarning) as caught:
+        stacked = bernmf.compare(
+            Y, ["em"], [2, 3], [0], train=train, test=test, validation=validation, progress=False
+        )
+    said = sorted(str(w.message).split(":")[0] for w in caught)
+    assert said == ["perplexity of em K=2 seed 0", "perplexity of em K=3 seed 0"]
+    assert all(f"{test[:, 0].sum()} of {test.sum()} scored" in str(w.message) for w in caught)
+    assert np.isfinite(stacked.fits.query("engine == 'stacked: all engines'")["perplexity"]).all()
 
 
 def test_the_baseline_keeps_its_floor_when_stacking_gives_it_no_weight():

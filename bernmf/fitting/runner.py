@@ -154,12 +154,12 @@ def _fitted(request: Plan) -> Fit:
     return _finished(result, request)
 
 
-def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
+def runs(request: Plan, seeds: Sequence[int], scored: Observed, warn: bool = True) -> list[Scored]:
     """:func:`run` of ``request`` from each seed of ``seeds``, scored on ``scored``.
 
     A fit that gives a scored entry's outcome probability 0 (its score inf) warns
-    (:func:`~bernmf.models.spec.warn_zero_probability`); its P(Y=1) of exactly 0 or 1
-    elsewhere does not (:func:`warn_certain`): the scores say what matters.
+    (:func:`scored_lpd`; ``warn=False``: not); its P(Y=1) of exactly 0 or 1 elsewhere does
+    not (:func:`warn_certain`): the scores say what matters.
 
     The fit of seed s is that of ``request`` with its members' seeds starting at s
     (``s, ..., s + R - 1`` for R restarts): every member of every seed is fitted once, in
@@ -202,16 +202,25 @@ def runs(request: Plan, seeds: Sequence[int], scored: Observed) -> list[Scored]:
             group = [by_seed[s] for s in one.seeds]
             result = _combined(group, one) if one.ensemble else group[0]
             fits.append(_finished(result, one))
-    lpd = validation_lpd(fits, scored)
-    for seed, result, terms in zip(seeds, fits, lpd.T, strict=True):
-        what = f"perplexity of {result.engine} K={result.rank} seed {seed}"
-        zeros = int(np.isneginf(terms).sum())
-        warn_zero_probability(zeros, terms.size, what, result.engine, result.prior)
+    lpd = scored_lpd(fits, scored, seeds if warn else None)
     scores = -lpd.mean(axis=0)
     return [
         Scored(request.rank, request.prior, fit, float(score), lpd[:, i])
         for i, (fit, score) in enumerate(zip(fits, scores, strict=True))
     ]
+
+
+def scored_lpd(fits: Sequence[Fit], scored: Observed, seeds: Sequence[int] | None) -> np.ndarray:
+    """``log P(Y=y)`` of each fit at the ``scored`` entries, shape (n, fits)
+    (:func:`bernmf.fitting.ensemble.validation_lpd`); with ``seeds``, a fit that gives one
+    of them probability 0 warns (:func:`~bernmf.models.spec.warn_zero_probability`), named
+    by its engine, rank and seed."""
+    lpd = validation_lpd(fits, scored)
+    for seed, result, terms in zip(seeds, fits, lpd.T, strict=True) if seeds is not None else ():
+        what = f"perplexity of {result.engine} K={result.rank} seed {seed}"
+        zeros = int(np.isneginf(terms).sum())
+        warn_zero_probability(zeros, terms.size, what, result.engine, result.prior)
+    return lpd
 
 
 def planned(Y, mask, validation, ensemble: Mapping) -> Callable[..., list[Scored]]:
@@ -227,6 +236,10 @@ def planned(Y, mask, validation, ensemble: Mapping) -> Callable[..., list[Scored
         is weighted on (None: none).
     ensemble : mapping
         ``restarts`` and ``combine``, as :func:`bernmf.fit` takes them ({}: a single fit).
+
+    The members are scored on the fitter's held-out entries; a score of inf warns only
+    without ``validation`` (the held-out entries are then the ones reported; with it,
+    the caller scores the test entries and says so).
     """
 
     def fitter(engine, data, rank, priors, seeds, options, held_out, **batching):
@@ -237,7 +250,7 @@ def planned(Y, mask, validation, ensemble: Mapping) -> Callable[..., list[Scored
                 Y, engine.name, rank, mask=mask, prior=prior, seed=seeds[0], **ensemble,
                 validation=validation if ensemble else None, options=options,
             )  # fmt: skip
-            made += runs(request, seeds, held_out)
+            made += runs(request, seeds, held_out, warn=validation is None)
         return made
 
     return fitter

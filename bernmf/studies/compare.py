@@ -296,7 +296,8 @@ def summarize(fits: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if "ess_per_second" in fits:
         columns["ess_per_second"] = ("ess_per_second", "mean")
     columns["fits"] = ("perplexity", "size")
-    return fits.groupby(keys, sort=False).agg(**columns).reset_index()
+    with np.errstate(invalid="ignore"):  # the sd of inf scores is NaN; their warning said why
+        return fits.groupby(keys, sort=False).agg(**columns).reset_index()
 
 
 def nonempty_list(name: str, values, example: str) -> list:

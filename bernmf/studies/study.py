@@ -41,7 +41,7 @@ from bernmf.fitting.ensemble import MODES_WARNING, combine_members
 from bernmf.fitting.grids import Budget, EngineGrid, Setting, fit_grids
 from bernmf.fitting.modes import mode_prediction
 from bernmf.fitting.plan import held_out_entries
-from bernmf.fitting.runner import Scored, mean_perplexity, planned
+from bernmf.fitting.runner import Scored, mean_perplexity, planned, scored_lpd
 from bernmf.fitting.stack import members_table, stack
 from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine, get_engine
@@ -393,16 +393,17 @@ class StudyResult(NamedTuple):
 
 
 class _Data(NamedTuple):
-    """One dataset of a study: its name, Y, split, training entries and the held-out ones
-    that score every member (the validation entries; a :class:`Matrix`'s test entries
-    when it has no validation entries) as the engines read them, and its truth (a
-    simulation's W @ H, else None)."""
+    """One dataset of a study: its name, Y, split, training entries, the held-out ones that
+    score every member (the validation entries; a :class:`Matrix`'s test entries when it
+    has no validation entries) and the test entries, as the engines read them, and its
+    truth (a simulation's W @ H, else None)."""
 
     name: str
     Y: object
     split: Split
     train: object
     held_out: object
+    test: object
     truth: np.ndarray | None
 
 
@@ -812,13 +813,7 @@ def _rows(study, on: _Data, R, j, budget, method, settings) -> list[tuple]:
     chosen = [(s, ms) for s, ms in settings if method.grids is None or s.grid.label in method.grids]
     made = (study, on, R, j, budget, method)
     if method.rule == "each":
-        validating = split.validation.any()  # else the members were scored on test
-        return [
-            _scored(*made, m.fit, _perplexity(m.lpd) if validating else np.nan, s,
-                    m.cpu_seconds, test=None if validating else m.validation_perplexity)
-            for s, ms in chosen
-            for m in ms
-        ]  # fmt: skip
+        return _each(made, chosen, on)
     if method.rule == "first":  # "single" among the first members: the others not fitted
         chosen = [(s, ms[:1]) for s, ms in chosen]
     begin = time.process_time()
@@ -831,6 +826,23 @@ def _rows(study, on: _Data, R, j, budget, method, settings) -> list[tuple]:
     combining = time.process_time() - begin
     cpu = sum(m.cpu_seconds for _, ms in chosen for m in ms) + combining
     return [_scored(*made, result, validation, setting, cpu, mixing=mixing)]
+
+
+def _each(made: tuple, chosen, on: _Data) -> list[tuple]:
+    """The rows of rule ``each``: one per member of every setting, scored on the test entries
+    as :func:`bernmf.fitting.runner.runs` scores them (a score of inf said, fit by fit);
+    without validation entries the members' own scores are those."""
+    pairs = [(s, m) for s, ms in chosen for m in ms]
+    if on.held_out is on.test:
+        scores = [(np.nan, m.validation_perplexity) for _, m in pairs]
+    else:
+        fits = [m.fit for _, m in pairs]
+        tests = -scored_lpd(fits, on.test, [f.seed for f in fits]).mean(axis=0)
+        scores = [(_perplexity(m.lpd), t) for (_, m), t in zip(pairs, tests, strict=True)]
+    return [
+        _scored(*made, m.fit, validation, s, m.cpu_seconds, test=float(test))
+        for (s, m), (validation, test) in zip(pairs, scores, strict=True)
+    ]
 
 
 def _scored(study, on: _Data, R, j, budget, method, result, validation, setting, cpu, *,
@@ -933,11 +945,11 @@ def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
     Y = load_data(data, study.data_dir)
     split = split_of(study, np.shape(Y), data)
     train = as_observed(Y, split.train)
+    test = as_observed(Y, split.test, warn_empty=False)
+    held_out = test  # a Matrix without validation entries: nothing is chosen (Study checks it)
     if split.validation.any():
         held_out = held_out_entries(Y, train, split.validation)
-    else:  # a Matrix without validation entries: nothing is chosen (Study checks it)
-        held_out = as_observed(Y, split.test, warn_empty=False)
-    on = _Data(name, Y, split, train, held_out, truth_of(data))
+    on = _Data(name, Y, split, train, held_out, test, truth_of(data))
     clock = Budget(study.budget, clock=time.process_time, unit="CPU s")
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
     chosen = {}
