@@ -1,7 +1,8 @@
 """The one study runner: a study is data, and :func:`run` runs it through the fitting runner.
 
-A :class:`Study` names its data (the paper's datasets or a :class:`Simulation`), its
-split, its engines each with a :class:`Grid` of ranks, priors and options, its seed sets
+A :class:`Study` names its data (the paper's datasets, a :class:`Simulation` or a
+:class:`Matrix`), its split, its engines each with a :class:`Grid` of ranks, priors and
+options, its seed sets
 (R members per setting, repeated ``seed_sets`` times), the :class:`Method` rows to
 score (a single fit, the best or the mean of a setting's members, stacks, a refitted
 stack), extra metrics and a CPU budget. :func:`run` fits every grid's settings x seeds
@@ -12,8 +13,10 @@ the test entries never decide anything. Stacks are :func:`bernmf.stack`, ensembl
 :func:`bernmf.fitting.ensemble.combine_members`.
 
 The paper's protocol (:mod:`bernmf.studies.paper`), the modes study
-(:mod:`bernmf.studies.modes`) and the stacking study (:mod:`bernmf.studies.stacking`) are
-configurations of it; ``bernmf reproduce <study>`` runs any study of :data:`STUDIES`.
+(:mod:`bernmf.studies.modes`), the stacking study (:mod:`bernmf.studies.stacking`), the
+posterior-vs-MAP study (:mod:`bernmf.studies.posterior_vs_map`) and :func:`bernmf.compare`
+(a :class:`Matrix` of the user's, a row per fit) are configurations of it; ``bernmf
+reproduce <study>`` runs any study of :data:`STUDIES`.
 """
 
 from __future__ import annotations
