@@ -82,6 +82,18 @@ def test_perplexity_is_that_of_the_same_direct_fit(data, result):
         assert row["iterations"] == direct.n_iter
 
 
+def test_measure_reads_the_draws_that_the_kept_fits_no_longer_hold(data):
+    """compare holds each fit without its draws once measured (its study's draws=False)."""
+    Y, split = data
+    result = bernmf.compare(
+        Y, ["gibbs"], [2], [0, 1], train=split.train, test=split.test, keep=True,
+        options={"gibbs": {"num_warmup": 10, "num_samples": 10, "progress": False}},
+        measure=lambda fit: {"draws": fit.draws["W"].shape[-3]}, progress=False,
+    )  # fmt: skip
+    assert result.fits["draws"].tolist() == [10, 10]
+    assert [len(fit.draws) for fit in result.results] == [0, 0]
+
+
 def test_measure_adds_columns(data):
     Y, split = data
     result = bernmf.compare(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -302,6 +303,15 @@ class Fit:
     def members(self) -> tuple[Fit, ...]:
         """The members of an ensemble or a stack (:attr:`Mixture.members`); else empty."""
         return self.mixture.members if self.mixture is not None else ()
+
+    def lightened(self) -> Fit:
+        """This fit without posterior draws and sampler statistics (its members' too): its
+        predictions (:attr:`probs`, from W and H) are unchanged."""
+        mixture = self.mixture
+        if mixture is not None:
+            members = tuple(m.lightened() for m in mixture.members)
+            mixture = dataclasses.replace(mixture, members=members)
+        return dataclasses.replace(self, posterior=None, mixture=mixture)
 
     @property
     def shape(self) -> tuple[int, int]:

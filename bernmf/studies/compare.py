@@ -11,7 +11,6 @@ compare`` and ``bernmf demo`` build their tables with it.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -184,12 +183,15 @@ def compare(
                    ensembles)  # fmt: skip
     with Progress("compare", len(engines) * len(ranks) * len(seeds), enabled=progress,
                   stream=stream) as shown:  # fmt: skip
+        measured = {}  # (engine, rank, seed) -> measure's columns, from the fit with its draws
 
         def watch(setting):
             """A line (and a bar step) per fit of a setting, its seeds in order."""
             scored = "validation perplexity" if validation is not None else "perplexity"
             for seed, member in zip(seeds, setting.members, strict=True):
                 result = member.fit
+                if measure is not None:
+                    measured[(result.engine, setting.rank, seed)] = measure(result)
                 seconds = np.nansum([result.timings.get(k, np.nan) for k in ("compile", "run")])
                 shown.update(
                     result=f"{result.engine} K={setting.rank} seed {seed}: {scored} "
@@ -200,7 +202,7 @@ def compare(
         from bernmf.studies.study import run  # on first use, with pandas
 
         made = run(study, stream=io.StringIO(), watch=watch)  # the bar says what runs
-    rows, kept = _rows(made, seeds, measure)
+    rows, kept = _rows(made, seeds, measured)
     import pandas as pd
 
     fits = pd.DataFrame(rows)
@@ -212,7 +214,7 @@ def compare(
 def _study(Y, split, engines, ranks, seeds, priors, options, ensembles) -> Study:
     """The study ``compare`` runs: a grid per engine, every fit made as :func:`bernmf.fit`
     makes it from each seed (a seed set each), a row per fit; with validation entries, the
-    stacks of each seed's fits."""
+    stacks of each seed's fits. Fits are kept without their draws once measured."""
     from bernmf.studies.study import Grid, Matrix, Method, Study
 
     grids = tuple(
@@ -227,24 +229,25 @@ def _study(Y, split, engines, ranks, seeds, priors, options, ensembles) -> Study
             methods.append(Method(STACKED_MM, "stack", grids=("mm",)))
     return Study(
         "compare", grids, tuple(methods), matrices=(Matrix("Y", Y, split),),
-        seeds=tuple(seeds), seed_sets=len(seeds),
+        seeds=tuple(seeds), seed_sets=len(seeds), draws=False,
     )  # fmt: skip
 
 
-def _rows(made: StudyResult, seeds, measure) -> tuple[list[dict], tuple[Fit, ...]]:
-    """The rows of :attr:`Comparison.fits` from the study's table, and the fits of its rows
-    (lightened), in their order: engines, ranks, seeds; then the stacks, seed by seed."""
+def _rows(made: StudyResult, seeds, measured) -> tuple[list[dict], tuple[Fit, ...]]:
+    """The rows of :attr:`Comparison.fits` from the study's table (each fit's with its
+    ``measured`` columns), and the fits of its rows (without draws), in their order:
+    engines, ranks, seeds; then the stacks, seed by seed."""
     table = made.table
     each = np.flatnonzero(table["rule"] == "each").reshape(len(seeds), -1).T.ravel()
     rows, kept = [], []
     for i in each:  # a seed set's rows are the same settings in the same order
         row, result = table.iloc[i], made.results[i]
+        rank, seed = int(row["rank"]), seeds[row["seed_set"]]
         rows.append(
-            _row(result.engine, int(row["rank"]), describe_prior(result.prior),
-                 seeds[row["seed_set"]], row, result.n_iter)
-            | (measure(result) if measure is not None else {})
-        )  # fmt: skip
-        kept.append(lightened(result))
+            _row(result.engine, rank, describe_prior(result.prior), seed, row, result.n_iter)
+            | measured.get((result.engine, rank, seed), {})
+        )
+        kept.append(result)
     for _, row in table[table["rule"] == "stack"].iterrows():
         rows.append(_row(row["method"], 0, "mixed", seeds[row["seed_set"]], row, 0))
     return rows, tuple(kept)
@@ -256,7 +259,7 @@ FITS = "fits"
 
 STACKED_ALL = "stacked: all engines"
 STACKED_MM = "stacked: mm grid"
-"""The ``engine`` of the rows of :func:`stacked_rows`."""
+"""The ``engine`` of the stacked rows (:func:`compare`'s, the report's)."""
 
 
 def _row(engine: str, rank: int, prior: str, seed: int, row, iterations: int) -> dict:
@@ -272,14 +275,6 @@ def _row(engine: str, rank: int, prior: str, seed: int, row, iterations: int) ->
         "iterations": int(iterations),
         "converged": row["converged"],
     }
-
-
-def lightened(result: Fit) -> Fit:
-    """``result`` without posterior draws and sampler statistics (its members' too)."""
-    mixture = result.mixture
-    if mixture is not None:
-        mixture = dataclasses.replace(mixture, members=tuple(lightened(m) for m in mixture.members))
-    return dataclasses.replace(result, posterior=None, mixture=mixture)
 
 
 def summarize(fits: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

@@ -46,7 +46,6 @@ from bernmf.studies.compare import (
     STACKED_MM,
     compare,
     describe_prior,
-    lightened,
     nonempty_list,
 )
 from bernmf.studies.report.budget import (
@@ -384,7 +383,7 @@ def _tune(name: str, Y, split, plan: EnginePlan, settings: Settings) -> Tuned:
         Y, ranks, **priors, engines=[engine], mask=split.train, validation=split.validation,
         progress=progress, **own,
     )  # fmt: skip
-    fits = tuple(lightened(m.fit) for m in tuning.members)
+    fits = tuple(m.fit.lightened() for m in tuning.members)
     scores = tuning.table.rename(columns={"validation_perplexity": "perplexity"})
     best = scores.loc[scores["perplexity"].fillna(np.inf).idxmin()]
     rank = int(best["rank"])
