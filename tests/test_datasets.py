@@ -203,3 +203,42 @@ def test_the_fast_read_agrees_with_the_cell_by_cell_read(tmp_path):
     (tmp_path / "late.csv").write_text("\n".join(text) + "\n")
     with pytest.raises(ValueError, match="first column mixes names and numbers"):
         datasets.read_csv(tmp_path / "late.csv")
+
+
+@pytest.mark.parametrize("compression", ["gzip", "bzip2", "xz", None])
+def test_an_rda_is_read_within_the_memory_budget_whatever_it_inflates_to(
+    tmp_path, monkeypatch, compression
+):
+    """An .rda is decompressed by its first bytes, in bounded steps: a matrix (or a bomb)
+    larger than the memory budget allows its reader is refused, the file named."""
+    import rdata
+
+    from bernmf.data.files.streams import OverBudget
+
+    small = (np.arange(12).reshape(4, 3) % 2).astype(float)
+    large = np.zeros((300, 300))  # 720 KB of doubles: over 2 MB / RDA_COST once inflated
+    for name, matrix in (("small", small), ("large", large)):
+        rdata.write_rda(tmp_path / f"{name}.rda", {name: matrix}, compression=compression)
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "2e6")
+    assert datasets.read_rda(tmp_path / "small.rda").to_numpy().tolist() == small.tolist()
+    with pytest.raises(OverBudget, match=r"large\.rda: more data"):
+        datasets.read_rda(tmp_path / "large.rda")
+
+
+def test_an_rda_bomb_and_a_damaged_rda_are_refused_by_name(tmp_path, monkeypatch):
+    import gzip
+
+    bomb = tmp_path / "bomb.rda"
+    bomb.write_bytes(gzip.compress(b"RDX2\nX\n" + bytes(50_000_000), compresslevel=9))
+    assert bomb.stat().st_size < 100_000
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "2e6")
+    with pytest.raises(ValueError, match=r"bomb\.rda: more data once decompressed"):
+        datasets.read_rda(bomb)
+    damaged = tmp_path / "damaged.rda"
+    damaged.write_bytes(b"BZh9" + bytes(100))
+    with pytest.raises(ValueError, match=r"damaged\.rda: damaged"):
+        datasets.read_rda(damaged)
+    garbage = tmp_path / "garbage.rda"
+    garbage.write_bytes(b"RDX2\nX\n" + bytes(range(256)))
+    with pytest.raises(ValueError, match=r"garbage\.rda"):
+        datasets.read_rda(garbage)

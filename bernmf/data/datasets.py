@@ -16,6 +16,7 @@ The ``.rda`` files are read with :mod:`rdata`; a user's CSV table with :func:`re
 
 from __future__ import annotations
 
+import io
 import os
 import warnings
 from collections.abc import Callable
@@ -26,6 +27,7 @@ import pandas as pd
 
 from bernmf._cache import user_cache_dir
 from bernmf.data.files.csv_table import COMPRESSIONS, MISSING, binary_frame, read_csv
+from bernmf.data.files.streams import RDA_COST, open_binary, untrusted
 
 __all__ = [
     "COMPRESSIONS", "DATASETS", "MISSING", "SHAPES", "cache_dir", "fetch", "load", "read_csv",
@@ -76,10 +78,13 @@ def read_rda(path, name: str | None = None) -> pd.DataFrame:
     """
     import rdata
 
-    with warnings.catch_warnings():
+    with open_binary(path, RDA_COST) as stream:  # a bomb stops at the memory budget
+        data = stream.read()
+    with warnings.catch_warnings(), untrusted(path):
         # the files do not record their strings' encoding; they are UTF-8
         warnings.filterwarnings("ignore", message="Unknown encoding", category=UserWarning)
-        objects = rdata.read_rda(path, default_encoding="utf-8")
+        objects = rdata.read_rda(io.BytesIO(data), default_encoding="utf-8")
+    del data  # the parsed objects hold the matrix: a copy less at the peak
     name = name or (Path(path).stem if Path(path).stem in objects else None)
     if name is None:
         if len(objects) != 1:
