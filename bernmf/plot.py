@@ -178,14 +178,24 @@ def validation_heatmap(table: pd.DataFrame, rank: int | None = None, *, path=Non
     ----------
     table : DataFrame
         Columns rank, alpha, beta, validation_perplexity (as :class:`bernmf.tune.Tuning`'s
-        table); several seeds per setting are averaged.
+        table), and engine (named in the title) if it has one: one engine's rows, several
+        seeds per setting averaged.
     rank : int, optional
         Default: the rank of the best row.
 
     Returns
     -------
     matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        Rows of several engines (their scores would be averaged together), or no row at
+        ``rank``.
     """
+    engines = table["engine"].unique().tolist() if "engine" in table else []
+    if len(engines) > 1:
+        raise ValueError(f"the table has rows of engines {engines}; give one engine's rows")
     if rank is None:
         rank = int(table.loc[table["validation_perplexity"].idxmin(), "rank"])
     subset = table[table["rank"] == rank]
@@ -200,7 +210,9 @@ def validation_heatmap(table: pd.DataFrame, rank: int | None = None, *, path=Non
     ax.set_yticks(range(heat.shape[0]), [f"{a:.2g}" for a in heat.index])
     i, j = np.unravel_index(np.nanargmin(values), values.shape)
     ax.plot(j, i, marker="*", color="red", markersize=12)
-    ax.set(xlabel="beta", ylabel="alpha", title=f"K = {rank}: best {np.nanmin(values):.4f}")
+    engine = f"{engines[0]}, " if engines else ""
+    title = f"{engine}K = {rank}: best {np.nanmin(values):.4f}"
+    ax.set(xlabel="beta", ylabel="alpha", title=title)
     fig.colorbar(image, ax=ax, label="validation perplexity (nats)")
     return _finish(fig, path)
 

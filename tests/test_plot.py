@@ -49,7 +49,12 @@ def test_other_figures(labelled, tmp_path):
         columns=["rank", "alpha", "beta", "validation_perplexity"],
     )
     fig = plot.validation_heatmap(table, path=tmp_path / "v.png")
-    assert "best 0.5000" in fig.axes[0].get_title()
+    assert fig.axes[0].get_title() == "K = 2: best 0.5000"
+    mm = plot.validation_heatmap(table.assign(engine="mm")).axes[0]
+    assert mm.get_title() == "mm, K = 2: best 0.5000"
+    two = pd.concat([table.assign(engine="mm"), table.assign(engine="gibbs")])
+    with pytest.raises(ValueError, match=r"engines \['mm', 'gibbs'\]; give one engine's rows"):
+        plot.validation_heatmap(two)
     runs = pd.DataFrame({"engine": ["mm", "mm", "em"], "perplexity": [0.5, 0.6, 0.9]})
     boxes = plot.perplexity_boxplot(runs, path=tmp_path / "b.png")
     assert [t.get_text() for t in boxes.axes[0].get_xticklabels()] == ["mm", "em"]
