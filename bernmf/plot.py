@@ -206,8 +206,8 @@ def validation_heatmap(table: pd.DataFrame, rank: int | None = None, *, path=Non
     fig = Figure(figsize=(5.5, 4.5))
     ax = fig.add_subplot()
     image = ax.imshow(values, origin="lower", aspect="auto", cmap="viridis_r")
-    ax.set_xticks(range(heat.shape[1]), [f"{b:.2g}" for b in heat.columns], rotation=90)
-    ax.set_yticks(range(heat.shape[0]), [f"{a:.2g}" for a in heat.index])
+    ax.set_xticks(range(heat.shape[1]), [f"{b:.3g}" for b in heat.columns], rotation=90)
+    ax.set_yticks(range(heat.shape[0]), [f"{a:.3g}" for a in heat.index])
     i, j = np.unravel_index(np.nanargmin(values), values.shape)
     ax.plot(j, i, marker="*", color="red", markersize=12)
     engine = f"{engines[0]}, " if engines else ""

@@ -52,6 +52,9 @@ def test_other_figures(labelled, tmp_path):
     assert fig.axes[0].get_title() == "K = 2: best 0.5000"
     mm = plot.validation_heatmap(table.assign(engine="mm")).axes[0]
     assert mm.get_title() == "mm, K = 2: best 0.5000"
+    halved = table.assign(alpha=table["alpha"].replace({3: 1.05, 2: 1.1}))  # tune's extension
+    labels = plot.validation_heatmap(halved).axes[0].get_yticklabels()
+    assert [t.get_text() for t in labels] == ["1", "1.05", "1.1"]  # were 1, 1.1, 1.1
     two = pd.concat([table.assign(engine="mm"), table.assign(engine="gibbs")])
     with pytest.raises(ValueError, match=r"engines \['mm', 'gibbs'\]; give one engine's rows"):
         plot.validation_heatmap(two)
