@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -292,6 +293,28 @@ def test_a_matrix_of_fits_as_bernmf_fit_makes_them():
         assert row["test_perplexity"] == pytest.approx(direct.perplexity(Y, split.test), rel=1e-9)
         fit = made.result_of(method="fits", seed_set=i // 3, chosen=row["chosen"])
         assert (fit.engine, fit.n_iter) == (engine, direct.n_iter)
+
+
+def test_a_row_scored_inf_says_so_in_the_table_without_warning():
+    """The flat prior puts H at 0 on a column of zeros in training whose test entries are
+    ones: the single fit's row is inf, a finding of the study rather than a warning (20
+    of them in a run of posterior_vs_map, one a seed set of em's means)."""
+    rng = np.random.default_rng(0)
+    Y = (rng.random((30, 12)) < 0.5).astype(float)
+    Y[:, 0], Y[25:, 0] = 0.0, 1.0
+    train = np.ones(Y.shape, bool)
+    train[25:, :6] = False
+    validation = np.zeros(Y.shape, bool)
+    validation[25:27, 1:6] = True  # column 0's held-out ones are all test entries
+    split = Split(train, validation, ~train & ~validation)
+    flat = Study(
+        "flat", (Grid("mm", (2,), ((1.0, 1.0, 1.0),), {"max_iter": 50}),),
+        (Method("single", "single"),), matrices=(Matrix("ruled out", Y, split),),
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bernmf.ZeroProbabilityWarning)
+        made = study.run(flat, stream=io.StringIO())
+    assert made.table["test_perplexity"].tolist() == [np.inf]
 
 
 @pytest.mark.slow

@@ -50,6 +50,7 @@ from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine, get_engine
 from bernmf.models import Prior
 from bernmf.models.simulate import simulate
+from bernmf.models.spec import ZeroProbabilityWarning
 from bernmf.posterior.calibration import interval_coverage, reliability
 from bernmf.results.fit import Fit
 from bernmf.studies import published
@@ -868,13 +869,19 @@ def _each(made: tuple, chosen, on: _Data) -> list[tuple]:
 def _scored(study, on: _Data, R, j, budget, method, result, validation, setting, cpu, *,
             mixing=None, test=None) -> tuple:  # fmt: skip
     """``(row, result, weights, reliability bins)`` of one result: scored on the test entries
-    (``test``: that score, already made), with the study's metrics."""
+    (``test``: that score, already made), with the study's metrics. A score of inf is a
+    finding of the study, in its row and line, and is not warned (as a fit's is:
+    :func:`_each`)."""
     Y, split = on.Y, on.split
+    if test is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ZeroProbabilityWarning)
+            test = result.perplexity(Y, split.test)
     row = {
         "study": study.name, "dataset": on.name, "R": R, "seed_set": j, "budget": budget,
         "disjoint": R * study.seed_sets <= study.pool_size, "method": method.name,
         "rule": method.rule, "validation_perplexity": validation,
-        "test_perplexity": result.perplexity(Y, split.test) if test is None else test,
+        "test_perplexity": test,
         "cpu_seconds": cpu, "chosen": _describe(setting),
     }  # fmt: skip
     fit = method.rule == "each" or result.mixture is None  # one fit, not a choice's mixture
