@@ -94,6 +94,25 @@ def test_measure_reads_the_draws_that_the_kept_fits_no_longer_hold(data):
     assert [len(fit.draws) for fit in result.results] == [0, 0]
 
 
+def test_a_prior_whose_gamma_the_rank_divides_keeps_it_at_every_rank(data):
+    """vb's default gamma is 1/K: a prior built from it (as the CLI's --alpha builds it) was
+    fitted at gamma 1 by the first Study-based compare."""
+    from bernmf.inference import get_engine
+
+    Y, split = data
+    prior = get_engine("vb").prior_from(1.5, 1.5)
+    result = bernmf.compare(
+        Y, ["vb"], [2, 4], [0], train=split.train, test=split.test, priors={"vb": prior},
+        options={"vb": {"max_iter": 30}}, progress=False,
+    )  # fmt: skip
+    assert result.fits["prior"].tolist() == [
+        "Beta(1.5, 1.5) Dirichlet(0.5)", "Beta(1.5, 1.5) Dirichlet(0.25)"
+    ]  # fmt: skip
+    for rank, perplexity in zip(result.fits["rank"], result.fits["perplexity"], strict=True):
+        direct = bernmf.fit(Y, "vb", rank, mask=split.train, prior=prior, max_iter=30)
+        assert perplexity == pytest.approx(direct.perplexity(Y, split.test), rel=1e-9)
+
+
 def test_measure_adds_columns(data):
     Y, split = data
     result = bernmf.compare(

@@ -295,6 +295,19 @@ def test_a_matrix_of_fits_as_bernmf_fit_makes_them():
         assert (fit.engine, fit.n_iter) == (engine, direct.n_iter)
 
 
+def test_a_grid_prior_whose_gamma_the_rank_divides_keeps_it_at_every_rank():
+    """A Prior given to a grid is kept as it is: vb's default rescales gamma by the rank."""
+    from bernmf.inference import get_engine
+
+    prior = get_engine("vb").prior_from(1.5, 1.5)
+    scaled = Study(
+        "scaled", (Grid("vb", (2, 4), (prior,), {"max_iter": 20}),), (Method("single", "single"),),
+        simulations=(Simulation(20, 15, 2),), split="random",
+    )  # fmt: skip
+    fits = study.run(scaled, stream=io.StringIO()).fits
+    assert fits[["rank", "gamma"]].values.tolist() == [[2, 0.5], [4, 0.25]]
+
+
 def test_a_row_scored_inf_says_so_in_the_table_without_warning():
     """The flat prior puts H at 0 on a column of zeros in training whose test entries are
     ones: the single fit's row is inf, a finding of the study rather than a warning (20

@@ -27,7 +27,15 @@ from bernmf.fitting.runner import Scored, fit_settings
 from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
 
-__all__ = ["Budget", "EngineGrid", "GridFits", "Setting", "engine_options", "fit_grids"]
+__all__ = [
+    "Budget",
+    "EngineGrid",
+    "GridFits",
+    "Setting",
+    "as_prior",
+    "engine_options",
+    "fit_grids",
+]
 
 WARMUP_SEED = 1_000_000
 """With ``warmup``, the untimed first call of each step fits seeds from here on."""
@@ -193,11 +201,14 @@ def engine_options(engine: Engine, given: Mapping | None = None) -> dict:
 
 def grid_priors(grid: EngineGrid, engine: Engine, rank: int) -> list[Prior | None]:
     """The grid's priors at ``rank``, checked and broadcast (:meth:`Engine.prior_for`)."""
-    given = [None] if grid.priors is None else [_prior(p) for p in grid.priors]
+    given = [None] if grid.priors is None else [as_prior(p) for p in grid.priors]
     return [engine.prior_for(p, rank) for p in given]
 
 
-def _prior(value) -> Prior:
+def as_prior(value) -> Prior:
+    """A grid's prior as a :class:`Prior`: one given as a Prior is kept as it is (an engine's
+    default may rescale gamma by the rank: ``gibbs``'s and ``vb``'s 1/K); a tuple is
+    ``(alpha, beta, gamma)``."""
     return value if isinstance(value, Prior) else Prior(*value)
 
 
@@ -407,7 +418,7 @@ def _edges(grid, engine, made: GridFits, step, extend, progress, stream) -> list
     lines = rank_edges(grid.label, scores, limit, extend, fit_rank, progress, stream)
     if grid.priors is None or not engine.takes_prior:
         return lines
-    given = [_prior(p) for p in grid.priors]
+    given = [as_prior(p) for p in grid.priors]
     for which in ("alpha", "beta"):  # each from the best setting so far
         best = min((s for s in made.settings if s.grid.label == grid.label), key=_best_score)
         if not np.isfinite(_best_score(best)) or best.prior is None:

@@ -41,7 +41,7 @@ from bernmf.data.files.csv_table import write_csv
 from bernmf.data.observed import as_observed, check_rank
 from bernmf.data.split import Split, paper_split, random_split
 from bernmf.fitting.ensemble import MODES_WARNING, combine_members
-from bernmf.fitting.grids import Budget, EngineGrid, Setting, fit_grids
+from bernmf.fitting.grids import Budget, EngineGrid, Setting, as_prior, fit_grids
 from bernmf.fitting.modes import mode_prediction
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import Scored, mean_perplexity, planned, scored_lpd
@@ -460,7 +460,7 @@ def check_grid(grid: Grid) -> None:
         if len(prior) != 3:
             raise ValueError(f"grid {grid.label!r}: a prior is (alpha, beta, gamma), got {prior}")
         for k in ranks:
-            engine.prior_for(Prior(*prior), k)
+            engine.prior_for(as_prior(prior), k)
     if not grid.budgets or any(not isinstance(b, int) or b < 1 for b in grid.budgets):
         raise ValueError(f"grid {grid.label!r}: budgets must be integers >= 1, got {grid.budgets}")
     for b in grid.budgets:
@@ -607,9 +607,8 @@ def _fitted_settings(grid, engine, settings, seeds, options, fitting, clock) -> 
     on = fitting.on
     ranks = tuple(dict.fromkeys(k for k, _ in settings))
     priors = None  # the engine's default
-    if grid.priors is not None:  # as scalars: each rank broadcasts them again
-        at = [p for k, p in settings if k == ranks[0]]
-        priors = tuple(tuple(_scalar(v) for v in p) for p in at)
+    if grid.priors is not None:  # one rank's: as chosen; several (the whole grid): as given
+        priors = tuple(p for _, p in settings) if len(ranks) == 1 else grid.priors
     fitter = None
     if grid.as_fit is not None:
         validation = on.split.validation if on.split.validation.any() else None
@@ -629,12 +628,6 @@ def _fitted_settings(grid, engine, settings, seeds, options, fitting, clock) -> 
     ]
 
 
-def _scalar(value):
-    """A prior's parameter as one number when its components are equal, else as given."""
-    values = np.ravel(value)
-    return float(values[0]) if (values == values[0]).all() else values
-
-
 class _Choice(NamedTuple):
     """What a grid fits once its setting is chosen: its (rank, prior) settings and the
     CPU seconds of the choice; ``fitted``: a deterministic grid's chosen fit itself."""
@@ -651,7 +644,7 @@ def _choose(study, grid, fitting, clock, fit_rows, dataset, chosen) -> _Choice |
     setting). ``chosen`` maps the labels of the grids done to their chosen rank (for
     :attr:`Grid.rank_from`); this grid's is added. None when the CPU budget is spent."""
     engine = engine_of(grid.engine)
-    priors = [None] if grid.priors is None else [Prior(*p) for p in grid.priors]
+    priors = [None] if grid.priors is None else [as_prior(p) for p in grid.priors]
     ranks = grid.ranks
     if grid.rank_from is not None:
         if grid.rank_from not in chosen:  # its grid was skipped by the CPU budget
