@@ -83,7 +83,7 @@ def test_perplexity_is_that_of_the_same_direct_fit(data, result):
 
 
 def test_measure_reads_the_draws_that_the_kept_fits_no_longer_hold(data):
-    """compare holds each fit without its draws once measured (its study's draws=False)."""
+    """compare holds each fit without its draws once measured (its study's keep_draws=False)."""
     Y, split = data
     result = bernmf.compare(
         Y, ["gibbs"], [2], [0, 1], train=split.train, test=split.test, keep=True,

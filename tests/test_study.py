@@ -253,7 +253,7 @@ def test_a_spent_budget_starts_no_fit_and_no_seed_set(capsys):
         ({"grids": (Grid("mm", (2,), as_fit={"restart": 2}),)}, "as_fit takes restarts"),
         ({"grids": (Grid("mm-as-published", (2,), as_fit={}),)}, "of a registered engine"),
         ({"seeds": (5,), "members": (2,)}, "more members than seeds"),
-        ({"draws": False, "metrics": ("coverage",)}, r"\['coverage'\] read draws"),
+        ({"keep_draws": False, "metrics": ("coverage",)}, r"\['coverage'\] read draws"),
     ],
 )
 def test_a_bad_study_is_refused_before_anything_runs(change, message):

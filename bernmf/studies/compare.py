@@ -229,7 +229,7 @@ def _study(Y, split, engines, ranks, seeds, priors, options, ensembles) -> Study
             methods.append(Method(STACKED_MM, "stack", grids=("mm",)))
     return Study(
         "compare", grids, tuple(methods), matrices=(Matrix("Y", Y, split),),
-        seeds=tuple(seeds), seed_sets=len(seeds), draws=False,
+        seeds=tuple(seeds), seed_sets=len(seeds), keep_draws=False,
     )  # fmt: skip
 
 

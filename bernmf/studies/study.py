@@ -272,7 +272,7 @@ class Study:
         The seeds fitted in calls of the fitting runner of one seed set's share each,
         after an untimed such call at seeds from :data:`bernmf.fitting.grids.WARMUP_SEED`:
         CPU seconds then exclude compiling.
-    draws : bool
+    keep_draws : bool
         False: each member is kept without its posterior draws (:meth:`Fit.lightened`)
         once its step is scored and watched, so a study of many sampler fits holds their
         predictions only; refused with a rule or metric that reads draws (``chains``,
@@ -298,7 +298,7 @@ class Study:
     metrics: tuple[str, ...] = ()
     budget: float | None = None
     warmup: bool = False
-    draws: bool = True
+    keep_draws: bool = True
     data_dir: str | None = None
 
     def __post_init__(self):
@@ -348,8 +348,8 @@ class Study:
                 _check_chains(self, method)
         used = {m.rule for m in self.methods} | set(self.metrics)
         reading = sorted(used & {"chains", "coverage"})  # what reads the members' draws
-        if reading and not self.draws:
-            raise ValueError(f"study {self.name!r}: {reading} read draws; give draws=True")
+        if reading and not self.keep_draws:
+            raise ValueError(f"study {self.name!r}: {reading} read draws; give keep_draws=True")
         for grid in self.grids if self.seeds is not None else ():
             count = _members_at(grid, self.pool_size, max(grid.budgets))
             if count * (self.seed_sets if grid.members else 1) > len(self.seeds):
@@ -591,13 +591,13 @@ def _over(clock: Budget, what: str, stream) -> bool:
 class _Fitting(NamedTuple):
     """How a study fits one dataset: its data, the stream of its lines, the runner calls of
     a warm-up (0: none), what is called with each step's settings (None: nothing) and
-    whether members keep their draws (:attr:`Study.draws`)."""
+    whether members keep their draws (:attr:`Study.keep_draws`)."""
 
     on: _Data
     stream: object
     warmup: int
     watch: Callable[[Setting], None] | None
-    draws: bool
+    keep_draws: bool
 
 
 def _fitted_settings(grid, engine, settings, seeds, options, fitting, clock) -> list[Setting]:
@@ -620,7 +620,7 @@ def _fitted_settings(grid, engine, settings, seeds, options, fitting, clock) -> 
     )  # fmt: skip
     for setting in swept.settings if fitting.watch is not None else ():
         fitting.watch(setting)
-    if fitting.draws:
+    if fitting.keep_draws:
         return swept.settings
     return [
         s._replace(members=[m._replace(fit=m.fit.lightened()) for m in s.members])
@@ -973,7 +973,7 @@ def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
     clock = Budget(study.budget, clock=time.process_time, unit="CPU s")
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
     chosen = {}
-    fitting = _Fitting(on, stream, study.seed_sets if study.warmup else 0, watch, study.draws)
+    fitting = _Fitting(on, stream, study.seed_sets if study.warmup else 0, watch, study.keep_draws)
     choices = [_choose(study, g, fitting, clock, fit_rows, name, chosen) for g in study.grids]
     choices = [c for c in choices if c is not None]
     shared = [
