@@ -231,6 +231,27 @@ def test_identical_fits_are_one_row():
     assert len(report.leaderboard(ruled_out, {**entries, keys[1]: moved})) == 2
 
 
+def test_a_tuned_prior_equal_to_the_default_fits_the_shared_setting_once(small, monkeypatch):
+    """mm's grid holds its default, Beta(1.2, 1.2): chosen at the shared rank, its test fits
+    are the shared setting's, made once (only a tuned prior of None was seen as the default)."""
+    calls = []
+    real = report.compare
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("options"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(report, "compare", spy)
+    result = report.run(
+        {"small": small}, ["mm"], ranks=(3,), shared_rank=3, priors=(1.2,), seeds=[0],
+        ensembles=(), progress=False,
+    )  # fmt: skip
+    assert len(calls) == 1
+    rows = result.fits[result.fits["engine"] == "mm"].set_index("setting")
+    assert rows.loc["tuned", "perplexity"] == rows.loc["shared K=3", "perplexity"]
+    assert rows.loc["tuned", "prior"] == "Beta(1.2, 1.2) Dirichlet(1.2)"
+
+
 def test_margins_are_in_nats_with_a_paired_bootstrap_sd_not_the_seeds():
     """Two deterministic rows (sd 0 over seeds): the margin's sd comes from the test entries."""
     rng = np.random.default_rng(0)

@@ -406,11 +406,23 @@ def _seeds(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settin
     say(settings.progress, f"report on {name}: {engine} at K = {tuned.rank}, {seeds}")
     at = compare(Y, [engine], [tuned.rank], plan.seeds, priors={engine: tuned.prior}, **common)
     rows = [Rows(at.fits.assign(setting="tuned"), at.results)]
-    if tuned.rank == shared_rank and tuned.prior is None:
+    if tuned.rank == shared_rank and _default_prior(engine, tuned.prior, shared_rank):
         return [*rows, Rows(at.fits.assign(setting=f"shared K={shared_rank}"), at.results, False)]
     say(settings.progress, f"report on {name}: {engine} at the shared K = {shared_rank}, {seeds}")
     shared = compare(Y, [engine], [shared_rank], plan.seeds, **common)
     return [*rows, Rows(shared.fits.assign(setting=f"shared K={shared_rank}"), shared.results)]
+
+
+def _default_prior(engine: str, prior: Prior | None, rank: int) -> bool:
+    """Whether ``prior`` is the engine's default at ``rank`` (None, or the same values: mm's
+    grid of the report holds Beta(1.2, 1.2), its default)."""
+    if prior is None:
+        return True
+    default = get_engine(engine).prior_for(None, rank)
+    given = get_engine(engine).prior_for(prior, rank)
+    return default is not None and all(
+        np.array_equal(a, b) for a, b in zip(default, given, strict=True)
+    )
 
 
 def _ensemble(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settings) -> Rows:
