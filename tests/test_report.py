@@ -78,25 +78,33 @@ def test_stacked_rows_are_built_from_the_fits_made_and_weighted_on_validation(re
 
 @pytest.mark.slow
 def test_tuning_uses_the_validation_entries_not_the_test_ones(small, monkeypatch):
-    # the rank chosen by em is the one of lowest validation perplexity (bernmf.tune.grid
-    # on split.validation), whatever the test entries say; the seeds are scored on test
+    # the rank chosen by em is the one of lowest validation perplexity (its tuning study
+    # scores its grid on split.validation), whatever the test entries say; the seeds are
+    # scored on test
     tuned, tested = [], []
-    grid, compare = report.tune.grid, report.compare
+    run, compare = report.study.run, report.compare
 
-    def grid_spy(*args, validation, **kwargs):
-        tuned.append(validation)
-        return grid(*args, validation=validation, **kwargs)
+    def run_spy(made, **kwargs):  # the tuning's study, and compare's
+        if "tuning" in made.name:
+            tuned.append(made.matrices[0].split)
+        return run(made, **kwargs)
 
     def compare_spy(*args, test, **kwargs):
         tested.append(test)
         return compare(*args, test=test, **kwargs)
 
-    monkeypatch.setattr(report.tune, "grid", grid_spy)
+    monkeypatch.setattr(report.study, "run", run_spy)
     monkeypatch.setattr(report, "compare", compare_spy)
-    report.run({"small": small}, ["em"], ranks=(2, 3), seeds=[0], ensembles=(), progress=False)
+    result = report.run(
+        {"small": small}, ["em"], ranks=(2, 3), seeds=[0], ensembles=(), progress=False
+    )
     split = bernmf.data.split.paper_split(small.shape)
-    assert len(tuned) == 1 and np.array_equal(tuned[0], split.validation)
+    assert len(tuned) == 1 and np.array_equal(tuned[0].train, split.train)
+    assert np.array_equal(tuned[0].test, split.validation) and not tuned[0].validation.any()
     assert tested and all(np.array_equal(mask, split.test) for mask in tested)
+    scores = {k: bernmf.fit(small, "em", k, mask=split.train).perplexity(small, split.validation)
+              for k in (2, 3)}  # fmt: skip
+    assert result.chosen["rank"].item() == min(scores, key=scores.get)
 
 
 @pytest.mark.slow
@@ -280,15 +288,13 @@ def test_margins_are_in_nats_with_a_paired_bootstrap_sd_not_the_seeds():
 def _em_report_scored(small, monkeypatch, rescore):
     """The report of em at ranks 2, 3, 5 on ``small``, its tuning's validation
     perplexities replaced by ``rescore(table)`` (columns rank and perplexity)."""
-    real = report.tune.grid
+    real = report._tuning
 
     def rescored(*args, **kwargs):
-        tuning = real(*args, **kwargs)
-        scores = tuning.table.rename(columns={"validation_perplexity": "perplexity"})
-        table = tuning.table.assign(validation_perplexity=rescore(scores))
-        return dataclasses.replace(tuning, table=table)
+        scores, fits = real(*args, **kwargs)
+        return scores.assign(perplexity=rescore(scores)), fits
 
-    monkeypatch.setattr(report.tune, "grid", rescored)
+    monkeypatch.setattr(report, "_tuning", rescored)
     return report.run(
         {"small": small}, ["em"], ranks=(2, 3, 5), shared_rank=3, seeds=[0], ensembles=(),
         progress=False,

@@ -14,9 +14,10 @@ the test entries never decide anything. Stacks are :func:`bernmf.stack`, ensembl
 
 The paper's protocol (:mod:`bernmf.studies.paper`), the modes study
 (:mod:`bernmf.studies.modes`), the stacking study (:mod:`bernmf.studies.stacking`), the
-posterior-vs-MAP study (:mod:`bernmf.studies.posterior_vs_map`) and :func:`bernmf.compare`
-(a :class:`Matrix` of the user's, a row per fit) are configurations of it; ``bernmf
-reproduce <study>`` runs any study of :data:`STUDIES`.
+posterior-vs-MAP study (:mod:`bernmf.studies.posterior_vs_map`), :func:`bernmf.compare`
+(a :class:`Matrix` of the user's, a row per fit) and the report's tuning (a grid scored on
+the validation entries) are configurations of it; ``bernmf reproduce <study>`` runs any
+study of :data:`STUDIES`.
 """
 
 from __future__ import annotations
@@ -1019,12 +1020,21 @@ def _seed_set(study, pools, on: _Data, R, j, budget, stream) -> list:
             continue
         found += _rows(study, on, R, j, budget, method, settings)
     at = "" if budget == 1 else f" budget {budget}"
-    log(
-        f"  R={R} set {j}{at}: "
-        + ", ".join(f"{r['method']} {r['test_perplexity']:.4f}" for r, *_ in found),
-        stream,
-    )
+    log(f"  R={R} set {j}{at}: " + ", ".join(_said(found)), stream)
     return found
+
+
+def _said(found: list) -> list[str]:
+    """A method's test perplexity, as a seed set's line says it (rule ``each``: its fits'
+    count and best)."""
+    scores: dict[str, list[float]] = {}
+    for row, *_ in found:
+        scores.setdefault(row["method"], []).append(row["test_perplexity"])
+    return [
+        f"{name} {values[0]:.4f}" if len(values) == 1 else
+        f"{name} {len(values)} fits, best {min(values):.4f}"
+        for name, values in scores.items()
+    ]  # fmt: skip
 
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:

@@ -1,13 +1,13 @@
 """The comparison as users read it: every engine, tuned on validation, scored on test.
 
 :func:`run` fits each engine on each dataset's training entries (the paper's split),
-chooses its rank (and, for ``mm``, its Beta prior) on the validation entries only
-(:func:`bernmf.tune.grid`), then scores several seeds on the test entries, at that tuned
-setting and at one rank shared by all engines (:func:`bernmf.compare`); ensembles
-(:func:`bernmf.compare` with ``restarts``) are rows of their own, and so are the stacks of the
-fits already made (``"stacked: all engines"``, ``"stacked: mm grid"``: :func:`bernmf.stack`
-on the validation entries, per seed). Every fit goes through the one grid loop,
-:func:`bernmf.fitting.grids.fit_grids`.
+chooses its rank (and, for ``mm``, its Beta prior) on the validation entries only (its grid
+a study of one seed scored on them: :func:`_tuning`), then scores several seeds on the test
+entries, at that tuned setting and at one rank shared by all engines (:func:`bernmf.compare`,
+a study too); ensembles (:func:`bernmf.compare` with ``restarts``) are rows of their own, and
+so are the stacks of the fits already made (``"stacked: all engines"``, ``"stacked: mm
+grid"``: :func:`bernmf.stack` on the validation entries, per seed). Every fit goes through
+the one study runner, :func:`bernmf.studies.study.run`.
 The steps of a dataset are functions over records (:class:`Settings` in, :class:`Tuned`,
 :class:`Rows` and :class:`Made` out), assembled into a
 :class:`~bernmf.studies.report.record.Report`; :func:`write`
@@ -18,8 +18,10 @@ within the budget is :mod:`bernmf.studies.report.budget`'s.
 
 from __future__ import annotations
 
+import io
 import os
 import platform
+import sys
 import time
 import warnings
 from collections.abc import Iterable, Mapping
@@ -28,11 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bernmf import tune
 from bernmf._progress import say, working_on
 from bernmf.data.observed import as_observed, is_sparse
 from bernmf.data.sparse import checked_coo
-from bernmf.data.split import paper_split
+from bernmf.data.split import Split, paper_split
 from bernmf.fitting.ensemble import MODES_WARNING, validation_lpd
 from bernmf.fitting.plan import check_arguments
 from bernmf.fitting.stack import members_table, stack
@@ -41,6 +42,7 @@ from bernmf.models import Prior
 from bernmf.posterior.draws import diagnostics
 from bernmf.results.fit import Fit
 from bernmf.results.loading import versions
+from bernmf.studies import study
 from bernmf.studies.compare import (
     STACKED_ALL,
     STACKED_MM,
@@ -58,6 +60,7 @@ from bernmf.studies.report.budget import (
 )
 from bernmf.studies.report.page import findings, leaderboard, write
 from bernmf.studies.report.record import COLUMNS, Report, Settings
+from bernmf.studies.study import Grid, Matrix, Method, Study
 
 __all__ = [
     "COLUMNS", "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings",
@@ -368,23 +371,16 @@ def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) 
 
 
 def _tune(name: str, Y, split, plan: EnginePlan, settings: Settings) -> Tuned:
-    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits (every
-    engine through :func:`bernmf.tune.grid`, as ``bernmf tune`` fits them); the shared rank
-    and the default prior when every validation perplexity is inf."""
-    engine, ranks, options, progress = plan.engine, plan.ranks, plan.options, settings.progress
+    """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits
+    (:func:`_tuning`); the shared rank and the default prior when every validation
+    perplexity is inf."""
+    engine, ranks, progress = plan.engine, plan.ranks, settings.progress
     if engine != "mm" and len(ranks) == 1:
         return Tuned(engine, ranks[0], None, ranks, (), ranks)
     grid = ",".join(str(rank) for rank in ranks)
     what = f"{engine} on K = {grid}" + (f", alpha, beta in {plan.priors}" if engine == "mm" else "")
     say(progress, f"report on {name}: tuning {what} (plan: {plan.seconds:.0f} s in all)")
-    priors = {"alphas": plan.priors, "betas": plan.priors} if engine == "mm" else {}
-    own = {k: v for k, v in options.items() if k != "progress"}  # the grid's lines say it
-    tuning = tune.grid(
-        Y, ranks, **priors, engines=[engine], mask=split.train, validation=split.validation,
-        progress=progress, **own,
-    )  # fmt: skip
-    fits = tuple(m.fit.lightened() for m in tuning.members)
-    scores = tuning.table.rename(columns={"validation_perplexity": "perplexity"})
+    scores, fits = _tuning(name, Y, split, plan, progress)
     best = scores.loc[scores["perplexity"].fillna(np.inf).idxmin()]
     rank = int(best["rank"])
     prior = Prior(best["alpha"], best["beta"]) if engine == "mm" else None
@@ -392,6 +388,28 @@ def _tune(name: str, Y, split, plan: EnginePlan, settings: Settings) -> Tuned:
     if not finite:  # nothing to choose from
         return Tuned(engine, settings.shared_rank, None, ranks, fits, [])
     return Tuned(engine, rank, prior, ranks, fits, finite)
+
+
+def _tuning(name: str, Y, split, plan: EnginePlan, progress: bool) -> tuple[pd.DataFrame, tuple]:
+    """The validation perplexity (``rank``, ``alpha``, ``beta``, ``perplexity``) of every
+    setting of the engine's grid (mm: its alpha x beta pairs at gamma 1.2; the others their
+    default prior) at seed 0, and its fits without draws: a study of one seed, its matrix's
+    held-out entries the validation ones (rule ``each``: nothing chosen there), fitted as
+    ``bernmf tune`` fits them (mm's priors in one call a rank; a sampler one chain)."""
+    engine = plan.engine
+    gamma = Prior().gamma
+    priors = tuple((a, b, gamma) for a in plan.priors for b in plan.priors)
+    held_out = Split(split.train, np.zeros_like(split.train), split.validation)
+    tuning = Study(
+        f"tuning {engine}",
+        (Grid(engine, tuple(plan.ranks), priors if engine == "mm" else None, plan.options),),
+        (Method("tuning", "each"),), matrices=(Matrix(name, Y, held_out),), seeds=(0,),
+        keep_draws=False,
+    )  # fmt: skip
+    made = study.run(tuning, stream=sys.stderr if progress else io.StringIO())
+    table = made.table.rename(columns={"test_perplexity": "perplexity"})
+    fits = tuple(made.results[i] for i in range(len(table)))
+    return table[["rank", "alpha", "beta", "perplexity"]], fits
 
 
 def _seeds(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settings) -> list[Rows]:
