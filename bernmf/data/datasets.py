@@ -27,7 +27,7 @@ import pandas as pd
 
 from bernmf._cache import user_cache_dir
 from bernmf.data.files.csv_table import COMPRESSIONS, MISSING, binary_frame, read_csv
-from bernmf.data.files.streams import RDA_COST, open_binary, untrusted
+from bernmf.data.files.streams import RDA_COST, open_bytes, untrusted
 
 __all__ = [
     "COMPRESSIONS", "DATASETS", "MISSING", "SHAPES", "cache_dir", "fetch", "load", "read_csv",
@@ -78,7 +78,7 @@ def read_rda(path, name: str | None = None) -> pd.DataFrame:
     """
     import rdata
 
-    with open_binary(path, RDA_COST) as stream:  # a bomb stops at the memory budget
+    with open_bytes(path, RDA_COST, binary=True) as stream:  # a bomb stops at the memory budget
         data = stream.read()
     with warnings.catch_warnings(), untrusted(path):
         # the files do not record their strings' encoding; they are UTF-8

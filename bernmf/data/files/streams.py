@@ -32,8 +32,8 @@ from bernmf.data.budget import BUDGET_VARIABLE, memory_budget, size_text
 
 __all__ = [
     "CELLS_COLUMN_COST", "CELLS_COST", "COMPRESSIONS", "LINE_COST", "PARSE_COLUMN_COST",
-    "PARSE_COST", "RDA_COST", "FileRefused", "OverBudget", "column_reserve", "open_binary",
-    "open_bytes", "open_text", "untrusted",
+    "PARSE_COST", "RDA_COST", "FileRefused", "OverBudget", "column_reserve", "open_bytes",
+    "open_text", "untrusted",
 ]  # fmt: skip
 
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip", ".zst")
@@ -196,10 +196,8 @@ class _Counted(io.RawIOBase):
         )
 
 
-def _decompressed(raw, path: Path, stack: contextlib.ExitStack, suffix: str | None = None):
-    """The decompressed stream of the open file ``raw``, by ``suffix`` (default that of
-    ``path``)."""
-    suffix = path.suffix.lower() if suffix is None else suffix
+def _decompressed(raw, path: Path, stack: contextlib.ExitStack, suffix: str):
+    """The decompressed stream of the open file ``raw`` (``path``), by ``suffix``."""
     if suffix == ".gz":
         return stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))
     if suffix == ".bz2":
@@ -228,7 +226,7 @@ def _decompressed(raw, path: Path, stack: contextlib.ExitStack, suffix: str | No
 
 
 @contextlib.contextmanager
-def open_bytes(path, cost: int | None = PARSE_COST, reserve: int = 0):
+def open_bytes(path, cost: int | None = PARSE_COST, reserve: int = 0, *, binary: bool = False):
     """The bytes of ``path``, decompressed by its suffix, bounded; a binary file.
 
     Parameters
@@ -241,6 +239,10 @@ def open_bytes(path, cost: int | None = PARSE_COST, reserve: int = 0):
         line may be at most ``memory_budget() // LINE_COST`` bytes in any case.
     reserve : int, default 0
         Bytes of the budget that its reader spends besides (:func:`column_reserve`).
+    binary : bool, default False
+        Binary data (an ``.rda`` file's): decompressed by its first bytes (:data:`MAGIC`:
+        gzip, bzip2 or xz, as R compresses it; else as they are), and no bound on a line
+        (binary data has none).
 
     Raises
     ------
@@ -256,37 +258,15 @@ def open_bytes(path, cost: int | None = PARSE_COST, reserve: int = 0):
     path = Path(path)
     with contextlib.ExitStack() as stack:
         raw = stack.enter_context(open(path, "rb"))
-        with untrusted(path, decoding=True):
-            stream = _decompressed(raw, path, stack)
-        counted = _Counted(stream, path, path.suffix.lower() in COMPRESSIONS)
-        counted.allow(cost, reserve)
-        yield stack.enter_context(io.BufferedReader(counted, buffer_size=_CHUNK))
-
-
-@contextlib.contextmanager
-def open_binary(path, cost: int):
-    """The bytes of ``path``, decompressed by its first bytes (:data:`MAGIC`: gzip, bzip2 or
-    xz, as R compresses an ``.rda`` file; else as they are), bounded as :func:`open_bytes`
-    bounds them by ``cost``, but with no bound on a line (binary data has none); a binary
-    file.
-
-    Raises
-    ------
-    FileNotFoundError, OSError
-        A file that cannot be opened.
-    FileRefused
-        Damaged compressed data; :class:`OverBudget`: more data than the bound.
-    """
-    path = Path(path)
-    with contextlib.ExitStack() as stack:
-        raw = stack.enter_context(open(path, "rb"))
-        start = raw.read(6)
-        raw.seek(0)
-        suffix = next((s for magic, s in MAGIC.items() if start.startswith(magic)), "")
+        suffix = path.suffix.lower()
+        if binary:
+            start = raw.read(6)
+            raw.seek(0)
+            suffix = next((s for magic, s in MAGIC.items() if start.startswith(magic)), "")
         with untrusted(path, decoding=True):
             stream = _decompressed(raw, path, stack, suffix)
-        counted = _Counted(stream, path, bool(suffix), lines=False)
-        counted.allow(cost)
+        counted = _Counted(stream, path, suffix in COMPRESSIONS, lines=not binary)
+        counted.allow(cost, reserve)
         yield stack.enter_context(io.BufferedReader(counted, buffer_size=_CHUNK))
 
 
