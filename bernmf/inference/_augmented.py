@@ -12,7 +12,8 @@ that soft counts fit the same code)::
 
 (``B = T - A`` counts the zeros.) Given the counts, W and H are conditionally
 independent: ``w_m | Z ~ Dirichlet(gamma + L[:, m])`` and ``h_kn | Z ~ Beta(alpha_k +
-A_kn, beta_k + B_kn)``.
+A_kn, beta_k + B_kn)`` (:func:`conditionals`; vb's q(W) and q(H) are of the same
+families, drawn by :func:`dirichlet_draws` and :func:`beta_draws`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
+from scipy.special import expit, softmax
 
 from bernmf.models.spec import Prior
 
@@ -94,18 +96,62 @@ def counts_of(onehot, y, obs) -> Counts:
     return Counts(L=weighted.sum(2), A=(weighted * y).sum(1), T=weighted.sum(1))
 
 
+def conditionals(counts: Counts, prior: Prior) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The parameters of W and H given the counts, float64 numpy.
+
+    ``w_m | counts ~ Dirichlet(c_m)`` with ``c = gamma + L.T`` of shape (M, K), and ``h_kn |
+    counts ~ Beta(a_kn, b_kn)`` with ``a = alpha + A``, ``b = beta + T - A`` of shape (K,
+    N). Any leading (chain, draw) axes of the counts are kept.
+    """
+    L, A, T = (np.asarray(c, dtype=float) for c in counts)
+    alpha, beta, gamma = (np.asarray(v, dtype=float).reshape(-1, 1) for v in prior)
+    return np.swapaxes(gamma + L, -1, -2), alpha + A, beta + T - A
+
+
 def posterior_means(counts: Counts, prior: Prior) -> tuple[np.ndarray, np.ndarray]:
     """E[W | counts] of shape (M, K) and E[H | counts] of shape (K, N), float64 numpy.
 
     ``E[w_mk] = (gamma_k + L_km) / (sum(gamma) + n_m)`` and ``E[h_kn] = (alpha_k + A_kn) /
     (alpha_k + beta_k + T_kn)``. Any leading (chain, draw) axes of the counts are kept.
     """
-    L, A, T = (np.asarray(c, dtype=float) for c in counts)
-    alpha, beta, gamma = (np.asarray(v, dtype=float).reshape(-1, 1) for v in prior)
-    W = np.swapaxes(gamma + L, -1, -2)
-    W = W / W.sum(axis=-1, keepdims=True)
-    H = (alpha + A) / (alpha + beta + T)
-    return W, H
+    concentration, a, b = conditionals(counts, prior)
+    return concentration / concentration.sum(axis=-1, keepdims=True), a / (a + b)
+
+
+def log_gamma_draws(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:
+    """log of one Gamma(a, 1) draw per entry of the shape parameters ``a`` > 0, float64.
+
+    ``log G(a) = log G(a + 1) + log(U) / a`` (U uniform on (0, 1]): a Gamma(a) draw is
+    below the smallest float for a << 1 (gamma = 1e-3 / K), its log is not. Clipped at
+    the most negative float, so that softmax and sigmoid of the logs are never NaN.
+    """
+    a = np.asarray(a, float)
+    logs = np.log(rng.standard_gamma(a + 1)) + np.log1p(-rng.random(a.shape)) / a
+    return np.maximum(logs, np.finfo(float).min)
+
+
+def dirichlet_draws(rng: np.random.Generator, concentration: np.ndarray) -> np.ndarray:
+    """One Dirichlet draw per row of ``concentration`` (..., K), on the simplex: the
+    softmax of K log-gamma draws (:func:`log_gamma_draws`)."""
+    return softmax(log_gamma_draws(rng, concentration), axis=-1)
+
+
+def beta_draws(rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One Beta(a, b) draw per entry of ``a`` and ``b`` (same shape), in [0, 1]: the
+    sigmoid of the difference of two log-gamma draws (:func:`log_gamma_draws`)."""
+    return expit(log_gamma_draws(rng, a) - log_gamma_draws(rng, b))
+
+
+def conditional_draws(
+    counts: Counts, prior: Prior, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """W of shape (M, K) and H of shape (K, N) drawn given the counts (:func:`conditionals`).
+
+    float64 numpy; any leading (chain, draw) axes of the counts are kept, one draw each.
+    W first, then H, from ``rng``.
+    """
+    concentration, a, b = conditionals(counts, prior)
+    return dirichlet_draws(rng, concentration), beta_draws(rng, a, b)
 
 
 def collapsed_log_joint(counts: Counts, prior: Prior) -> jax.Array:

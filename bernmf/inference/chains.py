@@ -19,23 +19,29 @@ from bernmf.models.spec import Prior
 from bernmf.posterior.draws import component_permutations, mean_probability, permute_draws
 from bernmf.results.fit import Fit, Posterior
 
+CHAIN_MEANS = ("chain_W", "chain_H", "chain_probs")
+"""The extras of a sampler's fit that hold each chain's posterior means of W (C, M, K), H
+(C, K, N) and W @ H (C, M, N), when it has better ones than its draws' means."""
+
 
 def split_chains(fit: Fit) -> list[Fit]:
     """One :class:`Fit` per chain of a sampler's fit, each a member of an ensemble.
 
     Member c keeps the draws and sample statistics of chain c (leading dims (1, S)),
-    the posterior means of its aligned W and H, the posterior mean of its ``W @ H``
-    as ``probs``, and as ``trace`` minus its log joint (``extras["log_joint"][c]``,
-    shape (n_iter + 1,)): the trace of the one-chain fit of its seed, of the same
-    kind and direction as the whole fit's (the chains' mean). Its seed is
-    ``fit.seed + c`` (chain c of the engines that use :func:`by_chain` is the
-    one-chain fit of that seed), its timings a 1/C share.
+    the posterior means of its W, H and ``W @ H`` as ``W``, ``H`` and ``probs`` (those the
+    engine gives in the extras :data:`CHAIN_MEANS`: gibbs's Rao-Blackwellized means; else
+    the means over its draws, W and H aligned), and as ``trace`` minus its log joint
+    (``extras["log_joint"][c]``, shape (n_iter + 1,)): the trace of the one-chain fit
+    of its seed, of the same kind and direction as the whole fit's (the chains' mean).
+    Its seed is ``fit.seed + c`` (chain c of the engines that use :func:`by_chain` is
+    the one-chain fit of that seed), its timings a 1/C share.
 
     Parameters
     ----------
     fit : Fit
         With draws ``{"W": (C, S, M, K), "H": (C, S, K, N)}``, ``sample_stats``
-        each (C, S) and ``extras["log_joint"]`` of shape (C, n_iter + 1).
+        each (C, S), ``extras["log_joint"]`` of shape (C, n_iter + 1) and optionally
+        the chains' means (:data:`CHAIN_MEANS`).
 
     Returns
     -------
@@ -43,17 +49,26 @@ def split_chains(fit: Fit) -> list[Fit]:
     """
     W_draws, H_draws = (np.asarray(fit.draws[k]) for k in ("W", "H"))
     log_joint = np.asarray(fit.extras["log_joint"], float)
+    given = set(CHAIN_MEANS) <= set(fit.extras)
     C = W_draws.shape[0]
     members = []
     for c in range(C):
         W_c, H_c = W_draws[c : c + 1], H_draws[c : c + 1]
-        W_aligned, H_aligned = permute_draws(W_c, H_c, component_permutations(H_c))
+        extras = {**fit.extras, "log_joint": log_joint[c : c + 1], "chain": c}
+        if given:
+            extras.update({k: np.asarray(fit.extras[k])[c : c + 1] for k in CHAIN_MEANS})
+            W, H, probs = (extras[k][0] for k in CHAIN_MEANS)
+        else:
+            W, H = (
+                x.mean(axis=(0, 1)) for x in permute_draws(W_c, H_c, component_permutations(H_c))
+            )
+            probs = mean_probability(W_c, H_c)
         members.append(
             dataclasses.replace(
                 fit,
-                W=W_aligned.mean(axis=(0, 1)),
-                H=H_aligned.mean(axis=(0, 1)),
-                stored_probs=mean_probability(W_c, H_c),
+                W=W,
+                H=H,
+                stored_probs=probs,
                 trace=-log_joint[c],
                 record=dataclasses.replace(
                     fit.record,
@@ -64,7 +79,7 @@ def split_chains(fit: Fit) -> list[Fit]:
                     {**fit.draws, "W": W_c, "H": H_c},
                     {k: np.asarray(v)[c : c + 1] for k, v in fit.sample_stats.items()},
                 ),
-                extras={**fit.extras, "log_joint": log_joint[c : c + 1], "chain": c},
+                extras=extras,
             )
         )
     return members

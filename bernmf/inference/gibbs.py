@@ -21,8 +21,15 @@ scan; each component is drawn by inverse CDF on the K weights. Counts are float3
 for integers below 2**24. Entries that are not observed keep their (unused) z and add
 nothing to the counts.
 
-Each kept draw stores its counts (not Z); the result holds E[W | Z] and E[H | Z] per draw
-and the Rao-Blackwellized predictive ``probs`` = mean over draws of E[W | Z] E[H | Z].
+Each kept sweep stores its counts (not Z). From them the result holds, per kept sweep, W
+and H drawn from their full conditionals given Z (``draws``: draws of the posterior of W
+and H, whose intervals are the posterior's), and the Rao-Blackwellized estimates: ``W``,
+``H`` the means over kept sweeps of E[W | Z] and E[H | Z], and ``probs`` that of E[W | Z]
+E[H | Z] (= E[WH | Z]: W and H are independent given Z), whose Monte Carlo error is
+smaller than that of the draws' mean. The conditional draws of chain c come from numpy's
+generator of seed ``seed + c`` (:func:`bernmf.inference._augmented.conditional_draws`, in
+log space: finite for the tiniest priors; numpy, as JAX's gamma sampler is an order of
+magnitude slower on CPU).
 """
 
 from __future__ import annotations
@@ -38,9 +45,14 @@ import numpy as np
 from bernmf._progress import Progress
 from bernmf.data.observed import MAX_ITER, Observed, check_count, check_flag
 from bernmf.inference import _augmented
-from bernmf.inference._augmented import Counts, collapsed_log_joint, posterior_means
+from bernmf.inference._augmented import (
+    Counts,
+    collapsed_log_joint,
+    conditional_draws,
+    posterior_means,
+)
 from bernmf.inference._compile import compiled
-from bernmf.inference.chains import by_chain
+from bernmf.inference.chains import CHAIN_MEANS, by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
 from bernmf.posterior.draws import mean_probability
@@ -283,9 +295,14 @@ def run(
     Returns
     -------
     Fit
-        ``draws`` {"W": (C, S, M, K), "H": (C, S, K, N)} hold E[W | Z] and E[H | Z] of
-        each kept draw; ``W``, ``H`` their means over all draws and ``probs`` the mean
-        over draws of E[W | Z] E[H | Z] (Rao-Blackwellized). ``trace`` (n_iter + 1,)
+        ``draws`` {"W": (C, S, M, K), "H": (C, S, K, N)} hold W and H drawn from
+        their full conditionals given each kept sweep's Z (posterior draws); ``W``,
+        ``H`` are the means over all kept sweeps of E[W | Z] and E[H | Z], ``probs``
+        that of E[W | Z] E[H | Z] (Rao-Blackwellized: the posterior means with less
+        Monte Carlo error than the draws' means); ``extras["chain_W"]`` (C, M, K),
+        ``["chain_H"]`` (C, K, N) and ``["chain_probs"]`` (C, M, N) those of each
+        chain (its member's: :func:`bernmf.inference.chains.split_chains`).
+        ``trace`` (n_iter + 1,)
         is minus the collapsed log joint log p(Y_observed, Z), averaged over the
         chains, from the initial Z to each sweep (falling as the chains improve, like
         the MAP engines' objectives); ``extras["log_joint"]`` has every chain's log
@@ -301,6 +318,7 @@ def run(
     diagonals = Diagonals.of_shape(M, N)
     rows_rotate = diagonals.rows_rotate
     n_sweeps = num_warmup + num_samples * thinning
+    chains = range(num_chains)
     with jax.enable_x64(True):
         layout = GibbsData(
             y=jnp.asarray(diagonals.gather(data.Y), COUNT_DTYPE),
@@ -333,22 +351,34 @@ def run(
             jax.block_until_ready(states)
             run_seconds = time.perf_counter() - begin
             shown.close(f"{num_chains} chain(s), log-joint {float(np.mean(log_joint[-1])):.6g}")
+    begin = time.perf_counter()
     log_joint = np.stack([np.asarray(v, float) for v in log_joint], axis=1)  # (C, n_sweeps + 1)
     counts = Counts(*(np.stack([np.asarray(c[i]) for c in kept], axis=1) for i in range(3)))
-    W_draws, H_draws = posterior_means(counts, prior)  # (C, S, M, K), (C, S, K, N)
-    probs = mean_probability(W_draws, H_draws)
+    W_means, H_means = posterior_means(counts, prior)  # (C, S, M, K), (C, S, K, N)
+    chain_W, chain_H = W_means.mean(axis=1), H_means.mean(axis=1)
+    chain_probs = np.stack([mean_probability(W_means[c, None], H_means[c, None]) for c in chains])
+    # chain c's draws from seed + c alone, as its sweeps: it is the one-chain fit of that seed
+    draws = [
+        conditional_draws(Counts(*(x[c] for x in counts)), prior, np.random.default_rng(seed + c))
+        for c in chains
+    ]
+    W_draws, H_draws = (np.stack(d) for d in zip(*draws, strict=True))
+    run_seconds += time.perf_counter() - begin
     kept_at = num_warmup + thinning * np.arange(1, num_samples + 1)
     return Fit(
         engine="gibbs",
         rank=rank,
         prior=prior,
-        W=W_draws.mean(axis=(0, 1)),
-        H=H_draws.mean(axis=(0, 1)),
-        stored_probs=probs,
+        W=chain_W.mean(axis=0),
+        H=chain_H.mean(axis=0),
+        stored_probs=chain_probs.mean(axis=0),
         trace=-log_joint.mean(axis=0),  # (n_sweeps + 1,)
         converged=None,
         record=Record(seed, {"compile": compile_seconds, "run": run_seconds}),
-        extras={"log_joint": log_joint},
+        extras={
+            "log_joint": log_joint,
+            **dict(zip(CHAIN_MEANS, (chain_W, chain_H, chain_probs), strict=True)),
+        },
         posterior=Posterior({"W": W_draws, "H": H_draws}, {"lp": log_joint[:, kept_at]}),
     )
 
