@@ -61,6 +61,7 @@ STUDIES = {
     "modes": "bernmf.studies.modes",
     "stacking": "bernmf.studies.stacking",
     "posterior_vs_map": "bernmf.studies.posterior_vs_map",
+    "sbc": "bernmf.studies.sbc",
 }
 """The studies ``bernmf reproduce`` runs: name -> module with ``main(argv) -> int`` (the
 options of :func:`parser`, and its own), writing ``summary.csv`` among its results in
