@@ -137,11 +137,14 @@ pareto.png (test perplexity against seconds) and environment.json.""",
   bernmf reproduce paper --as-published --data-dir ../shared/data
   bernmf reproduce modes --quick
   bernmf reproduce stacking --datasets animals paleo
+  bernmf reproduce sbc --quick
 
-Runs a study of bernmf.studies (installed with the package), each a configuration of
-the study runner (bernmf.studies.study): paper (the paper's protocol; outputs in
-OUT/corrected or OUT/as_published), modes (single MAP fits against ensembles) and
-stacking (stacks across engines); see each module for its protocol and outputs.""",
+Runs a study of bernmf.studies (installed with the package): paper (the paper's
+protocol; outputs in OUT/corrected or OUT/as_published), modes (single MAP fits against
+ensembles), stacking (stacks across engines) and posterior_vs_map (every engine family
+at matched CPU budgets), each a configuration of the study runner
+(bernmf.studies.study), and sbc (simulation-based calibration of every engine's
+posterior on data drawn from the prior); see each module for its protocol and outputs.""",
 }
 
 
@@ -376,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_parser.set_defaults(run=report_command)
 
     reproduce_parser = add_command(
-        commands, "reproduce", "run a study: the paper's experiment, modes, stacking", common
+        commands, "reproduce", "run a study: the paper's experiment, modes, stacking, SBC", common
     )
     reproduce_parser.add_argument("study", choices=tuple(STUDIES), help="what to reproduce")
     reproduce_parser.add_argument("--as-published", action="store_true", help="published defects")
