@@ -190,7 +190,9 @@ def test_declared_bayesian_matches_the_draws(name):
     C, S = W.shape[:2]
     options = {**engine.options, **FAST_OPTIONS.get(name, {})}
     if "num_chains" in options:
-        assert C == options["num_chains"]
+        assert C == options["num_chains"] and S == options["num_samples"]
+    else:  # one chain of draws from an approximation (svi, vb)
+        assert C == 1 and S == options["num_draws"]
     assert W.shape == (C, S, M, K) and H.shape == (C, S, K, N) and C * S > 1
     assert np.all(np.isfinite(W)) and np.all(np.isfinite(H))
     if engine.probabilities:

@@ -389,7 +389,61 @@ def test_vb_result_ranges_and_stopping(simulated, variant):
     np.testing.assert_allclose(
         fit.W, fit.extras["q_W_dirichlet"] / fit.extras["q_W_dirichlet"].sum(1, keepdims=True)
     )
-    assert fit.draws == {}
+    assert fit.draws["W"].shape == (1, 250, 150, 3) and fit.draws["H"].shape == (1, 250, 3, 60)
+    assert fit.sample_stats == {}
+
+
+@pytest.mark.parametrize("variant", ["cvb0", "meanfield"])
+def test_vb_draws_have_the_moments_of_q(simulated, variant):
+    """W's draws against Dirichlet(q_W_dirichlet) (each coordinate a Beta), H's against
+    Beta(q_H_beta_a, q_H_beta_b): means (so also ``fit.W``, ``fit.H``) and variances within
+    5 Monte Carlo sds; another seed gives other draws."""
+    Y, mask, _, _ = simulated
+    options = {"variant": variant, "max_iter": VB_ITER, "num_draws": 2000}
+    fit = bernmf.fit(Y, "vb", rank=3, mask=mask, **options)
+    W, H = fit.draws["W"][0], fit.draws["H"][0]
+    assert W.shape == (2000, 150, 3) and H.shape == (2000, 3, 60)
+    for draws, (a, b) in [
+        (W, dirichlet_marginals(fit.extras["q_W_dirichlet"])),
+        (H, (fit.extras["q_H_beta_a"], fit.extras["q_H_beta_b"])),
+    ]:
+        mean_error, variance_error = beta_moment_errors(draws, a, b)
+        assert np.abs(mean_error).max() < 5, mean_error
+        assert np.abs(variance_error).max() < 5, variance_error
+    np.testing.assert_allclose(W.mean(0), fit.W, atol=0.02)
+    np.testing.assert_allclose(H.mean(0), fit.H, atol=0.02)
+    other = bernmf.fit(Y, "vb", rank=3, mask=mask, seed=1, **options)
+    assert not np.array_equal(other.draws["W"], fit.draws["W"])
+
+
+def test_vb_members_are_chain_stacked_without_validation(simulated):
+    """bayesian=True: combine="stack" without validation entries weighs the members by
+    the PSIS-LOO of their draws, which the ensemble pools as one chain per member."""
+    Y, mask, _, _ = simulated
+    options = {"max_iter": VB_ITER, "num_draws": 50}
+    result = bernmf.fit(Y, "vb", rank=3, mask=mask, restarts=2, combine="stack", **options)
+    weights = np.asarray(result.mixture.weights)
+    assert weights.shape == (2,) and np.all(weights >= 0) and np.isclose(weights.sum(), 1)
+    assert result.draws["W"].shape == (2, 50, 150, 3)
+    members = result.members
+    mixture = weights[0] * members[0].probs + weights[1] * members[1].probs
+    np.testing.assert_allclose(result.probs, mixture)
+
+
+@pytest.mark.parametrize("variant", ["cvb0", "meanfield"])
+def test_vb_draws_with_tiny_priors_and_empty_rows_are_finite(simulated, variant):
+    """gamma = 1e-3 / K and Beta(0.01, 0.01), a row and a column without an observed entry:
+    every draw of W on the simplex and of H in [0, 1], no NaN."""
+    Y, mask, _, _ = simulated
+    mask = mask.copy()
+    mask[4], mask[:, 7] = False, False
+    prior = Prior(alpha=0.01, beta=0.01, gamma=1e-3 / 3)
+    with pytest.warns(UserWarning, match="1 row.* and 1 column.* no observed entry"):
+        fit = bernmf.fit(Y, "vb", rank=3, mask=mask, prior=prior, variant=variant, max_iter=VB_ITER)
+    W, H = fit.draws["W"], fit.draws["H"]
+    assert np.all(np.isfinite(W)) and np.all(np.isfinite(H))
+    np.testing.assert_allclose(W.sum(-1), 1)
+    assert np.all(W >= 0) and np.all((H >= 0) & (H <= 1))
 
 
 @pytest.mark.slow
@@ -421,6 +475,8 @@ def test_invalid_options_are_rejected_before_compiling(simulated):
         bernmf.fit(Y, "vb", rank=2, variant="ep")
     with pytest.raises(ValueError, match="max_iter"):
         bernmf.fit(Y, "vb", rank=2, max_iter=0)
+    with pytest.raises(ValueError, match="num_draws"):
+        bernmf.fit(Y, "vb", rank=2, num_draws=0)
     with pytest.raises(ValueError, match="init"):
         bernmf.fit(Y, "vb", rank=2, init=(np.ones((150, 2)) / 2, np.ones((2, 60)) / 2))
     with pytest.raises(ValueError, match="positive"):
