@@ -24,7 +24,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
-from scipy.special import expit, softmax
 
 from bernmf.models.spec import Prior
 
@@ -123,23 +122,30 @@ def log_gamma_draws(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:
 
     ``log G(a) = log G(a + 1) + log(U) / a`` (U uniform on (0, 1]): a Gamma(a) draw is
     below the smallest float for a << 1 (gamma = 1e-3 / K), its log is not. Clipped at
-    the most negative float, so that softmax and sigmoid of the logs are never NaN.
+    half the most negative float, so that differences of logs never overflow and their
+    softmax and sigmoid are never NaN.
     """
     a = np.asarray(a, float)
-    logs = np.log(rng.standard_gamma(a + 1)) + np.log1p(-rng.random(a.shape)) / a
-    return np.maximum(logs, np.finfo(float).min)
+    with np.errstate(over="ignore"):  # log(U) / a is -inf below a = 1e-307: clipped
+        logs = np.log(rng.standard_gamma(a + 1)) + np.log1p(-rng.random(a.shape)) / a
+    return np.maximum(logs, np.finfo(float).min / 2)
 
 
 def dirichlet_draws(rng: np.random.Generator, concentration: np.ndarray) -> np.ndarray:
     """One Dirichlet draw per row of ``concentration`` (..., K), on the simplex: the
     softmax of K log-gamma draws (:func:`log_gamma_draws`)."""
-    return softmax(log_gamma_draws(rng, concentration), axis=-1)
+    logs = log_gamma_draws(rng, concentration)
+    shares = np.exp(logs - logs.max(axis=-1, keepdims=True))
+    return shares / shares.sum(axis=-1, keepdims=True)
 
 
 def beta_draws(rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One Beta(a, b) draw per entry of ``a`` and ``b`` (same shape), in [0, 1]: the
-    sigmoid of the difference of two log-gamma draws (:func:`log_gamma_draws`)."""
-    return expit(log_gamma_draws(rng, a) - log_gamma_draws(rng, b))
+    sigmoid of the difference d of two log-gamma draws (:func:`log_gamma_draws`), from
+    exp(-|d|), which never overflows (numpy: scipy is no import of ``bernmf``)."""
+    difference = log_gamma_draws(rng, a) - log_gamma_draws(rng, b)
+    small = np.exp(-np.abs(difference))
+    return np.where(difference >= 0, 1, small) / (1 + small)
 
 
 def conditional_draws(
