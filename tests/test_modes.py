@@ -1,4 +1,5 @@
-"""bernmf.count_modes: distinct modes among the members of a multi-start fit."""
+"""bernmf.count_modes: distinct modes among the members of a multi-start fit; chain_modes:
+among a sampler's chains, apart by more than their Monte Carlo error."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf.fitting.modes import count_modes, h_distances
+from bernmf.fitting.modes import MC_TOL, chain_distances, chain_modes, count_modes, h_distances
 
 K, N = 3, 12
 
@@ -89,3 +90,31 @@ def test_h_distances_is_the_rms_of_matched_components():
 def test_bad_input_is_named(H, objectives, n_observed, match):
     with pytest.raises(ValueError, match=match):
         count_modes(H, objectives, n_observed)
+
+
+def _chains(draws, means, entries=500, seed=0):
+    """K = 1, so that WH is H: 4 chains of ``draws`` iid normal draws per entry (sd 0.05),
+    chain c about 0.5 + ``means[c]`` sds."""
+    rng = np.random.default_rng(seed)
+    shifted = rng.standard_normal((len(means), draws, 1, entries)) + np.c_[means][:, :, None, None]
+    return np.ones((len(means), draws, 1, 1)), 0.5 + 0.05 * shifted
+
+
+@pytest.mark.parametrize("draws", [30, 400])
+def test_chains_of_one_distribution_are_their_monte_carlo_error_apart_at_any_length(draws):
+    """In standard errors of the difference of means, iid chains are about 2.6 apart (a
+    normal's 99th percentile) at 30 draws as at 400, while in posterior sds they are 0.7
+    and 0.2 apart: a tolerance in sds fits one length only."""
+    W_draws, H_draws = _chains(draws, [0, 0, 0, 0], seed=draws)
+    apart = chain_distances(W_draws, H_draws)[np.triu_indices(4, 1)]
+    assert 2.0 < apart.min() and apart.max() < 3.5 < MC_TOL
+    np.testing.assert_array_equal(chain_modes(W_draws, H_draws), [0, 0, 0, 0])
+
+
+@pytest.mark.parametrize(("draws", "modes"), [(400, [0, 0, 1, 1]), (20, [0, 0, 0, 0])])
+def test_chains_one_sd_apart_are_two_modes_once_their_error_is_smaller(draws, modes):
+    """2 + 2 chains whose means are one posterior sd apart: 14 standard errors at 400 draws
+    (two modes), about 3 at 20 (Monte Carlo error explains it: one mode)."""
+    W_draws, H_draws = _chains(draws, [0, 0, 1, 1])
+    np.testing.assert_array_equal(chain_modes(W_draws, H_draws), modes)
+    assert chain_modes(W_draws, H_draws, mc_tol=np.inf).max() == 0

@@ -7,10 +7,11 @@ components are only defined up to a permutation, see
 :func:`bernmf.posterior.draws.component_permutations`).
 
 Chains started at different MAP solutions may stay in different modes:
-:func:`chain_modes` groups them by their mean WH, measured in posterior standard
-deviations, and :func:`mode_prediction` never averages chains that did not mix (R-hat of
-WH, :mod:`bernmf.posterior.mixing`): it then mixes them by chain stacking
-(:func:`bernmf.fitting.stacking.chain_stacking`) and says so.
+:func:`chain_modes` groups them by their mean WH, measured in Monte Carlo standard errors
+(what each chain's ESS leaves of its posterior sd), and :func:`mode_prediction` never
+averages chains in distinct modes (:data:`~bernmf.posterior.mixing.STATUSES`): it then
+mixes them by chain stacking (:func:`bernmf.fitting.stacking.chain_stacking`) and says so.
+Chains of one mode, whether mixed or of low ESS, are averaged.
 
 Members and chains are compared differently because they are different things. A member
 is a point: members of one mode converge to the same W and H (to about 1e-3), so an
@@ -19,7 +20,7 @@ point of its mode: H can be poorly identified where WH is not (on animals at K =
 Beta(0.1, 0.1), 4 NUTS chains of 500 draws: within-chain sd of H 0.35, aligned H at R-hat
 <= 1.01 on 44% of its entries, mean H 0.06 to 0.09 RMS apart, while 99.95% of WH's
 entries had R-hat <= 1.01). Chains are therefore compared on WH, the identifiable
-quantity, in units of its within-chain sd, which no point fit has.
+quantity, in units of the Monte Carlo error of its chain means, which no point fit has.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ import numpy as np
 from bernmf import _warnings
 from bernmf.fitting.stacking import _check_draws, _scored_entries, chain_stacking
 from bernmf.posterior.draws import component_permutations, mean_probability
-from bernmf.posterior.mixing import MIXED_SHARE, ModeRhat, chain_moments, mode_rhat
+from bernmf.posterior.mixing import (
+    DISTINCT_MODES,
+    MIXED_SHARE,
+    ModeRhat,
+    chain_ess,
+    chain_moments,
+    mode_rhat,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,17 +56,21 @@ probability: 0.05 is 5 points on average). Converged members of one mode agree t
 about 1e-3; distinct modes differ in whole components. RMS rather than the maximum,
 which a single poorly determined entry (a column with few observed ones) can swing."""
 
-SD_TOL = 1.0
+MC_TOL = 8.0
 """Two chains are in one mode when at least :data:`~bernmf.posterior.mixing.MIXED_SHARE`
-(99%) of the entries of their mean WH differ by at most this many posterior standard
-deviations (:func:`chain_distances`). Chains of one mode differ by Monte Carlo error,
-about 2.6 sqrt(2 / ESS) sds at the 99th percentile: measured 0.19 to 0.22 for 4 NUTS
-chains of 500 draws on animals (K = 8) that mixed, 0.27 to 0.40 for 250 draws, 0.40 to
-0.54 for 50 to 100 draws on paleo (K = 16) and on simulated 300 x 200 data (K = 8, started
-at MM optima 159 nats apart); chains of 20 warmup and 20 draws that stayed at their MM
-starts: 2.3 to 23. Chains whose R-hat of WH is <= 1.01 on 99% of the entries are within
-about 0.35 sd of each other there, well inside; two chains one sd apart on an entry give
-it an R-hat of about 1.2 (sqrt(1 + 1/2))."""
+(99%) of the entries of their mean WH differ by at most this many Monte Carlo standard
+errors of the difference (:func:`chain_distances`). Chains of one distribution differ by
+Monte Carlo error alone: 2.58 standard errors at the 99th percentile of a normal, and more
+where an entry's ESS is below the chain's median. Measured (4 chains, 99th percentiles
+of every pair): iid normal draws 2.6 to 2.7; NUTS on simulated 200 x 100 (K = 4, flat
+prior, one mode) 2.6 to 3.4 with chains of 250 + 250 draws (5 seeds), 2.9 to 3.7 with 500
++ 500; Gibbs there 3.8 to 6.0 with chains of 1,000 + 1,000 sweeps (a chain's median ESS
+100, 1% of its entries at 7 to 10), and 2.8 to 3.6 with 2,500 + 2,500 (one mode). Chains
+that stay apart: Gibbs on paleo (K = 16, Beta(0.1, 0.1), 1,000 + 1,000 sweeps, median ESS
+260 to 300 a chain) 12 to 18 between three groups, 4.0 within the fourth. 8 is a third
+above the largest distance within one mode measured, two thirds of the least between
+modes. In posterior sds, 8 standard errors are 8 sqrt(1 / e_i + 1 / e_j): 1.1 sds at ESS
+100, 0.5 at 500 (where an ESS-blind rule took 1 sd)."""
 
 GAP_PER_ENTRY = 1e-3
 """Members disagree strongly when the best objectives of the best and the worst modes
@@ -215,26 +227,30 @@ def count_modes(
     )
 
 
-def chain_distances(W_draws, H_draws) -> np.ndarray:
-    """How far apart the chains' mean WH are, in posterior standard deviations.
+def chain_distances(W_draws, H_draws, ess=None) -> np.ndarray:
+    """How far apart the chains' mean WH are, in Monte Carlo standard errors.
 
-    For chains i and j, each entry's difference of means divided by the pooled
-    within-chain sd, ``|m_i - m_j| / sqrt((v_i + v_j) / 2)``
-    (:func:`~bernmf.posterior.mixing.chain_moments`); the distance is the
+    For chains i and j, each entry's difference of means divided by its Monte Carlo
+    standard error, ``|m_i - m_j| / sqrt(v_i / e_i + v_j / e_j)`` (``m``, ``v``: the chain's
+    mean and variance of the entry, :func:`~bernmf.posterior.mixing.chain_moments`; ``e``:
+    its bulk ESS of WH, :func:`~bernmf.posterior.mixing.chain_ess`); the distance is the
     :data:`~bernmf.posterior.mixing.MIXED_SHARE` quantile of that over the entries (the
     smallest value that at least 99% of them do not exceed), so a difference confined to
-    1% of WH still counts and one entry does not.
+    1% of WH still counts and one entry does not. Chains of one distribution are about
+    2.6 apart (:data:`MC_TOL`).
 
     Parameters
     ----------
     W_draws : array of shape (C, S, M, K)
     H_draws : array of shape (C, S, K, N)
+    ess : array of shape (C,), optional
+        Each chain's bulk ESS of WH; default :func:`~bernmf.posterior.mixing.chain_ess`.
 
     Returns
     -------
     ndarray of shape (C, C)
         Symmetric, zero on the diagonal. An entry with no spread in either chain counts
-        as 0 sds when the means agree and as infinitely many otherwise.
+        as 0 when the means agree and as infinitely far otherwise.
 
     Raises
     ------
@@ -242,32 +258,35 @@ def chain_distances(W_draws, H_draws) -> np.ndarray:
         As :func:`~bernmf.posterior.mixing.chain_moments`.
     """
     means, variances = chain_moments(W_draws, H_draws)
+    ess = chain_ess(W_draws, H_draws) if ess is None else np.asarray(ess, float)
     C = means.shape[0]
     distance = np.zeros((C, C))
     for i in range(C):
         for j in range(i + 1, C):
             gap = np.abs(means[i] - means[j])
-            sd = np.sqrt((variances[i] + variances[j]) / 2)
-            sds = np.divide(gap, sd, out=np.where(gap > 0, np.inf, 0.0), where=sd > 0)
-            quantile = np.quantile(sds, MIXED_SHARE, method="inverted_cdf")
+            error = np.sqrt(variances[i] / ess[i] + variances[j] / ess[j])
+            errors = np.divide(gap, error, out=np.where(gap > 0, np.inf, 0.0), where=error > 0)
+            quantile = np.quantile(errors, MIXED_SHARE, method="inverted_cdf")
             distance[i, j] = distance[j, i] = quantile
     return distance
 
 
-def chain_modes(W_draws, H_draws, *, sd_tol: float = SD_TOL) -> np.ndarray:
+def chain_modes(W_draws, H_draws, ess=None, *, mc_tol: float = MC_TOL) -> np.ndarray:
     """The mode of each chain of a posterior, from the chains' mean WH.
 
     Chains are taken in order; each joins the first mode whose first chain is within
-    ``sd_tol`` of its own (:func:`chain_distances`: 99% of the entries of their mean WH
-    within ``sd_tol`` posterior sds), or starts a new one. Comparing with each mode's
-    first chain, as :func:`count_modes` compares with each mode's best member, keeps a
-    chain of small steps from merging distant modes.
+    ``mc_tol`` of its own (:func:`chain_distances`: 99% of the entries of their mean WH
+    within ``mc_tol`` Monte Carlo standard errors), or starts a new one. Comparing with
+    each mode's first chain, as :func:`count_modes` compares with each mode's best member,
+    keeps a chain of small steps from merging distant modes.
 
     Parameters
     ----------
     W_draws : array of shape (C, S, M, K)
     H_draws : array of shape (C, S, K, N)
-    sd_tol : float, default :data:`SD_TOL`
+    ess : array of shape (C,), optional
+        As :func:`chain_distances`.
+    mc_tol : float, default :data:`MC_TOL`
 
     Returns
     -------
@@ -279,11 +298,11 @@ def chain_modes(W_draws, H_draws, *, sd_tol: float = SD_TOL) -> np.ndarray:
     ValueError
         As :func:`~bernmf.posterior.mixing.chain_moments`.
     """
-    distance = chain_distances(W_draws, H_draws)
+    distance = chain_distances(W_draws, H_draws, ess)
     labels = np.full(distance.shape[0], -1)
     leaders: list[int] = []
     for chain in range(distance.shape[0]):
-        near = [mode for mode, leader in enumerate(leaders) if distance[chain, leader] <= sd_tol]
+        near = [mode for mode, leader in enumerate(leaders) if distance[chain, leader] <= mc_tol]
         labels[chain] = near[0] if near else len(leaders)
         if not near:
             leaders.append(chain)
@@ -296,14 +315,15 @@ class ModePrediction(NamedTuple):
     Attributes
     ----------
     probs : ndarray of shape (M, N)
-        The posterior predictive P(Y=1): the mean over all draws when the chains
-        mixed, else the chains' means mixed with chain-stacking weights.
+        The posterior predictive P(Y=1): the mean over all draws when the chains sit in
+        one mode, else the chains' means mixed with chain-stacking weights.
     rule : {"mean", "chain stacking"}
         Which of the two.
     weights : ndarray of shape (C,)
         The weight of each chain (uniform for ``"mean"``).
     rhat : ModeRhat
-        R-hat of WH within the modes, across all chains and nested.
+        R-hat of WH within the modes, across all chains and nested over the start
+        groups; the chains' ESS.
     """
 
     probs: np.ndarray
@@ -313,24 +333,31 @@ class ModePrediction(NamedTuple):
 
     @property
     def status(self) -> str:
-        """``"mixed"`` (all chains), ``"mixed within modes"`` or ``"did not mix"``."""
-        if self.rhat.mixed_across:
-            return "mixed"
-        return "mixed within modes" if self.rhat.mixed_within else "did not mix"
+        """``"mixed"``, ``"low ESS"`` or ``"distinct modes"`` (:attr:`ModeRhat.status`)."""
+        return self.rhat.status
 
 
 def mode_prediction(
-    Y, mask, W_draws, H_draws, groups=None, *, validation=None, threads: int | None = None
+    Y,
+    mask,
+    W_draws,
+    H_draws,
+    modes=None,
+    *,
+    starts=None,
+    validation=None,
+    threads: int | None = None,
 ) -> ModePrediction:
     """The posterior predictive of chains that may sit in different modes, never averaged
     silently across modes.
 
-    When at least 99% of the WH entries have R-hat <= 1.01 across all chains
-    (:func:`bernmf.posterior.mixing.mixed`), the chains sample one posterior and the
-    prediction is the mean over all draws; otherwise each chain is its own approximate
-    posterior and they are mixed by chain stacking (Yao, Vehtari & Gelman 2022):
-    :func:`~bernmf.fitting.stacking.chain_stacking` on the ``validation`` entries, or on
-    each chain's PSIS-LOO of the training entries without them.
+    Unless the chains sit in distinct modes (:attr:`ModeRhat.status`: each chain's ESS
+    adequate, R-hat of WH above what that ESS explains, the chains' mean WH in several
+    modes), they sample one posterior, mixed or with too few effective draws, and the
+    prediction is the mean over all draws. In distinct modes each chain is its own
+    approximate posterior and they are mixed by chain stacking (Yao, Vehtari & Gelman
+    2022): :func:`~bernmf.fitting.stacking.chain_stacking` on the ``validation`` entries,
+    or on each chain's PSIS-LOO of the training entries without them.
 
     Parameters
     ----------
@@ -340,9 +367,12 @@ def mode_prediction(
         The training entries of the draws.
     W_draws : array of shape (C, S, M, K)
     H_draws : array of shape (C, S, K, N)
-    groups : int array of shape (C,), optional
-        The mode of each chain (e.g. of its start); default :func:`chain_modes`, which
-        puts chains that mixed in one mode (see :data:`SD_TOL`).
+    modes : int array of shape (C,), optional
+        The mode of each chain; default :func:`chain_modes`, which puts chains whose mean
+        WH differ by Monte Carlo error in one mode (see :data:`MC_TOL`).
+    starts : int array of shape (C,), optional
+        The start group of each chain (a sampler's ``chains_per_start``): the superchains
+        of the nested R-hat.
     validation : bool array of shape (M, N), optional
         Held-out entries for the chain-stacking weights.
     threads : int, optional
@@ -356,15 +386,16 @@ def mode_prediction(
     ------
     ValueError
         Draws whose shapes do not match each other and Y, invalid Y or mask, fewer than
-        2 chains or 4 draws, ``groups`` not one label per chain; and as
+        2 chains or 4 draws, ``modes`` or ``starts`` not one label per chain; and as
         :func:`~bernmf.fitting.stacking.chain_stacking` when the chains are stacked.
     """
     W_draws, H_draws = _check_draws(W_draws, H_draws, np.shape(Y))
     _scored_entries(Y, mask, "mode_prediction mask")  # Y and mask checked, even if unused
-    groups = chain_modes(W_draws, H_draws) if groups is None else groups
-    rhat = mode_rhat(W_draws, H_draws, groups, threads=threads)
+    ess = chain_ess(W_draws, H_draws)
+    modes = chain_modes(W_draws, H_draws, ess) if modes is None else modes
+    rhat = mode_rhat(W_draws, H_draws, modes, starts=starts, ess=ess, threads=threads)
     C = W_draws.shape[0]
-    if rhat.mixed_across:
+    if rhat.status != DISTINCT_MODES:
         return ModePrediction(mean_probability(W_draws, H_draws), "mean", np.full(C, 1 / C), rhat)
     weights = chain_stacking(Y, mask, W_draws, H_draws, validation=validation).weights
     probs = sum(

@@ -148,7 +148,7 @@ def interval_coverage(
     The interval of level ``l`` runs from the ``(1 - l) / 2`` to the ``(1 + l) / 2``
     quantile of the C * S draws of an entry, bounds included: chains pooled (numpy's
     linear interpolation), or with ``chain_weights`` the quantiles of the mixture of the
-    chains with those weights (chains that did not mix, mixed by chain stacking: the
+    chains with those weights (chains in distinct modes, mixed by chain stacking: the
     smallest draw whose cumulative weight reaches the probability, each draw of chain c
     weighing ``chain_weights[c] / S``). The products are formed a tile of rows x columns
     at a time, at most about ``max_block_values`` numbers (at least one entry's draws),

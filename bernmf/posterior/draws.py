@@ -384,6 +384,17 @@ def _wh_rhat(W_draws, H_wide, max_block_values: int, threads: int, groups=None) 
     return wh
 
 
+def wh_entries(W_draws, H_wide, rows, columns) -> np.ndarray:
+    """The draws of some entries of WH, each entry's contiguous: shape (E, C, S).
+
+    ``W_draws`` (C, S, M, K), ``H_wide`` the H draws as (K, N, C * S)
+    (:func:`_components_first`); ``rows`` and ``columns`` (E,) the entries' indices.
+    """
+    C, S = W_draws.shape[:2]
+    W_wide = _components_first(W_draws[:, :, rows], 3)
+    return _sum_of_products(W_wide, H_wide[:, columns]).reshape(-1, C, S)
+
+
 def _sampled_ess(W_draws, H_draws, H_wide, ess_entries: int, seed: int) -> tuple[dict, dict]:
     """Bulk and tail ESS of at most ``ess_entries`` entries of WH, W and H each, drawn at
     random by ``seed`` (in that order, from one generator); NaN for the other entries.
@@ -396,9 +407,7 @@ def _sampled_ess(W_draws, H_draws, H_wide, ess_entries: int, seed: int) -> tuple
         size = int(np.prod(shape))
         chosen = np.sort(rng.choice(size, min(size, ess_entries), replace=False))
         if quantity == "WH":
-            rows, columns = np.unravel_index(chosen, shape)
-            W_wide = _components_first(W_draws[:, :, rows], 3)
-            picked = _sum_of_products(W_wide, H_wide[:, columns]).reshape(-1, C, S)
+            picked = wh_entries(W_draws, H_wide, *np.unravel_index(chosen, shape))
         else:
             draws = W_draws if quantity == "W" else H_draws
             picked = _entries_first(draws.reshape(C, S, size)[..., chosen])

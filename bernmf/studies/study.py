@@ -81,9 +81,10 @@ RULES = (
   objective), the setting chosen on validation;
 - ``mean``: per setting the uniform mixture of its members, chosen on validation;
 - ``chains``: per setting a sampler's chains (its members) by
-  :func:`bernmf.fitting.modes.mode_prediction`: the mean of all draws when they mixed,
-  else the chains mixed by chain stacking on the validation entries (never averaged
-  silently), the setting chosen on validation;
+  :func:`bernmf.fitting.modes.mode_prediction`: the mean of all draws when they sit in
+  one mode (mixed, or of low ESS), the chains mixed by chain stacking on the validation
+  entries when they sit in distinct modes (never averaged silently), the setting chosen
+  on validation;
 - ``stack chosen``: the members of the setting ``mean`` chooses, stacked with
   :func:`bernmf.stack` (a weight each);
 - ``stack setting``: per setting :func:`bernmf.stack` of its members (a weight each),
@@ -110,13 +111,17 @@ METRICS = ("min_test_probability", "ece", "coverage", "mixing")
 """
 
 MIXING_COLUMNS = (
-    "mixing", "chain_rule", "modes", "share_rhat_within_min", "share_rhat_across",
-    "rhat_nested_max", "divergences",
+    "mixing", "chain_rule", "modes", "ess_bulk_chain_min", "rhat_bound",
+    "share_rhat_le_bound", "share_rhat_le_1.01", "rhat_nested_max", "divergences",
 )  # fmt: skip
-"""The ``mixing`` metric's columns: the status (``mixed``, ``mixed within modes``, ``did
-not mix``), the rule (``mean`` or ``chain stacking``), the chains' modes, the least share
-of WH entries at R-hat <= 1.01 within a mode, that share across all chains, the largest
-nested R-hat (modes as superchains) and NUTS's divergent transitions."""
+"""The ``mixing`` metric's columns (:class:`bernmf.posterior.mixing.ModeRhat`): the status
+(``mixed``, ``low ESS`` or ``distinct modes``), the rule (``mean`` or ``chain
+stacking``), the chains' modes (:func:`bernmf.fitting.modes.chain_modes`), each chain's
+bulk ESS of WH (median over its entries) at the least chain, the R-hat bound at that ESS
+(:func:`bernmf.posterior.mixing.rhat_bound`), the share of WH entries at R-hat <= that
+bound and at R-hat <= 1.01 across all chains, the largest nested R-hat with the chains'
+start groups as superchains (NaN with one chain per start) and NUTS's divergent
+transitions."""
 
 FIT_COLUMNS = [
     "rank", "alpha", "beta", "gamma", "seed", "iterations", "sweeps", "converged", "seconds",
@@ -755,13 +760,15 @@ def _result(rule, chosen, Y, split, train, held_out):
 
 def _chains(chosen, Y, split, train, held_out):
     """``(result, validation perplexity, setting, mixing columns)`` of the ``chains`` rule:
-    per setting its chains by :func:`mode_prediction`, as a mixture of its members with
-    the prediction's chain weights (rule ``"mean"`` when they mixed, else ``"stack"``)."""
+    per setting its chains by :func:`mode_prediction` (nested R-hat over the start groups
+    of the sampler's ``chains_per_start``), as a mixture of its members with the
+    prediction's chain weights (rule ``"mean"`` in one mode, else ``"stack"``)."""
     made = []
     for s, ms in chosen:
         fits = [m.fit for m in ms]
         W, H = (np.concatenate([f.draws[name] for f in fits]) for name in ("W", "H"))
-        mode = mode_prediction(Y, split.train, W, H, validation=split.validation)
+        starts = np.arange(len(fits)) // fits[0].extras.get("chains_per_start", 1)
+        mode = mode_prediction(Y, split.train, W, H, starts=starts, validation=split.validation)
         lpd = np.column_stack([m.lpd for m in ms])
         made.append((s, fits, mode, _perplexity(mixture_lpd(lpd, mode.weights))))
     s, fits, mode, validation = min(made, key=lambda x: x[3])
@@ -771,14 +778,13 @@ def _chains(chosen, Y, split, train, held_out):
     rule = "mean" if mode.rule == "mean" else "stack"
     mixture = dataclasses.replace(result.mixture, weights=tuple(mode.weights.tolist()), rule=rule)
     table = mode.rhat.table()
-    modes = table.index.str.startswith("mode ")
     diverging = [f.sample_stats.get("diverging") for f in fits]
+    every = ["ess_bulk_chain_min", "rhat_bound", "share_rhat_le_bound", "share_rhat_le_1.01"]
     columns = {
         "mixing": mode.status,
         "chain_rule": mode.rule,
-        "modes": int(modes.sum()),
-        "share_rhat_within_min": table.loc[modes, "share_rhat_le_1.01"].min(),
-        "share_rhat_across": table.loc["all", "share_rhat_le_1.01"],
+        "modes": int(table.index.str.startswith("mode ").sum()),
+        **table.loc["all", every].to_dict(),
         "rhat_nested_max": table.loc["nested", "rhat_max"] if "nested" in table.index else np.nan,
         "divergences": sum(0 if d is None else int(np.asarray(d).sum()) for d in diverging),
     }
