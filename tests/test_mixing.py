@@ -1,6 +1,7 @@
 """Modes made explicit: nested R-hat against arviz_stats and over start groups, R-hat of WH
 within and across modes judged at the chains' ESS (bernmf.posterior.mixing), chains grouped
-by mode, the prediction that never averages chains in distinct modes (bernmf.fitting.modes)."""
+by mode, the prediction that never averages chains in distinct modes (bernmf.fitting.modes),
+and the samplers' start groups (chains_per_start)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 import bernmf
+from bernmf.data.observed import as_observed
 from bernmf.fitting.modes import (
     H_TOL,
     MC_TOL,
@@ -18,6 +20,7 @@ from bernmf.fitting.modes import (
     mode_prediction,
 )
 from bernmf.fitting.stacking import chain_stacking
+from bernmf.inference import nuts
 from bernmf.posterior.convergence import ess_rows, nested_rank_rhat_rows
 from bernmf.posterior.draws import mean_probability, rank_rhat
 from bernmf.posterior.mixing import (
@@ -343,3 +346,44 @@ def test_a_prediction_checks_its_data_before_anything_runs():
         mode_prediction(Y[:, :-1], mask[:, :-1], W_draws, H_draws)
     with pytest.raises(ValueError, match="mode_prediction mask"):
         mode_prediction(Y + 2, mask, W_draws, H_draws)
+
+
+def test_chains_per_start_shares_the_start_of_each_groups_first_chain():
+    """nuts' starts: with the default 1, chain c starts where the one-chain fit of seed + c
+    starts (inference/chains.py relies on it); with 2, chains 0 and 1 start at chain 0's
+    start and chains 2 and 3 at chain 2's, itself the start of seed + 2."""
+    Y, _, _ = bernmf.simulate(4, 7, 6, 3)
+    data = as_observed(Y)
+    prior = bernmf.Prior(0.5, 0.5, 0.5).broadcast(3)
+    alone = [nuts.initial_factors(data, 3, prior, 5 + c, None, "prior", 1) for c in range(4)]
+    each = nuts.initial_factors(data, 3, prior, 5, None, "prior", 4)
+    paired = nuts.initial_factors(data, 3, prior, 5, None, "prior", 4, chains_per_start=2)
+    for c in range(4):
+        for i in (0, 1):  # W, H
+            np.testing.assert_array_equal(each[i][c], alone[c][i][0])
+            np.testing.assert_array_equal(paired[i][c], alone[2 * (c // 2)][i][0])
+    assert not np.allclose(paired[0][1], each[0][1])
+    for engine in ("nuts", "gibbs"):
+        with pytest.raises(ValueError, match="chains_per_start"):
+            bernmf.fit(Y, engine, 2, chains_per_start=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["nuts", "gibbs"])
+def test_chains_of_one_start_begin_at_one_point_and_sample_with_their_own_keys(engine):
+    """4 chains in 2 start groups: the log joint at the start is shared within a group and
+    differs between groups; the chains of a group then differ (their own keys). With the
+    default, nuts' chain 1 of seed 3 is the one-chain fit of seed 4 (gibbs': tested in
+    test_gibbs_vb.py)."""
+    Y, _, _ = bernmf.simulate(4, 12, 8, 2)
+    options = {"num_warmup": 10, "num_samples": 6, "progress": False}
+    fit = bernmf.fit(Y, engine, 2, seed=3, num_chains=4, chains_per_start=2, **options)
+    start = fit.extras["log_joint"][:, 0]
+    assert start[0] == start[1] != start[2] == start[3]
+    assert fit.extras["chains_per_start"] == 2
+    assert not np.allclose(fit.draws["H"][0], fit.draws["H"][1])
+    if engine == "nuts":
+        pair = bernmf.fit(Y, engine, 2, seed=3, num_chains=2, **options)
+        one = bernmf.fit(Y, engine, 2, seed=4, num_chains=1, **options)
+        np.testing.assert_array_equal(pair.draws["H"][1], one.draws["H"][0])
+        assert pair.extras["chains_per_start"] == 1

@@ -249,6 +249,7 @@ def check_options(options: dict) -> None:
     for name, least in (("num_warmup", 0), ("num_samples", 1), ("thinning", 1)):
         check_count(name, options[name], least, MAX_ITER)
     check_count("num_chains", options["num_chains"])
+    check_count("chains_per_start", options["chains_per_start"])
     check_flag("progress", options["progress"])
 
 
@@ -257,6 +258,7 @@ OPTIONS = {
     "num_samples": 250,
     "thinning": 1,
     "num_chains": 1,
+    "chains_per_start": 1,
     "progress": True,
 }
 """The options of :func:`run`, with their defaults."""
@@ -273,6 +275,7 @@ def run(
     num_samples: int,
     thinning: int,
     num_chains: int,
+    chains_per_start: int,
     progress: bool,
 ) -> Fit:
     """Sample the posterior by collapsed Gibbs; see :func:`bernmf.fit` for the arguments.
@@ -288,6 +291,13 @@ def run(
     num_chains : int, default 1
         Independent chains, run together (vectorized); chain c draws from seed
         ``seed + c``, so it is the one-chain fit of that seed.
+    chains_per_start : int, default 1
+        Chains that share their initial Z: chain c starts at the Z of chain ``k * (c // k)``
+        (k = ``chains_per_start``, the start of the one-chain fit of seed ``seed + k * (c //
+        k)``) and sweeps with the keys of seed ``seed + c``. With k > 1, chain c is that
+        fit's sweeps from its group's start, not the one-chain fit of seed ``seed + c``.
+        These start groups are the superchains of nested R-hat
+        (:func:`bernmf.posterior.mixing.mode_rhat`).
     progress : bool, default True
         Show the sweeps on stderr: a bar on a terminal, else a line every 10 s and
         one at the end (:class:`bernmf._progress.Progress`).
@@ -308,7 +318,7 @@ def run(
         the MAP engines' objectives); ``extras["log_joint"]`` has every chain's log
         joint, shape (C, n_iter + 1), and ``sample_stats["lp"]`` (C, S) that at the
         kept draws. ``converged`` is None: a sampler has no stopping rule (diagnose
-        it with :func:`bernmf.diagnostics`).
+        it with :func:`bernmf.diagnostics`). ``extras["chains_per_start"]`` is the option's.
     """
     if init is not None:
         raise ValueError("engine 'gibbs' takes no init (Z starts uniformly at random)")
@@ -324,9 +334,11 @@ def run(
             y=jnp.asarray(diagonals.gather(data.Y), COUNT_DTYPE),
             obs=jnp.asarray(diagonals.gather(data.mask), COUNT_DTYPE),
         )
-        # chain c from seed + c alone: it is the one-chain fit of that seed
+        # chain c sweeps with the keys of seed + c from the initial Z of its start group's
+        # first chain: with chains_per_start 1, the one-chain fit of seed + c
         pairs = [jax.random.split(jax.random.key(seed + c)) for c in range(num_chains)]
-        states = _initial_states([p[0] for p in pairs], layout, diagonals, rank)
+        starts = [pairs[c - c % chains_per_start][0] for c in chains]
+        states = _initial_states(starts, layout, diagonals, rank)
         keys = jnp.stack([p[1] for p in pairs])
         prior32 = _augmented.prior_arrays(prior, COUNT_DTYPE)
         prior64 = _augmented.prior_arrays(prior, jnp.float64)
@@ -377,6 +389,7 @@ def run(
         record=Record(seed, {"compile": compile_seconds, "run": run_seconds}),
         extras={
             "log_joint": log_joint,
+            "chains_per_start": chains_per_start,
             **dict(zip(CHAIN_MEANS, (chain_W, chain_H, chain_probs), strict=True)),
         },
         posterior=Posterior({"W": W_draws, "H": H_draws}, {"lp": log_joint[:, kept_at]}),

@@ -24,8 +24,8 @@ solution with seed ``seed + c``, moved just inside the support
 (:func:`~bernmf.models.unconstrained.interior`). MM needs alpha, beta, gamma >=
 1, so for a prior below 1 the MM start uses ``max(value, 1)`` for each
 hyperparameter (the flat prior where the prior is below 1); the sampler then
-targets the given prior. ``"prior"`` starts each chain at a draw from the prior.
-A user ``init=(W, H)`` starts every chain there.
+targets the given prior. ``"prior"`` starts each chain at a draw from the prior
+(chain c's from seed ``seed + c``). A user ``init=(W, H)`` starts every chain there.
 
 ``trace`` is the chain-mean of minus the unnormalized log-joint (the ``mm``
 objective) at the chains' start and at each kept draw, so it is on the scale of
@@ -33,6 +33,17 @@ objective) at the chains' start and at each kept draw, so it is on the scale of
 ``extras["log_joint"]`` per chain from the start. Chain c samples with the key of
 seed ``seed + c`` (and starts at the MM fit of that seed), so it is the one-chain
 fit of that seed.
+
+Start groups (``chains_per_start`` = k, default 1): chains c and c' share their start
+when ``c // k == c' // k``, the start of chain ``k * (c // k)`` (the MM fit or prior
+draw of seed ``seed + k * (c // k)``); each chain still samples with the key of seed
+``seed + c``. With k > 1, chain c is therefore no longer the one-chain fit of seed
+``seed + c`` but that fit started where its group's first chain starts. The groups are
+the superchains of nested R-hat (Margossian et al. 2024,
+:func:`bernmf.posterior.mixing.mode_rhat`): chains of one start that disagree have not
+forgotten it, chains of different starts that disagree may sit in different modes.
+``extras["chains_per_start"]`` says how many chains shared each start (all of them
+with a user ``init``).
 """
 
 from __future__ import annotations
@@ -104,6 +115,7 @@ def check_options(options: dict) -> None:
         ("num_samples", 1, MAX_ITER),
         ("thinning", 1, MAX_ITER),
         ("max_tree_depth", 1, MAX_TREE_DEPTH),
+        ("chains_per_start", 1, None),
     ):
         check_count(name, options[name], minimum, most)
     check_real("target_accept_prob", options["target_accept_prob"], 0, 1, closed="neither")
@@ -131,19 +143,26 @@ def mm_start_prior(prior: Prior) -> Prior:
     return Prior(*(np.maximum(np.asarray(v, float), 1.0) for v in prior))
 
 
-def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
-    """Starting W (C, M, K) and H (C, K, N) of each chain, strictly inside the support."""
+def initial_factors(
+    data: Observed, rank, prior, seed, init, start, num_chains, chains_per_start: int = 1
+):
+    """Starting W (C, M, K) and H (C, K, N) of each chain, strictly inside the support.
+
+    Chain c starts where chain ``k * (c // k)`` would start alone (k = ``chains_per_start``):
+    at the MM fit or prior draw of seed ``seed + k * (c // k)``; every chain at ``init`` when
+    given. Each distinct start is made once.
+    """
     M, N = data.shape
+    seeds = list(range(seed, seed + num_chains, chains_per_start))  # one a start group
     if init is not None:
         W, H = check_init(init, M, N, rank)
-        starts = [(W, H)] * num_chains
-    elif start == "mm":  # every chain's MM fit in one compiled call
-        seeds = list(range(seed, seed + num_chains))
+        starts = [(W, H)] * len(seeds)
+    elif start == "mm":  # every group's MM fit in one compiled call
         options = mm.ENGINE.with_defaults({})
         points = mm.run_members(data, rank, mm_start_prior(prior).broadcast(rank), seeds, **options)
         starts = [(point.W, point.H) for point in points]
-    else:  # chain c from seed + c, as the one-chain fit of that seed
-        rngs = [np.random.default_rng(seed + chain) for chain in range(num_chains)]
+    else:  # as the one-chain fit of each group's seed
+        rngs = [np.random.default_rng(s) for s in seeds]
         starts = [
             (
                 rng.dirichlet(prior.gamma, size=M),
@@ -151,8 +170,9 @@ def initial_factors(data: Observed, rank, prior, seed, init, start, num_chains):
             )
             for rng in rngs
         ]
-    W = np.stack([w for w, _ in starts])
-    H = np.stack([h for _, h in starts])
+    group = np.arange(num_chains) // chains_per_start
+    W = np.stack([w for w, _ in starts])[group]
+    H = np.stack([h for _, h in starts])[group]
     return unconstrained.interior(W, H)
 
 
@@ -256,6 +276,7 @@ OPTIONS = {
     "max_tree_depth": 10,
     "dense_mass": False,
     "start": "mm",
+    "chains_per_start": 1,
     "chain_method": None,
     "dtype": "float64",
     "progress": True,
@@ -278,6 +299,7 @@ def run(
     max_tree_depth: int,
     dense_mass: bool,
     start: str,
+    chains_per_start: int,
     chain_method: str | None,
     dtype: str,
     progress: bool,
@@ -291,6 +313,9 @@ dense_mass
         As in NumPyro's ``MCMC`` and ``NUTS`` (a diagonal mass matrix by default).
     start : {"mm", "prior"}
         Where chains start when no ``init`` is given (see the module docstring).
+    chains_per_start : int
+        Chains that share each start (the start groups of the module docstring); 1: each
+        chain its own.
     chain_method : {"parallel", "sequential", "vectorized"}, optional
         Default: :func:`default_chain_method`.
     dtype : {"float64", "float32"}
@@ -313,13 +338,14 @@ dense_mass
         compiling the sampler (0 when a fit of the same shapes and options compiled
         it: :func:`sample_chain`), ``timings["run"]`` the sampling time,
         ``timings["start"]`` the time of the MM starts; ``extras`` chain_method,
-        divergences, start ("mm", "prior" or "init" for a user ``init``).
+        divergences, start ("mm", "prior" or "init" for a user ``init``),
+        chains_per_start (``num_chains`` with a user ``init``).
     """
     from bernmf.models import numpyro_model
 
     chain_method = chain_method or default_chain_method(num_chains)
     begin = time.perf_counter()
-    W0, H0 = initial_factors(data, rank, prior, seed, init, start, num_chains)
+    W0, H0 = initial_factors(data, rank, prior, seed, init, start, num_chains, chains_per_start)
     start = "init" if init is not None else start
     start_seconds = time.perf_counter() - begin
     with jax.enable_x64(dtype == "float64"):  # float32: all of NumPyro in float32
@@ -403,6 +429,7 @@ dense_mass
             "chain_method": chain_method,
             "divergences": divergences,
             "start": start,
+            "chains_per_start": num_chains if init is not None else chains_per_start,
             "log_joint": log_joint,
         },
         posterior=Posterior({"W": W_draws, "H": H_draws}, sample_stats),
