@@ -72,6 +72,8 @@ def test_large_datasets_get_their_sizes_and_the_others_the_defaults():
     grids, small_grids = {g.label: g for g in large.grids}, {g.label: g for g in small.grids}
     assert small_grids["nuts"].budgets == (1, 2, 4)
     assert small_grids["nuts"].options["max_tree_depth"] == MAX_TREE_DEPTH
+    for family in ("nuts", "gibbs"):  # 4 chains: 2 starts of 2, nested R-hat's superchains
+        assert small_grids[family].options["chains_per_start"] == 2
     assert grids["nuts"].budgets == LARGE_SIZES["budgets"]
     assert grids["nuts"].options["max_tree_depth"] == LARGE_SIZES["max_tree_depth"]
     assert grids["nuts"].options["num_samples"] == LARGE_SIZES["samples"]

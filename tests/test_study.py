@@ -173,6 +173,19 @@ def test_the_chains_rule_and_metrics(budgeted):
     assert chains["rhat_nested_max"].isna().all()  # each chain its own start
 
 
+@pytest.mark.slow
+def test_the_chains_rule_reports_nested_rhat_over_start_groups():
+    """4 Gibbs chains, 2 a start (chains_per_start, read from the fits): the row has a
+    nested R-hat, which chains each of its own start (above) do not."""
+    grid = Grid("gibbs", (2,), ((1.0, 1.0, 1.0),), {"num_warmup": 10, "num_samples": 10,
+                "chains_per_start": 2, "progress": False}, members=4)  # fmt: skip
+    paired = dataclasses.replace(
+        BUDGETED, grids=(grid,), methods=(Method("gibbs", "chains"),), metrics=("mixing",)
+    )
+    row = study.run(paired, stream=io.StringIO()).table.iloc[0]
+    assert row["rhat_nested_max"] >= 1.0 and row["mixing"] in STATUSES
+
+
 def test_the_table_has_a_row_per_dataset_seed_set_and_method(tiny):
     table = tiny.table
     assert len(table) == 2 * 2 * len(TINY.methods)  # R in {1, 2} x 2 seed sets x methods

@@ -242,6 +242,8 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
     elif engine == "gibbs":
         options |= {"num_warmup": args.gibbs_samples, "num_samples": args.gibbs_samples}
         members, scaled = args.chains, ("num_warmup", "num_samples")
+    if engine in ("nuts", "gibbs"):  # two start groups, the superchains of nested R-hat
+        options["chains_per_start"] = max(1, args.chains // 2)
     if engine in ("nuts", "svi", "gibbs"):
         options["progress"] = not args.quiet
     if engine in ("nuts", "svi"):
