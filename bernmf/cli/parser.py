@@ -138,13 +138,16 @@ pareto.png (test perplexity against seconds) and environment.json.""",
   bernmf reproduce modes --quick
   bernmf reproduce stacking --datasets animals paleo
   bernmf reproduce sbc --quick
+  bernmf reproduce posterior_accuracy --quick
 
 Runs a study of bernmf.studies (installed with the package): paper (the paper's
 protocol; outputs in OUT/corrected or OUT/as_published), modes (single MAP fits against
 ensembles), stacking (stacks across engines) and posterior_vs_map (every engine family
 at matched CPU budgets), each a configuration of the study runner
-(bernmf.studies.study), and sbc (simulation-based calibration of every engine's
-posterior on data drawn from the prior); see each module for its protocol and outputs.""",
+(bernmf.studies.study), sbc (simulation-based calibration of every engine's
+posterior on data drawn from the prior) and posterior_accuracy (every engine's posterior
+against a reference posterior, at its CPU cost); see each module for its protocol and
+outputs.""",
 }
 
 

@@ -62,6 +62,7 @@ STUDIES = {
     "stacking": "bernmf.studies.stacking",
     "posterior_vs_map": "bernmf.studies.posterior_vs_map",
     "sbc": "bernmf.studies.sbc",
+    "posterior_accuracy": "bernmf.studies.posterior_accuracy",
 }
 """The studies ``bernmf reproduce`` runs: name -> module with ``main(argv) -> int`` (the
 options of :func:`parser`, and its own), writing ``summary.csv`` among its results in
