@@ -63,14 +63,16 @@ errors of the difference (:func:`chain_distances`). Chains of one distribution d
 Monte Carlo error alone: 2.58 standard errors at the 99th percentile of a normal, and more
 where an entry's ESS is below the chain's median. Measured (4 chains, 99th percentiles
 of every pair): iid normal draws 2.6 to 2.7; NUTS on simulated 200 x 100 (K = 4, flat
-prior, one mode) 2.6 to 3.4 with chains of 250 + 250 draws (5 seeds), 2.9 to 3.7 with 500
-+ 500; Gibbs there 3.8 to 6.0 with chains of 1,000 + 1,000 sweeps (a chain's median ESS
-100, 1% of its entries at 7 to 10), and 2.8 to 3.6 with 2,500 + 2,500 (one mode). Chains
-that stay apart: Gibbs on paleo (K = 16, Beta(0.1, 0.1), 1,000 + 1,000 sweeps, median ESS
-260 to 300 a chain) 12 to 18 between three groups, 4.0 within the fourth. 8 is a third
-above the largest distance within one mode measured, two thirds of the least between
-modes. In posterior sds, 8 standard errors are 8 sqrt(1 / e_i + 1 / e_j): 1.1 sds at ESS
-100, 0.5 at 500 (where an ESS-blind rule took 1 sd)."""
+prior, one mode) 2.6 to 3.4 with chains of 250 + 250 draws (fits of seeds 0 to 4, whose
+chains share seeds 0 to 7), 3.1 to 6.2 on the posterior-vs-MAP study's split of it (2
+starts of 2 chains, median ESS 129 to 182 a chain), 2.9 to 3.7 with 500 + 500; Gibbs
+there 3.8 to 6.0 with chains of 1,000 + 1,000 sweeps (a chain's median ESS 100, 1% of its
+entries at 7 to 10), 2.8 to 3.6 with 2,500 + 2,500 (one mode). Chains that stay apart:
+Gibbs on paleo (K = 16, Beta(0.1, 0.1), 1,000 + 1,000 sweeps, median ESS 260 to 300 a
+chain) 12 to 18 between three groups, 4.0 within the fourth. 8 lies between the largest
+distance measured within one mode (6.2) and the least between modes (12). In posterior
+sds, 8 standard errors are 8 sqrt(1 / e_i + 1 / e_j): 1.1 sds at ESS 100, 0.5 at 500
+(where an ESS-blind rule took 1 sd)."""
 
 GAP_PER_ENTRY = 1e-3
 """Members disagree strongly when the best objectives of the best and the worst modes
