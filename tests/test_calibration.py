@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bernmf.posterior.calibration import NO_INTERVAL, interval_coverage, reliability
+from bernmf.posterior.calibration import NO_INTERVAL, ece_floor, interval_coverage, reliability
 
 
 def _reference_ece(y, p, bins):
@@ -154,3 +154,22 @@ def test_coverage_refuses_bad_input():
         interval_coverage(np.where(truth > 0, np.nan, truth), W, H)
     with pytest.raises(ValueError, match="max_block_values"):
         interval_coverage(truth, W, H, max_block_values=0)
+
+
+def test_the_ece_floor_is_the_ece_of_outcomes_drawn_from_the_predictions():
+    """Against reliability() of outcomes drawn afresh from the same predictions (an
+    independent simulation): the same mean, within Monte Carlo error; it shrinks with more
+    entries, as 1 / sqrt(n) would have it."""
+    rng = np.random.default_rng(4)
+    probs = rng.random((60, 40))
+    mask = rng.random((60, 40)) < 0.3
+    floor = ece_floor(probs, mask, draws=400)
+    drawn = [
+        reliability((rng.random(probs.shape) < probs).astype(float), probs, mask).ece
+        for _ in range(400)
+    ]
+    # two means of 400 draws each: their difference has sd sqrt(2) sd / 20
+    assert floor == pytest.approx(np.mean(drawn), abs=4 * np.sqrt(2) * np.std(drawn) / 20)
+    assert ece_floor(probs, np.ones_like(mask)) < 0.7 * floor  # 3.3 times the entries
+    with pytest.raises(ValueError, match="no scored entry"):
+        ece_floor(probs, np.zeros_like(mask))

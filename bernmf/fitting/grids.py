@@ -79,14 +79,17 @@ class EngineGrid:
 
 
 class Setting(NamedTuple):
-    """One (rank, prior) of a grid and its members, one per seed (priors as given)."""
+    """One (rank, prior) of a grid and its members, one per seed (priors as given), the
+    studies' compute budget of its options, and the seconds its step spent compiling (the
+    most any of its fits, its warm-up's included, reported: one program per step)."""
 
     grid: EngineGrid
     engine: Engine
     rank: int
     prior: Prior | None
     members: list[Scored]
-    budget: int | None = None  # the studies' compute budget of its options
+    budget: int | None = None
+    compile_seconds: float = 0.0
 
 
 @dataclass
@@ -337,15 +340,17 @@ def _step(grid, engine, train, held_out, rank, priors, seeds, options, warmup, b
     if batching.get("progress"):  # the engine's own lines, named as the step's
         batching |= {"label": label, "stream": stream}
     step = (fitter, engine, train, held_out, rank, priors)
+    warmed = []
     if warmup:  # a batched call's program holds every prior; the others' compile once a rank
         warm, warm_options = priors[:1], options
         if engine.run_settings is not None:  # every prior, stopped at once (tol is an argument)
             warm, warm_options = priors, {**options, "tol": WARMUP_TOL}
         seeded = [WARMUP_SEED + s for s in seeds[:size]]
-        _timed(fitter, engine, train, held_out, rank, warm, seeded, warm_options, batching)
+        warmed = _timed(fitter, engine, train, held_out, rank, warm, seeded, warm_options, batching)
     calls = [
         _timed(*step, seeds[k : k + size], options, batching) for k in range(0, len(seeds), size)
     ]
+    compiled = max(m.fit.timings.get("compile", 0.0) for call in [warmed, *calls] for m in call)
     seconds = time.perf_counter() - begin
     found = []
     for i, prior in enumerate(priors):  # priors outermost in every call
@@ -353,7 +358,7 @@ def _step(grid, engine, train, held_out, rank, priors, seeds, options, warmup, b
         for call in calls:
             per = len(call) // len(priors)
             members += call[i * per : (i + 1) * per]
-        found.append(Setting(grid, engine, rank, prior, members))
+        found.append(Setting(grid, engine, rank, prior, members, compile_seconds=compiled))
     fits = [m.fit for s in found for m in s.members]
     if budget is not None:
         budget.measured(engine.name, rank, fits)
@@ -363,7 +368,6 @@ def _step(grid, engine, train, held_out, rank, priors, seeds, options, warmup, b
         {"grid": grid.label, "engine": engine.name, "rank": rank, "fits": count,
          "seconds": seconds, "cpu_seconds": cpu, "validation_perplexity": _best_score(best)}
     )  # fmt: skip
-    compiled = sum(f.timings.get("compile", 0.0) for f in fits)
     at = "" if best.prior is None or grid.priors is None else f" at {_describe(best.prior)}"
     say(
         progress,

@@ -18,7 +18,6 @@ W and H:
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import rel_entr
 
 from bernmf.posterior.draws import component_permutations, permute_draws
 
@@ -91,9 +90,19 @@ def sd_ratio(sd, reference_sd) -> float:
 
 
 def kl_predictive(probs, reference_probs) -> float:
-    """Mean over the entries of KL(Bernoulli(reference) || Bernoulli(probs)), in nats."""
+    """Mean over the entries of KL(Bernoulli(reference) || Bernoulli(probs)), in nats.
+
+    ``0 log(0 / q) = 0``; an outcome of reference probability > 0 given probability 0 makes
+    it inf (numpy's, not scipy's ``rel_entr``: ``bernmf --help`` loads no scipy).
+    """
     p, q = np.asarray(reference_probs, float), np.asarray(probs, float)
-    return float(np.mean(rel_entr(p, q) + rel_entr(1 - p, 1 - q)))
+    return float(np.mean(_relative_entropy(p, q) + _relative_entropy(1 - p, 1 - q)))
+
+
+def _relative_entropy(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``p log(p / q)`` elementwise: 0 where p = 0, inf where p > 0 = q."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(p > 0, p * (np.log(p) - np.log(q)), 0.0)
 
 
 def accuracy(approximate: dict, reference: dict, probs=None) -> dict:

@@ -52,7 +52,8 @@ from bernmf.inference import Engine, get_engine
 from bernmf.models import Prior
 from bernmf.models.simulate import simulate
 from bernmf.models.spec import ZeroProbabilityWarning
-from bernmf.posterior.calibration import interval_coverage, reliability
+from bernmf.posterior.accuracy import kl_predictive
+from bernmf.posterior.calibration import ece_floor, interval_coverage, reliability
 from bernmf.results.fit import Fit
 from bernmf.studies import published
 
@@ -96,13 +97,19 @@ RULES = (
   training and validation entries (its validation perplexity is NaN).
 """
 
-METRICS = ("min_test_probability", "ece", "coverage", "mixing")
+METRICS = ("min_test_probability", "ece", "coverage", "mixing", "kl_truth")
 """Extra columns a study may ask for:
 
 - ``min_test_probability``: the smallest probability the result gives a test entry's
   outcome (0 would score inf);
 - ``ece``: the expected calibration error of the test predictions, their reliability
-  bins in :attr:`StudyResult.reliability` (:func:`bernmf.posterior.calibration.reliability`);
+  bins in :attr:`StudyResult.reliability` (:func:`bernmf.posterior.calibration.reliability`),
+  and ``ece_floor``, the mean ECE that the same predictions score when they are right (the
+  outcomes drawn from them: :func:`bernmf.posterior.calibration.ece_floor`), below which
+  two ECEs cannot be told apart;
+- ``kl_truth``: on a :class:`Simulation`, the mean over the test entries of KL(Bernoulli(true
+  WH) || Bernoulli(the result's P(Y=1))), the excess log loss over the truth's without the
+  noise of the test outcomes (:func:`bernmf.posterior.accuracy.kl_predictive`);
 - ``coverage``: on a :class:`Simulation`, the share of the true WH entries inside the
   result's central 50% and 90% posterior intervals (``coverage_50``, ``coverage_90``;
   "no interval" for a result without draws;
@@ -112,12 +119,12 @@ METRICS = ("min_test_probability", "ece", "coverage", "mixing")
 """
 
 MIXING_COLUMNS = (
-    "mixing", "chain_rule", "modes", "ess_bulk_chain_min", "rhat_bound",
+    "mixing", "chain_rule", "chain_weights", "modes", "ess_bulk_chain_min", "rhat_bound",
     "share_rhat_le_bound", "share_rhat_le_1.01", "rhat_nested_max", "divergences",
 )  # fmt: skip
 """The ``mixing`` metric's columns (:class:`bernmf.posterior.mixing.ModeRhat`): the status
 (``mixed``, ``low ESS`` or ``distinct modes``), the rule (``mean`` or ``chain
-stacking``), the chains' modes (:func:`bernmf.fitting.modes.chain_modes`), each chain's
+stacking``) and the chains' weights (3 decimals, space-separated), the chains' modes (:func:`bernmf.fitting.modes.chain_modes`), each chain's
 bulk ESS of WH (median over its entries) at the least chain, the R-hat bound at that ESS
 (:func:`bernmf.posterior.mixing.rhat_bound`), the share of WH entries at R-hat <= that
 bound and at R-hat <= 1.01 across all chains, the largest nested R-hat with the chains'
@@ -417,8 +424,9 @@ class StudyResult(NamedTuple):
 class _Data(NamedTuple):
     """One dataset of a study: its name, Y, split, training entries, the held-out ones that
     score every member (the validation entries; a :class:`Matrix`'s test entries when it
-    has no validation entries) and the test entries, as the engines read them, and its
-    truth (a simulation's W @ H, else None)."""
+    has no validation entries) and the test entries, as the engines read them, its truth (a
+    simulation's W @ H, else None) and the seed of its random split (NaN: the paper's split,
+    or a :class:`Matrix`'s own)."""
 
     name: str
     Y: object
@@ -427,6 +435,7 @@ class _Data(NamedTuple):
     held_out: object
     test: object
     truth: np.ndarray | None
+    split_seed: float = np.nan
 
 
 def _check_matrix(study: Study, matrix: Matrix) -> None:
@@ -646,7 +655,7 @@ class _Choice(NamedTuple):
     fitted: list | None = None
 
 
-def _choose(study, grid, fitting, clock, fit_rows, dataset, chosen) -> _Choice | None:
+def _choose(study, grid, fitting, clock, fit_rows, chosen) -> _Choice | None:
     """The settings of one grid: with ``choose_seed``, the setting of least validation
     perplexity at that seed (at the first budget; nothing fitted when there is one
     setting). ``chosen`` maps the labels of the grids done to their chosen rank (for
@@ -665,7 +674,7 @@ def _choose(study, grid, fitting, clock, fit_rows, dataset, chosen) -> _Choice |
     seed = 0 if grid.deterministic else study.choose_seed
     options = _options(grid, engine, 1, choosing=True, budget=grid.budgets[0])
     choice = _fitted_settings(grid, engine, settings, [seed], options, fitting, clock)
-    fit_rows += [_fits_row(dataset, s, s.members[0], CHOICE) for s in choice]
+    fit_rows += [_fits_row(fitting.on, s, s.members[0], CHOICE) for s in choice]
     if not choice:
         return None
     best = min(choice, key=lambda s: _perplexity(s.members[0].lpd))
@@ -680,10 +689,10 @@ def _shared(grid: Grid) -> bool:
     return set(grid.scaled) <= {"members"}
 
 
-def _fit_at(study, choice: _Choice, budget, fitting, clock, fit_rows, dataset) -> list[Setting]:
+def _fit_at(study, choice: _Choice, budget, fitting, clock, fit_rows) -> list[Setting]:
     """The chosen settings of one grid fitted at ``budget``, each with its pool of members
-    (a shared grid's: at its largest budget, for every budget), the choice's CPU seconds
-    shared among them."""
+    (a shared grid's: at its largest budget, for every budget). The choice's CPU seconds are
+    not among the members': a row says them apart (``tuning_seconds``)."""
     grid = choice.grid
     if choice.fitted is not None:
         return choice.fitted
@@ -694,18 +703,15 @@ def _fit_at(study, choice: _Choice, budget, fitting, clock, fit_rows, dataset) -
     options = _options(grid, engine, len(seeds), choosing=False, budget=budget)
     made = _fitted_settings(grid, engine, choice.settings, seeds, options, fitting, clock)
     made = [s._replace(budget=None if _shared(grid) else budget) for s in made]
-    fit_rows += [_fits_row(dataset, s, m, MEMBER) for s in made for m in s.members]
-    extra = choice.cpu / len(seeds)
-    return [
-        s._replace(members=[m._replace(cpu_seconds=m.cpu_seconds + extra) for m in s.members])
-        for s in made
-    ]
+    fit_rows += [_fits_row(fitting.on, s, m, MEMBER) for s in made for m in s.members]
+    return made
 
 
-def _fits_row(dataset, setting: Setting, member: Scored, stage: str) -> dict:
+def _fits_row(on: _Data, setting: Setting, member: Scored, stage: str) -> dict:
     """The row of one fit in :attr:`StudyResult.fits`."""
     return {
-        "dataset": dataset,
+        "dataset": on.name,
+        "split_seed": on.split_seed,
         "grid": setting.grid.label,
         "engine": setting.engine.name,
         "stage": stage,
@@ -784,6 +790,7 @@ def _chains(chosen, Y, split, train, held_out):
     columns = {
         "mixing": mode.status,
         "chain_rule": mode.rule,
+        "chain_weights": " ".join(f"{w:.3f}" for w in mode.weights),
         "modes": int(table.index.str.startswith("mode ").sum()),
         **table.loc["all", every].to_dict(),
         "rhat_nested_max": table.loc["nested", "rhat_max"] if "nested" in table.index else np.nan,
@@ -828,13 +835,13 @@ def _min_probability(result: Fit, Y, split) -> float:
     return float(np.min(np.where(y == 1, p, 1 - p)))
 
 
-def _rows(study, on: _Data, R, j, budget, method, settings) -> list[tuple]:
+def _rows(study, on: _Data, R, j, budget, method, settings, tuning: dict) -> list[tuple]:
     """The rows of one method at one seed set (one, but a row per member for ``each``): each
     ``(row, result, weights, reliability bins)``, its result chosen on validation and
-    scored on test."""
+    scored on test; its costs apart (:func:`_costs`)."""
     Y, split, train, held_out = on.Y, on.split, on.train, on.held_out
     chosen = [(s, ms) for s, ms in settings if method.grids is None or s.grid.label in method.grids]
-    made = (study, on, R, j, budget, method)
+    made = (study, on, R, j, budget, method, _costs(chosen, tuning))
     if method.rule == "each":
         return _each(made, chosen, on)
     if method.rule == "first":  # "single" among the first members: the others not fitted
@@ -849,6 +856,19 @@ def _rows(study, on: _Data, R, j, budget, method, settings) -> list[tuple]:
     combining = time.process_time() - begin
     cpu = sum(m.cpu_seconds for _, ms in chosen for m in ms) + combining
     return [_scored(*made, result, validation, setting, cpu, mixing=mixing)]
+
+
+def _costs(chosen, tuning: dict) -> dict:
+    """The costs of a row kept apart from its ``cpu_seconds`` (the CPU of the fits it is made
+    of): ``tuning_seconds``, the CPU seconds of its grids' choices (each fitted once for every
+    seed set and budget), and ``compile_seconds``, the most any of its settings' steps spent
+    compiling (:attr:`bernmf.fitting.grids.Setting.compile_seconds`: a program is compiled
+    once per shape and options, then reused)."""
+    labels = {s.grid.label for s, _ in chosen}
+    return {
+        "tuning_seconds": float(sum(tuning.get(label, 0.0) for label in labels)),
+        "compile_seconds": max((s.compile_seconds for s, _ in chosen), default=0.0),
+    }
 
 
 def _each(made: tuple, chosen, on: _Data) -> list[tuple]:
@@ -868,10 +888,11 @@ def _each(made: tuple, chosen, on: _Data) -> list[tuple]:
     ]
 
 
-def _scored(study, on: _Data, R, j, budget, method, result, validation, setting, cpu, *,
+def _scored(study, on: _Data, R, j, budget, method, costs, result, validation, setting, cpu, *,
             mixing=None, test=None) -> tuple:  # fmt: skip
     """``(row, result, weights, reliability bins)`` of one result: scored on the test entries
-    (``test``: that score, already made), with the study's metrics. A score of inf is a
+    (``test``: that score, already made), with the study's metrics and its ``costs``
+    (:func:`_costs`; rule ``each``: a fit's own compile seconds). A score of inf is a
     finding of the study, in its row and line, and is not warned (as a fit's is:
     :func:`_each`)."""
     Y, split = on.Y, on.split
@@ -885,10 +906,12 @@ def _scored(study, on: _Data, R, j, budget, method, result, validation, setting,
         "rule": method.rule, "validation_perplexity": validation,
         "test_perplexity": test,
         "cpu_seconds": cpu, "chosen": _describe(setting),
+        "split_seed": on.split_seed,
     }  # fmt: skip
     fit = method.rule == "each" or result.mixture is None  # one fit, not a choice's mixture
     fit_columns = fit_row(result, setting.prior if setting else None) if fit else _timings(result)
     row |= {c: fit_columns.get(c, np.nan) for c in FIT_COLUMNS}
+    row |= {k: v for k, v in costs.items() if method.rule != "each" or k != "compile_seconds"}
     if setting is not None:
         row |= {"rank": setting.rank, **_prior_values(setting.prior)}
     weights = _weights(result)
@@ -902,6 +925,10 @@ def _scored(study, on: _Data, R, j, budget, method, result, validation, setting,
     if "ece" in study.metrics:
         diagram = reliability(np.asarray(Y, float), result.probs, split.test)
         row["ece"], bins = diagram.ece, diagram.table
+        row["ece_floor"] = ece_floor(result.probs, split.test & ~np.isnan(np.asarray(Y, float)))
+    if "kl_truth" in study.metrics and on.truth is not None:
+        test = np.asarray(split.test, bool)
+        row["kl_truth"] = kl_predictive(result.probs[test], on.truth[test])
     if "mixing" in study.metrics:
         row |= {c: (mixing or {}).get(c, np.nan) for c in MIXING_COLUMNS}
     if "coverage" in study.metrics and on.truth is not None:
@@ -934,10 +961,11 @@ def run(
         Its ``table`` has one row per dataset x R x seed set x budget x method: study,
         dataset, R, seed_set, budget, method, rule, validation_perplexity,
         test_perplexity, cpu_seconds (the CPU seconds of every fit the method chose
-        among, the choice's fits with ``choose_seed``, and its combining), chosen (the
+        among and of its combining, compiling excluded with ``warmup``), chosen (the
         setting), :data:`FIT_COLUMNS` (of a single fit; rank and prior of a chosen
-        setting; a mixture's converged, seconds and compile_seconds), weights (per
-        engine, of a stack) and the study's metrics; rule ``each`` gives a row per fit.
+        setting; a mixture's converged and seconds), tuning_seconds and compile_seconds
+        (apart: :func:`_costs`), split_seed (of a random split), weights (per engine, of a
+        stack) and the study's metrics; rule ``each`` gives a row per fit.
     """
     studies = [studies] if isinstance(studies, Study) else list(studies)
     rows, fit_rows, weights, results, bins = [], [], [], {}, []
@@ -948,7 +976,7 @@ def run(
                     if row["rule"] in ("single", "each"):
                         results[len(rows)] = result
                     rows.append(row)
-                    keys = {k: row[k] for k in ("dataset", "R", "seed_set", "method")}
+                    keys = {k: row[k] for k in ("dataset", "split_seed", "R", "seed_set", "method")}
                     if weight is not None:
                         weights.append(weight.assign(**keys))
                     if table is not None:
@@ -978,34 +1006,38 @@ def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
     held_out = test  # a Matrix without validation entries: nothing is chosen (Study checks it)
     if split.validation.any():
         held_out = held_out_entries(Y, train, split.validation)
-    on = _Data(name, Y, split, train, held_out, test, truth_of(data))
+    random = study.split == "random" and not isinstance(data, Matrix)
+    seed = study.split_seed if random else np.nan
+    on = _Data(name, Y, split, train, held_out, test, truth_of(data), seed)
     clock = Budget(study.budget, clock=time.process_time, unit="CPU s")
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
     chosen = {}
     fitting = _Fitting(on, stream, study.seed_sets if study.warmup else 0, watch, study.keep_draws)
-    choices = [_choose(study, g, fitting, clock, fit_rows, name, chosen) for g in study.grids]
+    choices = [_choose(study, g, fitting, clock, fit_rows, chosen) for g in study.grids]
     choices = [c for c in choices if c is not None]
+    tuning = {c.grid.label: c.cpu for c in choices}
     shared = [
         s
         for c in choices
         if _shared(c.grid)
-        for s in _fit_at(study, c, max(c.grid.budgets), fitting, clock, fit_rows, name)
+        for s in _fit_at(study, c, max(c.grid.budgets), fitting, clock, fit_rows)
     ]
     for budget in sorted({b for grid in study.grids for b in grid.budgets}):
         pools = shared + [  # a budget's fits at a time: only they hold their draws
             s
             for c in choices
             if not _shared(c.grid) and budget in c.grid.budgets
-            for s in _fit_at(study, c, budget, fitting, clock, fit_rows, name)
+            for s in _fit_at(study, c, budget, fitting, clock, fit_rows)
         ]
         for R in study.members:
             for j in range(study.seed_sets):
                 if not _over(clock, f"R={R} set {j}", stream):
-                    yield _seed_set(study, pools, on, R, j, budget, stream)
+                    yield _seed_set(study, pools, on, R, j, budget, stream, tuning)
 
 
-def _seed_set(study, pools, on: _Data, R, j, budget, stream) -> list:
-    """The rows of every method at seed set j of R members and ``budget``."""
+def _seed_set(study, pools, on: _Data, R, j, budget, stream, tuning: dict) -> list:
+    """The rows of every method at seed set j of R members and ``budget``; ``tuning``: the
+    CPU seconds of each grid's choice (by label)."""
     settings = []
     for s in pools:
         if budget not in s.grid.budgets or s.budget not in (None, budget):
@@ -1026,7 +1058,7 @@ def _seed_set(study, pools, on: _Data, R, j, budget, stream) -> list:
             continue
         if method.budgets is not None and budget not in method.budgets:
             continue
-        found += _rows(study, on, R, j, budget, method, settings)
+        found += _rows(study, on, R, j, budget, method, settings, tuning)
     at = "" if budget == 1 else f" budget {budget}"
     log(f"  R={R} set {j}{at}: " + ", ".join(_said(found)), stream)
     return found
