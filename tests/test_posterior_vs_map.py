@@ -1,101 +1,129 @@
-"""The posterior-vs-MAP study's configuration (bernmf.studies.posterior_vs_map): its prior
-grids, simulated shapes and the large datasets' sizes. Its quick run end to end is in
-test_study.py."""
+"""The posterior-vs-MAP study (bernmf.studies.posterior_vs_map): its units and grids, the
+paired differences against the best MAP row, and that no test label decides anything in
+the whole study (samplers, chosen priors, chain rules, stacks and mixtures). Its quick run
+end to end is in test_study.py."""
 
 from __future__ import annotations
+
+import dataclasses
+import io
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from bernmf.data.split import random_split
+from bernmf.posterior.mixing import DISTINCT_MODES, ModeRhat
+from bernmf.studies import study
 from bernmf.studies.posterior_vs_map import (
-    BAYES_VALUES,
-    LARGE,
-    LARGE_SIZES,
+    MAP_FAMILIES,
     MAX_TREE_DEPTH,
-    NUTS_VALUES,
     SHAPES,
-    SIMULATED_SIZES,
     TOP,
     axis_top,
     configurations,
+    paired_differences,
     parse,
     short_names,
 )
+from bernmf.studies.study import MIXING_COLUMNS, Matrix, load_data
 
 
-def _dataset_priors(argv) -> dict:
-    """Each family's priors in the datasets' study that ``argv`` configures."""
-    datasets = configurations(parse([*argv, "--skip-simulated", "--datasets", "animals"]))[-1]
-    return {grid.label: set(grid.priors or ()) for grid in datasets.grids}
-
-
-def test_the_bayesian_grids_reach_below_the_former_edge():
-    """Every Bayesian family chose 0.1, the former grid's smallest value, on animals: the
-    grids now go to 0.02 (nuts to 0.05, where its tuning fits become slow), every pair."""
-    assert min(BAYES_VALUES) == 0.02 and min(NUTS_VALUES) == 0.05
-    priors = _dataset_priors([])
-    assert set(priors) == {"mm", "em", "nuts", "svi_normal", "svi_lowrank", "gibbs", "vb"}
-    assert priors["em"] == set()  # prior-free
-    for family in ("svi_normal", "svi_lowrank", "gibbs", "vb"):
-        assert priors[family] == {(a, b, 1.0) for a in BAYES_VALUES for b in BAYES_VALUES}
-    assert priors["nuts"] == {(a, b, 1.0) for a in NUTS_VALUES for b in NUTS_VALUES}
-    assert min(alpha for alpha, _, _ in priors["mm"]) == 1.0  # mm's own grid, unchanged
-
-
-@pytest.mark.parametrize(
-    ("argv", "pairs"),
-    [(["--bayes-values", "0.3", "1"], {(0.3, 0.3), (0.3, 1.0), (1.0, 0.3), (1.0, 1.0)}),
-     (["--quick"], {(0.5, 0.5)})],
-)  # fmt: skip
-def test_given_values_and_quick_set_every_bayesian_grid(argv, pairs):
-    priors = _dataset_priors(argv)
-    for family, grid in priors.items():
-        if family not in ("mm", "em"):
-            assert grid == {(a, b, 1.0) for a, b in pairs}, family
-
-
-def test_large_datasets_get_their_sizes_and_the_others_the_defaults():
-    """paleo and lastfm (LARGE) are fitted at LARGE_SIZES, animals at the options; two
-    simulated shapes by default, a study each at its true rank and SIMULATED_SIZES; five
-    seed sets in every part."""
+def test_a_study_per_unit_each_matrix_and_split_its_own():
+    """20 matrices per simulated shape, each with its own split (matrix and split seed s),
+    then 10 random splits of animals; only each shape's first unit warms up."""
     made = configurations(parse(["--data-dir", "unused"]))
     simulated = [s for s in made if s.simulations]
-    assert [(s.simulations[0].rows, s.simulations[0].cols) for s in simulated] == [
-        shape[:2] for shape in SHAPES
-    ]
-    assert [s.grids[0].ranks for s in simulated] == [(shape[2],) for shape in SHAPES]
-    assert {g.budgets for s in simulated for g in s.grids} == {SIMULATED_SIZES["budgets"]}
-    small, large = [s for s in made if s.datasets]
-    assert small.datasets == ("animals",) and large.datasets == LARGE
-    assert {s.seed_sets for s in made} == {5}
-    grids, small_grids = {g.label: g for g in large.grids}, {g.label: g for g in small.grids}
-    assert small_grids["nuts"].budgets == (1, 2, 4)
-    assert small_grids["nuts"].options["max_tree_depth"] == MAX_TREE_DEPTH
-    for family in ("nuts", "gibbs"):  # 4 chains: 2 starts of 2, nested R-hat's superchains
-        assert small_grids[family].options["chains_per_start"] == 2
-    assert grids["nuts"].budgets == LARGE_SIZES["budgets"]
-    assert grids["nuts"].options["max_tree_depth"] == LARGE_SIZES["max_tree_depth"]
-    assert grids["nuts"].options["num_samples"] == LARGE_SIZES["samples"]
-    assert grids["gibbs"].options["num_samples"] == LARGE_SIZES["gibbs_samples"]
-    assert grids["svi_lowrank"].options["guide_rank"] == LARGE_SIZES["guide_rank"]
-    assert "guide_rank" not in small_grids["svi_lowrank"].options
-    assert grids["nuts"].priors == ((0.05, 0.05, 1.0), (0.1, 0.1, 1.0))  # the two smallest
-    for family in ("svi_normal", "gibbs", "vb"):
-        assert grids[family].priors == ((0.02, 0.02, 1.0), (0.1, 0.1, 1.0)), family
-    assert grids["em"].priors is None and grids["em"].rank_from == "mm"
-    assert grids["em"].members == small_grids["mm"].members
-    assert len(grids["mm"].priors) == len({g.label: g for g in small.grids}["mm"].priors)
-    # --large moves a dataset between the parts; --budgets cuts the large budgets too
-    made = configurations(parse(["--skip-simulated", "--large", "--budgets", "1"]))
-    assert [s.datasets for s in made] == [("animals", "paleo", "lastfm")]
-    made = configurations(parse(["--skip-simulated", "--budgets", "4"]))
-    assert made[-1].grids[0].budgets == (4,)
+    assert len(simulated) == 20 * len(SHAPES)
+    for (M, N, K), first in zip(SHAPES, range(0, 40, 20), strict=True):
+        part = simulated[first : first + 20]
+        assert [s.simulations[0].seed for s in part] == list(range(20))
+        assert [s.split_seed for s in part] == list(range(20))
+        assert {(s.simulations[0].rows, s.simulations[0].cols) for s in part} == {(M, N)}
+        assert [s.warmup for s in part] == [True] + [False] * 19
+        assert {g.ranks for s in part for g in s.grids} == {(K,)}
+    animals = [s for s in made if s.datasets]
+    assert [s.split_seed for s in animals] == list(range(10))
+    assert {s.datasets for s in animals} == {("animals",)} and {s.split for s in made} == {"random"}
+    assert {g.ranks for s in animals for g in s.grids} == {(8,)}
+
+
+def test_the_grids_their_priors_and_budgets():
+    """mm chooses its prior, em has none, the Bayesian families fit the truth's flat prior on
+    simulated data and Beta(0.1, 0.1) on the datasets; the MAP ensembles' budgets run to
+    512 seeds, the samplers' to 2; nuts and gibbs run 2 starts of 2 chains."""
+    made = configurations(parse(["--data-dir", "unused"]))
+    for unit, prior in ((made[0], (1.0, 1.0, 1.0)), (made[-1], (0.1, 0.1, 1.0))):
+        grids = {g.label: g for g in unit.grids}
+        assert set(grids) == {"mm", "em", "nuts", "svi_normal", "svi_lowrank", "gibbs", "vb"}
+        assert len(grids["mm"].priors) == 25 and grids["em"].priors is None
+        for family in ("nuts", "svi_normal", "svi_lowrank", "gibbs", "vb"):
+            assert grids[family].priors == (prior,), family
+            assert grids[family].budgets == (1, 2), family
+        for family in MAP_FAMILIES:
+            assert grids[family].budgets[-1] * grids[family].members == 512
+            assert grids[family].scaled == ("members",)
+        assert grids["nuts"].options["max_tree_depth"] == MAX_TREE_DEPTH
+        assert grids["nuts"].options["chains_per_start"] == 2 and grids["nuts"].members == 4
+        assert set(unit.metrics) == {"ece", "coverage", "mixing", "kl_truth"}
+
+
+def test_quick_is_small():
+    made = configurations(parse(["--quick", "--data-dir", "unused"]))
+    assert len(made) == 4  # 2 matrices of 24 x 18, 2 splits of animals
+    assert {g.label for g in made[0].grids} == {"mm", "em", "nuts", "svi_normal", "gibbs", "vb"}
+    assert {g.budgets for g in made[0].grids if g.label in MAP_FAMILIES} == {(1, 2, 4)}
 
 
 def test_simulated_datasets_are_named_by_shape_and_rank():
     names = pd.Series(["simulated-200x100-K4-seed0", "animals"])
     assert list(short_names(names)) == ["simulated 200x100 K=4", "animals"]
+
+
+def _rows(scores: dict) -> pd.DataFrame:
+    """A rows table of one dataset: {(row, family, budget): [score per unit]}."""
+    return pd.DataFrame(
+        [
+            {"dataset": "d", "unit": u, "row": row, "family": family, "budget": b, "score": s}
+            for (row, family, b), values in scores.items()
+            for u, s in enumerate(values)
+        ]
+    )
+
+
+def test_paired_differences_against_the_best_map_row():
+    """The best MAP row is the MAP row of least mean; a row's difference is paired by unit
+    (a shift common to every unit has a zero-width interval), and its interval is that of the
+    bootstrap of the units, checked against a resampling written out here."""
+    rng = np.random.default_rng(1)
+    units = rng.normal(0.6, 0.05, 30)  # each unit's difficulty, shared by every row
+    rows = _rows(
+        {
+            ("mm stack", "mm", 1): units + 0.01,
+            ("em stack", "em", 1): units + 0.02,
+            ("nuts", "nuts", 1): units - 0.003 + rng.normal(0, 0.004, 30),
+            ("svi", "svi", 1): units + 0.01,
+        }
+    )
+    table = paired_differences(rows, draws=4000, seed=3).set_index("row")
+    assert set(table["best_map"]) == {"mm stack b1"}
+    assert table.loc["mm stack", ["diff_mean", "diff_low", "diff_high"]].tolist() == [0, 0, 0]
+    assert table.loc["svi", "diff_mean"] == pytest.approx(0.0)
+    assert table.loc["svi", "diff_high"] - table.loc["svi", "diff_low"] < 1e-12  # paired
+    nuts = table.loc["nuts"]
+    diffs = rows[rows["row"] == "nuts"]["score"].to_numpy() - (units + 0.01)
+    assert nuts["diff_mean"] == pytest.approx(diffs.mean())
+    means = diffs[np.random.default_rng(7).integers(0, 30, (20000, 30))].mean(axis=1)
+    assert nuts["diff_low"] == pytest.approx(np.percentile(means, 2.5), abs=5e-4)
+    assert nuts["diff_high"] == pytest.approx(np.percentile(means, 97.5), abs=5e-4)
+    assert nuts["diff_high"] < 0  # clearly better than the best MAP row, on every resample
+
+
+def test_an_infinite_map_row_is_never_the_best_and_stays_infinite():
+    rows = _rows({("em mean", "em", 1): [np.inf, 0.5], ("mm stack", "mm", 1): [0.4, 0.5]})
+    table = paired_differences(rows, draws=100).set_index("row")
+    assert table.loc["em mean", "best_map"] == "mm stack b1"
+    assert table.loc["em mean", "diff_mean"] == np.inf
 
 
 def test_a_panel_cuts_its_axis_and_names_the_rows_left_off():
@@ -107,15 +135,12 @@ def test_a_panel_cuts_its_axis_and_names_the_rows_left_off():
     import matplotlib.pyplot as plt
 
     rows = pd.DataFrame(
-        {
-            "row": ["mm stack", "em mean", "svi_lowrank", "svi_lowrank"],
-            "test_perplexity": [0.10, np.inf, 0.30, 0.20],
-            "test_perplexity_sd": [0.001, np.nan, 0.01, 0.01],
-        }
-    )
+        {"row": ["mm stack", "em mean", "svi_lowrank", "svi_lowrank"],
+         "score": [0.10, np.inf, 0.30, 0.20]}
+    )  # fmt: skip
     figure, axis = plt.subplots()
     said = axis_top(rows, axis)
-    assert "em mean inf" in said and "svi_lowrank 0.200" in said and "mm stack" not in said
+    assert "em mean inf" in said and "svi_lowrank 0.2" in said and "mm stack" not in said
     assert axis.get_ylim()[1] == pytest.approx(TOP * 0.10)
     figure2, axis2 = plt.subplots()
     axis2.plot([0, 1], [0.10, 0.11])
@@ -123,3 +148,37 @@ def test_a_panel_cuts_its_axis_and_names_the_rows_left_off():
     assert axis2.get_ylim()[1] < TOP * 0.10  # nothing finite above: the axis as drawn
     plt.close(figure)
     plt.close(figure2)
+
+
+DECIDED = ["dataset", "method", "budget", "validation_perplexity", "chosen", "weights",
+           "rank", "alpha", "beta", "gamma", *MIXING_COLUMNS]  # fmt: skip
+"""What the validation entries decide in a row: nothing here may read a test label."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stacked", [False, True], ids=["as-mixed", "chains-stacked"])
+def test_no_test_label_decides_anything_in_the_whole_study(stacked, monkeypatch):
+    """The quick configuration's samplers (chains rule: the mean, or chain stacking on the
+    validation entries, forced here as if every unit's chains sat in distinct modes), mm's
+    prior choice, the MAP means and stacks, on a simulated unit: with every test label
+    flipped, every choice, weight, validation score and mixing column is the same, and the
+    test scores are not."""
+    if stacked:
+        monkeypatch.setattr(ModeRhat, "status", property(lambda self: DISTINCT_MODES))
+    args = parse(["--quick", "--skip-datasets", "--matrices", "1", "--quiet"])
+    unit = configurations(args)[0]
+    Y = np.asarray(load_data(unit.simulations[0]), float)
+    split = random_split(Y.shape, unit.fractions, seed=unit.split_seed)
+    flipped = np.where(split.test, 1 - Y, Y)
+    tables = []
+    for data in (Y, flipped):
+        made = dataclasses.replace(
+            unit, simulations=(), matrices=(Matrix("unit", data, split),), warmup=False
+        )
+        tables.append(study.run(made, stream=io.StringIO()).table)
+    original, changed = tables
+    assert {"chains", "mean", "stack chosen", "first"} <= set(original["rule"])
+    chained = original[original["rule"] == "chains"]
+    assert set(chained["chain_rule"]) == {"chain stacking" if stacked else "mean"}
+    pd.testing.assert_frame_equal(original[DECIDED], changed[DECIDED])
+    assert (original["test_perplexity"] != changed["test_perplexity"]).all()

@@ -368,51 +368,51 @@ def test_reproduce_modes_quick(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_reproduce_posterior_vs_map_quick(tmp_path):
-    """Every family at two budgets on simulated data and animals: its tables and figures."""
+    """Every family on 2 simulated matrices and 2 splits of animals: its tables, figures,
+    primary scores, paired intervals and chain rules."""
     data_dir = shared_file("data", "animals.csv").parent
     argv = ["reproduce", "posterior_vs_map", "--quick", "--quiet", "--data-dir", str(data_dir)]
     assert main([*argv, "--out", str(tmp_path / "pvm")]) == 0
     out = tmp_path / "pvm"
-    for name in ("rows.csv", "table.csv", "reliability.csv", "tuning.csv", "summary.csv",
-                 "reliability.png", "coverage.png", "perplexity_vs_cpu.png"):  # fmt: skip
+    figures = ("reliability.png", "coverage.png", "score_vs_cpu.png", "differences.png")
+    for name in ("rows.csv", "table.csv", "reliability.csv", "tuning.csv", "summary.csv", *figures):
         assert (out / name).stat().st_size > 0, name
     summary = pd.read_csv(out / "summary.csv")
     families = {"mm", "em", "nuts", "svi_normal", "gibbs", "vb"}  # --quick: no low-rank guide
-    for dataset in ("simulated 24x18 K=2", "animals"):
+    for dataset, primary in (("simulated 24x18 K=2", "kl_truth"), ("animals", "test_perplexity")):
         rows = summary[summary["dataset"] == dataset]
-        assert set(rows["family"]) == families
-        assert set(rows["budget"]) == {1, 2}
-        assert {"mm", "mm mean", "mm stack", "em mean", "em stack"} <= set(rows["row"])
-        assert rows["pareto"].any()
-        assert ((rows["ece"] >= 0) & (rows["ece"] < 1)).all()
-        assert (rows["cpu_seconds"] > 0).all()
+        assert set(rows["family"]) == families and set(rows["primary"]) == {primary}
+        assert set(rows["budget"]) == {1, 2, 4}  # the MAP ensembles' budgets run further
+        assert set(rows.loc[~rows["family"].isin(["mm", "em"]), "budget"]) == {1, 2}
+        assert (rows["units"] == 2).all()
+        assert rows["score"].equals(rows[primary])
+        best = rows[rows["diff_mean"] == 0]
+        assert set(best["family"]) <= {"mm", "em"} and len(set(rows["best_map"])) == 1
+        finite = np.isfinite(rows["diff_mean"])
+        assert (rows.loc[finite, "diff_low"] <= rows.loc[finite, "diff_mean"] + 1e-12).all()
+        assert ((rows["ece"] >= 0) & (rows["ece"] < 1) & (rows["ece_floor"] > 0)).all()
+        assert (rows["cpu_seconds"] > 0).all() and (rows["tuning_seconds"] >= 0).all()
         chained = rows[rows["family"].isin(["nuts", "gibbs"])]
-        assert set(chained["rule"]) <= {"mean", "chain stacking"}
-        assert (chained["rule"] == "chain stacking").eq(chained["mixing"] != "mixed").all()
-    animals = summary[summary["dataset"] == "animals"]
-    # em's mean may put probability 0 on a test entry (inf); its stack has the baseline
-    assert (animals.loc[animals["row"] != "em mean", "test_perplexity"] < np.log(2)).all()
-    simulated = summary[summary["dataset"] == "simulated 24x18 K=2"]
-    simulated = simulated.set_index(["row", "budget"])
+        for mixing, rule in zip(chained["mixing"], chained["rule"], strict=True):
+            # counted over the units: chain stacking exactly where the chains sat in modes
+            assert ("distinct modes" in mixing) == ("chain stacking" in rule), (mixing, rule)
+    tuning = pd.read_csv(out / "tuning.csv")  # mm's prior chosen among 4 in each unit
+    assert (
+        tuning.groupby(["dataset", "unit"])["chosen"].agg(["size", "sum"]).eq([4, 1]).all(axis=None)
+    )
+    simulated = summary[summary["dataset"] == "simulated 24x18 K=2"].set_index(["row", "budget"])
     assert simulated.loc[("mm mean", 1), "coverage_90"] == "no interval"
     assert 0 < float(simulated.loc[("nuts", 1), "coverage_90"]) <= 1
-    # mm's prior chosen among 4 at seed 0 (simulated: at the true rank); the Bayesian
-    # engines fit mm's chosen rank, with their one prior (no choice to make)
-    tuning = pd.read_csv(out / "tuning.csv")
-    assert (
-        tuning.groupby(["dataset", "engine"])["chosen"]
-        .agg(["size", "sum"])
-        .eq([4, 1])
-        .all(axis=None)
-    )
-    assert set(tuning["engine"]) == {"mm"} and set(tuning["rank"]) == {2}
-    assert animals["rank"].eq(2).all()
+    assert 0 < float(simulated.loc[("vb", 1), "coverage_90"]) <= 1  # vb's draws from q
+    rows = pd.read_csv(out / "rows.csv")
+    assert set(rows["unit"]) == {0, 1}
+    assert rows.groupby(["dataset", "row", "budget"]).size().eq(2).all()
 
 
 def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeypatch):
-    """Each reliability curve is labelled with its own ECE (seed 0), not the mean over seeds,
-    and the single mm fit is drawn once when the largest budget is the first; drawn by
-    ``--figures-only`` from the CSVs a run writes."""
+    """Each reliability curve is labelled with its own ECE (unit 0), not the mean over units,
+    at the samplers' largest budget (mm: its one fit); drawn by ``--figures-only`` from the
+    CSVs a run writes, a row one colour in every figure."""
     import matplotlib.pyplot as plt
 
     from bernmf.studies.posterior_vs_map import main
@@ -420,29 +420,32 @@ def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeyp
     close = plt.close
     monkeypatch.setattr(plt, "close", lambda figure: None)  # keep the figures to read them
     before = set(plt.get_fignums())
-    keys = {"dataset": "d", "budget": 1}
     bins = pd.DataFrame(
-        [{**keys, "row": row, "seed": seed, "bin": b, "count": 10, "predicted": 0.1 + 0.5 * b,
-          "observed": 0.1 + 0.5 * b + (0.1 if seed == 0 else 0.3)}
-         for row in ("mm", "nuts") for seed in (0, 1) for b in (0, 1)]
+        [{"dataset": "d", "budget": budget, "sampler_budget": 2, "row": row, "unit": unit,
+          "bin": b, "count": 10, "predicted": 0.1 + 0.5 * b,
+          "observed": 0.1 + 0.5 * b + (0.1 if unit == 0 else 0.3) + 0.05 * (budget == 1)}
+         for row, budget in (("mm", 1), ("nuts", 1), ("nuts", 2)) for unit in (0, 1)
+         for b in (0, 1)]
     )  # fmt: skip
     summary = pd.DataFrame(
-        [{**keys, "family": row, "row": row, "cpu_seconds": 1.0, "test_perplexity": 0.5,
-          "test_perplexity_sd": np.nan, "ece": 0.2, "pareto": True} for row in ("mm", "nuts")]
+        [{"dataset": "d", "family": row, "row": row, "budget": budget, "cpu_seconds": budget,
+          "score": 0.5, "score_sd": 0.01, "units": 2, "primary": "test_perplexity",
+          "best_map": "mm b1", "diff_mean": 0.0, "diff_low": -0.01, "diff_high": 0.01,
+          "pareto": True} for row, budget in (("mm", 1), ("nuts", 1), ("nuts", 2))]
     )  # fmt: skip
     summary.to_csv(tmp_path / "summary.csv", index=False)
     bins.to_csv(tmp_path / "reliability.csv", index=False)
     assert main(["--figures-only", "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "perplexity_vs_cpu.png").stat().st_size > 0
+    for name in ("score_vs_cpu.png", "differences.png", "reliability.png"):
+        assert (tmp_path / name).stat().st_size > 0
     made = [plt.figure(number) for number in sorted(set(plt.get_fignums()) - before)]
-    diagram = next(f for f in made if f.axes[0].get_title().startswith("d, budget"))
+    diagram = next(f for f in made if f.axes[0].get_title().startswith("d, budget 2"))
     labels = [text.get_text() for text in diagram.axes[0].get_legend().get_texts()]
-    assert labels == ["nuts (ECE 0.100)", "mm (ECE 0.100)"]
+    assert labels == ["nuts (ECE 0.100)", "mm (ECE 0.150)"]
     curves = [line for line in diagram.axes[0].get_lines() if line.get_label() in labels]
     assert [len(line.get_xdata()) for line in curves] == [2, 2]
-    # a row has one colour in every figure
-    budgets = next(f for f in made if f.axes[0].get_xlabel().startswith("CPU seconds"))
-    drawn = {c.get_label(): c.lines[0].get_color() for c in budgets.axes[0].containers}
+    scores = next(f for f in made if f.axes[0].get_xlabel().startswith("CPU seconds"))
+    drawn = {c.get_label(): c.lines[0].get_color() for c in scores.axes[0].containers}
     assert [line.get_color() for line in curves] == [drawn["nuts"], drawn["mm"]]
     assert drawn["nuts"] != drawn["mm"]
     for figure in made:

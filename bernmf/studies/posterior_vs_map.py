@@ -1,75 +1,59 @@
-"""The posterior-vs-MAP study: every engine family at matched CPU budgets, single and ensembled.
+"""The posterior-vs-MAP study: every engine family on the truth, over many matrices and
+splits, paired against the best MAP row, at matched CPU.
 
-A configuration of the study runner (:mod:`bernmf.studies.study`). Families (a
-:class:`~bernmf.studies.study.Grid` each) and what a budget b scales (``--budgets``, e.g.
-1 2 4; the grids' ``budgets`` and ``scaled``):
+A configuration of the study runner (:mod:`bernmf.studies.study`), one
+:class:`~bernmf.studies.study.Study` per *unit*: a matrix simulated from the model with its
+own random split (``--matrices`` per shape, matrix and split seed s = 0, 1, ...), or a random
+split of a dataset (``--splits`` per dataset, split seed s). Every choice (mm's prior, the
+stacking and chain weights) is made on the unit's validation entries.
 
-- ``mm``: the MAP; one fit (``mm``: the ``first`` rule, at the first budget only), the mean
-  of ``--restarts`` x b seeds (``mm mean``) and the stack of those seeds on the validation
-  entries (``mm stack``: :func:`bernmf.stack`, a weight per seed and the column-frequency
-  baseline, no refit);
-- ``em``: the prior-free MAP (EM) at mm's rank; the mean (``em mean``) and the stack
-  (``em stack``) of ``--restarts`` x b seeds, as mm's;
-- ``nuts``: ``--chains`` chains (each started at the ``mm`` fit of its own seed: distinct
-  modes) of b x ``--warmup`` + b x ``--samples`` draws, trees of depth at most
-  ``--max-tree-depth`` (:data:`MAX_TREE_DEPTH`);
-- ``svi_normal``, ``svi_lowrank``: b x ``--svi-steps`` steps (AutoNormal, low-rank guide);
-- ``gibbs``: ``--chains`` chains of b x ``--gibbs-samples`` warmup and kept sweeps;
-- ``vb``: the mean of b restarts of collapsed VB (CVB0).
+Families (a :class:`~bernmf.studies.study.Grid` each) and what a budget b scales:
 
-Chains that may sit in different modes are never averaged silently: ``nuts`` and
-``gibbs`` rows use the runner's ``chains`` rule
-(:func:`bernmf.fitting.modes.mode_prediction`): the chains are grouped by mode (their mean
-WH, within one posterior sd on 99% of its entries: chains that mixed are one mode), the
-R-hat of WH is computed within each mode, across all chains and nested (modes as
-superchains); the row is the mean over all draws when at least 99% of the WH entries have
-R-hat <= 1.01 across the chains, else the chains mixed by chain stacking on the
-validation entries, and it says which (``mixing``, ``rule``).
+- ``mm``: the MAP, its alpha, beta chosen on validation at seed 0 (:data:`MM_VALUES`, gamma
+  = 1); rows ``mm`` (one fit), ``mm mean`` (the mean of ``--restarts`` x b seeds) and ``mm
+  stack`` (their stack on the validation entries, a weight per seed and the column-frequency
+  baseline); ``em``: the prior-free MAP, rows ``em mean`` and ``em stack`` as mm's. Their
+  budgets run to ``--map-budgets``' largest (default 128: 512 seeds), so that the MAP
+  ensembles reach the samplers' CPU: matched compute is read off the curves of score
+  against CPU seconds, where every family crosses the same range.
+- ``nuts``: ``--chains`` chains (2 starts of chains / 2 each: the superchains of nested
+  R-hat) of b x ``--warmup`` + b x ``--samples`` draws, trees of depth <= ``--max-tree-depth``;
+  ``gibbs``: the same chains of b x ``--gibbs-samples`` + b x ``--gibbs-samples`` sweeps; their
+  rows by the runner's ``chains`` rule (the mean of all draws unless the chains sit in
+  distinct modes: :func:`bernmf.fitting.modes.mode_prediction`); ``svi_normal``,
+  ``svi_lowrank``: b x ``--svi-steps`` steps; ``vb``: the mean of b restarts of CVB0. Their
+  budgets are ``--sampler-budgets`` (default 1 and 2).
 
-Every row: test perplexity, validation perplexity, CPU seconds of the process (the
-members' fits, their choice and the prediction; compilation excluded: each call of the
-fitting runner is made once untimed first, unless ``--no-warmup``), expected calibration
-error and reliability bins of the test predictions (the runner's ``ece`` metric) and, on
-simulated data, the coverage of the true WH by central 50% and 90% posterior intervals
-(``coverage``: of the chains' mixture with their stacking weights when they did not mix;
-"no interval" for fits without draws: mm, vb). Parts:
+The Bayesian families fit the true flat prior on simulated data and Beta(``--bayes-prior``)
+(default Beta(0.1, 0.1), gamma = 1: the prior of the animals reference posterior,
+:mod:`bernmf.studies.posterior_accuracy`) on the datasets; every family fits the true rank on
+simulated data and ``--rank`` (default 8) on the datasets.
 
-1. **Simulated data with known truth** (``--shape``, default :data:`SHAPES`: 200 x 100,
-   K = 4 and 100 x 60, K = 6; W and H drawn from the flat prior; 70% train, 10%
-   validation, 20% test; at :data:`SIMULATED_SIZES`: budgets 1 and 2): every Bayesian
-   family with the true prior, ``mm`` with its prior chosen on validation at seed 0 and
-   the true rank, as on the datasets (the MAP under the flat prior puts entries of W and
-   H on 0 or 1).
-2. **animals, paleo, lastfm on the paper's split**: ``mm``'s rank and prior chosen on
-   validation at seed 0 (ranks 2, 4, 8, 16 x alpha, beta in {1, 1.2, 1.5, 2, 3}, gamma
-   = 1); each Bayesian engine at mm's rank (``rank_from``) with its own prior (alpha,
-   beta in ``--bayes-values``, default {0.02, 0.1, 0.3, 1}, ``nuts`` {0.05, 0.1, 0.3, 1}:
-   :data:`BAYES_VALUES`, :data:`NUTS_VALUES`; gamma = 1) chosen on validation at seed 0
-   and the first budget (a sampler: on one chain); then every family at every
-   budget over ``--seeds`` seed sets (seed set s: the s-th block of each family's seeds).
-   ``--large`` datasets (default :data:`LARGE`: paleo, lastfm) are fitted at
-   :data:`LARGE_SIZES` (budget 1, fewer draws, sweeps and steps, shallower NUTS trees, a
-   low-rank guide of rank 16, two prior pairs a grid): at the default sizes NUTS alone
-   would take hours there. docs/posterior-vs-map.md gives the whole study's cost.
+Scores of every row (:func:`bernmf.studies.study.run`'s columns): ``kl_truth`` on simulated
+data, the mean over the test entries of KL(Bernoulli(true WH) || Bernoulli(predicted)), the
+primary score there (the excess log loss, free of the test outcomes' noise); test perplexity
+(the primary score on the datasets); ECE and its noise floor ``ece_floor``; coverage of the
+true WH by 50% and 90% intervals; the chains' mixing; ``cpu_seconds`` (the row's fits and
+their combining, compiling excluded by an untimed first call at the first unit of each shape),
+``tuning_seconds`` (mm's prior choice) and ``compile_seconds`` apart.
 
-Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every row and
-seed set), ``summary.csv`` (mean and sd over seed sets per dataset, row and budget, and
-whether the row is on the Pareto front of CPU seconds and test perplexity),
-``reliability.csv`` (the bins of every row), ``tuning.csv`` (every fit of a choice),
-``perplexity_vs_cpu.png`` (test perplexity against CPU seconds per family and dataset),
-``reliability.png`` (each dataset's rows at its largest budget, seed set 0),
-``coverage.png`` (simulated) and ``table.csv`` (the runner's table, written after every
-seed set: what a stopped run keeps). ``--quick`` is a smoke run (24 x 18 simulated data,
-K = 2; animals at rank 2 with one Bayesian prior; budgets 1 and 2; one seed set; short
-chains; no low-rank guide).
+Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every unit, row
+and budget), ``summary.csv`` (per dataset, row and budget: means over units, the units,
+``score`` and its sd, the paired difference to the best MAP row ``best_map`` with its 95%
+bootstrap interval over units ``diff_low``, ``diff_high``, ``kl_truth``, ``compile_seconds``
+(the most of any unit: a shape's programs are compiled once), ``tuning_seconds``, the Pareto
+front of CPU against score, mixing counts), ``reliability.csv``, ``tuning.csv``,
+``table.csv`` (the runner's table, written as units end), ``score_vs_cpu.png``,
+``differences.png``, ``reliability.png`` and ``coverage.png``. ``--quick`` is a smoke run (2
+matrices of 24 x 18 at K = 2, 2 splits of animals at K = 2, short chains, no low-rank guide,
+MAP budgets 1, 2 and 4).
 
-Run: ``bernmf reproduce posterior_vs_map [--quick] [--datasets animals ...]``, or
-``python -m bernmf.studies.posterior_vs_map`` for every option.
+Run: ``bernmf reproduce posterior_vs_map [--quick] [--data-dir DIR]``, or ``python -m
+bernmf.studies.posterior_vs_map`` for every option.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 import textwrap
@@ -94,59 +78,27 @@ FAMILIES = {
     "vb": ("vb", {}),
 }
 MAP_FAMILIES = ("mm", "em")
-"""The MAP families: ``--restarts`` seeds a setting, rows of their mean and their stack
+"""The MAP families: ``--restarts`` x b seeds a setting, rows of their mean and their stack
 (:func:`row_methods`); mm's own prior grid, none for em."""
 RULES = {"nuts": "chains", "gibbs": "chains", "vb": "mean"}
 """Each other family's row rule (:data:`bernmf.studies.study.RULES`); the rest: ``single``."""
-BAYES_VALUES = (0.02, 0.1, 0.3, 1.0)
-"""alpha and beta of the Bayesian families' prior grids on the datasets (every pair, gamma
-= 1), but ``nuts``'s (:data:`NUTS_VALUES`). Measured on animals (paper split, K = 8, the
-families' tuning fits, validation perplexity, mean of 2 seeds): with {0.1, 0.3, 1} every
-family chose 0.1, the edge; below it ``vb`` went from 0.4049 (0.1, 0.1) to 0.3938 (0.02,
-0.02), ``gibbs`` 0.4436 to 0.4173, ``svi`` 0.4894 to 0.4849 (0.02, 0.05), and at 0.005 and
-0.01 none improved beyond the spread of its 2 seeds (vb 0.3929 to 0.3962, gibbs 0.4223
-to 0.4529, svi 0.4845 to 0.4853). 0.05 found nothing that 0.02 or 0.1 did not (vb 0.3938,
-svi 0.4849)."""
-NUTS_VALUES = (0.05, 0.1, 0.3, 1.0)
-"""``nuts``'s grid: measured as :data:`BAYES_VALUES`, its best pair was (0.05, 0.1),
-0.4289 against 0.4357 at (0.1, 0.1); every pair with a 0.02 was worse (0.4317 to 0.5117)
-and slow: a 0.02, or a beta of 0.05, costs 20 to 38 CPU s per tuning fit (one chain of 250
-+ 250 draws) against 11 to 13 at (0.05, 0.1) and (0.05, 0.3), 7.5 at (0.1, 0.1), 2.5 at
-(0.3, 0.3)."""
 MM_VALUES = (1.0, 1.2, 1.5, 2.0, 3.0)
-RANKS = (2, 4, 8, 16)
-DATASETS = ("animals", "paleo", "lastfm")
+"""mm's alpha and beta values, every pair chosen among on validation (gamma = 1)."""
 SHAPES = ((200, 100, 4), (100, 60, 6))
 """M, N and K of the simulated data: data that pins a few components, and fewer entries
 for more parameters (where a posterior has more to add)."""
-LARGE = ("paleo", "lastfm")
-"""The datasets fitted at :data:`LARGE_SIZES`: at mm's rank there (16), NUTS at the default
-sizes costs 30 to 40 minutes of CPU per budget unit of 4 chains (docs/posterior-vs-map.md,
-"Sizes")."""
-LARGE_SIZES = {
-    "budgets": (1,), "warmup": 50, "samples": 50, "max_tree_depth": 5, "gibbs_samples": 125,
-    "svi_lowrank_steps": 500, "guide_rank": 16, "prior_values": 2,
-}  # fmt: skip
-"""What :data:`LARGE` datasets fit, over the study's options: budget 1, NUTS chains of 50 +
-50 draws of at most 31 leapfrog steps, Gibbs chains of 125 + 125 sweeps, the low-rank
-guide of rank 16 for 500 steps, and each Bayesian prior grid's two smallest pairs alpha =
-beta. In the run at 2 seed sets and budgets 1 and 2 (250 Gibbs sweeps per unit, 4 values
-a grid), doubling the budget moved no Bayesian row but the SVI ones by more than 0.0010,
-and every family chose one of its two smallest values (docs/posterior-vs-map.md)."""
-SIMULATED_SIZES = {"budgets": (1, 2)}
-"""What simulated data fits, over the study's options: budgets 1 and 2. In the run at
-budgets 1, 2 and 4 (5 seed sets), no row moved from budget 2 to 4 by more than 0.0014,
-about one sd over the seed sets of the row that moved most (mm stack on 100 x 60, worse)."""
+SIMULATED_FRACTIONS = (0.7, 0.1, 0.2)
+DATASET_FRACTIONS = (0.7, 0.15, 0.15)
+"""Training, validation and test shares of the random splits (the datasets': the paper's)."""
 MAX_TREE_DEPTH = 8
-"""NUTS's ``max_tree_depth`` in the study. At ``nuts``'s chosen prior on animals,
-Beta(0.05, 0.05) at K = 8, every draw of one chain of 250 + 250 reached the limit at
-depths 10, 8 and 7 (1,023, 255 and 127 leapfrog steps): 36.0, 9.2 and 7.5 CPU s, with
-validation perplexities 0.4414, 0.4360 and 0.4370."""
-TOP = 1.25
-"""The test perplexity axis of a panel ends at this multiple of its best row's."""
+"""NUTS's ``max_tree_depth`` in the study (docs/posterior-vs-map.md, the earlier run)."""
+PRIMARY = {"simulated": "kl_truth", "dataset": "test_perplexity"}
+"""The primary score of a unit: the KL from the truth where it is known, else test perplexity."""
+BOOTSTRAP = 2000
+"""Resamples of the units in the paired bootstrap intervals."""
 COLUMNS = 3
-"""Panels per row of a figure (one a dataset or simulation)."""
-KEYS = ["dataset", "family", "row", "budget"]
+"""Panels per row of a figure (one a dataset or simulated shape)."""
+KEYS = ["dataset", "row", "budget"]
 """The rows of the summary."""
 
 
@@ -154,28 +106,29 @@ def parse(argv):
     """The options: :func:`bernmf.studies.study.parser`'s and the study's sizes."""
     parser = study.parser(__doc__, "results/posterior_vs_map")
     parser.add_argument("--families", nargs="*", choices=list(FAMILIES), default=None)
-    parser.add_argument("--budgets", nargs="*", type=int, default=[1, 2, 4])
     parser.add_argument(
         "--shape", nargs=3, type=int, action="append", metavar=("M", "N", "K"),
         help="of simulated data (repeat for several; default "
         f"{' and '.join(' '.join(map(str, shape)) for shape in SHAPES)})",
     )  # fmt: skip
+    parser.add_argument("--matrices", type=int, default=20, help="simulated matrices a shape")
+    parser.add_argument("--splits", type=int, default=10, help="random splits a dataset")
+    parser.add_argument("--rank", type=int, default=8, help="of every family on the datasets")
     parser.add_argument(
-        "--bayes-values", nargs="+", type=float, default=None,
-        help="alpha and beta values of every Bayesian family's prior grid on the datasets "
-        f"(default {' '.join(map(str, BAYES_VALUES))}; nuts {' '.join(map(str, NUTS_VALUES))})",
+        "--bayes-prior", nargs=2, type=float, default=[0.1, 0.1], metavar=("ALPHA", "BETA"),
+        help="the Bayesian families' Beta prior on the datasets (gamma = 1)",
     )  # fmt: skip
-    parser.add_argument("--seeds", type=int, default=5, help="seed sets per row")
-    parser.add_argument("--restarts", type=int, default=4, help="mm seeds at budget 1")
+    parser.add_argument("--sampler-budgets", nargs="+", type=int, default=[1, 2])
+    parser.add_argument(
+        "--map-budgets", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64, 128],
+        help="budgets of mm and em: --restarts x b seeds",
+    )  # fmt: skip
+    parser.add_argument("--restarts", type=int, default=4, help="mm and em seeds at budget 1")
     parser.add_argument("--chains", type=int, default=4, help="nuts and gibbs chains")
     parser.add_argument("--warmup", type=int, default=250, help="nuts warmup at budget 1")
     parser.add_argument("--samples", type=int, default=250, help="nuts draws at budget 1")
     parser.add_argument("--gibbs-samples", type=int, default=250, help="at budget 1")
     parser.add_argument("--svi-steps", type=int, default=1250, help="at budget 1")
-    parser.add_argument(
-        "--large", nargs="*", default=list(LARGE), choices=list(DATASETS),
-        help="datasets fitted at the large sizes (LARGE_SIZES)",
-    )  # fmt: skip
     parser.add_argument(
         "--dtype", default="float64", choices=("float64", "float32"), help="of nuts and svi"
     )
@@ -185,6 +138,7 @@ def parse(argv):
         help="NUTS max_tree_depth (caps cost per draw)",
     )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2, help="threads of the mm grid")
+    parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP, help="resamples of units")
     parser.add_argument(
         "--no-warmup",
         action="store_true",
@@ -194,40 +148,38 @@ def parse(argv):
     parser.add_argument("--skip-datasets", action="store_true")
     parser.add_argument(
         "--figures-only", action="store_true",
-        help="draw the figures again from summary.csv and reliability.csv in --out; fit nothing",
+        help="draw the figures again from summary.csv, rows.csv and reliability.csv in --out",
     )  # fmt: skip
     args = parser.parse_args(argv)
     args.shapes = [tuple(shape) for shape in args.shape or SHAPES]
-    args.ranks, args.mm_values = RANKS, MM_VALUES
-    args.svi_lowrank_steps = args.guide_rank = None  # the low-rank guide as svi's
-    args.bayes_priors = {}  # Bayesian family -> its (alpha, beta) pairs on the datasets
-    for family, (engine, _) in FAMILIES.items():
-        if family in MAP_FAMILIES:
-            continue
-        values = sorted(args.bayes_values or (NUTS_VALUES if engine == "nuts" else BAYES_VALUES))
-        args.bayes_priors[family] = list(itertools.product(values, values))
+    args.mm_values = MM_VALUES
     args.families = args.families or list(FAMILIES)
     if args.quick:
-        args.shapes = [(24, 18, 2)]
+        args.shapes, args.matrices, args.splits, args.rank = [(24, 18, 2)], 2, 2, 2
         args.datasets = args.datasets or ["animals"]
-        args.seeds, args.budgets, args.restarts, args.chains = 1, [1, 2], 2, 2
+        args.sampler_budgets, args.map_budgets, args.restarts, args.chains = [1, 2], [1, 2, 4], 2, 2
         args.warmup, args.samples, args.gibbs_samples, args.svi_steps = 30, 30, 30, 200
-        args.ranks, args.mm_values = (2,), (1.0, 1.5)
-        args.bayes_priors = {family: [(0.5, 0.5)] for family in args.bayes_priors}
+        args.mm_values, args.bayes_prior = (1.0, 1.5), [0.5, 0.5]
         args.families = [f for f in args.families if f != "svi_lowrank"]
-    if not args.budgets or min(args.budgets) < 1:
-        parser.error("--budgets must be positive integers")
-    args.budgets = tuple(sorted(set(args.budgets)))
-    args.datasets = [] if args.skip_datasets else (args.datasets or list(DATASETS))
+    counts = [args.matrices, args.splits, args.rank, args.restarts, args.chains, args.bootstrap]
+    budgets = [*args.sampler_budgets, *args.map_budgets]
+    if min(counts) < 1 or min(budgets) < 1:
+        parser.error("counts and budgets must be positive integers")
+    args.sampler_budgets = tuple(sorted(set(args.sampler_budgets)))
+    args.map_budgets = tuple(sorted(set(args.map_budgets)))
+    args.datasets = [] if args.skip_datasets else (args.datasets or ["animals"])
     return args
 
 
-def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
-    """The grid of one family: its engine's options at budget 1 and what a budget scales."""
+def family_grid(family: str, rank: int, priors, args) -> Grid:
+    """The grid of one family at ``rank``: its engine's options at budget 1, its budgets and
+    what a budget scales."""
     engine, options = FAMILIES[family]
-    options, members, scaled = dict(options), 1, ()
-    if family in (*MAP_FAMILIES, "vb"):
-        members, scaled = 1 if family == "vb" else args.restarts, ("members",)
+    options, members, scaled, budgets = dict(options), 1, (), args.sampler_budgets
+    if family in MAP_FAMILIES:
+        members, scaled, budgets = args.restarts, ("members",), args.map_budgets
+    elif family == "vb":
+        scaled = ("members",)
     elif engine == "nuts":
         options |= {"num_warmup": args.warmup, "num_samples": args.samples}
         options |= {"target_accept_prob": args.target_accept}
@@ -235,10 +187,6 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
         members, scaled = args.chains, ("num_warmup", "num_samples")
     elif engine == "svi":
         options["steps"], scaled = args.svi_steps, ("steps",)
-        if family == "svi_lowrank":
-            options["steps"] = args.svi_lowrank_steps or args.svi_steps
-            if args.guide_rank is not None:
-                options["guide_rank"] = args.guide_rank
     elif engine == "gibbs":
         options |= {"num_warmup": args.gibbs_samples, "num_samples": args.gibbs_samples}
         members, scaled = args.chains, ("num_warmup", "num_samples")
@@ -250,27 +198,9 @@ def family_grid(family: str, ranks, priors, args, rank_from=None) -> Grid:
         options["dtype"] = args.dtype
     batching = {"workers": args.workers, "progress": False} if family in MAP_FAMILIES else {}
     return Grid(
-        engine, tuple(ranks), None if priors is None else tuple(priors), options,
-        batching=batching, members=members,
-        name=family, budgets=args.budgets, scaled=scaled, rank_from=rank_from,
+        engine, (rank,), None if priors is None else tuple(priors), options,
+        batching=batching, members=members, name=family, budgets=tuple(budgets), scaled=scaled,
     )  # fmt: skip
-
-
-def sized(args, sizes: dict):
-    """The options of a part of the study: ``args`` with ``sizes`` over them
-    (:data:`SIMULATED_SIZES`, :data:`LARGE_SIZES`): its budgets those of ``--budgets``
-    among the sizes' (else the first), and with ``prior_values`` v, each Bayesian prior
-    grid cut to its v smallest pairs alpha = beta."""
-    sizes = dict(sizes)
-    sizes["budgets"] = tuple(b for b in args.budgets if b in sizes["budgets"]) or args.budgets[:1]
-    values = sizes.pop("prior_values", None)
-    part = argparse.Namespace(**{**vars(args), **sizes})
-    if values is not None:
-        part.bayes_priors = {
-            family: [(a, b) for a, b in pairs if a == b][:values]
-            for family, pairs in args.bayes_priors.items()
-        }
-    return part
 
 
 def row_methods(args) -> tuple[Method, ...]:
@@ -279,7 +209,7 @@ def row_methods(args) -> tuple[Method, ...]:
     made = []
     for family in args.families:
         if family == "mm":
-            made.append(Method("mm", "first", ("mm",), budgets=args.budgets[:1]))
+            made.append(Method("mm", "first", ("mm",), budgets=args.map_budgets[:1]))
         if family in MAP_FAMILIES:
             made += [
                 Method(f"{family} mean", "mean", (family,)),
@@ -290,64 +220,62 @@ def row_methods(args) -> tuple[Method, ...]:
     return tuple(made)
 
 
-def _study(args, grids, **data) -> Study:
-    """A part of the study: its grids and data, the rows and metrics of every part."""
-    return Study(
-        "posterior_vs_map", grids, row_methods(args), seed_sets=args.seeds,
-        warmup=not args.no_warmup, metrics=("ece", "coverage", "mixing"), choose_seed=0,
-        **data,
-    )  # fmt: skip
-
-
 def configurations(args) -> list[Study]:
-    """Part 1 (a study per simulated shape: the Bayesian engines with the true prior, mm's
-    chosen on validation) and part 2 (the datasets, every prior chosen on validation; the
-    :data:`LARGE` ones at their sizes)."""
+    """A study per unit: each simulated matrix with its split (the Bayesian families at the
+    true flat prior and rank), then each split of each dataset (every family at ``--rank``,
+    the Bayesian ones at ``--bayes-prior``); mm's prior chosen on validation in every unit.
+    Only each shape's first unit makes the untimed first calls: the programs it compiles
+    serve the others."""
     mm_priors = [(a, b, 1.0) for a, b in itertools.product(args.mm_values, repeat=2)]
+    bayes = ((*args.bayes_prior, 1.0),)
 
-    def priors(family: str, part, simulated: bool):
-        if family in MAP_FAMILIES:
-            return mm_priors if family == "mm" else None
-        return (
-            ((1.0, 1.0, 1.0),) if simulated else [(a, b, 1.0) for a, b in part.bayes_priors[family]]
-        )
+    def grids(rank: int, prior) -> tuple[Grid, ...]:
+        chosen = {"mm": mm_priors, "em": None}
+        return tuple(family_grid(f, rank, chosen.get(f, prior), args) for f in args.families)
 
+    common = {
+        "methods": row_methods(args), "metrics": ("ece", "coverage", "mixing", "kl_truth"),
+        "choose_seed": 0, "split": "random",
+    }  # fmt: skip
     made = []
-    part = sized(args, SIMULATED_SIZES)
     for M, N, K in [] if args.skip_simulated else args.shapes:
-        grids = tuple(family_grid(f, (K,), priors(f, part, True), part) for f in part.families)
-        made.append(
-            _study(
-                part, grids, simulations=(Simulation(M, N, K),), split="random",
-                fractions=(0.7, 0.1, 0.2),
-            )
-        )  # fmt: skip
-    for large in (False, True):
-        names = tuple(d for d in args.datasets if (d in args.large) == large)
-        if not names:
-            continue
-        part = sized(args, LARGE_SIZES) if large else args
-        rank_from = "mm" if "mm" in part.families else None
-        grids = tuple(
-            family_grid(
-                f, part.ranks, priors(f, part, False), part, None if f == "mm" else rank_from
-            )
-            for f in part.families
-        )
-        made.append(_study(part, grids, datasets=names, data_dir=args.data_dir))
+        for s in range(args.matrices):
+            made.append(
+                Study(
+                    "posterior_vs_map", grids(K, ((1.0, 1.0, 1.0),)),
+                    simulations=(Simulation(M, N, K, seed=s),), split_seed=s,
+                    fractions=SIMULATED_FRACTIONS, warmup=s == 0 and not args.no_warmup,
+                    **common,
+                )
+            )  # fmt: skip
+    for name in args.datasets:
+        for s in range(args.splits):
+            made.append(
+                Study(
+                    "posterior_vs_map", grids(args.rank, bayes), datasets=(name,),
+                    data_dir=args.data_dir, split_seed=s, fractions=DATASET_FRACTIONS,
+                    warmup=s == 0 and not args.no_warmup, **common,
+                )
+            )  # fmt: skip
     return made
 
 
 def rows_of(result: study.StudyResult, methods: tuple[Method, ...]) -> pd.DataFrame:
-    """The runner's table as the study's rows: family, row, budget, seed (the seed set),
-    the chains' rule (``rule``) and the metrics."""
+    """The runner's table as the study's rows: dataset (a simulated shape's name without its
+    seed), unit (the matrix and split seed), family, row, budget, the chains' rule
+    (``rule``), the metrics and ``score``, the unit's primary score (:data:`PRIMARY`)."""
     table = result.table
     family = {m.name: m.grids[0] for m in methods}
-    rows = table.drop(columns=["seed", "rule", "study"]).rename(
-        columns={"seed_set": "seed", "method": "row", "chain_rule": "rule"}
+    rows = table.drop(columns=["seed", "rule", "study", "seed_set", "R"]).rename(
+        columns={"method": "row", "chain_rule": "rule", "split_seed": "unit"}
     )
     rows.insert(1, "family", rows["row"].map(family))
-    return rows.assign(dataset=short_names(rows["dataset"]))
+    simulated = rows["dataset"].str.startswith("simulated-")
+    score = rows["test_perplexity"].copy()
+    if "kl_truth" in rows:
+        score[simulated] = rows.loc[simulated, "kl_truth"]
+    rows = rows.assign(dataset=short_names(rows["dataset"]), unit=rows["unit"].astype(int))
+    return rows.assign(score=score, primary=np.where(simulated, *PRIMARY.values()))
 
 
 def short_names(names: pd.Series) -> pd.Series:
@@ -357,21 +285,65 @@ def short_names(names: pd.Series) -> pd.Series:
     )
 
 
-def summarize(rows: pd.DataFrame) -> pd.DataFrame:
-    """Mean and sd over seed sets per dataset, row and budget, and the Pareto front of CPU
-    seconds against test perplexity within each dataset."""
-    numbers = [
-        c for c in rows.columns if c not in [*KEYS, "seed", "R"] and rows[c].dtype.kind in "fi"
-    ]
+def paired_differences(rows: pd.DataFrame, draws: int = BOOTSTRAP, seed: int = 0) -> pd.DataFrame:
+    """Per dataset, row and budget: the mean over units of its score minus the best MAP row's
+    on the same unit, and the 95% percentile interval of that mean over ``draws`` resamples
+    of the units (paired: the same resampled units for both rows).
+
+    The best MAP row is the row and budget of a MAP family (:data:`MAP_FAMILIES`) of least
+    mean score. Units where either score is missing are left out of that pair.
+
+    Returns
+    -------
+    DataFrame
+        dataset, row, budget, best_map, diff_mean, diff_low, diff_high.
+    """
+    rng = np.random.default_rng(seed)
+    made = []
+    for dataset, group in rows.groupby("dataset", sort=False):
+        scores = group.pivot(index="unit", columns=["row", "budget"], values="score")
+        maps = group.loc[group["family"].isin(MAP_FAMILIES), ["row", "budget"]].drop_duplicates()
+        means = scores.mean()
+        best = min(map(tuple, maps.to_numpy()), key=lambda key: means[key])
+        diffs = scores.sub(scores[best], axis=0).to_numpy()  # (units, settings)
+        picks = rng.integers(0, len(scores), (draws, len(scores)))
+        with np.errstate(invalid="ignore"):  # inf - inf where both rows are inf on a unit
+            resampled = np.nanmean(diffs[picks], axis=1)  # (draws, settings)
+            low, high = np.nanpercentile(resampled, [2.5, 97.5], axis=0)
+        for i, (row, budget) in enumerate(scores.columns):
+            made.append(
+                {
+                    "dataset": dataset, "row": row, "budget": budget,
+                    "best_map": f"{best[0]} b{best[1]}", "diff_mean": np.nanmean(diffs[:, i]),
+                    "diff_low": low[i], "diff_high": high[i],
+                }
+            )  # fmt: skip
+    return pd.DataFrame(made)
+
+
+def summarize(rows: pd.DataFrame, draws: int = BOOTSTRAP) -> pd.DataFrame:
+    """Means over units per dataset, row and budget; the units; the score's sd; the paired
+    differences to the best MAP row (:func:`paired_differences`); compile seconds as the most
+    of any unit; the mixing statuses counted; the Pareto front of CPU seconds and score."""
+    numbers = [c for c in rows.columns if c not in [*KEYS, "unit"] and rows[c].dtype.kind in "fi"]
     grouped = rows.groupby(KEYS, sort=False)
-    summary = grouped[numbers].mean().reset_index()
-    summary["test_perplexity_sd"] = grouped["test_perplexity"].std().to_numpy()
-    for column in ("coverage_50", "coverage_90", "mixing", "rule"):
-        if column in rows and column not in summary:  # a mean, or the first seed set's text
-            summary[column] = grouped[column].agg(_mean_or_text).to_numpy()
+    summary = grouped[numbers].mean()
+    summary["units"] = grouped.size()
+    summary["score_sd"] = grouped["score"].std()
+    summary["compile_seconds"] = grouped["compile_seconds"].max()
+    for column in ("family", "primary"):
+        summary[column] = grouped[column].first()
+    for column in ("coverage_50", "coverage_90"):
+        if column in rows and column not in numbers:  # "no interval" for fits without draws
+            summary[column] = grouped[column].agg(_mean_or_text)
+    for column in ("mixing", "rule"):
+        if column in rows:
+            summary[column] = grouped[column].agg(_counted)
+    summary = summary.reset_index()
+    summary = summary.merge(paired_differences(rows, draws), on=KEYS, how="left")
     pareto = np.zeros(len(summary), bool)
     for _, group in summary.groupby("dataset", sort=False):
-        pareto[group.index] = pareto_front(group["cpu_seconds"], group["test_perplexity"])
+        pareto[group.index] = pareto_front(group["cpu_seconds"], group["score"])
     return summary.assign(pareto=pareto)
 
 
@@ -381,60 +353,108 @@ def _mean_or_text(values: pd.Series):
     return numbers.mean() if numbers.notna().any() else values.iloc[0]
 
 
+def _counted(values: pd.Series) -> str:
+    """A text column's values counted over the units, e.g. ``low ESS 18, mixed 2`` ("" when
+    it holds none)."""
+    counts = values.dropna().value_counts()
+    return ", ".join(f"{value} {count}" for value, count in counts.items())
+
+
 def tuning_of(fits: pd.DataFrame) -> pd.DataFrame:
-    """Every fit of a choice (at seed 0): dataset, family, rank, prior, validation
-    perplexity and whether it was chosen (the least per dataset and family)."""
+    """Every fit of a choice (at seed 0): dataset, unit, family, rank, prior, validation
+    perplexity and whether it was chosen (the least per dataset, unit and family)."""
     choices = fits[fits["stage"] == CHOICE] if "stage" in fits else fits.iloc[:0]
-    table = choices[["dataset", "grid", "rank", "alpha", "beta", "validation_perplexity"]]
+    table = choices[["dataset", "unit", "grid", "rank", "alpha", "beta", "validation_perplexity"]]
     table = table.rename(columns={"grid": "engine"}).reset_index(drop=True)
     table = table.assign(dataset=short_names(table["dataset"]))
-    least = table.groupby(["dataset", "engine"])["validation_perplexity"].transform("min")
+    keys = ["dataset", "unit", "engine"]
+    least = table.groupby(keys)["validation_perplexity"].transform("min")
     return table.assign(chosen=table["validation_perplexity"] == least)
 
 
 def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
-    """The three PNGs, legends outside the axes, a colour per row in all of them; the
-    reliability diagrams of seed 0 at each dataset's largest budget (``mm``, one fit, at
-    the first), each labelled with its own ECE."""
+    """The four PNGs, legends outside the axes, a colour per row in all of them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     names = list(dict.fromkeys(summary["dataset"]))
     colour = {row: f"C{i % 10}" for i, row in enumerate(dict.fromkeys(summary["row"]))}
-    figure, axes = _panels(plt, len(names), 4, 3.6, 1.6)
+    _score_figure(plt, summary, names, colour, out / "score_vs_cpu.png")
+    _differences_figure(plt, summary, names, colour, out / "differences.png")
+    _reliability_figure(plt, bins, names, colour, out / "reliability.png")
+    _coverage_figure(plt, summary, out / "coverage.png")
+
+
+def _score_figure(plt, summary, names, colour, path) -> None:
+    """Each dataset's score (mean over units, bars: sd / sqrt(units)) against CPU seconds,
+    every row's budgets joined: the MAP ensembles' curves run to the samplers' CPU."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    figure, axes = _panels(plt, len(names), 4.4, 3.8, 1.6)
     for axis, name in zip(axes, names, strict=True):
-        for label, rows in summary[summary["dataset"] == name].groupby("row", sort=False):
-            axis.errorbar(
-                rows["cpu_seconds"], rows["test_perplexity"],
-                yerr=rows["test_perplexity_sd"].fillna(0), marker="o", markersize=4, label=label,
-                color=colour[label],
-            )  # fmt: skip
-        subtitle = axis_top(summary[summary["dataset"] == name], axis)
-        axis.set_title(f"{name}{subtitle}", fontsize=9 if subtitle else None)
-        front = summary[(summary["dataset"] == name) & summary["pareto"]]
-        axis.scatter(front["cpu_seconds"], front["test_perplexity"], s=120, facecolors="none",
-                     edgecolors="black", label="Pareto front")  # fmt: skip
+        panel = summary[summary["dataset"] == name]
+        for label, rows in panel.groupby("row", sort=False):
+            error = (rows["score_sd"] / np.sqrt(rows["units"])).fillna(0)
+            axis.errorbar(rows["cpu_seconds"], rows["score"], yerr=error, marker="o",
+                          markersize=3, label=label, color=colour[label])  # fmt: skip
+        subtitle = axis_top(panel, axis)
+        axis.set_title(f"{name} ({int(panel['units'].max())} units){subtitle}", fontsize=9)
         axis.set_xscale("log")
         axis.xaxis.set_major_locator(LogLocator(subs=(1.0, 3.0)))  # labelled under a decade too
         axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
         axis.xaxis.set_minor_formatter(NullFormatter())
         axis.tick_params(axis="x", labelsize=8)
         axis.set_xlabel("CPU seconds per fit (log scale)")
-        axis.set_ylabel("test perplexity (nats per entry)")
-    legend = {}  # label -> handle, over the panels: one legend for the figure
-    for axis in axes:
-        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
-            legend.setdefault(label, handle)
-    figure.legend(legend.values(), legend.keys(), loc="outside right upper", fontsize=8)
-    figure.savefig(out / "perplexity_vs_cpu.png", dpi=110)
+        primary = panel["primary"].iloc[0]
+        axis.set_ylabel(
+            "KL from the true WH, test entries (nats)"
+            if primary == "kl_truth"
+            else "test perplexity (nats per entry)"
+        )
+    _legend(figure, axes)
+    figure.savefig(path, dpi=110)
     plt.close(figure)
 
-    first = bins["seed"] == 0
-    largest = bins.groupby("dataset")["budget"].transform("max")
-    shown = bins[first & (bins["budget"] == largest) & (bins["row"] != "mm")]
+
+def _differences_figure(plt, summary, names, colour, path) -> None:
+    """Each row's paired difference to the best MAP row with its 95% bootstrap interval, a
+    panel per dataset, a row's budgets together (rows with an infinite difference are named,
+    not drawn)."""
+    figure, axes = _panels(plt, len(names), 5.2, 7.0)
+    for axis, name in zip(axes, names, strict=True):
+        panel = summary[summary["dataset"] == name]
+        order = {row: i for i, row in enumerate(dict.fromkeys(panel["row"]))}
+        panel = (
+            panel.sort_values(["budget"])
+            .sort_values("row", key=lambda r: r.map(order), kind="stable")
+            .reset_index(drop=True)
+        )
+        finite = np.isfinite(panel[["diff_mean", "diff_low", "diff_high"]]).all(axis=1)
+        shown = panel[finite].reset_index(drop=True)
+        y = np.arange(len(shown))[::-1]
+        for i, row in shown.iterrows():
+            axis.errorbar(row["diff_mean"], y[i],
+                          xerr=[[row["diff_mean"] - row["diff_low"]],
+                                [row["diff_high"] - row["diff_mean"]]],
+                          marker="o", markersize=3, color=colour[row["row"]])  # fmt: skip
+        axis.axvline(0, color="gray", linestyle=":")
+        axis.set_yticks(y, [f"{r} b{b}" for r, b in zip(shown["row"], shown["budget"],
+                                                        strict=True)], fontsize=7)  # fmt: skip
+        axis.set_xlabel(f"{panel['primary'].iloc[0]} minus {panel['best_map'].iloc[0]}'s")
+        left = panel.loc[~finite, "row"].unique()
+        title = name + (f"\n(inf, not drawn: {', '.join(left)})" if len(left) else "")
+        axis.set_title(title, fontsize=9)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _reliability_figure(plt, bins, names, colour, path) -> None:
+    """Reliability diagrams of unit 0 at the largest budget of the samplers' (``mm``: its
+    one fit), each curve labelled with its own ECE."""
+    first = bins["unit"] == 0
+    shown = bins[first & (bins["budget"] == bins["sampler_budget"]) & (bins["row"] != "mm")]
     shown = pd.concat([shown, bins[first & (bins["row"] == "mm")]])
     figure, axes = _panels(plt, len(names), 4.2, 5.4)
     for axis, name in zip(axes, names, strict=True):
@@ -447,12 +467,15 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
                       color=colour.get(label), label=f"{label} (ECE {ece:.3f})")  # fmt: skip
         axis.set_xlabel("predicted P(Y=1), test entries")
         axis.set_ylabel("observed frequency of Y=1")
-        axis.set_title(f"{name}, budget {table['budget'].max()}, seed 0")
+        axis.set_title(f"{name}, budget {table['sampler_budget'].max()}, unit 0")
         axis.set_aspect("equal")
         axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
-    figure.savefig(out / "reliability.png", dpi=110, bbox_inches="tight")  # the legends below
+    figure.savefig(path, dpi=110, bbox_inches="tight")  # the legends below
     plt.close(figure)
 
+
+def _coverage_figure(plt, summary, path) -> None:
+    """Coverage of the true WH by 50% and 90% intervals, rows with draws, mean over units."""
     if "coverage_90" not in summary:
         return
     covered = summary[pd.to_numeric(summary["coverage_90"], errors="coerce").notna()]
@@ -471,29 +494,41 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
             axis.axhline(level / 100, color="gray", linestyle=":", linewidth=1,
                          label="nominal levels" if level == 90 else None)  # fmt: skip
         axis.set_xticks(list(x), labels, rotation=30, fontsize=8)
-        axis.set_xlabel("row and budget (b), mean over seeds")
+        axis.set_xlabel("row and budget (b), mean over units")
         axis.set_ylabel("share of true WH entries\ninside the interval")
         axis.set_ylim(0, 1)
         axis.set_title(name)
-    handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, fontsize=8, loc="outside right upper")
-    figure.savefig(out / "coverage.png", dpi=110)
+    _legend(figure, axes[:1])
+    figure.savefig(path, dpi=110)
     plt.close(figure)
 
 
+def _legend(figure, axes) -> None:
+    """One legend for the figure, right of its panels, each label once."""
+    legend = {}
+    for axis in axes:
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    figure.legend(legend.values(), legend.keys(), loc="outside right upper", fontsize=8)
+
+
+TOP = 1.25
+"""A panel's score axis ends at this multiple of its best row's score."""
+
+
 def axis_top(rows: pd.DataFrame, axis) -> str:
-    """Cut a panel's test perplexity axis at :data:`TOP` times its best row's where a row
-    lies above, and say which rows the panel leaves out: above the cut (their least value
-    there) or inf (a test entry given probability 0: no point to draw)."""
-    perplexity = rows["test_perplexity"]
-    top = TOP * perplexity.min()
+    """Cut a panel's score axis at :data:`TOP` times its best row's where a row lies above,
+    and say which rows the panel leaves out: above the cut (their least value there) or inf
+    (a test entry given probability 0: no point to draw)."""
+    score = rows["score"]
+    top = TOP * score.min()
     said = []
-    for label, values in perplexity.groupby(rows["row"], sort=False):
+    for label, values in score.groupby(rows["row"], sort=False):
         if np.isinf(values).any():
             said.append(f"{label} inf")
         elif (values > top).any():
-            said.append(f"{label} {values[values > top].min():.3f}")
-    if (np.isfinite(perplexity) & (perplexity > top)).any():
+            said.append(f"{label} {values[values > top].min():.3g}")
+    if (np.isfinite(score) & (score > top)).any():
         axis.set_ylim(top=top)
     return "\n" + textwrap.fill(f"(off the axis: {', '.join(said)})", 48) if said else ""
 
@@ -516,14 +551,14 @@ def _panels(plt, count: int, width: float, height: float, legend: float = 0.0):
 def main(argv=None) -> int:
     """Run the study (:func:`configurations`) and write its tables and figures in ``--out``."""
     args = parse(argv)
+    out = Path(args.out)
     if args.figures_only:  # a redraw (after a plotting fix, or of a finished run)
-        out = Path(args.out)
         figures(pd.read_csv(out / "summary.csv"), pd.read_csv(out / "reliability.csv"), out)
         study.log(f"drew the figures of {out}")
         return 0
     import numpyro
 
-    # one CPU device per chain of a seed set (fitted in one call), if JAX has not started yet
+    # one CPU device per chain of a unit (fitted in one call), if JAX has not started yet
     numpyro.set_host_device_count(args.chains)
 
     begin = time.process_time()
@@ -531,24 +566,26 @@ def main(argv=None) -> int:
     if not made:
         study.log("nothing to run")
         return 0
-    out = Path(args.out)
     result = study.run(made, out=out / "table.csv", stream=study.progress(args))
     out.mkdir(parents=True, exist_ok=True)
     rows = rows_of(result, made[0].methods)
-    bins = result.reliability.rename(columns={"method": "row", "seed_set": "seed"})
-    bins = bins.assign(dataset=short_names(bins["dataset"]))
-    summary = summarize(rows)
+    bins = result.reliability.rename(columns={"method": "row", "split_seed": "unit"})
+    bins = bins.drop(columns=["R", "seed_set"]).assign(
+        dataset=short_names(bins["dataset"]), sampler_budget=max(args.sampler_budgets)
+    )
+    summary = summarize(rows, args.bootstrap)
     write_csv(rows, out / "rows.csv", index=False)
     write_csv(bins, out / "reliability.csv", index=False)
     write_csv(summary, out / "summary.csv", index=False)
-    tuning = tuning_of(result.fits)
+    tuning = tuning_of(result.fits.rename(columns={"split_seed": "unit"}))
     if not tuning.empty:
         write_csv(tuning, out / "tuning.csv", index=False)
     shown = [
-        "dataset", "row", "budget", "test_perplexity", "ece", "cpu_seconds", "pareto",
-        *[c for c in ("coverage_50", "coverage_90", "mixing", "rule") if c in summary],
+        "dataset", "row", "budget", "units", "score", "diff_low", "diff_high", "test_perplexity",
+        "ece", "cpu_seconds", "pareto",
+        *[c for c in ("coverage_90", "mixing") if c in summary],
     ]  # fmt: skip
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
+    with pd.option_context("display.width", 220, "display.max_columns", 20):
         study.log(summary[shown].round(4).to_string(index=False))
     figures(summary, bins, out)
     study.log(f"total {time.process_time() - begin:.0f} CPU s; results in {out}")
