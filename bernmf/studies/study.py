@@ -124,8 +124,9 @@ MIXING_COLUMNS = (
 )  # fmt: skip
 """The ``mixing`` metric's columns (:class:`bernmf.posterior.mixing.ModeRhat`): the status
 (``mixed``, ``low ESS`` or ``distinct modes``), the rule (``mean`` or ``chain
-stacking``) and the chains' weights (3 decimals, space-separated), the chains' modes (:func:`bernmf.fitting.modes.chain_modes`), each chain's
-bulk ESS of WH (median over its entries) at the least chain, the R-hat bound at that ESS
+stacking``) and the chains' weights (3 decimals, space-separated), the chains' modes
+(:func:`bernmf.fitting.modes.chain_modes`), each chain's bulk ESS of WH (median over its
+entries) at the least chain, the R-hat bound at that ESS
 (:func:`bernmf.posterior.mixing.rhat_bound`), the share of WH entries at R-hat <= that
 bound and at R-hat <= 1.01 across all chains, the largest nested R-hat with the chains'
 start groups as superchains (NaN with one chain per start) and NUTS's divergent
