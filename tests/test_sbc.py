@@ -97,6 +97,12 @@ def test_reproduce_sbc_writes_ranks_summary_and_figure(tmp_path, capsys):
     assert (out / "ecdf.png").stat().st_size > 0
 
 
+def test_zero_replicates_are_refused_not_read_as_the_default(tmp_path):
+    with pytest.raises(ValueError, match="replicates"):
+        sbc.main(["--out", str(tmp_path / "sbc"), "--engines", "mm", "--replicates", "0"])
+    assert not (tmp_path / "sbc").exists()
+
+
 def test_the_command_runs_the_registered_study(tmp_path, monkeypatch):
     """``bernmf reproduce sbc`` hands its options to sbc.main."""
     seen = []

@@ -411,8 +411,11 @@ def main(argv=None) -> int:
     and write ``ranks.csv`` (after each engine and prior), ``summary.csv`` and ``ecdf.png``
     in ``--out``."""
     args = parse(argv)
-    replicates = args.replicates or (QUICK["replicates"] if args.quick else REPLICATES)
-    draws = args.draws or (QUICK["draws"] if args.quick else DRAWS)
+    replicates, draws = args.replicates, args.draws  # checked by simulate_ranks
+    if replicates is None:
+        replicates = QUICK["replicates"] if args.quick else REPLICATES
+    if draws is None:
+        draws = QUICK["draws"] if args.quick else DRAWS
     stream = study.progress(args)
     begin = time.process_time()
     settings = []
@@ -429,13 +432,13 @@ def main(argv=None) -> int:
                 continue
             settings.append((label, engine, options, PRIORS[name]))
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     tables = []
     for label, engine, options, prior in settings:
         tables.append(simulate_ranks(
             engine, SHAPE, prior, replicates=replicates, draws=draws, seed=args.seed,
             options=options, label=label, progress=not args.quiet, stream=stream,
         ))  # fmt: skip
+        out.mkdir(parents=True, exist_ok=True)  # once the first setting is checked and run
         write_csv(pd.concat(tables, ignore_index=True), out / "ranks.csv", index=False)
     if not tables:
         study.log("nothing to run", stream)
