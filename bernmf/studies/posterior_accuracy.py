@@ -231,11 +231,13 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
 
 def figure(summary: pd.DataFrame, x: str, path: Path) -> None:
     """mean_error_sd, sd_ratio and kl_predictive (rows) against ``x`` (log scale), a column
-    per case, a colour per engine; each axis says what it leaves off (inf, 0)."""
+    per case, a colour per engine, the tolerance shaded; each axis says what it leaves off
+    (inf; 0 on the log axes)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     cases = list(dict.fromkeys(summary["case"]))
     colour = {e: f"C{i}" for i, e in enumerate(dict.fromkeys(summary["engine"]))}
@@ -255,7 +257,7 @@ def figure(summary: pd.DataFrame, x: str, path: Path) -> None:
             left = []
             for engine, points in rows.groupby("engine", sort=False):
                 values = points[metric].to_numpy(float)
-                shown = np.isfinite(values) & (values > 0)
+                shown = np.isfinite(values) & ((values > 0) | (metric == "sd_ratio"))
                 if not shown.all():
                     left.append(engine)
                 axis.plot(points[x][shown], values[shown], marker="o", color=colour[engine],
@@ -265,12 +267,14 @@ def figure(summary: pd.DataFrame, x: str, path: Path) -> None:
             if metric == "mean_error_sd":
                 axis.axhline(TOLERANCE["mean_error_sd"], color="gray", linestyle=":")
             axis.set_xscale("log")
-            axis.set_yscale("log")
+            axis.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            if metric != "sd_ratio":  # ratios near 1 read best on a linear axis
+                axis.set_yscale("log")
             axis.set_ylabel(label)
             axis.set_xlabel("CPU seconds per fit" if x == "cpu_seconds" else "passes over the data")
             title = case if row == 0 else ""
             if left:
-                title += ("\n" if title else "") + f"(off the axis, inf or 0: {', '.join(left)})"
+                title += ("\n" if title else "") + f"(off the axis: {', '.join(left)})"
             axis.set_title(title, fontsize=9)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside right upper", fontsize=8)
