@@ -34,6 +34,26 @@ def _finish(fig: Figure, path) -> Figure:
     return fig
 
 
+PNG_COLOURS = 64
+"""Colours of a study's committed figures (:func:`save_png`)."""
+
+
+def save_png(fig: Figure, path, dpi: int = 110, **options) -> None:
+    """Save ``fig`` as a PNG of :data:`PNG_COLOURS` colours and close it: a fifth of the
+    bytes of matplotlib's own PNG (88 KB against about 450 for the SBC figure at 40
+    replicates), the same figure to the eye, so that a study's figures fit in the repository.
+    ``options`` go to :meth:`Figure.savefig` (e.g. ``bbox_inches``)."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image  # matplotlib's own dependency
+
+    image = io.BytesIO()
+    fig.savefig(image, dpi=dpi, **options)
+    plt.close(fig)
+    Image.open(image).convert("RGB").quantize(PNG_COLOURS).save(path, optimize=True)
+
+
 ENGINE_COLORS = {
     "mm": "#1f77b4", "em": "#ff7f0e", "vb": "#2ca02c", "gibbs": "#9467bd", "nuts": "#8c564b",
     "svi": "#e377c2", "logsvd": "#17becf", "logpca": "#bcbd22",

@@ -49,6 +49,7 @@ import pandas as pd
 from bernmf.api import fit as fit_engine
 from bernmf.data.files.csv_table import write_csv
 from bernmf.models.spec import Prior
+from bernmf.plot import log_ticks, save_png
 from bernmf.posterior.accuracy import accuracy, moments
 from bernmf.studies import study
 from bernmf.studies.reference import Case, reference
@@ -105,6 +106,10 @@ def parse(argv):
     parser.add_argument("--cases", nargs="+", choices=[c.name for c in CASES], default=None)
     parser.add_argument("--budgets", nargs="+", type=int, default=[1, 2, 4, 8])
     parser.add_argument("--seeds", type=int, default=3, help="seeds per family and budget")
+    parser.add_argument(
+        "--figures-only", action="store_true",
+        help="draw the figures again from summary.csv in --out; fit nothing",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if min(args.budgets) < 1 or args.seeds < 1:
         parser.error("--budgets and --seeds must be positive integers")
@@ -237,7 +242,6 @@ def figure(summary: pd.DataFrame, x: str, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
 
     cases = list(dict.fromkeys(summary["case"]))
     colour = {e: f"C{i}" for i, e in enumerate(dict.fromkeys(summary["engine"]))}
@@ -267,7 +271,7 @@ def figure(summary: pd.DataFrame, x: str, path: Path) -> None:
             if metric == "mean_error_sd":
                 axis.axhline(TOLERANCE["mean_error_sd"], color="gray", linestyle=":")
             axis.set_xscale("log")
-            axis.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            log_ticks(axis, "x")
             if metric != "sd_ratio":  # ratios near 1 read best on a linear axis
                 axis.set_yscale("log")
             axis.set_ylabel(label)
@@ -278,13 +282,18 @@ def figure(summary: pd.DataFrame, x: str, path: Path) -> None:
             axis.set_title(title, fontsize=9)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside right upper", fontsize=8)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save_png(figure, path)
 
 
 def main(argv=None) -> int:
     """Run the study (module docstring) and write its tables and figures in ``--out``."""
     args = parse(argv)
+    out = Path(args.out)
+    if args.figures_only:  # a redraw (after a plotting fix, or of a finished run)
+        summary = pd.read_csv(out / "summary.csv")
+        figure(summary, "cpu_seconds", out / "accuracy.png")
+        figure(summary, "evaluations", out / "evaluations.png")
+        return 0
     stream = study.progress(args)
     begin = time.process_time()
     rows, references = [], []
@@ -292,7 +301,6 @@ def main(argv=None) -> int:
         found, reference_row = run_case(case, args, stream)
         rows += found
         references.append(reference_row)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame(rows)
     write_csv(table, out / "accuracy.csv", index=False)

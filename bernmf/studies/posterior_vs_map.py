@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 
 from bernmf.data.files.csv_table import write_csv
-from bernmf.plot import pareto_front
+from bernmf.plot import log_ticks, pareto_front, save_png
 from bernmf.studies import study
 from bernmf.studies.study import CHOICE, Grid, Method, Simulation, Study
 
@@ -390,8 +390,6 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
 def _score_figure(plt, summary, names, colour, path) -> None:
     """Each dataset's score (mean over units, bars: sd / sqrt(units)) against CPU seconds,
     every row's budgets joined: the MAP ensembles' curves run to the samplers' CPU."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
     figure, axes = _panels(plt, len(names), 4.4, 3.8, 1.6)
     for axis, name in zip(axes, names, strict=True):
         panel = summary[summary["dataset"] == name]
@@ -402,9 +400,7 @@ def _score_figure(plt, summary, names, colour, path) -> None:
         subtitle = axis_top(panel, axis)
         axis.set_title(f"{name} ({int(panel['units'].max())} units){subtitle}", fontsize=9)
         axis.set_xscale("log")
-        axis.xaxis.set_major_locator(LogLocator(subs=(1.0, 3.0)))  # labelled under a decade too
-        axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-        axis.xaxis.set_minor_formatter(NullFormatter())
+        log_ticks(axis, "x")
         axis.tick_params(axis="x", labelsize=8)
         axis.set_xlabel("CPU seconds per fit (log scale)")
         primary = panel["primary"].iloc[0]
@@ -414,8 +410,7 @@ def _score_figure(plt, summary, names, colour, path) -> None:
             else "test perplexity (nats per entry)"
         )
     _legend(figure, axes)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save_png(figure, path)
 
 
 def _differences_figure(plt, summary, names, colour, path) -> None:
@@ -446,8 +441,7 @@ def _differences_figure(plt, summary, names, colour, path) -> None:
         left = panel.loc[~finite, "row"].unique()
         title = name + (f"\n(inf, not drawn: {', '.join(left)})" if len(left) else "")
         axis.set_title(title, fontsize=9)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save_png(figure, path)
 
 
 def _reliability_figure(plt, bins, names, colour, path) -> None:
@@ -470,8 +464,7 @@ def _reliability_figure(plt, bins, names, colour, path) -> None:
         axis.set_title(f"{name}, budget {table['sampler_budget'].max()}, unit 0")
         axis.set_aspect("equal")
         axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
-    figure.savefig(path, dpi=110, bbox_inches="tight")  # the legends below
-    plt.close(figure)
+    save_png(figure, path, bbox_inches="tight")  # the legends below
 
 
 def _coverage_figure(plt, summary, path) -> None:
@@ -499,8 +492,7 @@ def _coverage_figure(plt, summary, path) -> None:
         axis.set_ylim(0, 1)
         axis.set_title(name)
     _legend(figure, axes[:1])
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save_png(figure, path)
 
 
 def _legend(figure, axes) -> None:
