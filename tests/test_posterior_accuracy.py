@@ -12,9 +12,11 @@ from scipy.stats import norm
 
 from bernmf.posterior.accuracy import (
     accuracy,
+    draw_permutations,
     kl_predictive,
     mean_error_sd,
     moments,
+    relabel,
     sd_ratio,
     wh_moments,
 )
@@ -75,6 +77,41 @@ def test_draws_of_the_reference_itself_score_as_accurate_up_to_monte_carlo_error
     assert made["W_sd_ratio"] == pytest.approx(1, abs=0.03)
     narrow = accuracy(moments(W2[:, :100], H2[:, :100], truth["H_mean"]), truth)
     assert narrow["mean_error_sd"] > made["mean_error_sd"]  # fewer draws: more error
+
+
+def test_draw_permutations_are_the_best_of_every_permutation():
+    """Against brute force over the K! permutations, draw by draw."""
+    import itertools
+
+    H = RNG.random((2, 5, 4, 6))
+    reference = RNG.random((4, 6))
+    found = draw_permutations(H, reference)
+    for c, s in itertools.product(range(2), range(5)):
+        costs = {p: ((reference - H[c, s][list(p)]) ** 2).sum()
+                 for p in itertools.permutations(range(4))}  # fmt: skip
+        assert tuple(found[c, s]) == min(costs, key=costs.get)
+
+
+def test_labels_switched_within_chains_are_undone_draw_by_draw():
+    """Draws of well-separated components, each draw's labels shuffled (a sampler that
+    switches labels within its chains): relabelled, their mean H is the components' own (up
+    to one permutation of all), where the mean of the shuffled draws mixes them; WH, which
+    no labelling changes, is untouched."""
+    K, N = 3, 8
+    truth = np.array([np.full(N, 0.1), np.full(N, 0.5), np.full(N, 0.9)])
+    H = np.clip(truth + RNG.normal(0, 0.03, (2, 200, K, N)), 0, 1)
+    W = RNG.dirichlet(np.ones(K) * 5, size=(2, 200, 7))
+    shuffles = np.stack([RNG.permutation(K) for _ in range(400)]).reshape(2, 200, K)
+    W_shuffled = np.take_along_axis(W, shuffles[:, :, None, :], axis=3)
+    H_shuffled = np.take_along_axis(H, shuffles[..., None], axis=2)
+    assert np.ptp(H_shuffled.mean(axis=(0, 1)).mean(axis=1)) < 0.1  # mixed by the shuffles
+    W_back, H_back = relabel(W_shuffled, H_shuffled)
+    means = H_back.mean(axis=(0, 1))
+    order = np.argsort(means.mean(axis=1))
+    np.testing.assert_allclose(means[order], truth, atol=0.01)
+    np.testing.assert_allclose(np.matmul(W_back, H_back), np.matmul(W, H), atol=1e-12)
+    made = moments(W_shuffled, H_shuffled)
+    np.testing.assert_allclose(np.sort(made["H_sd"].mean(axis=1)), 0.03, atol=0.005)
 
 
 def test_a_normal_with_half_the_sd_is_found_too_narrow():

@@ -2,8 +2,8 @@
 
 The numbers of :func:`accuracy` (the Inference Gym's squared bias of posterior means in
 reference-variance units, posteriordb's comparison with reference draws), on the
-identifiable W @ H and, after matching components to the reference's (Hungarian, on H), on
-W and H:
+identifiable W @ H and, after matching every draw's components to the reference's
+(:func:`relabel`: Hungarian, on H, draw by draw), on W and H:
 
 - ``mean_error_sd``: root mean square over the entries of (mean - reference mean) /
   reference sd: 0.1 is a tenth of a posterior sd, about the Monte Carlo error of a mean
@@ -18,8 +18,6 @@ W and H:
 from __future__ import annotations
 
 import numpy as np
-
-from bernmf.posterior.draws import component_permutations, permute_draws
 
 QUANTITIES = ("WH", "W", "H")
 
@@ -50,25 +48,81 @@ def wh_moments(W_draws, H_draws, block: int = 200) -> tuple[np.ndarray, np.ndarr
     return mean, np.sqrt(np.maximum(squares / len(W) - mean**2, 0.0))
 
 
-def aligned_moments(W_draws, H_draws, H_reference) -> dict:
-    """Means and sds of W (M, K) and H (K, N), each chain's components matched to
-    ``H_reference`` (K, N) (:func:`bernmf.posterior.draws.component_permutations`)."""
-    permutations = component_permutations(H_draws, reference=H_reference)
-    W, H = permute_draws(W_draws, H_draws, permutations)
+RELABEL_ROUNDS = 50
+"""At most this many rounds of :func:`relabel` (each draw matched to the mean H of the
+last); it stops when no draw changes its labels, after 2 to 6 rounds on the study's cases."""
+
+
+def draw_permutations(H_draws, H_reference) -> np.ndarray:
+    """For each draw, the permutation of its components that best matches ``H_reference``.
+
+    Per draw, not per chain (:func:`bernmf.posterior.draws.component_permutations`): a
+    sampler that mixes well switches labels *within* a chain (collapsed Gibbs visits every
+    ordering), so only draw by draw do components keep one meaning.
+
+    Parameters
+    ----------
+    H_draws : array of shape (C, S, K, N)
+    H_reference : array of shape (K, N)
+
+    Returns
+    -------
+    ndarray of int, shape (C, S, K)
+        ``perm[c, s][k]``: the draw's component matched to the reference's component k
+        (Hungarian matching on squared distance).
+    """
+    from scipy.optimize import linear_sum_assignment  # on first use: it loads in 0.1 s
+
+    H_draws, H_reference = np.asarray(H_draws, float), np.asarray(H_reference, float)
+    # squared distances (C, S, K, K) without the (C, S, K, K, N) differences
+    cross = np.einsum("kn,csjn->cskj", H_reference, H_draws)
+    cost = (H_reference**2).sum(-1)[:, None] - 2 * cross + (H_draws**2).sum(-1)[:, :, None, :]
+    flat = cost.reshape(-1, *cost.shape[2:])
+    return np.stack([linear_sum_assignment(c)[1] for c in flat]).reshape(cost.shape[:3])
+
+
+def relabel(W_draws, H_draws, H_reference=None) -> tuple[np.ndarray, np.ndarray]:
+    """W and H draws with every draw's components matched to ``H_reference``, or, without
+    one, to their own mean (pivotal relabelling, Stephens 2000: match every draw to the mean
+    H, recompute the mean, until no draw changes, from chain 0's first draw).
+
+    Parameters
+    ----------
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+    H_reference : array of shape (K, N), optional
+
+    Returns
+    -------
+    W_draws, H_draws : ndarrays of the same shapes, relabelled
+    """
+    W_draws, H_draws = np.asarray(W_draws, float), np.asarray(H_draws, float)
+    pivot = H_draws[0, 0] if H_reference is None else np.asarray(H_reference, float)
+    before = None
+    for _ in range(1 if H_reference is not None else RELABEL_ROUNDS):
+        permutations = draw_permutations(H_draws, pivot)
+        if before is not None and np.array_equal(permutations, before):
+            break
+        H = np.take_along_axis(H_draws, permutations[..., None], axis=2)
+        pivot, before = H.mean(axis=(0, 1)), permutations
+    W = np.take_along_axis(W_draws, before[:, :, None, :], axis=3)
+    return W, np.take_along_axis(H_draws, before[..., None], axis=2)
+
+
+def moments(W_draws, H_draws, H_reference=None) -> dict:
+    """Means and sds of WH and, every draw matched to ``H_reference`` (default: relabelled
+    to their own mean, :func:`relabel`), of W (M, K) and H (K, N): the keys ``{WH, W,
+    H}_{mean, sd}`` that :func:`accuracy` compares."""
+    WH_mean, WH_sd = wh_moments(W_draws, H_draws)
+    W, H = relabel(W_draws, H_draws, H_reference)
     return {
+        "WH_mean": WH_mean,
+        "WH_sd": WH_sd,
         "W_mean": W.mean(axis=(0, 1)),
         "W_sd": W.std(axis=(0, 1)),
         "H_mean": H.mean(axis=(0, 1)),
         "H_sd": H.std(axis=(0, 1)),
     }
-
-
-def moments(W_draws, H_draws, H_reference=None) -> dict:
-    """Means and sds of WH and, matched to ``H_reference`` (default: chain 0's mean H),
-    of W and H: the keys ``{WH, W, H}_{mean, sd}`` that :func:`accuracy` compares."""
-    WH_mean, WH_sd = wh_moments(W_draws, H_draws)
-    reference = np.asarray(H_draws, float)[0].mean(axis=0) if H_reference is None else H_reference
-    return {"WH_mean": WH_mean, "WH_sd": WH_sd, **aligned_moments(W_draws, H_draws, reference)}
 
 
 def mean_error_sd(mean, reference_mean, reference_sd) -> float:

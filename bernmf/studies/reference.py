@@ -5,8 +5,8 @@ prior (a :class:`Case`), sampled by many chains of collapsed Gibbs
 (:mod:`bernmf.inference.gibbs`, each chain from its own uniformly random Z: dispersed
 starts), thinned, and checked as posteriordb checks its reference draws: rank R-hat at most
 :data:`RHAT_MAX` and bulk ESS at least :data:`ESS_MIN` on *every* entry of W @ H, the
-identifiable quantity (the components may swap labels between chains). Its W and H draws are
-kept aligned to chain 0 (:func:`bernmf.posterior.draws.component_permutations`). NUTS,
+identifiable quantity (the components swap labels, within chains too). Its W and H draws are
+kept relabelled draw by draw (:func:`bernmf.posterior.accuracy.relabel`). NUTS,
 started from draws of the prior, may confirm it on the same case (:func:`confirm`): Gibbs
 makes the references because a sweep costs far less CPU than a NUTS draw
 (``benchmarks/sampler_costs.py``), NUTS checks them independently.
@@ -36,15 +36,13 @@ from bernmf._output import to_json, write_json
 from bernmf.api import fit as fit_engine
 from bernmf.data.split import paper_split, random_split
 from bernmf.models.spec import Prior
-from bernmf.posterior.accuracy import accuracy, moments
+from bernmf.posterior.accuracy import accuracy, moments, relabel
 from bernmf.posterior.convergence import ess_rows
 from bernmf.posterior.draws import (
     _components_first,
     _sum_of_products,
     _wh_rhat,
     check_threads,
-    component_permutations,
-    permute_draws,
 )
 from bernmf.results.saving import versions
 from bernmf.studies.study import Simulation, load_data, truth_of
@@ -55,8 +53,9 @@ ESS_MIN = 400
 """A reference's bulk ESS of every WH entry is at least this (posteriordb's criterion)."""
 KEPT_DRAWS = 4000
 """At most this many draws (all chains) are stored; the summaries use every kept draw."""
-FORMAT = 1
-"""The version of the stored format; a reference of another is built again."""
+FORMAT = 2
+"""The version of the stored format; a reference of another is built again (2: W and H
+relabelled draw by draw, not chain by chain)."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ class Reference(NamedTuple):
     Attributes
     ----------
     W, H : ndarray of shape (C, S, M, K) and (C, S, K, N)
-        Draws, float32, components aligned to chain 0.
+        Draws, float32, relabelled draw by draw (:func:`bernmf.posterior.accuracy.relabel`).
     summary : dict of str to ndarray
         ``WH_mean``, ``WH_sd`` (M, N), ``W_mean``, ``W_sd`` (M, K), ``H_mean``, ``H_sd``
         (K, N): posterior means and sds over every kept draw.
@@ -205,9 +204,8 @@ def build(case: Case, data_dir=None, *, progress: bool = True) -> Reference:
     W_draws, H_draws = fit.draws["W"], fit.draws["H"]
     check_begin = time.process_time()
     rhat, ess = wh_convergence(W_draws, H_draws)
-    summary = moments(W_draws, H_draws)
-    permutations = component_permutations(H_draws)
-    W_draws, H_draws = permute_draws(W_draws, H_draws, permutations)
+    W_draws, H_draws = relabel(W_draws, H_draws)  # the chains switch labels within
+    summary = moments(W_draws, H_draws, H_draws.mean(axis=(0, 1)))
     step = max(1, -(-case.chains * case.samples // KEPT_DRAWS))
     checks = {
         "rhat_max": float(np.max(rhat)),
@@ -230,7 +228,6 @@ def build(case: Case, data_dir=None, *, progress: bool = True) -> Reference:
         },
         "sweeps_per_chain": case.sweeps,
         "stored": {"every": step, "draws_per_chain": len(range(0, case.samples, step))},
-        "permutations": permutations.tolist(),
         "seconds": seconds,
         "cpu_seconds": cpu,
         "checks": checks,
