@@ -124,6 +124,7 @@ def test_an_infinite_map_row_is_never_the_best_and_stays_infinite():
     table = paired_differences(rows, draws=100).set_index("row")
     assert table.loc["em mean", "best_map"] == "mm stack b1"
     assert table.loc["em mean", "diff_mean"] == np.inf
+    assert table.loc["em mean", "diff_high"] == np.inf  # not NaN from inf - inf
 
 
 def test_a_panel_cuts_its_axis_and_names_the_rows_left_off():

@@ -148,7 +148,8 @@ def parse(argv):
     parser.add_argument("--skip-datasets", action="store_true")
     parser.add_argument(
         "--figures-only", action="store_true",
-        help="draw the figures again from summary.csv, rows.csv and reliability.csv in --out",
+        help="the summary again from rows.csv (if there) and the figures from it and "
+        "reliability.csv in --out; fit nothing",
     )  # fmt: skip
     args = parser.parse_args(argv)
     args.shapes = [tuple(shape) for shape in args.shape or SHAPES]
@@ -309,7 +310,8 @@ def paired_differences(rows: pd.DataFrame, draws: int = BOOTSTRAP, seed: int = 0
         picks = rng.integers(0, len(scores), (draws, len(scores)))
         with np.errstate(invalid="ignore"):  # inf - inf where both rows are inf on a unit
             resampled = np.nanmean(diffs[picks], axis=1)  # (draws, settings)
-            low, high = np.nanpercentile(resampled, [2.5, 97.5], axis=0)
+            # the nearest order statistics: an inf mean (a row inf on some unit) stays inf
+            low, high = np.nanpercentile(resampled, [2.5, 97.5], axis=0, method="nearest")
         for i, (row, budget) in enumerate(scores.columns):
             made.append(
                 {
@@ -544,7 +546,10 @@ def main(argv=None) -> int:
     """Run the study (:func:`configurations`) and write its tables and figures in ``--out``."""
     args = parse(argv)
     out = Path(args.out)
-    if args.figures_only:  # a redraw (after a plotting fix, or of a finished run)
+    if args.figures_only:  # a redraw (after a fix of the summary or the figures)
+        if (out / "rows.csv").exists():
+            write_csv(summarize(pd.read_csv(out / "rows.csv"), args.bootstrap),
+                      out / "summary.csv", index=False)  # fmt: skip
         figures(pd.read_csv(out / "summary.csv"), pd.read_csv(out / "reliability.csv"), out)
         study.log(f"drew the figures of {out}")
         return 0
