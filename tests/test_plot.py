@@ -239,3 +239,23 @@ def test_labels_with_dollar_signs_are_drawn_as_written(labelled, tmp_path):
     legend = shown(ax.get_legend().get_texts())  # the points are numbered, named here
     assert any("$e_$ $s_$" in t for t in legend) and any("em $s_$" in t for t in legend)
     assert ax.get_title().replace(r"\$", "$") == "$d_$"
+
+
+def test_save_png_keeps_every_colour_of_a_legend(tmp_path):
+    """Ten small markers of ten colours, in a few pixels each: every colour survives the
+    quantization (median cut merged a rare red into orange)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+    from PIL import Image
+
+    from bernmf.plot import save_png
+
+    figure, axis = plt.subplots(figsize=(3, 2))
+    axis.plot(np.arange(50), np.sin(np.arange(50)), color="C0", linewidth=3)
+    for i in range(10):
+        axis.plot([i], [2], marker="s", markersize=3, color=f"C{i}", linestyle="")
+    save_png(figure, tmp_path / "f.png", dpi=80)
+    pixels = np.asarray(Image.open(tmp_path / "f.png").convert("RGB")).reshape(-1, 3).astype(int)
+    for i in range(10):
+        wanted = np.array(to_rgb(f"C{i}")) * 255
+        assert (np.abs(pixels - wanted).sum(axis=1) < 30).any(), f"C{i}"
