@@ -17,7 +17,7 @@ Stored, as posteriordb stores its references, in one open format under
 summaries ``WH_mean``, ``WH_sd`` (M, N), ``W_mean``, ``W_sd`` (M, K), ``H_mean``, ``H_sd`` (K,
 N) in float64, from every kept draw) and ``info.json`` (the case, the sampler's options,
 seconds, the checks and their numbers). Built by ``bernmf reproduce posterior_accuracy``
-(or :func:`reference`); never committed: the largest is about 40 MB.
+(or :func:`reference`); never committed: the study's largest is 17 MB.
 """
 
 from __future__ import annotations
