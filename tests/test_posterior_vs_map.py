@@ -26,22 +26,26 @@ from bernmf.studies.posterior_vs_map import (
     parse,
     short_names,
 )
-from bernmf.studies.study import MIXING_COLUMNS, Matrix, load_data
+from bernmf.studies.study import MIXING_COLUMNS, Matrix, Simulation, load_data
 
 
 def test_a_study_per_unit_each_matrix_and_split_its_own():
-    """20 matrices per simulated shape, each with its own split (matrix and split seed s),
-    then 10 random splits of animals; only each shape's first unit warms up."""
+    """20 matrices per simulated shape and prior (two flat, one concentrated), each with its
+    own split (matrix and split seed s), then 10 random splits of animals; only each shape's
+    first unit warms up; the Bayesian families fit the prior the matrices are drawn from."""
     made = configurations(parse(["--data-dir", "unused"]))
     simulated = [s for s in made if s.simulations]
-    assert len(simulated) == 20 * len(SHAPES)
-    for (M, N, K), first in zip(SHAPES, range(0, 40, 20), strict=True):
+    assert len(simulated) == 20 * len(SHAPES) == 60
+    assert {shape[3] for shape in SHAPES} == {(1.0, 1.0, 1.0), (0.3, 0.3, 0.3)}
+    for (M, N, K, prior), first in zip(SHAPES, range(0, 60, 20), strict=True):
         part = simulated[first : first + 20]
         assert [s.simulations[0].seed for s in part] == list(range(20))
         assert [s.split_seed for s in part] == list(range(20))
         assert {(s.simulations[0].rows, s.simulations[0].cols) for s in part} == {(M, N)}
+        assert {s.simulations[0].prior for s in part} == {prior}
         assert [s.warmup for s in part] == [True] + [False] * 19
         assert {g.ranks for s in part for g in s.grids} == {(K,)}
+        assert {g.priors for s in part for g in s.grids if g.label == "nuts"} == {(prior,)}
     animals = [s for s in made if s.datasets]
     assert [s.split_seed for s in animals] == list(range(10))
     assert {s.datasets for s in animals} == {("animals",)} and {s.split for s in made} == {"random"}
@@ -70,14 +74,32 @@ def test_the_grids_their_priors_and_budgets():
 
 def test_quick_is_small():
     made = configurations(parse(["--quick", "--data-dir", "unused"]))
-    assert len(made) == 4  # 2 matrices of 24 x 18, 2 splits of animals
+    assert len(made) == 4  # 2 matrices of 24 x 18 (flat), 2 splits of animals
     assert {g.label for g in made[0].grids} == {"mm", "em", "nuts", "svi_normal", "gibbs", "vb"}
     assert {g.budgets for g in made[0].grids if g.label in MAP_FAMILIES} == {(1, 2, 4)}
 
 
-def test_simulated_datasets_are_named_by_shape_and_rank():
-    names = pd.Series(["simulated-200x100-K4-seed0", "animals"])
-    assert list(short_names(names)) == ["simulated 200x100 K=4", "animals"]
+def test_simulated_datasets_are_named_by_shape_rank_and_prior():
+    flat, concentrated = Simulation(200, 100, 4, seed=3), Simulation(100, 60, 6, 0, (0.3, 0.3, 1.0))
+    assert flat.name == "simulated-200x100-K4-seed3"
+    assert concentrated.name == "simulated-100x60-K6-prior0.3,0.3,1.0-seed0"
+    names = pd.Series([flat.name, concentrated.name, "animals"])
+    assert list(short_names(names)) == [
+        "simulated 200x100 K=4", "simulated 100x60 K=6 prior 0.3,0.3,1.0", "animals"
+    ]  # fmt: skip
+    # the prior is that of the draws: H of Beta(0.3, 0.3) sits near 0 and 1
+    H = concentrated.draw()[2]
+    assert np.mean((H < 0.1) | (H > 0.9)) > 0.4 > np.mean(flat.draw()[2] < 0.1) + 0.2
+
+
+@pytest.mark.parametrize(
+    "shape", [["10", "5"], ["10", "5", "2.5"], ["10", "5", "2", "1", "0", "1"]]
+)
+def test_a_shape_is_three_integers_and_an_optional_positive_prior(shape, capsys):
+    with pytest.raises(SystemExit):
+        parse(["--shape", *shape])
+    assert "--shape" in capsys.readouterr().err
+    assert parse(["--shape", "10", "5", "2"]).shapes == [(10, 5, 2, (1.0, 1.0, 1.0))]
 
 
 def _rows(scores: dict) -> pd.DataFrame:

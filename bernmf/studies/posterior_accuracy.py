@@ -1,7 +1,7 @@
 """How close each engine's posterior comes to a reference posterior, against its cost.
 
-For each :data:`CASES` case (the posterior-vs-MAP study's simulated shapes at the flat prior,
-and animals at K = 8 and Beta(0.1, 0.1)), the reference posterior of its training entries
+For each :data:`CASES` case (the posterior-vs-MAP study's simulated shapes at their true
+priors, and animals at K = 8 and Beta(0.1, 0.1)), the reference posterior of its training entries
 (:mod:`bernmf.studies.reference`: long Gibbs chains, R-hat <= 1.01 and bulk ESS >= 400 on
 every WH entry, cached), then every family of :data:`FAMILIES` at every budget b of
 ``--budgets`` and ``--seeds`` seeds, with the case's prior:
@@ -59,10 +59,13 @@ CASES = (
     Case("simulated-200x100-K4", Simulation(200, 100, 4), 4, (1.0, 1.0, 1.0), warmup=5000,
          samples=3000, thinning=30, confirm=1000),
     Case("simulated-100x60-K6", Simulation(100, 60, 6), 6, (1.0, 1.0, 1.0), confirm=1000),
+    Case("simulated-100x60-K6-prior0.3", Simulation(100, 60, 6, prior=(0.3, 0.3, 0.3)), 6,
+         (0.3, 0.3, 0.3), confirm=1000),
     Case("animals-K8", "animals", 8, (0.1, 0.1, 1.0), split="paper", confirm=1000),
 )  # fmt: skip
-"""The cases: the posterior-vs-MAP study's simulated shapes (matrix seed 0, its split of 70%
-training entries, the true prior), and animals at that study's rank with Beta(0.1, 0.1)."""
+"""The cases: the posterior-vs-MAP study's simulated shapes and priors (matrix seed 0, its
+split of 70% training entries, the true prior), and animals at that study's rank with
+Beta(0.1, 0.1)."""
 QUICK_CASE = Case(
     "simulated-30x20-K3", Simulation(30, 20, 3), 3, (1.0, 1.0, 1.0),
     chains=4, warmup=1000, samples=1000, thinning=5,

@@ -3,9 +3,9 @@ splits, paired against the best MAP row, at matched CPU.
 
 A configuration of the study runner (:mod:`bernmf.studies.study`), one
 :class:`~bernmf.studies.study.Study` per *unit*: a matrix simulated from the model with its
-own random split (``--matrices`` per shape, matrix and split seed s = 0, 1, ...), or a random
-split of a dataset (``--splits`` per dataset, split seed s). Every choice (mm's prior, the
-stacking and chain weights) is made on the unit's validation entries.
+own random split (``--matrices`` per shape and prior, matrix and split seed s = 0, 1, ...),
+or a random split of a dataset (``--splits`` per dataset, split seed s). Every choice (mm's
+prior, the stacking and chain weights) is made on the unit's validation entries.
 
 Families (a :class:`~bernmf.studies.study.Grid` each) and what a budget b scales:
 
@@ -24,10 +24,11 @@ Families (a :class:`~bernmf.studies.study.Grid` each) and what a budget b scales
   ``svi_lowrank``: b x ``--svi-steps`` steps; ``vb``: the mean of b restarts of CVB0. Their
   budgets are ``--sampler-budgets`` (default 1 and 2).
 
-The Bayesian families fit the true flat prior on simulated data and Beta(``--bayes-prior``)
-(default Beta(0.1, 0.1), gamma = 1: the prior of the animals reference posterior,
-:mod:`bernmf.studies.posterior_accuracy`) on the datasets; every family fits the true rank on
-simulated data and ``--rank`` (default 8) on the datasets.
+The Bayesian families fit the true prior on simulated data (:data:`SHAPES`: two flat, one
+concentrated) and Beta(``--bayes-prior``) (default Beta(0.1, 0.1), gamma = 1: the prior of
+the animals reference posterior, :mod:`bernmf.studies.posterior_accuracy`) on the datasets;
+every family fits the true rank on simulated data and ``--rank`` (default 8) on the
+datasets.
 
 Scores of every row (:func:`bernmf.studies.study.run`'s columns): ``kl_truth`` on simulated
 data, the mean over the test entries of KL(Bernoulli(true WH) || Bernoulli(predicted)), the
@@ -84,9 +85,12 @@ RULES = {"nuts": "chains", "gibbs": "chains", "vb": "mean"}
 """Each other family's row rule (:data:`bernmf.studies.study.RULES`); the rest: ``single``."""
 MM_VALUES = (1.0, 1.2, 1.5, 2.0, 3.0)
 """mm's alpha and beta values, every pair chosen among on validation (gamma = 1)."""
-SHAPES = ((200, 100, 4), (100, 60, 6))
-"""M, N and K of the simulated data: data that pins a few components, and fewer entries
-for more parameters (where a posterior has more to add)."""
+FLAT = (1.0, 1.0, 1.0)
+SHAPES = ((200, 100, 4, FLAT), (100, 60, 6, FLAT), (100, 60, 6, (0.3, 0.3, 0.3)))
+"""M, N, K and the prior (alpha, beta, gamma) of the simulated data: data that pins a few
+components, fewer entries for more parameters (where a posterior has more to add), and the
+same with W and H drawn from a concentrated prior (H near 0 or 1, rows of W near a
+vertex: sparse, interpretable parts)."""
 SIMULATED_FRACTIONS = (0.7, 0.1, 0.2)
 DATASET_FRACTIONS = (0.7, 0.15, 0.15)
 """Training, validation and test shares of the random splits (the datasets': the paper's)."""
@@ -106,10 +110,11 @@ def parse(argv):
     """The options: :func:`bernmf.studies.study.parser`'s and the study's sizes."""
     parser = study.parser(__doc__, "results/posterior_vs_map")
     parser.add_argument("--families", nargs="*", choices=list(FAMILIES), default=None)
+    shapes = "; ".join(" ".join(f"{v:g}" for v in (*s[:3], *s[3])) for s in SHAPES)
     parser.add_argument(
-        "--shape", nargs=3, type=int, action="append", metavar=("M", "N", "K"),
-        help="of simulated data (repeat for several; default "
-        f"{' and '.join(' '.join(map(str, shape)) for shape in SHAPES)})",
+        "--shape", nargs="+", type=float, action="append", metavar="V",
+        help="M N K of simulated data, then optionally the ALPHA BETA GAMMA it is drawn from "
+        f"(flat by default; repeat for several; default {shapes})",
     )  # fmt: skip
     parser.add_argument("--matrices", type=int, default=20, help="simulated matrices a shape")
     parser.add_argument("--splits", type=int, default=10, help="random splits a dataset")
@@ -152,11 +157,11 @@ def parse(argv):
         "reliability.csv in --out; fit nothing",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    args.shapes = [tuple(shape) for shape in args.shape or SHAPES]
+    args.shapes = SHAPES if args.shape is None else [_shape(parser, v) for v in args.shape]
     args.mm_values = MM_VALUES
     args.families = args.families or list(FAMILIES)
     if args.quick:
-        args.shapes, args.matrices, args.splits, args.rank = [(24, 18, 2)], 2, 2, 2
+        args.shapes, args.matrices, args.splits, args.rank = [(24, 18, 2, FLAT)], 2, 2, 2
         args.datasets = args.datasets or ["animals"]
         args.sampler_budgets, args.map_budgets, args.restarts, args.chains = [1, 2], [1, 2, 4], 2, 2
         args.warmup, args.samples, args.gibbs_samples, args.svi_steps = 30, 30, 30, 200
@@ -170,6 +175,17 @@ def parse(argv):
     args.map_budgets = tuple(sorted(set(args.map_budgets)))
     args.datasets = [] if args.skip_datasets else (args.datasets or ["animals"])
     return args
+
+
+def _shape(parser, values: list[float]) -> tuple:
+    """``--shape``'s M, N, K (integers >= 1) and prior (three positive numbers; flat if
+    none); the parser's error otherwise."""
+    if len(values) not in (3, 6) or any(v != int(v) or v < 1 for v in values[:3]):
+        parser.error(f"--shape takes M N K (integers >= 1) and optionally ALPHA BETA GAMMA, "
+                     f"got {values}")  # fmt: skip
+    if any(not v > 0 for v in values[3:]):
+        parser.error(f"--shape's prior must be positive, got {values[3:]}")
+    return (*map(int, values[:3]), tuple(values[3:]) or FLAT)
 
 
 def family_grid(family: str, rank: int, priors, args) -> Grid:
@@ -223,7 +239,7 @@ def row_methods(args) -> tuple[Method, ...]:
 
 def configurations(args) -> list[Study]:
     """A study per unit: each simulated matrix with its split (the Bayesian families at the
-    true flat prior and rank), then each split of each dataset (every family at ``--rank``,
+    true prior and rank), then each split of each dataset (every family at ``--rank``,
     the Bayesian ones at ``--bayes-prior``); mm's prior chosen on validation in every unit.
     Only each shape's first unit makes the untimed first calls: the programs it compiles
     serve the others."""
@@ -239,12 +255,12 @@ def configurations(args) -> list[Study]:
         "choose_seed": 0, "split": "random",
     }  # fmt: skip
     made = []
-    for M, N, K in [] if args.skip_simulated else args.shapes:
+    for M, N, K, prior in [] if args.skip_simulated else args.shapes:
         for s in range(args.matrices):
             made.append(
                 Study(
-                    "posterior_vs_map", grids(K, ((1.0, 1.0, 1.0),)),
-                    simulations=(Simulation(M, N, K, seed=s),), split_seed=s,
+                    "posterior_vs_map", grids(K, (prior,)),
+                    simulations=(Simulation(M, N, K, seed=s, prior=prior),), split_seed=s,
                     fractions=SIMULATED_FRACTIONS, warmup=s == 0 and not args.no_warmup,
                     **common,
                 )
@@ -280,8 +296,13 @@ def rows_of(result: study.StudyResult, methods: tuple[Method, ...]) -> pd.DataFr
 
 
 def short_names(names: pd.Series) -> pd.Series:
-    """The dataset column with each simulation's name as ``simulated MxN K=k``."""
-    return names.str.replace(
+    """The dataset column with each simulation's name as ``simulated MxN K=k`` (and its prior
+    unless flat: ``simulated MxN K=k prior a,b,g``), the seed left out."""
+    named = names.str.replace(
+        r"^simulated-(\d+x\d+)-K(\d+)-prior([^-]+)-seed\d+$", r"simulated \1 K=\2 prior \3",
+        regex=True,
+    )  # fmt: skip
+    return named.str.replace(
         r"^simulated-(\d+x\d+)-K(\d+)-seed\d+$", r"simulated \1 K=\2", regex=True
     )
 

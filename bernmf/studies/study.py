@@ -145,24 +145,33 @@ CHOICE, MEMBER = "choice", "member"
 
 @dataclass(frozen=True)
 class Simulation:
-    """Data simulated from the model (:func:`bernmf.simulate`, its flat prior).
+    """Data simulated from the model (:func:`bernmf.simulate`).
 
     Attributes
     ----------
     rows, cols, rank : int
         M, N and K of the simulated Y (M, N).
     seed : int
+    prior : tuple of float
+        (alpha, beta, gamma) that W and H are drawn from; default the flat prior.
     """
 
     rows: int
     cols: int
     rank: int
     seed: int = 0
+    prior: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
     @property
     def name(self) -> str:
-        """The simulation's name in the tables, as a dataset's."""
-        return f"simulated-{self.rows}x{self.cols}-K{self.rank}-seed{self.seed}"
+        """The simulation's name in the tables, as a dataset's: its prior named unless flat
+        (``simulated-100x60-K6-prior0.3,0.3,0.3-seed0``)."""
+        prior = "" if self.prior == (1.0, 1.0, 1.0) else "-prior" + ",".join(map(str, self.prior))
+        return f"simulated-{self.rows}x{self.cols}-K{self.rank}{prior}-seed{self.seed}"
+
+    def draw(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Y, W and H (:func:`bernmf.simulate` at the seed, shape and prior)."""
+        return simulate(self.seed, self.rows, self.cols, self.rank, Prior(*self.prior))
 
 
 @dataclass(frozen=True, eq=False)
@@ -509,7 +518,7 @@ def load_data(name, data_dir=None):
     if isinstance(name, Matrix):
         return name.Y
     if isinstance(name, Simulation):
-        return simulate(name.seed, name.rows, name.cols, name.rank)[0]
+        return name.draw()[0]
     return datasets.load(name, data_dir=data_dir)
 
 
@@ -517,7 +526,7 @@ def truth_of(data) -> np.ndarray | None:
     """The true P(Y=1) = W @ H (M, N) of a :class:`Simulation`; None for a dataset."""
     if not isinstance(data, Simulation):
         return None
-    _, W, H = simulate(data.seed, data.rows, data.cols, data.rank)
+    _, W, H = data.draw()
     return np.asarray(W) @ np.asarray(H)
 
 
