@@ -184,3 +184,15 @@ def test_the_quick_study_writes_its_tables(cache, tmp_path):
     assert (gibbs["sd_ratio"].between(0.85, 1.15)).all()  # Gibbs against a Gibbs reference
     for name in ("summary.csv", "references.csv", "accuracy.png", "evaluations.png"):
         assert (out / name).exists()
+
+
+def test_rhat_and_ess_of_every_wh_entry_are_those_of_the_diagnostics():
+    """wh_rhat_and_ess (every entry, a few rows at a time) against rhat_and_ess with its ESS
+    sample covering every entry."""
+    from bernmf.posterior.draws import rhat_and_ess, wh_rhat_and_ess
+
+    W, H = _draws(C=3, S=40, M=6, N=5)
+    rhat, ess = wh_rhat_and_ess(W, H, rows_per_block=4)  # blocks that do not divide M
+    expected_rhat, expected_ess, _ = rhat_and_ess(W, H, ess_entries=30)
+    np.testing.assert_allclose(rhat, expected_rhat["WH"], rtol=1e-12)
+    np.testing.assert_allclose(ess, expected_ess["WH"], rtol=1e-12)

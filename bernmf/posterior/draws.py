@@ -335,6 +335,39 @@ def rhat_and_ess(
     return rhat, ess_bulk, ess_tail
 
 
+def wh_rhat_and_ess(W_draws, H_draws, *, rows_per_block: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """Rank R-hat and bulk ESS of every entry of W @ H, shape (M, N) each.
+
+    R-hat a tile at a time (:func:`rhat_and_ess`'s kernel); bulk ESS (the number of
+    ``arviz_stats.ess``) of every entry, ``rows_per_block`` rows of WH at a time, where
+    :func:`rhat_and_ess` samples some entries: a reference posterior is checked on all of
+    them (:mod:`bernmf.studies.reference`).
+
+    Parameters
+    ----------
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+    rows_per_block : int
+        Rows of WH whose (C * S) products are held at once.
+
+    Returns
+    -------
+    rhat, ess_bulk : ndarray of shape (M, N)
+    """
+    W_draws, H_draws = np.asarray(W_draws, float), np.asarray(H_draws, float)
+    C, S, M = W_draws.shape[:3]
+    N = H_draws.shape[3]
+    H_wide = _components_first(H_draws, 2)  # (K, N, C * S)
+    rhat = _wh_rhat(W_draws, H_wide, 2**22, check_threads(None))
+    ess = np.empty((M, N))
+    for first in range(0, M, rows_per_block):
+        rows = slice(first, first + rows_per_block)
+        W_strip = _components_first(W_draws[:, :, rows], 3)  # (K, r, C * S)
+        tile = _sum_of_products(W_strip[:, :, None], H_wide[:, None])  # (r, N, C * S)
+        ess[rows] = ess_rows(tile.reshape(-1, C, S), "bulk").reshape(-1, N)
+    return rhat, ess
+
+
 def check_threads(threads: int | None) -> int:
     """The threads of WH's R-hat: ``threads``, by default the CPUs this process may use;
     ValueError under 1."""

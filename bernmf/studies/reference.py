@@ -37,13 +37,7 @@ from bernmf.api import fit as fit_engine
 from bernmf.data.split import paper_split, random_split
 from bernmf.models.spec import Prior
 from bernmf.posterior.accuracy import accuracy, moments, relabel
-from bernmf.posterior.convergence import ess_rows
-from bernmf.posterior.draws import (
-    _components_first,
-    _sum_of_products,
-    _wh_rhat,
-    check_threads,
-)
+from bernmf.posterior.draws import wh_rhat_and_ess
 from bernmf.results.saving import versions
 from bernmf.studies.study import Simulation, load_data, truth_of
 
@@ -142,27 +136,6 @@ class Reference(NamedTuple):
         return bool(self.info["checks"]["passed"])
 
 
-def wh_convergence(W_draws, H_draws, *, rows_per_block: int = 8) -> tuple[np.ndarray, np.ndarray]:
-    """Rank R-hat and bulk ESS of every entry of W @ H, shape (M, N) each.
-
-    R-hat a tile at a time (:func:`bernmf.posterior.draws.rhat_and_ess`'s kernel); bulk ESS
-    (the number of ``arviz_stats.ess``) of every entry, ``rows_per_block`` rows of WH at a
-    time, where the diagnostics of a fit sample only some entries.
-    """
-    W_draws, H_draws = np.asarray(W_draws, float), np.asarray(H_draws, float)
-    C, S, M = W_draws.shape[:3]
-    N = H_draws.shape[3]
-    H_wide = _components_first(H_draws, 2)  # (K, N, C * S)
-    rhat = _wh_rhat(W_draws, H_wide, 2**22, check_threads(None))
-    ess = np.empty((M, N))
-    for first in range(0, M, rows_per_block):
-        rows = slice(first, first + rows_per_block)
-        W_strip = _components_first(W_draws[:, :, rows], 3)  # (K, r, C * S)
-        tile = _sum_of_products(W_strip[:, :, None], H_wide[:, None])  # (r, N, C * S)
-        ess[rows] = ess_rows(tile.reshape(-1, C, S), "bulk").reshape(-1, N)
-    return rhat, ess
-
-
 def folder_of(case: Case) -> Path:
     """The cache folder of a case's reference."""
     return user_cache_dir() / "reference" / case.name
@@ -203,7 +176,7 @@ def build(case: Case, data_dir=None, *, progress: bool = True) -> Reference:
     seconds, cpu = time.perf_counter() - begin, time.process_time() - cpu
     W_draws, H_draws = fit.draws["W"], fit.draws["H"]
     check_begin = time.process_time()
-    rhat, ess = wh_convergence(W_draws, H_draws)
+    rhat, ess = wh_rhat_and_ess(W_draws, H_draws)
     W_draws, H_draws = relabel(W_draws, H_draws)  # the chains switch labels within
     summary = moments(W_draws, H_draws, H_draws.mean(axis=(0, 1)))
     step = max(1, -(-case.chains * case.samples // KEPT_DRAWS))
@@ -264,7 +237,7 @@ def confirm(case: Case, Y, train, summary: dict, *, progress: bool = True) -> di
     )  # fmt: skip
     cpu = time.process_time() - begin
     numbers = accuracy(moments(fit.draws["W"], fit.draws["H"], summary["H_mean"]), summary)
-    rhat, ess = wh_convergence(fit.draws["W"], fit.draws["H"])
+    rhat, ess = wh_rhat_and_ess(fit.draws["W"], fit.draws["H"])
     low, high = CONFIRMED["sd_ratio"]
     return {
         "engine": "nuts",
