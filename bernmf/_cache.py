@@ -12,19 +12,22 @@ at ``<cache>/jax`` when bernmf is imported:
   turns the compilation cache off, ``on`` (or ``1``, ``true``, ``yes``) leaves it on
   in its default folder; set to a folder, it moves only the compiled programs there.
 - A relative folder is one of the working folder at ``import bernmf``, whatever
-  folder the process changes to later.
+  folder the process changes to later (:func:`bernmf._environment.folder`).
 - A folder already given to JAX (``JAX_COMPILATION_CACHE_DIR`` or
   ``jax.config.update("jax_compilation_cache_dir", ...)`` before ``import bernmf``)
   is left as it is.
 
-A folder that exists but cannot be written still serves the programs it holds; the
-new ones are compiled by every process, said by one warning at the first of them
-(instead of one per program). An entry that cannot be read (a process killed while
-writing it) is removed once it failed, so that the program is saved again: JAX
-never replaces an entry.
-
 A compiled program is loaded and run without checks, so the folder must be writable
-by you alone (the default one is created with mode 0o700).
+by you alone (the default one is created with mode 0o700). A folder that cannot be
+made, or a variable that cannot be used (a ValueError that names it, elsewhere), leaves
+the cache off, said by one warning (:func:`usable_compile_cache_dir`). A folder that
+exists but cannot be written still serves the programs it holds; the new ones are
+compiled by every process, said by one warning at the first of them (instead of one
+per program). Each warning comes once per process, at the first program compiled: not
+at import, where the command line could not yet write it as its one line (and
+``bernmf --help`` compiles nothing). An entry that cannot be read (a process killed
+while writing it) is removed once it failed, so that the program is saved again: JAX
+never replaces an entry.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import os
 import warnings
 from pathlib import Path
 
+from bernmf._environment import FOLDER, folder, read
 from bernmf._warnings import warn
 
 CACHE_VARIABLE = "BERNMF_CACHE_DIR"
@@ -46,41 +50,89 @@ OFF = frozenset({"", "0", "off", "false", "no", "none"})
 """Values of :data:`COMPILE_VARIABLE` (case-insensitive) that turn the cache off."""
 ON = frozenset({"1", "on", "true", "yes"})
 """Values of :data:`COMPILE_VARIABLE` (case-insensitive) that keep it in its default folder."""
+COMPILE_ACCEPTS = f"off (0, false, no, none or empty), on (1, true, yes) or {FOLDER}"
+"""What :data:`COMPILE_VARIABLE` accepts, in words."""
 
-try:
-    _WORKING = os.getcwd()
-except OSError:  # a working folder that was removed: relative folders are then refused
-    _WORKING = None
-
-
-def _absolute(configured: str, variable: str) -> Path:
-    """The folder a variable names: ``~`` expanded, relative to the working folder at import."""
-    path = Path(configured).expanduser()
-    if path.is_absolute():
-        return path
-    if _WORKING is None:
-        raise ValueError(f"{variable}={configured!r} is relative to a working folder that is gone")
-    return Path(_WORKING, path)
+COMPILED = "/jax/core/compile/backend_compile_duration"
+"""JAX's event of a program compiled or loaded from the cache (``jax._src.dispatch``)."""
+MISSED = "/jax/compilation_cache/cache_misses"
+"""JAX's event of a program missing from the cache, compiled and then saved."""
 
 
 def user_cache_dir() -> Path:
-    """bernmf's cache folder: ``$BERNMF_CACHE_DIR`` or the platform's user cache."""
-    configured = os.environ.get(CACHE_VARIABLE)
-    if configured:
-        return _absolute(configured, CACHE_VARIABLE)
+    """bernmf's cache folder: ``$BERNMF_CACHE_DIR`` or the platform's user cache.
+
+    Raises
+    ------
+    ValueError
+        :data:`CACHE_VARIABLE` cannot be used; the message names it.
+    """
+    configured = read(CACHE_VARIABLE, folder, FOLDER)
+    if configured is not None:
+        return configured
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("bernmf"))
 
 
+def _programs(text: str) -> Path | bool:
+    """:data:`COMPILE_VARIABLE`'s text: False (off), True (the default folder) or a folder."""
+    if text.lower() in OFF:
+        return False
+    return True if text.lower() in ON else folder(text)
+
+
 def compile_cache_dir() -> Path | None:
-    """The folder of compiled programs, or None when :data:`COMPILE_VARIABLE` turns it off."""
-    configured = os.environ.get(COMPILE_VARIABLE)
-    if configured is None or configured.strip().lower() in ON:
-        return user_cache_dir() / "jax"
-    if configured.strip().lower() in OFF:
+    """The folder of compiled programs, or None when :data:`COMPILE_VARIABLE` turns it off.
+
+    Raises
+    ------
+    ValueError
+        :data:`COMPILE_VARIABLE` or :data:`CACHE_VARIABLE` cannot be used; the message
+        names it.
+    """
+    setting = read(COMPILE_VARIABLE, _programs, COMPILE_ACCEPTS)
+    if setting is False:
         return None
-    return _absolute(configured, COMPILE_VARIABLE)
+    return setting if isinstance(setting, Path) else user_cache_dir() / "jax"
+
+
+def _unusable(folder: Path) -> str | None:
+    """Why the folder of compiled programs ``folder`` cannot be used, once made; or None."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        if os.path.exists(folder):
+            return "it is not a folder"
+        return f"it cannot be made ({error.strerror})"
+    return None
+
+
+def usable_compile_cache_dir() -> tuple[Path | None, str | None]:
+    """The folder of compiled programs, made, if it can be used; else why not.
+
+    Returns
+    -------
+    (Path, None)
+        The folder, made.
+    (None, str)
+        The cache is off, and the warning that says why: a variable that cannot be
+        used, or a folder that cannot be made.
+    (None, None)
+        :data:`COMPILE_VARIABLE` turns the cache off.
+    """
+    try:
+        programs = compile_cache_dir()
+    except ValueError as error:
+        return None, f"the compilation cache is off: {error}"
+    if programs is None:
+        return None, None
+    if reason := _unusable(programs):
+        return None, (
+            f"the compilation cache {programs} is off: {reason}; set {COMPILE_VARIABLE} to "
+            "a folder that only you can write to, or to off"
+        )
+    return programs, None
 
 
 def _writable(folder: Path) -> bool:
@@ -96,24 +148,20 @@ def _writable(folder: Path) -> bool:
     return True
 
 
-def _warn_once_when_compiling(folder: Path) -> None:
-    """For a folder that cannot be written: one warning at the first program JAX would
-    save, instead of JAX's own, one per program."""
+def _warn_at_first(event: str, message: str) -> None:
+    """Warn ``message`` once, at the first JAX ``event`` of this process (:data:`COMPILED`
+    or :data:`MISSED`), in place of JAX's own warnings, one per program."""
     import jax
 
     told = []
-    message = (
-        f"the compilation cache {folder} cannot be written: programs are loaded from it, "
-        "but new ones are compiled again by every process"
-    )
 
-    def listen(event: str, **kwargs) -> None:
-        if event == "/jax/compilation_cache/cache_misses" and not told:
-            told.append(event)
+    def listen(name: str, *args, **kwargs) -> None:
+        if name == event and not told:
+            told.append(name)
             warn(message, RuntimeWarning)
 
-    warnings.filterwarnings("ignore", "Error writing persistent compilation cache entry")
     jax.monitoring.register_event_listener(listen)
+    jax.monitoring.register_event_duration_secs_listener(listen)
 
 
 def _remove_damaged_entries(folder: Path) -> None:
@@ -126,13 +174,13 @@ def _remove_damaged_entries(folder: Path) -> None:
     """
     from jax._src import compilation_cache
 
-    read = getattr(compilation_cache, "get_executable_and_time", None)
-    if read is None or getattr(read, "removes_damaged", False):
+    original = getattr(compilation_cache, "get_executable_and_time", None)
+    if original is None or getattr(original, "removes_damaged", False):
         return
 
     def get_executable_and_time(cache_key, *args, **kwargs):
         try:
-            return read(cache_key, *args, **kwargs)
+            return original(cache_key, *args, **kwargs)
         except Exception:
             for suffix in ("-cache", "-atime"):
                 with contextlib.suppress(OSError, TypeError):
@@ -144,12 +192,12 @@ def _remove_damaged_entries(folder: Path) -> None:
 
 
 def enable_compile_cache() -> Path | None:
-    """Point JAX's persistent compilation cache at :func:`compile_cache_dir`.
+    """Point JAX's persistent compilation cache at :func:`usable_compile_cache_dir`.
 
     Every program is cached, however fast it compiled (JAX's default keeps only
     those that took a second or more). Leaves a folder already configured in JAX
-    alone, and the cache off when the folder cannot be created; one that cannot be
-    written is read, with one warning (see the module).
+    alone; a folder that cannot be used leaves the cache off, and one that cannot be
+    written is read, each with one warning (see the module).
 
     Returns
     -------
@@ -161,17 +209,20 @@ def enable_compile_cache() -> Path | None:
     configured = jax.config.jax_compilation_cache_dir
     if configured:
         return Path(configured)
-    folder = compile_cache_dir()
-    if folder is None:
+    programs, problem = usable_compile_cache_dir()
+    if problem is not None:
+        _warn_at_first(COMPILED, problem)
+    if programs is None:
         return None
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:  # a read-only home, say: compile every time, without a warning per program
-        return None
-    if not _writable(folder):
-        _warn_once_when_compiling(folder)
-    _remove_damaged_entries(folder)
-    jax.config.update("jax_compilation_cache_dir", str(folder))
+    if not _writable(programs):
+        warnings.filterwarnings("ignore", "Error writing persistent compilation cache entry")
+        _warn_at_first(
+            MISSED,
+            f"the compilation cache {programs} cannot be written: programs are loaded from "
+            "it, but new ones are compiled again by every process",
+        )
+    _remove_damaged_entries(programs)
+    jax.config.update("jax_compilation_cache_dir", str(programs))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    return folder
+    return programs

@@ -184,3 +184,87 @@ def test_a_damaged_entry_is_written_again(tmp_path):
     assert second["misses"] > 0
     _, third = run_fit(environment)
     assert third["misses"] == 0 and third["hits"] == second["misses"] + second["hits"]
+
+
+def refusal(folder, reason: str) -> str:
+    return (
+        f"the compilation cache {folder} is off: {reason}; set BERNMF_COMPILE_CACHE to a "
+        "folder that only you can write to, or to off"
+    )
+
+
+def a_file(tmp_path):
+    (tmp_path / "programs").write_text("")
+    return "programs", "it is not a folder"
+
+
+@pytest.mark.parametrize(
+    "made",
+    [a_file],
+)
+def test_a_folder_that_cannot_be_used_is_refused(tmp_path, monkeypatch, made):
+    """A file was left off silently."""
+    name, reason = made(tmp_path)
+    monkeypatch.setenv("BERNMF_COMPILE_CACHE", str(tmp_path / name))
+    assert _cache.usable_compile_cache_dir() == (None, refusal(tmp_path / name, reason))
+
+
+FOLDER = "a folder (absolute, relative to the working folder, or ~/...)"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "accepts"),
+    [
+        ("BERNMF_CACHE_DIR", "~nouser", FOLDER),
+        ("BERNMF_COMPILE_CACHE", "~nouser/x", f"off (0, false, no, none or empty), on (1, "
+         f"true, yes) or {FOLDER}"),
+    ],
+)  # fmt: skip
+def test_a_variable_that_cannot_be_used_turns_the_cache_off(monkeypatch, variable, value, accepts):
+    monkeypatch.delenv("BERNMF_COMPILE_CACHE", raising=False)
+    monkeypatch.setenv(variable, value)
+    reason = "'~nouser' is no known user's home folder"
+    message = f"the compilation cache is off: {variable} must be {accepts}, got {value!r}: {reason}"
+    assert _cache.usable_compile_cache_dir() == (None, message)
+    with pytest.raises(ValueError, match=f"^{variable} must be"):
+        _cache.compile_cache_dir()
+
+
+PROGRAMS = """
+import json, sys, warnings
+warnings.simplefilter("always")  # each warning, however often it comes
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import bernmf, jax, jax.numpy as jnp
+    for k in range(3):  # three programs
+        jax.jit(lambda x: x * k)(jnp.arange(3.0)).block_until_ready()
+print(json.dumps([jax.config.jax_compilation_cache_dir, [str(w.message) for w in caught]]))
+"""
+
+
+def compile_three(environment: dict, **options) -> tuple:
+    """(JAX's cache folder, the warnings) of a fresh interpreter compiling three programs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BERNMF_", "JAX_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAMS], capture_output=True, text=True, env=env | environment,
+        **options,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return tuple(json.loads(done.stdout))
+
+
+def test_import_with_a_variable_that_cannot_be_used_is_one_warning_once():
+    """BERNMF_CACHE_DIR='~nouser' ended import bernmf in a traceback (from expanduser)."""
+    folder, told = compile_three({"BERNMF_CACHE_DIR": "~nouser"})
+    assert folder is None and len(told) == 1
+    assert told[0].startswith("the compilation cache is off: BERNMF_CACHE_DIR must be a folder")
+
+
+def test_help_with_a_variable_that_cannot_be_used():
+    """bernmf --help ended in the same traceback; it compiles nothing, and says nothing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BERNMF_", "JAX_"))}
+    env["BERNMF_COMPILE_CACHE"] = "~nouser/x"
+    done = subprocess.run(
+        [sys.executable, "-m", "bernmf", "--help"], capture_output=True, text=True, env=env
+    )
+    assert (done.returncode, done.stderr) == (0, "") and "usage: bernmf" in done.stdout

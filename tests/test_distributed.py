@@ -375,6 +375,25 @@ def test_coordinates_come_from_arguments_or_the_environment():
         launch_module.coordinates("a:1", 2, 2, {})
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "accepts"),
+    [
+        ("BERNMF_NUM_PROCESSES", "abc", "an integer >= 1"),
+        ("BERNMF_NUM_PROCESSES", "0", "an integer >= 1"),
+        ("SLURM_NTASKS", "inf", "an integer >= 1"),
+        ("BERNMF_PROCESS_ID", "-1", "an integer >= 0"),
+        ("SLURM_PROCID", "1.5", "an integer >= 0"),
+        ("BERNMF_COORDINATOR", "host", "host:port (e.g. 10.0.0.1:1234)"),
+    ],
+)
+def test_a_variable_that_cannot_be_used_is_named(variable, value, accepts):
+    """BERNMF_NUM_PROCESSES=abc was said to be a --num-processes never given."""
+    environ = {"BERNMF_COORDINATOR": "h:1", "SLURM_NTASKS": "2", "SLURM_PROCID": "0"}
+    with pytest.raises(ValueError) as refused:
+        launch_module.coordinates(None, None, None, environ | {variable: value})
+    assert str(refused.value) == f"{variable} must be {accepts}, got {value!r}"
+
+
 @pytest.mark.slow
 def test_one_process_distributed_fit_is_the_plain_fit():
     # without jax.distributed.initialize there is one process: the same fit, same checks

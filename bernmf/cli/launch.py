@@ -36,6 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from bernmf import _interrupt as interrupt
+from bernmf._environment import read
 from bernmf._output import Target, atomic_output, check_writable, write_json
 from bernmf.api import fit
 from bernmf.cli.commands import members_table, parse_options, prior_of, say
@@ -59,36 +60,60 @@ def coordinates(coordinator, num_processes, process_id, environ=os.environ) -> t
     ValueError
         One of them neither given nor in the environment, a coordinator that is not
         ``host:port``, a count or index that is not an integer, or an index out of range;
-        the message names the option.
+        the message names the option, or the environment variable it came from.
     """
     given = {"coordinator": coordinator, "num_processes": num_processes}
     given["process_id"] = process_id
+    found = {}
     for name, variables in ENVIRONMENT.items():
-        for variable in variables:
-            if given[name] is None and environ.get(variable):
-                given[name] = environ[variable]
-        if given[name] is None:
-            option = "--" + name.replace("_", "-")
+        option = "--" + name.replace("_", "-")
+        parse, accepts = ACCEPTS[name]
+        if given[name] is not None:  # read as a variable is, named as the option
+            found[name] = read(option, parse, accepts, {option: str(given[name])})
+        else:
+            for variable in variables:
+                found[name] = read(variable, parse, accepts, environ)
+                if found[name] is not None:
+                    break
+        if found[name] is None:
             raise ValueError(f"--distributed needs {option} or one of {variables} set")
-    coordinator = str(given["coordinator"])
-    host, _, port = coordinator.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 2**16:
-        raise ValueError(
-            f"--coordinator must be host:port (e.g. 10.0.0.1:1234), got {coordinator!r}"
-        )
-    count, index = (_integer(given[name], name) for name in ("num_processes", "process_id"))
-    if not 0 <= index < count:
+    coordinator, count, index = found.values()
+    if not index < count:
         raise ValueError(f"process id {index} out of range for {count} processes")
     return coordinator, count, index
 
 
-def _integer(value, name: str) -> int:
-    """``value`` of the option ``name`` as an integer; ValueError naming the option."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        option = "--" + name.replace("_", "-")
-        raise ValueError(f"{option} must be an integer, got {value!r}") from None
+def _coordinator(text: str) -> str | None:
+    """``host:port`` (None if empty); ValueError otherwise."""
+    host, _, port = text.rpartition(":")
+    if text and (not host or not port.isdigit() or not 0 < int(port) < 2**16):
+        raise ValueError
+    return text or None
+
+
+def _integer(least: int):
+    """A reader of an integer >= ``least`` (None if empty); ValueError otherwise."""
+
+    def parse(text: str) -> int | None:
+        if not text:
+            return None
+        try:
+            value = int(text)
+        except ValueError:  # said by read, with what the variable accepts
+            value = least - 1
+        if value < least:
+            raise ValueError
+        return value
+
+    return parse
+
+
+ACCEPTS = {
+    "coordinator": (_coordinator, "host:port (e.g. 10.0.0.1:1234)"),
+    "num_processes": (_integer(1), "an integer >= 1"),
+    "process_id": (_integer(0), "an integer >= 0"),
+}
+"""How each of :func:`coordinates` is read, and what it accepts in words."""
 
 
 def fit_command(args) -> int:

@@ -11,7 +11,7 @@ compressed, is counted against it as it is read (:mod:`bernmf.data.files.streams
 
 from __future__ import annotations
 
-import os
+from bernmf._environment import read
 
 BUDGET_VARIABLE = "BERNMF_MEMORY_BUDGET"
 """The environment variable that sets the budget in bytes (for example ``16e9``)."""
@@ -26,17 +26,20 @@ def memory_budget() -> int:
     else :data:`DEFAULT_BUDGET`; anything else is refused here, where it is read
     (``0.5`` was cut to a budget of 0 bytes that refused every fit).
     """
-    text = os.environ.get(BUDGET_VARIABLE, "").strip()
+    budget = read(BUDGET_VARIABLE, _bytes, "a whole number of bytes >= 1 (such as 16e9)")
+    return DEFAULT_BUDGET if budget is None else budget
+
+
+def _bytes(text: str) -> int | None:
+    """:data:`BUDGET_VARIABLE`'s text as bytes (None if empty); ValueError if not >= 1."""
     if not text:
-        return DEFAULT_BUDGET
+        return None
     try:
         budget = float(text)
-    except ValueError:
+    except ValueError:  # said by read, with what the variable accepts
         budget = float("nan")
     if not (1 <= budget < float("inf") and budget.is_integer()):
-        raise ValueError(
-            f"{BUDGET_VARIABLE} must be a whole number of bytes >= 1 (such as 16e9), got {text!r}"
-        )
+        raise ValueError
     return int(budget)
 
 
