@@ -18,22 +18,27 @@ at ``<cache>/jax`` when bernmf is imported:
   is left as it is.
 
 A compiled program is loaded and run without checks, so the folder must be writable
-by you alone (the default one is created with mode 0o700). A folder that cannot be
-made, or a variable that cannot be used (a ValueError that names it, elsewhere), leaves
-the cache off, said by one warning (:func:`usable_compile_cache_dir`). A folder that
-exists but cannot be written still serves the programs it holds; the new ones are
-compiled by every process, said by one warning at the first of them (instead of one
-per program). Each warning comes once per process, at the first program compiled: not
-at import, where the command line could not yet write it as its one line (and
-``bernmf --help`` compiles nothing). An entry that cannot be read (a process killed
-while writing it) is removed once it failed, so that the program is saved again: JAX
-never replaces an entry.
+by you alone (the default one is created with mode 0o700): one that belongs to another
+user, or that a group (other than your own private group) or others can write to, is
+refused, and so is one inside a folder that belongs to another user or that others can
+write to without the sticky bit (they could put another folder in its place); root
+is trusted (:func:`usable_compile_cache_dir`). The cache is then off, said by one
+warning, as it is when the folder cannot be made or read, or when a variable cannot be
+used (a ValueError that names it, elsewhere). A folder that can be read but not
+written still serves the programs it holds; the new ones are compiled by every
+process, said by one warning at the first of them (instead of one per program). Each
+warning comes once per process, at the first program compiled: not at import, where
+the command line could not yet write it as its one line (and ``bernmf --help``
+compiles nothing). An entry that cannot be read (a process killed while writing it)
+is removed once it failed, so that the program is saved again: JAX never replaces an
+entry.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import warnings
 from pathlib import Path
 
@@ -97,6 +102,57 @@ def compile_cache_dir() -> Path | None:
     return setting if isinstance(setting, Path) else user_cache_dir() / "jax"
 
 
+def _private_group(gid: int) -> bool:
+    """Whether ``gid`` is this user's own group: their primary group, named as they are,
+    with no other member (a user private group, as ``umask 002`` systems give each user)."""
+    import grp
+    import pwd
+
+    try:
+        user, group = pwd.getpwuid(os.geteuid()), grp.getgrgid(gid)
+    except KeyError:
+        return False
+    mine = gid == user.pw_gid and group.gr_name == user.pw_name
+    return mine and set(group.gr_mem) <= {user.pw_name}
+
+
+def _untrusted(folder: Path) -> str | None:
+    """Why others than this user (and root) could put programs into ``folder``, or None.
+
+    ``folder`` (as given, and its real path) must be writable by no one else, and each
+    folder above them writable by no one else unless sticky (else ``folder`` could be
+    replaced); each of them, links included, must belong to this user or root.
+    """
+    if os.name == "nt":  # no owners and modes to read
+        return None
+    me, real = os.geteuid(), folder.resolve()
+    for path in dict.fromkeys([folder, *folder.parents, real, *real.parents]):
+        where = "it" if path in (folder, real) else f"{path} (above it)"
+        try:
+            status = os.lstat(path)
+        except OSError as error:
+            return f"{where} cannot be checked ({error.strerror})"
+        if status.st_uid not in (me, 0):
+            return f"{where} belongs to another user (uid {status.st_uid})"
+        mode = status.st_mode
+        if stat.S_ISLNK(mode):
+            continue
+        if mode & 0o002:
+            writers = "others"
+        elif mode & 0o020 and not _private_group(status.st_gid):
+            writers = f"its group (gid {status.st_gid})"
+        else:
+            continue
+        if where == "it":
+            return f"it can be written by {writers} ({stat.filemode(mode)})"
+        if not mode & stat.S_ISVTX:
+            return (
+                f"{where} can be written by {writers} ({stat.filemode(mode)}), without the "
+                "sticky bit, so it could be replaced"
+            )
+    return None
+
+
 def _unusable(folder: Path) -> str | None:
     """Why the folder of compiled programs ``folder`` cannot be used, once made; or None."""
     try:
@@ -105,7 +161,9 @@ def _unusable(folder: Path) -> str | None:
         if os.path.exists(folder):
             return "it is not a folder"
         return f"it cannot be made ({error.strerror})"
-    return None
+    if reason := _untrusted(folder):
+        return reason
+    return None if os.access(folder, os.R_OK | os.X_OK) else "it cannot be read"
 
 
 def usable_compile_cache_dir() -> tuple[Path | None, str | None]:
@@ -114,10 +172,11 @@ def usable_compile_cache_dir() -> tuple[Path | None, str | None]:
     Returns
     -------
     (Path, None)
-        The folder, made.
+        A folder that this user can read and that no one else but root can write to.
     (None, str)
         The cache is off, and the warning that says why: a variable that cannot be
-        used, or a folder that cannot be made.
+        used, or a folder that cannot be made or read, or that others could write to
+        (see the module).
     (None, None)
         :data:`COMPILE_VARIABLE` turns the cache off.
     """

@@ -193,6 +193,52 @@ def refusal(folder, reason: str) -> str:
     )
 
 
+def as_root(folder: Path, uid: int = -1, gid: int = -1) -> None:
+    """chown ``folder`` (a link itself) to another user or group, or skip unless root."""
+    if os.name == "nt" or os.geteuid() != 0:
+        pytest.skip("only root gives a folder to another user or group")
+    os.lchown(folder, uid, gid)
+
+
+NOBODY = 65534
+"""The uid and gid of nobody and nogroup: neither the user's own nor root's."""
+
+
+def folder_777(tmp_path):
+    (tmp_path / "programs").mkdir(mode=0o777)
+    (tmp_path / "programs").chmod(0o777)  # whatever the umask
+    return "programs", "it can be written by others (drwxrwxrwx)"
+
+
+def folder_of_another_user(tmp_path):
+    (tmp_path / "programs").mkdir(mode=0o700)
+    as_root(tmp_path / "programs", uid=NOBODY)
+    return "programs", f"it belongs to another user (uid {NOBODY})"
+
+
+def folder_of_a_group(tmp_path):
+    (tmp_path / "programs").mkdir()
+    as_root(tmp_path / "programs", gid=NOBODY)
+    (tmp_path / "programs").chmod(0o770)
+    return "programs", f"it can be written by its group (gid {NOBODY}) (drwxrwx---)"
+
+
+def inside_a_folder_others_can_write(tmp_path):
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared").chmod(0o777)
+    return "shared/programs", (
+        f"{tmp_path / 'shared'} (above it) can be written by others (drwxrwxrwx), without "
+        "the sticky bit, so it could be replaced"
+    )
+
+
+def through_a_link_of_another_user(tmp_path):
+    (tmp_path / "mine").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "mine")
+    as_root(tmp_path / "link", uid=NOBODY)
+    return "link", f"it belongs to another user (uid {NOBODY})"
+
+
 def a_file(tmp_path):
     (tmp_path / "programs").write_text("")
     return "programs", "it is not a folder"
@@ -200,13 +246,32 @@ def a_file(tmp_path):
 
 @pytest.mark.parametrize(
     "made",
-    [a_file],
+    [
+        folder_777,
+        folder_of_another_user,
+        folder_of_a_group,
+        inside_a_folder_others_can_write,
+        through_a_link_of_another_user,
+        a_file,
+    ],
 )
 def test_a_folder_that_cannot_be_used_is_refused(tmp_path, monkeypatch, made):
-    """A file was left off silently."""
+    """Compiled programs are run without checks: a folder that others can write to, or
+    could replace, was used silently; a file was left off silently."""
     name, reason = made(tmp_path)
     monkeypatch.setenv("BERNMF_COMPILE_CACHE", str(tmp_path / name))
     assert _cache.usable_compile_cache_dir() == (None, refusal(tmp_path / name, reason))
+
+
+def test_a_folder_of_yours_is_trusted(tmp_path, monkeypatch):
+    """Made with mode 0o700, also inside a folder that others can write with the sticky
+    bit (as /tmp): they cannot rename what is yours there."""
+    (tmp_path / "sticky").mkdir()
+    (tmp_path / "sticky").chmod(0o1777)
+    for folder in (tmp_path / "new" / "programs", tmp_path / "sticky" / "programs"):
+        monkeypatch.setenv("BERNMF_COMPILE_CACHE", str(folder))
+        assert _cache.usable_compile_cache_dir() == (folder, None)
+        assert folder.stat().st_mode & 0o777 == 0o700
 
 
 FOLDER = "a folder (absolute, relative to the working folder, or ~/...)"
@@ -268,3 +333,39 @@ def test_help_with_a_variable_that_cannot_be_used():
         [sys.executable, "-m", "bernmf", "--help"], capture_output=True, text=True, env=env
     )
     assert (done.returncode, done.stderr) == (0, "") and "usage: bernmf" in done.stdout
+
+
+def bound_by_modes():
+    """A ``preexec_fn`` that makes root's child obey file modes (it drops
+    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH), None for another user; or skip."""
+    if os.geteuid() != 0:
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def drop() -> None:
+        for capability in (1, 2):
+            if libc.prctl(24, capability, 0, 0, 0):  # PR_CAPBSET_DROP
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+    try:
+        subprocess.run(["true"], preexec_fn=drop, check=True)
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("root, and its capabilities cannot be dropped")
+    return drop
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX modes")
+def test_a_folder_that_cannot_be_read_is_one_warning_once(tmp_path):
+    """Mode 000: a fit wrote 8 lines, JAX's own for each program it could not read."""
+    folder = tmp_path / "programs"
+    folder.mkdir(mode=0o700)
+    folder.chmod(0)
+    try:
+        found, told = compile_three(
+            {"BERNMF_COMPILE_CACHE": str(folder)}, preexec_fn=bound_by_modes()
+        )
+    finally:
+        folder.chmod(0o700)
+    assert (found, told) == (None, [refusal(folder, "it cannot be read")])
