@@ -23,7 +23,8 @@ bernmf``), importing this module, the first thing ``import bernmf`` does, calls
 Results are published only if no interrupt was seen: the writer publishes inside
 :func:`exclusive`, which refuses once one was, defers one that comes meanwhile, and
 which the watchdog waits for. Once a command's results are published (:func:`published`),
-an interrupt no longer stops it: it ends as a success (exit 0), its results complete.
+an interrupt no longer stops it: it ends as a success (exit 0), its results complete; once
+its exit code is decided (:func:`outcome`), SIGINT is ignored, to the end of the process.
 Anywhere else (a Python session, the tests calling ``main``), nothing is installed and
 SIGINT raises KeyboardInterrupt as usual.
 """
@@ -211,7 +212,9 @@ def outcome(code: int, interrupted: bool = False) -> int:
 
     Where :func:`install` ran, an interrupted command's process ends here: the
     interpreter's shutdown (JAX's runtime) takes seconds, during which the watchdog
-    cannot run.
+    cannot run. Any other code is final: SIGINT is ignored from here on, since the
+    shutdown restores its default action, by which a late Ctrl-C ended a command whose
+    results were published (6 of 8 Ctrl-C 50-150 ms after its ``--out`` appeared).
     """
     if interrupted or (seen() and not _state["published"]):
         if not _state["told"]:
@@ -225,6 +228,8 @@ def outcome(code: int, interrupted: bool = False) -> int:
                 stream.flush()
         with _lock:
             _end(code)
+    if _state["installed"] and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code
 
 

@@ -4,7 +4,9 @@ compiled fit and while the results are written ends the command with exit code 1
 
 Each case runs the command in its own process and sends SIGINT once the process's output
 (or its temporary folder) shows where it is; every wait is bounded. The writer is also
-interrupted just after each of its file system calls, in turn (no timing involved).
+interrupted just after each of its file system calls, in turn, and a command just after
+each step around the publication of its results, to the end of its process (no timing
+involved).
 """
 
 from __future__ import annotations
@@ -208,6 +210,118 @@ def test_at_every_step_of_writing_the_results(tmp_path):
             assert case["entries"] == old, case
     interrupted = [case["call"] for case in cases if case["code"] == 130]
     assert len(cases) > 15 and len(interrupted) > 5, [case["call"] for case in cases]
+
+
+PUBLISHING = """
+import atexit, gc, json, os, signal, sys, types
+from pathlib import Path
+import bernmf.cli.parser as parser
+from bernmf import _interrupt, _output
+from bernmf.cli.commands import say
+
+steps, at = [], [0]  # the steps of the command; SIGINT just after step at[0]
+
+
+def step(name):
+    steps.append(name)
+    if len(steps) == at[0]:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def stepping(name, call):
+    def run(*arguments, **keywords):
+        try:
+            return call(*arguments, **keywords)
+        finally:
+            step(name)
+
+    return run
+
+
+def fit(args):  # bernmf fit --out without its fit: check, write, publish, say
+    target = _output.check_output(args.out, args.force)
+    with _output.atomic_output(target, folder=True) as folder:
+        (folder / "W.csv").write_text("new")
+        step("written")
+    say(args, f"results in {args.out}")
+    step("said")
+    return 0
+
+
+class Exiting:  # deleted as Python's shutdown clears the modules, after restoring SIGINT
+    def __del__(self, kill=os.kill, pid=os.getpid, interrupt=signal.SIGINT):
+        kill(pid(), interrupt)
+
+
+parser.fit_command = fit
+parser.build_parser()  # its imports, once
+for name in ("mkdir", "rmdir", "rename", "link", "unlink", "replace"):
+    setattr(os, name, stepping(name, getattr(os, name)))
+root, force = Path(sys.argv[1]), sys.argv[2] == "force"
+k, count = 0, 1
+while k <= count + 1:  # 0: not interrupted, to count the steps; count + 1: as it exits
+    folder = root / f"{'replace' if force else 'new'}-{k}"
+    (folder / "out").mkdir(parents=True)
+    (folder / "out" / "old.txt").write_text("old")
+    if not force:
+        (folder / "out" / "old.txt").unlink()
+        (folder / "out").rmdir()
+    sys.stdout.flush()
+    gc.freeze()  # the child's shutdown then leaves the parent's objects alone: 0.5 -> 0.1 s
+    pid = os.fork()
+    if pid == 0:  # the command's process, from its main to its exit
+        for stream, suffix in ((1, ".out"), (2, ".err")):
+            os.dup2(os.open(folder.with_suffix(suffix), os.O_WRONLY | os.O_CREAT), stream)
+        steps.clear()
+        at[0] = k
+        atexit.register(lambda: folder.with_suffix(".steps").write_text(" ".join(steps)))
+        atexit.register(step, "atexit")
+        if k == count + 1:  # as the process exits, once Python restored SIGINT's action
+            sys.modules["exiting"] = types.ModuleType("exiting")
+            sys.modules["exiting"].hook = Exiting()
+        _interrupt.install()
+        argv = ["fit", "y.csv", "--rank", "2", "--out", str(folder / "out")]
+        code = parser.main(argv + ["--force"] * force)
+        step("returned")
+        sys.exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    names = folder.with_suffix(".steps").read_text().split() if k == 0 else names
+    count = len(names) if k == 0 else count
+    entries = sorted(str(path.relative_to(folder)) for path in folder.rglob("*"))
+    out, err = (folder.with_suffix(suffix).read_text() for suffix in (".out", ".err"))
+    after = names[k - 1] if 0 < k <= count else "exit" if k else None
+    print(json.dumps(dict(after=after, code=code, entries=entries, stdout=out, stderr=err,
+                          out=str(folder / "out"),
+                          published=k == 0 or k > names.index("written") + 1)))
+    k += 1
+"""
+
+
+@pytest.mark.parametrize("force", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_at_every_step_around_publication(tmp_path, force):
+    """SIGINT just after each step of a command that publishes its folder, from its start
+    check to the end of its process: before the folder is published, exit 130 with the
+    line and nothing left; from the step that publishes it on, exit 0 with the results,
+    however late: once Python's shutdown had restored SIGINT's default action, the signal
+    itself ended the process (6 of 8 Ctrl-C 50-150 ms after --out appeared). Each case in
+    a child process that runs the command's main and exits as the command does."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-c", PUBLISHING, str(tmp_path), "force" * force],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    cases = [json.loads(line) for line in done.stdout.splitlines()]
+    for case in cases:
+        if case["published"]:  # the new results, said, the old folder gone
+            assert (case["code"], case["entries"]) == (0, ["out", "out/W.csv"]), case
+            assert (case["stdout"], case["stderr"]) == (f"results in {case['out']}\n", ""), case
+        else:
+            old = ["out", "out/old.txt"] if force else []
+            assert (case["code"], case["entries"], case["stdout"]) == (130, old, ""), case
+            assert case["stderr"] == "bernmf: interrupted\n", case
+    afters = [case["after"] for case in cases]
+    assert {"written", "rename", "said", "returned", "atexit", "exit"} <= set(afters), afters
 
 
 ESCAPED = """
