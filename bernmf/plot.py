@@ -462,7 +462,7 @@ def _place_numbers(ax, x, y, numbers: list[str], fontsize: float = 7.0) -> None:
 
 
 def perplexity_boxplot(
-    table: pd.DataFrame, *, by: str = "engine", value: str = "perplexity", path=None
+    table: pd.DataFrame, *, by: str = "engine", value: str = "perplexity", path=None, ax=None
 ) -> Figure:
     """Box plots of held-out perplexity per engine (or per any column ``by``).
 
@@ -474,14 +474,18 @@ def perplexity_boxplot(
     ----------
     table : DataFrame
         One row per fit, with columns ``by`` and ``value``.
+    ax : matplotlib Axes, optional
+        Draw there (a panel of a larger figure, which its caller lays out and saves);
+        default a figure of its own, saved to ``path`` when given.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     groups = list(dict.fromkeys(table[by]))
-    fig = Figure(figsize=(1.2 * len(groups) + 2.5, 4))
-    ax = fig.add_subplot()
+    own = ax is None
+    if own:
+        ax = Figure(figsize=(1.2 * len(groups) + 2.5, 4)).add_subplot()
     values = [table.loc[table[by] == g, value].to_numpy(float) for g in groups]
     finite = [v[np.isfinite(v)] for v in values]
     boxes = ax.boxplot([v if v.size else [np.nan] for v in finite], patch_artist=True)
@@ -499,7 +503,7 @@ def perplexity_boxplot(
     _mark_off_scale(ax, x, [np.inf if n else np.nan for n in counts], labels, ax.get_ylim()[1])
     ax.set(xlabel=by, ylabel=f"held-out {value} (nats)")
     ax.grid(axis="y", alpha=0.3)
-    return _finish(fig, path)
+    return _finish(ax.figure, path) if own else ax.figure
 
 
 def traces(fits: Mapping[str, Fit] | Fit, *, path=None) -> Figure:

@@ -35,7 +35,13 @@ import pandas as pd
 
 from bernmf._progress import working_on
 from bernmf.data.budget import check_fit_bytes
-from bernmf.data.observed import as_observed, check_count, check_rank, check_seed
+from bernmf.data.observed import (
+    as_observed,
+    check_count,
+    check_rank,
+    check_rank_fits,
+    check_seed,
+)
 from bernmf.fitting.ensemble import MAX_RESTARTS
 from bernmf.fitting.grids import EngineGrid, engine_options, fit_grids, grid_priors
 from bernmf.fitting.plan import held_out_entries
@@ -275,6 +281,8 @@ def grid(
         raise ValueError(f"refit=True refits a stack: give combine='stack' (got {combine!r})")
     chosen_options = _engine_options(chosen, options)  # every option checked before compiling
     data = as_observed(Y, mask)
+    for rank in ranks:
+        check_rank_fits(rank, data.shape)
     held_out = held_out_entries(Y, data, np.asarray(validation, bool))
     stream = stream or sys.stderr
     check_seed(seed, restarts)

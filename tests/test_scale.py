@@ -246,7 +246,7 @@ def test_compact_input_is_never_converted_to_float64():
         (sparse.coo_array(([1.0, 1.0], ([0, 0], [1, 1])), shape=(2, 2)), r"e.g. \[2.0\]"),
         (sparse.csr_array(np.array([[0, np.inf], [1, 0]])), "inf"),
         (sparse.csr_array((0, 3)), "empty"),
-        (np.array([[0, 3], [1, 0]], np.int8), r"e.g. \[3.0\]"),
+        (np.array([[0, 3], [1, 0]], np.int8), r"e.g. \[3\]"),
     ],
 )
 def test_bad_sparse_and_integer_input_is_a_clear_error(data, message):

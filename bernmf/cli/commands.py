@@ -8,6 +8,7 @@ that run a study (tune, report, reproduce) are in :mod:`bernmf.cli.study_command
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 from pathlib import Path
 
@@ -108,6 +109,14 @@ def load_data(args) -> tuple[object, str]:
     if args.dataset is not None:
         return datasets.load(args.dataset, data_dir=args.data_dir), args.dataset
     return None, "simulated"
+
+
+def declared(function) -> dict:
+    """The defaults ``function`` declares, by parameter name: the options of the commands
+    that call it take theirs (and the values their help shows) from there, so that no
+    default is written twice."""
+    parameters = inspect.signature(function).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
 
 
 def parse_options(items: list[str], scoped: bool) -> dict:

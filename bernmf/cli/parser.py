@@ -11,7 +11,6 @@ and with ``--force`` only over the folder that existed at the start.
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 import warnings
 
@@ -19,13 +18,15 @@ from bernmf import _interrupt as interrupt
 from bernmf import tune
 from bernmf._progress import Heartbeat
 from bernmf.api import fit
-from bernmf.cli.commands import compare_command, demo, fit_command
+from bernmf.cli.commands import compare_command, declared, demo, fit_command
 from bernmf.cli.study_commands import report_command, reproduce_command, tune_command
 from bernmf.data import datasets
+from bernmf.data.observed import SEED_LIMIT
 from bernmf.fitting import search
 from bernmf.fitting.ensemble import COMBINES
 from bernmf.models import Prior
 from bernmf.studies import compare as comparison
+from bernmf.studies.compare import MAX_VALUES
 from bernmf.studies.report import run as report
 from bernmf.studies.report.budget import DEFAULT_BUDGET, QUICK_BUDGET
 from bernmf.studies.study import STUDIES
@@ -51,14 +52,6 @@ def comma_list(kind):
     return parse
 
 
-def declared(function) -> dict:
-    """The defaults ``function`` declares, by parameter name: the options of the commands
-    that call it take theirs (and the values their help shows) from there, so that no
-    default is written twice."""
-    parameters = inspect.signature(function).parameters.values()
-    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
-
-
 def comma_text(values) -> str:
     """``values`` as the text :func:`comma_list` reads: (2, 4, 8) -> "2,4,8"."""
     return ",".join(str(v) for v in values)
@@ -72,6 +65,27 @@ def positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def seed_count(text: str) -> int:
+    """An argparse type: how many seeds, an integer in [1, :data:`MAX_VALUES`] (a usage
+    error naming the value otherwise, before anything is read or checked per seed)."""
+    value = positive_int(text)
+    if value > MAX_VALUES:
+        raise argparse.ArgumentTypeError(f"expected an integer in [1, {MAX_VALUES}], got {text!r}")
+    return value
+
+
+def seed_int(text: str) -> int:
+    """An argparse type: a seed, an integer in [0, 2**32) (a usage error naming the value
+    otherwise; a fit's restarts are bounded by the checks of :func:`bernmf.fit`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**32 - 1], got {text!r}")
     return value
 
 
@@ -230,7 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     prior_options(fit_parser)
     fit_parser.add_argument("--mask", help="file of the entries to fit on (1 = use)")
     seed, restarts, combine = fits["seed"], fits["restarts"], fits["combine"]
-    fit_parser.add_argument("--seed", type=int, default=seed, help=f"initialization seed ({seed})")
+    fit_parser.add_argument(
+        "--seed", type=seed_int, default=seed, help=f"initialization seed ({seed})"
+    )
     fit_parser.add_argument(
         "--restarts", type=int, default=restarts,
         help=f"members of an ensemble, seeds SEED, SEED+1, ... ({restarts})",
@@ -271,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     seeds = len(declared(comparison.compare)["seeds"])  # range(n): n seeds from 0
     compare_parser.add_argument(
-        "--seeds", type=positive_int, default=seeds, help=f"seeds per setting, >= 1 ({seeds})"
+        "--seeds", type=seed_count, default=seeds, help=f"seeds per setting ({seeds})"
     )
     compare_parser.add_argument("--test", type=float, default=0.2, help="test fraction (0.2)")
     prior_options(compare_parser, default=1.2)
@@ -281,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare_parser.add_argument("--rows", type=int, default=200, help="simulated M (200)")
     compare_parser.add_argument("--cols", type=int, default=100, help="simulated N (100)")
     compare_parser.add_argument("--true-rank", type=int, default=4, help="simulated K (4)")
-    compare_parser.add_argument("--seed", type=int, default=0, help="data and split seed (0)")
+    compare_parser.add_argument("--seed", type=seed_int, default=0, help="data and split seed (0)")
     output_options(compare_parser)
     compare_parser.set_defaults(run=compare_command)
 
@@ -330,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
         "training and validation entries",
     )
     tune_parser.add_argument(
-        "--seed", type=int, default=grids["seed"], help=f"first seed ({grids['seed']})"
+        "--seed", type=seed_int, default=grids["seed"], help=f"first seed ({grids['seed']})"
     )
     tune_parser.add_argument("--max-iter", type=int, help="iteration limit (each engine's)")
     tune_parser.add_argument("--tol", type=float, help="stopping tolerance (each engine's)")
@@ -351,20 +367,21 @@ def build_parser() -> argparse.ArgumentParser:
     ranks, ensembles = comma_text(reports["ranks"]), comma_text(reports["ensembles"])
     shared, seeds, restarts = reports["shared_rank"], len(reports["seeds"]), reports["restarts"]
     report_parser.add_argument(
-        "--ranks", type=comma_list(int), default=ranks, help=f"ranks tuned on validation ({ranks})"
-    )
+        "--ranks", type=comma_list(int),
+        help=f"ranks tuned on validation ({ranks}; not with --quick)",
+    )  # fmt: skip
     report_parser.add_argument(
         "--shared-rank", type=int, default=shared, help=f"rank for all ({shared})"
     )
     report_parser.add_argument(
-        "--seeds", type=int, default=seeds, help=f"test fits per setting ({seeds})"
+        "--seeds", type=seed_count, default=seeds, help=f"test fits per setting ({seeds})"
     )
     report_parser.add_argument(
-        "--ensembles", type=comma_list(str), default=ensembles,
-        help=f"engines also as ensembles ({ensembles})",
+        "--ensembles", type=comma_list(str),
+        help=f"engines also as ensembles ({ensembles}, those among --engines)",
     )  # fmt: skip
     report_parser.add_argument(
-        "--restarts", type=int, default=restarts, help=f"ensemble members ({restarts})"
+        "--restarts", type=int, help=f"ensemble members ({restarts}; --quick: 2)"
     )
     report_parser.add_argument(
         "--quick",
@@ -427,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument(
         "--holdout", type=float, default=0.2, help="fraction held out (default 0.2)"
     )
-    demo_parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo_parser.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     demo_parser.set_defaults(run=demo)
     return parser
 

@@ -19,7 +19,7 @@ from bernmf import tune
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf._progress import working_on
 from bernmf.api import fit
-from bernmf.cli.commands import load_data, read_data, say, scored, show, tell
+from bernmf.cli.commands import declared, load_data, read_data, say, scored, show, tell
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_codes
@@ -154,6 +154,18 @@ def report_command(args) -> int:
         get_engine(name)  # unknown names fail here, before any data is read
     if args.data is not None and args.datasets is not None:
         raise ValueError("give either DATA or --datasets, not both")
+    unused = [flag for flag, value in (("--ranks", args.ranks), ("--restarts", args.restarts))
+              if args.quick and value is not None]  # fmt: skip
+    if unused:
+        raise ValueError(
+            f"{' and '.join(unused)} {'are' if len(unused) > 1 else 'is'} not used with "
+            "--quick, which fits --shared-rank only, with 2 restarts: leave "
+            f"{'them' if len(unused) > 1 else 'it'} out, or leave out --quick"
+        )
+    defaults = declared(report.run)
+    ensembles = args.ensembles
+    if ensembles is None:  # the default's engines among those compared
+        ensembles = [name for name in defaults["ensembles"] if name in engines_]
     if args.data is not None:
         data = {Path(args.data).name.split(".")[0]: read_data(args, args.data)}
     else:
@@ -161,9 +173,10 @@ def report_command(args) -> int:
         data = {name: datasets.load(name, data_dir=args.data_dir) for name in names}
     tell(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
     result = report.run(
-        data, engines_, ranks=args.ranks, shared_rank=args.shared_rank, seeds=range(args.seeds),
-        ensembles=args.ensembles, restarts=args.restarts, quick=args.quick, budget=args.budget,
-        progress=not (args.quiet or args.json),
+        data, engines_, ranks=defaults["ranks"] if args.ranks is None else args.ranks,
+        shared_rank=args.shared_rank, seeds=range(args.seeds), ensembles=ensembles,
+        restarts=defaults["restarts"] if args.restarts is None else args.restarts,
+        quick=args.quick, budget=args.budget, progress=not (args.quiet or args.json),
     )  # fmt: skip
     with atomic_output(target, folder=True) as folder:
         report.write(result, folder)

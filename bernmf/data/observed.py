@@ -98,10 +98,10 @@ def _check_values(values: np.ndarray, what: str) -> np.ndarray:
     bad = (values != 0) & (values != 1)
     bad &= ~is_nan
     if bad.any():
-        examples = np.unique(values[bad]).astype(float)[:5].tolist()
+        examples = ", ".join(str(v) for v in np.unique(values[bad])[:5])
         raise ValueError(
             f"{what} must hold only 0, 1 or NaN (missing); found {int(bad.sum())} other "
-            f"values, e.g. {examples}"
+            f"values, e.g. [{examples}]"  # in their own dtype: 1 + 1e-19 is not "1.0"
         )
     return is_nan
 

@@ -140,11 +140,23 @@ def search(
     check_seed(seed, 1 + MM_SEEDS * MM_ROUNDS)
     chosen = check_engines(engines)
     data = as_observed(Y, mask, warn_empty=False)
+    observed = int(data.mask.sum())
     if validation is None:
+        if observed < 2:
+            raise ValueError(
+                f"the search needs at least 2 observed entries of Y, got {observed}: it holds "
+                f"{HOLDOUT:.0%} of them out (at least one) to stack on and fits on the others"
+            )
         held = _holdout(data, HOLDOUT, seed)
     else:
         given = as_observed(Y, validation, warn_empty=False, mask_name="validation")
         held = given.mask & data.mask  # its shape and values checked, as any mask's
+        if not held.any() or held.sum() == observed:
+            raise ValueError(
+                f"validation holds {int(held.sum())} of the {observed} observed entries of Y "
+                "(and of mask): the search stacks on those and fits on the others, so it "
+                "needs some of each"
+            )
     train = as_observed(Y, data.mask & ~held, warn_empty=False)
     held_out = as_observed(Y, held, warn_empty=False)
     M, N = data.shape

@@ -12,6 +12,7 @@ compare`` and ``bernmf demo`` build their tables with it.
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bernmf._progress import Progress
-from bernmf.data.observed import as_observed
+from bernmf.data.observed import as_observed, check_seed
 from bernmf.data.split import Split
 from bernmf.fitting.ensemble import check_combine
 from bernmf.fitting.plan import check_arguments, held_out_entries
@@ -167,12 +168,13 @@ def compare(
         restarts = chosen.get("restarts", 1)
         combine = chosen.get("combine", "best")
         check_combine(get_engine(engine), restarts, combine, validation is not None)
-        for rank in ranks:
-            for seed in seeds:
-                check_arguments(
-                    engine, rank, priors.get(engine), seed, options.get(engine, {}), np.shape(Y),
-                    restarts=restarts,
-                )  # fmt: skip
+        for rank in ranks:  # once per setting: the seeds are checked below
+            check_arguments(
+                engine, rank, priors.get(engine), seeds[0], options.get(engine, {}), np.shape(Y),
+                restarts=restarts,
+            )  # fmt: skip
+        for seed in seeds:
+            check_seed(seed, restarts)
     train, test = _split(Y, train, test)
     held_out = np.zeros(np.shape(Y), bool)
     if validation is not None:
@@ -295,15 +297,23 @@ def summarize(fits: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         return fits.groupby(keys, sort=False).agg(**columns).reset_index()
 
 
+MAX_VALUES = 10_000
+"""The most engines, ranks or seeds a comparison takes: each is a fit (times the others),
+and a longer list is refused before it is even read out (``range(10**8)`` included)."""
+
+
 def nonempty_list(name: str, values, example: str) -> list:
-    """``values`` as a list; TypeError when it is a string or not iterable, ValueError when
-    empty, the message naming the argument ``name`` and showing ``example``."""
+    """``values`` as a list without repeats (the first kept), of 1 to :data:`MAX_VALUES`
+    values; TypeError when it is a string or not iterable, ValueError when empty or
+    longer, the message naming the argument ``name`` and showing ``example``."""
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
         raise TypeError(f"{name} must be a list, e.g. {example}; got {values!r}")
-    values = list(values)
+    values = list(itertools.islice(values, MAX_VALUES + 1))
     if not values:
         raise ValueError(f"{name} is empty; give at least one, e.g. {example}")
-    return values
+    if len(values) > MAX_VALUES:
+        raise ValueError(f"{name} holds more than {MAX_VALUES:,} values, e.g. {example}")
+    return list(dict.fromkeys(values))
 
 
 def _split(Y, train, test):

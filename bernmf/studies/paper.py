@@ -158,23 +158,15 @@ def figure_test(fits: pd.DataFrame, path: Path, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
+
+    from bernmf import plot
 
     test = fits[fits["stage"] == "test"]
     names = list(dict.fromkeys(test["dataset"]))
     fig, axes = plt.subplots(1, len(names), figsize=(4.0 * len(names), 3.8), squeeze=False)
-    for ax, name in zip(axes[0], names, strict=True):
-        subset = test[test["dataset"] == name]
-        methods = list(dict.fromkeys(subset["method"]))
-        values = [subset.loc[subset["method"] == m, "perplexity"].to_numpy() for m in methods]
-        ax.boxplot(values)
-        ax.set_xticks(range(1, len(methods) + 1), methods)
-        if max(map(np.max, values)) > 3 * min(map(np.min, values)):
-            ax.set_yscale("log")  # EM's overfitting would flatten the others
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.2f"))
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%.2f"))
-        ax.set(title=name, ylabel="test perplexity (nats)")
-        ax.grid(axis="y", alpha=0.3)
+    for ax, name in zip(axes[0], names, strict=True):  # EM's overfitting drawn off the axis
+        plot.perplexity_boxplot(test[test["dataset"] == name], by="method", ax=ax)
+        ax.set(title=name, xlabel="", ylabel="test perplexity (nats)")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

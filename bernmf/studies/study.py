@@ -1011,8 +1011,8 @@ def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
     name = data if isinstance(data, str) else data.name
     Y = load_data(data, study.data_dir)
     split = split_of(study, np.shape(Y), data)
-    train = as_observed(Y, split.train)
-    test = as_observed(Y, split.test, warn_empty=False)
+    train = as_observed(Y, split.train, mask_name="the split's train")
+    test = as_observed(Y, split.test, warn_empty=False, mask_name="the split's test")
     held_out = test  # a Matrix without validation entries: nothing is chosen (Study checks it)
     if split.validation.any():
         held_out = held_out_entries(Y, train, split.validation)

@@ -169,10 +169,11 @@ def probe(Y, split, engine: str, rank: int, options: dict, allowance: float = 0.
         per_iteration = run / (more.n_iter - once.n_iter)
     else:  # too fast to tell the iterations from the call: the call's time, per iteration
         per_iteration = more.timings.get("run", 0.0) / max(more.n_iter, 1)
-    cap = int(allowance / per_iteration) if per_iteration > 0 else 0
+    limit = iterations(engine, options)  # a cap above it (a budget of 1e308 s) caps nothing
+    cap = int(min(allowance / per_iteration, limit)) if per_iteration > 0 else 0
     if cap < MEASURED_ITERATIONS:
         return Probe(engine, compile_seconds, per_iteration)
-    capped = {"max_iter": cap} if cap < iterations(engine, options) else {}
+    capped = {"max_iter": cap} if cap < limit else {}
     full = probed(capped, trial={})
     measured = float(full.timings.get("run", 0.0)) if full.converged else None
     return Probe(engine, compile_seconds, per_iteration, measured)

@@ -31,10 +31,16 @@ import numpy as np
 import pandas as pd
 
 from bernmf._progress import say, working_on
-from bernmf.data.observed import as_observed, is_sparse
+from bernmf.data.observed import (
+    as_observed,
+    check_count,
+    check_rank,
+    check_seed,
+    is_sparse,
+)
 from bernmf.data.sparse import checked_coo
 from bernmf.data.split import Split, paper_split
-from bernmf.fitting.ensemble import MODES_WARNING, validation_lpd
+from bernmf.fitting.ensemble import MAX_RESTARTS, MODES_WARNING, validation_lpd
 from bernmf.fitting.plan import check_arguments
 from bernmf.fitting.stack import members_table, stack
 from bernmf.inference import available, get_engine
@@ -222,14 +228,19 @@ def _settings(
     engines = nonempty_list("engines", available() if engines is None else engines, "['mm']")
     ranks = nonempty_list("ranks", ranks, "[2, 4, 8]")
     seeds = nonempty_list("seeds", seeds, "range(3)")
-    ensembles = [e for e in ensembles if e in engines] if ensembles else []
+    ensembles = list(dict.fromkeys(ensembles or ()))
     if not data:
         raise ValueError("data is empty; give at least one dataset")
-    for name in engines:
+    for name in engines + ensembles:
         get_engine(name)  # ValueError listing the known engines
+    apart = [name for name in ensembles if name not in engines]
+    if apart:
+        raise ValueError(f"ensembles {apart} are not among the engines compared {engines}")
+    for rank in ranks:  # each checked, though quick fits the shared rank only
+        check_rank(rank)
+    if ensembles:  # checked, though quick takes 2
+        check_count("restarts", restarts, least=2, most=MAX_RESTARTS)
     restarts = 2 if quick else restarts
-    if ensembles and (isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 2):
-        raise ValueError(f"restarts must be an integer >= 2 for ensembles, got {restarts!r}")
     if budget is not None and (
         isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0
     ):
@@ -251,11 +262,12 @@ def _settings(
         else float(budget),
     )
     shapes = {np.shape(Y) for Y in data.values()}
-    for engine in engines:
+    for engine in engines:  # once per setting, then each seed
         for rank in {*settings.ranks, shared_rank}:
-            for seed in settings.seeds:
-                for shape in shapes:
-                    check_arguments(engine, rank, None, seed, settings.options[engine], shape)
+            for shape in shapes:
+                check_arguments(engine, rank, None, seeds[0], settings.options[engine], shape)
+    for seed in seeds:
+        check_seed(seed)
     return settings
 
 
