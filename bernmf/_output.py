@@ -39,6 +39,7 @@ import re
 import secrets
 import shutil
 import socket
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -420,6 +421,21 @@ def _named(error: OSError, temporary: Path, path: Path) -> OSError:
 
 
 @contextmanager
+def _warnings_named(temporary: Path, path: Path) -> Iterator[None]:
+    """Warnings raised while ``temporary`` is written name it as ``path``, where it will be
+    (a CSV's formula cells: "results/W.csv", not the temporary folder's name)."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            yield
+    finally:
+        for shown in caught:
+            message = shown.message
+            if str(temporary) in str(message):
+                message = str(message).replace(str(temporary), str(path))
+            warnings.warn_explicit(message, shown.category, shown.filename, shown.lineno)
+
+
+@contextmanager
 def atomic_output(target: Target, *, folder: bool) -> Iterator[Path]:
     """Yield a new temporary file or folder next to ``target.path``; publish it when complete.
 
@@ -443,7 +459,8 @@ def atomic_output(target: Target, *, folder: bool) -> Iterator[Path]:
     KeyboardInterrupt
         If the command was interrupted (:mod:`bernmf._interrupt`): nothing is published.
     OSError
-        Writing failed; the message names the path under ``target.path``.
+        Writing failed; the message names the path under ``target.path``, as the
+        warnings raised meanwhile do.
     """
     path = target.path
     made = _made_folders(path.parent)
@@ -455,7 +472,8 @@ def atomic_output(target: Target, *, folder: bool) -> Iterator[Path]:
     done = False
     try:
         try:
-            yield temporary
+            with _warnings_named(temporary, path):
+                yield temporary
         except OSError as error:
             named = _named(error, temporary, path)
             if named is error:

@@ -12,7 +12,9 @@ import pytest
 
 import bernmf
 import bernmf.tune
+from bernmf._output import atomic_output, check_output
 from bernmf.cli.parser import main
+from bernmf.data.files.csv_table import write_csv
 from bernmf.data.split import paper_split
 from bernmf.fitting.search import search
 from bernmf.studies import compare as comparison
@@ -185,3 +187,14 @@ def test_the_paper_figure_of_infinite_scores_warns_nothing(tmp_path):
         warnings.simplefilter("error")
         paper.figure_test(fits, tmp_path / "test.png", "test")
     assert (tmp_path / "test.png").stat().st_size > 0
+
+
+def test_a_warning_about_a_file_being_written_names_where_it_will_be(tmp_path):
+    """The formula-cell warning named the temporary folder, not the file written."""
+    out = tmp_path / "results"
+    frame = pd.DataFrame({"a": [1]}, index=["=cmd"])
+    with pytest.warns(UserWarning, match=r"^\S*results/W\.csv: 1 text cell") as caught:
+        with atomic_output(check_output(out, False), folder=True) as folder:
+            write_csv(frame, folder / "W.csv")
+    assert str(folder) not in str(caught[0].message)
+    assert (out / "W.csv").exists()
