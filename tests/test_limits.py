@@ -198,3 +198,15 @@ def test_a_warning_about_a_file_being_written_names_where_it_will_be(tmp_path):
             write_csv(frame, folder / "W.csv")
     assert str(folder) not in str(caught[0].message)
     assert (out / "W.csv").exists()
+
+
+def test_tune_names_a_split_file_without_training_entries(capsys, tmp_path):
+    """It said "no entry of Y is observed" of a split file with no code 2."""
+    data, codes = tmp_path / "y.csv", tmp_path / "codes.csv"
+    pd.DataFrame(np.eye(6, dtype=int)).to_csv(data)
+    np.savetxt(
+        codes, np.repeat([[1], [0]], 3, axis=0) * np.ones((1, 6), int), fmt="%d", delimiter=","
+    )
+    argv = ["tune", str(data), "--split", str(codes), "--ranks", "2", "--out", str(tmp_path / "o")]
+    assert main(argv) == 1
+    assert f"the split {codes} has no train entry (code 2)" in capsys.readouterr().err

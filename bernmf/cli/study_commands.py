@@ -23,7 +23,7 @@ from bernmf.cli.commands import declared, load_data, read_data, say, scored, sho
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_codes
-from bernmf.data.split import TEST, VALIDATION, paper_split, random_split
+from bernmf.data.split import TEST, TRAIN, VALIDATION, paper_split, random_split
 from bernmf.fitting.search import check_engines
 from bernmf.fitting.stack import members_table as stack_members
 from bernmf.inference import available, get_engine
@@ -53,7 +53,7 @@ def tune_command(args) -> int:
     if args.split is not None:
         split = read_codes(args.split, Y)
         split_name = f"codes from {args.split}"
-        for part, code in (("validation", VALIDATION), ("test", TEST)):  # before any fit
+        for part, code in (("train", TRAIN), ("validation", VALIDATION), ("test", TEST)):
             if not getattr(split, part).any():
                 raise ValueError(f"the split {args.split} has no {part} entry (code {code})")
     elif args.dataset is not None:
