@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import rda_files as R
 from helpers import SHARED, shared_file
 
 from bernmf.data import datasets
 from bernmf.data.files import csv_table as csv_reader
+from bernmf.data.files import streams
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -205,6 +214,20 @@ def test_the_fast_read_agrees_with_the_cell_by_cell_read(tmp_path):
         datasets.read_csv(tmp_path / "late.csv")
 
 
+MATRIX = R.matrix([[1, 0, 1], [0, 0, 1]], rows=["a", "b"])
+DATA_FRAME = R.vector(
+    R.VEC, [R.vector(R.INT, [1, 0])], R.pairlist([("class", R.vector(R.STR, ["data.frame"]))]),
+    obj=True,
+)  # fmt: skip
+"""A data frame without row names."""
+
+
+def attribute_named(symbol: bytes) -> bytes:
+    """An integer with one attribute, named by ``symbol`` (a SYMSXP's bytes)."""
+    cell = R.header(R.LIST, tag=True) + symbol + R.vector(R.INT, [1]) + R.header(R.NILVALUE)
+    return R.vector(R.INT, [1], cell)
+
+
 @pytest.mark.parametrize("compression", ["gzip", "bzip2", "xz", None])
 def test_an_rda_is_read_within_the_memory_budget_whatever_it_inflates_to(
     tmp_path, monkeypatch, compression
@@ -242,3 +265,164 @@ def test_an_rda_bomb_and_a_damaged_rda_are_refused_by_name(tmp_path, monkeypatch
     garbage.write_bytes(b"RDX2\nX\n" + bytes(range(256)))
     with pytest.raises(ValueError, match=r"garbage\.rda"):
         datasets.read_rda(garbage)
+
+
+@pytest.mark.parametrize(
+    ("sequence", "said"),
+    [
+        (R.compact_seq(3e8, dim=[20000, 15000]),
+         "compact_realseq of 300000000 doubles would need 38.4 GB"),
+        (R.compact_seq(2**31 - 2, integer=True),
+         "compact_intseq of 2147483646 integers would need 137.4 GB"),
+        (R.compact_seq(1e15, 0),
+         "compact_realseq of 1000000000000000 doubles would need 128000.0 TB"),
+    ],
+    ids=["3e8-doubles-as-a-matrix", "2**31-integers", "1e15-doubles"],
+)  # fmt: skip
+def test_an_altrep_sequence_is_sized_against_the_budget_before_it_is_expanded(
+    tmp_path, monkeypatch, sequence, said
+):
+    """A file of 134 bytes reached 5.0 GB under a budget of 500 MB: rdata expanded the
+    compact sequence it holds (``1:3e8``, ``dim<-`` 20000 x 15000), whatever its length."""
+    path = tmp_path / "bomb.rda"
+    path.write_bytes(R.rda({"bomb": sequence}))
+    assert path.stat().st_size < 200
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "5e8")
+    with pytest.raises(ValueError) as error:
+        datasets.read_rda(path)
+    assert str(error.value) == (
+        f"{path}: reading its {said}, more than the memory budget of 500.0 MB "
+        "(set BERNMF_MEMORY_BUDGET to raise it)"
+    )
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_compact_sequences_within_the_budget_are_read_increasing_or_decreasing(tmp_path, integer):
+    """R's ``1:0`` was one item long (rdata's expansion), so its matrix was refused."""
+    for start, step, values in ((0, 1, [[0], [1]]), (1, -1, [[1], [0]])):
+        path = tmp_path / "seq.rda"
+        path.write_bytes(R.rda({"seq": R.compact_seq(2, start, step, integer, dim=[2, 1])}))
+        assert datasets.read_rda(path).to_numpy().tolist() == values
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (R.rda({"x": R.nest(R.VEC, 2000)}), "R objects nested more than 100 levels deep"),
+        (R.rda({"x": R.nest(R.LIST, 2000)}), "R objects nested more than 100 levels deep"),
+        (R.rda({f"x{i}": R.header(R.NILVALUE) for i in range(150)}), "pairlist of over 100 items"),
+        (R.rda({"x": MATRIX}, "none") + b"\0\0", "damaged or not an R data file: 2 bytes after"),
+        (R.rda({"x": MATRIX}, "none")[:-9], "damaged or not an R data file: it ends inside"),
+        (R.rda({"x": R.vector(R.REAL, [1], length=2**31 - 1)}), "2147483647 items of 8 bytes"),
+        (R.rda({"x": R.vector(R.INT, [1], length=-1)}), "R's long vectors"),
+        (R.rda({"x": R.NOT_DATA["closure"]}), "holds a function (an R object of type 3), which"),
+        (R.rda({"x": R.NOT_DATA["environment"]}), "holds an environment (an R object of type 4)"),
+        (R.rda({"x": R.altrep("vroom_dbl", R.header(R.NILVALUE))}), "of class 'vroom_dbl'"),
+        (R.rda({"x": R.altrep("compact_realseq", R.vector(R.REAL, [3, 1]))}), "whose state is not"),
+        (R.rda({"x": R.reference(7)}), "not an R data file: a reference to symbol 7 of 1"),
+        (b"RDA3\nA\n3\n262657\n197888\n", "written in R's ASCII format"),
+        (b"RDS3\n" + bytes(30), "it does not start as R's save writes a file"),
+        (R.rda({"x": DATA_FRAME}), "damaged or not an R data file ('row.names')"),
+        (R.rda({"x": attribute_named(R.header(R.SYM) + R.char(None))}), "whose name is NA"),
+        (R.rda({"x": attribute_named(R.header(R.SYM) + R.header(R.CHAR, levels=2) + R.ints(1)
+                                     + b"a")}), "not an R data file (AssertionError)"),
+    ],
+    ids=["deep-list", "deep-pairlist", "long-pairlist", "trailing-bytes", "truncated", "length",
+         "long-vector", "closure", "environment", "altrep-class", "altrep-state", "reference",
+         "ascii", "magic", "data-frame", "na-name", "bytes-name"],
+)  # fmt: skip
+def test_a_malformed_rda_is_refused_saying_what_is_wrong(tmp_path, content, said):
+    """Malformed files gave "maximum recursion depth exceeded", an AssertionError (trailing
+    bytes), rdata's words or a MemoryError: each a ValueError that names the file."""
+    path = tmp_path / "x.rda"
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as error:
+        datasets.read_rda(path)
+    assert str(error.value).startswith(f"{path}: ")
+    assert said in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (R.vector(R.STR, [""] * 20000 + ["x" * 10**6]), "20006 R objects (1.2 MB of data and"),
+        (R.vector(R.VEC, [R.header(R.NILVALUE)] * 300_000), "300005 R objects (1.2 MB of data)"),
+    ],
+    ids=["strings", "objects"],
+)
+def test_what_rdata_builds_is_sized_against_the_budget_before_it_is_built(
+    tmp_path, monkeypatch, content, said
+):
+    """A character vector is a numpy array as wide as its longest string, each string (74.5
+    GiB asked for by a file of 1.4 KB); an R object of 4 bytes takes 350 bytes built."""
+    path = tmp_path / "x.rda"
+    path.write_bytes(R.rda({"x": content}))
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "1e8")
+    with pytest.raises(ValueError, match=re.escape(f"{path}: reading its {said}")):
+        datasets.read_rda(path)
+
+
+def test_a_dataset_file_without_the_dataset_names_the_file_and_what_it_holds(tmp_path):
+    """``load("animals")`` of an animals.rda holding another object said only ``'animals'``."""
+    (tmp_path / "animals.rda").write_bytes(R.rda({"x": MATRIX, "y": MATRIX}))
+    with pytest.raises(ValueError) as error:
+        datasets.load("animals", data_dir=tmp_path)
+    assert str(error.value) == (
+        f"{tmp_path / 'animals.rda'}: holds no R object named 'animals', only ['x', 'y']"
+    )
+
+
+@pytest.mark.parametrize("kind", [R.LGL, R.INT, R.REAL])
+@pytest.mark.parametrize("named", [False, True])
+def test_r_na_in_a_matrix_is_missing(tmp_path, kind, named):
+    """An NA in a logical matrix without dimnames was read as 1, in an integer one refused."""
+    values = np.array([[1, np.nan if kind == R.REAL else R.NA_INTEGER], [0, 1]])
+    rows = ["a", "b"] if named else None
+    (tmp_path / "y.rda").write_bytes(R.rda({"y": R.matrix(values, kind, rows=rows)}))
+    frame = datasets.read_rda(tmp_path / "y.rda")
+    np.testing.assert_array_equal(frame.to_numpy(), [[1, np.nan], [0, 1]])
+
+
+@pytest.mark.parametrize("file_format", ["xdr", "binary"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_rdas_of_both_formats_and_versions_are_read(tmp_path, file_format, version):
+    import rdata
+
+    Y = np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    path = tmp_path / "y.rda"
+    rdata.write_rda(path, {"y": Y}, file_format=file_format, format_version=version)
+    np.testing.assert_array_equal(datasets.read_rda(path).to_numpy(), Y)
+
+
+PEAK_READ = """
+import sys
+from tests.rda_files import peak_of
+from bernmf.data.datasets import read_rda
+read_rda(sys.argv[1])  # the imports of a first read
+taken, outcome = peak_of(lambda: read_rda(sys.argv[2]))
+print(taken, str(outcome)[:200])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("altrep", [False, True])
+def test_reading_an_r_matrix_near_the_budget_takes_the_budget_at_most(tmp_path, altrep):
+    """1.4 million distinct integers, as a vector or as R's ``0:(n - 1)``, taking 95% of a
+    budget of 100 MB as counted: the vector took 107 MB before its cells were checked
+    without a Python object each."""
+    n = int(0.95 * 1e8 / (streams.RDA_COST * 4)) // 2 * 2
+    (tmp_path / "warm.rda").write_bytes(R.rda({"warm": MATRIX}))
+    values = (
+        R.compact_seq(n, 0, 1, True, dim=[n // 2, 2])
+        if altrep
+        else R.matrix(np.arange(n).reshape(-1, 2), R.INT)
+    )
+    (tmp_path / "near.rda").write_bytes(R.rda({"near": values}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BERNMF_MEMORY_BUDGET": "1e8"}
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_READ, str(tmp_path / "warm.rda"), str(tmp_path / "near.rda")],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    taken, said = done.stdout.split(" ", 1)
+    assert said.startswith(f"{tmp_path / 'near.rda'}: cells must be 0, 1 or empty")
+    assert int(taken) <= 1e8, int(taken)

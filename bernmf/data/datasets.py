@@ -16,9 +16,7 @@ The ``.rda`` files are read with :mod:`rdata`; a user's CSV table with :func:`re
 
 from __future__ import annotations
 
-import io
 import os
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +25,7 @@ import pandas as pd
 
 from bernmf._cache import user_cache_dir
 from bernmf.data.files.csv_table import COMPRESSIONS, MISSING, binary_frame, read_csv
-from bernmf.data.files.streams import RDA_COST, open_bytes, untrusted
+from bernmf.data.files.rda import read_objects
 
 __all__ = [
     "COMPRESSIONS", "DATASETS", "MISSING", "SHAPES", "cache_dir", "fetch", "load", "read_csv",
@@ -65,6 +63,9 @@ def cache_dir() -> Path:
 def read_rda(path, name: str | None = None) -> pd.DataFrame:
     """Read an R matrix from an ``.rda`` file (the object ``name``, default the file's stem).
 
+    The file is untrusted: its serialization is checked and sized against the memory
+    budget before anything is built (:mod:`bernmf.data.files.rda`).
+
     Parameters
     ----------
     path : str or path-like
@@ -74,26 +75,35 @@ def read_rda(path, name: str | None = None) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Labelled with the matrix's dimnames (integers when it has none).
-    """
-    import rdata
+        Labelled with the matrix's dimnames (integers when it has none); R's NA is missing.
 
-    with open_bytes(path, RDA_COST, binary=True) as stream:  # a bomb stops at the memory budget
-        data = stream.read()
-    with warnings.catch_warnings(), untrusted(path):
-        # the files do not record their strings' encoding; they are UTF-8
-        warnings.filterwarnings("ignore", message="Unknown encoding", category=UserWarning)
-        objects = rdata.read_rda(io.BytesIO(data), default_encoding="utf-8")
-    del data  # the parsed objects hold the matrix: a copy less at the peak
+    Raises
+    ------
+    ValueError
+        Naming the file: damaged, not data, over the memory budget (see
+        :func:`~bernmf.data.files.rda.read_objects`), without the object ``name``, or
+        whose object is not a matrix of 0/1 and NA.
+    """
+    import xarray
+
+    objects = read_objects(path)
     name = name or (Path(path).stem if Path(path).stem in objects else None)
     if name is None:
         if len(objects) != 1:
             raise ValueError(f"{path}: holds {sorted(objects)}; say which with name=")
         name = next(iter(objects))
+    if name not in objects:
+        raise ValueError(f"{path}: holds no R object named {name!r}, only {sorted(objects)}")
     matrix = objects[name]
+    if not isinstance(matrix, np.ndarray | xarray.DataArray | pd.DataFrame):
+        kind = type(matrix).__name__
+        words = {"list": "a list", "dict": "a named list", "NoneType": "NULL", "str": "a name"}
+        raise ValueError(f"{path}: object {name!r} is not a matrix but {words.get(kind, kind)}")
     values = np.asarray(matrix)
     if values.ndim != 2:
         raise ValueError(f"{path}: object {name!r} is not a matrix (shape {values.shape})")
+    if isinstance(matrix, np.ma.MaskedArray):  # where R's NA is (a dimnames' xarray fills them)
+        values = matrix.astype(float).filled(np.nan)
     labels = [
         pd.Index(np.asarray(matrix.coords[dim].values, dtype=object).tolist())
         if hasattr(matrix, "coords") and dim in matrix.coords

@@ -49,7 +49,11 @@ def binary_frame(frame: pd.DataFrame, source: str, values=(0, 1), layout: str = 
 
 
 def _numbers(cells: np.ndarray) -> np.ndarray:
-    """``cells`` (any objects, NaN or None when missing) as floats, NaN where not a number."""
+    """``cells`` (any objects, NaN or None when missing) as floats, NaN where not a number.
+
+    Cells of a numeric dtype are cast, without a Python object a cell."""
+    if cells.dtype.kind in "biuf":
+        return cells.astype(float)
     flat = pd.Series(np.ravel(cells), dtype=object)
     return pd.to_numeric(flat, errors="coerce").to_numpy(float).reshape(np.shape(cells))
 

@@ -32,8 +32,8 @@ from bernmf.data.budget import BUDGET_VARIABLE, memory_budget, size_text
 
 __all__ = [
     "CELLS_COLUMN_COST", "CELLS_COST", "COMPRESSIONS", "LINE_COST", "PARSE_COLUMN_COST",
-    "PARSE_COST", "RDA_COST", "FileRefused", "OverBudget", "column_reserve", "open_bytes",
-    "open_text", "untrusted",
+    "PARSE_COST", "RDA_COST", "RDA_OBJECT_COST", "FileRefused", "OverBudget", "column_reserve",
+    "open_bytes", "open_text", "untrusted",
 ]  # fmt: skip
 
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip", ".zst")
@@ -49,10 +49,15 @@ cells (a float64 NaN from each byte), 9.3 for a 0/1 table, 15-17 with one column
 distinct row names, 6-7 for text cells (refused); 1.4-1.6 KB a column of a table of
 1 to 10 rows and 10^5 to 10^6 columns (pandas' arrays and labels a column)."""
 
-RDA_COST = 12
+RDA_COST, RDA_OBJECT_COST = 16, 512
 """Peak bytes of memory that reading an R matrix from an ``.rda`` file takes a byte of its
-decompressed serialization (:func:`bernmf.data.datasets.read_rda`): measured 8.0 for a
-matrix of doubles, 8.5 of integers, 11.0 of logicals (800 x 600, above the imports)."""
+decompressed serialization, and an R object (:mod:`bernmf.data.files.rda`, through
+:func:`bernmf.data.datasets.read_rda`; an ALTREP sequence counts as the vector it expands
+to). Measured above the imports, for 10^6 cells: 13.9 bytes a byte for a matrix of
+integers (11.8 for 0/1), 13.9 for a compact sequence of integers, 10.3 for logicals,
+7.9 for a compact sequence of doubles, 6.6 for doubles; 354 bytes an object for a list of
+NULLs, 363 for empty strings, 514 for a row's name (dimnames: the R object, its numpy and
+Python strings, the frame's labels)."""
 
 MAGIC = {b"\x1f\x8b": ".gz", b"BZh": ".bz2", b"\xfd7zXZ\x00": ".xz"}
 """The first bytes of the compressions R writes (``save(..., compress=)``), by suffix."""
@@ -88,14 +93,18 @@ by their module, and OSErrors without an errno, gzip's and bz2's, are malformed 
 
 
 @contextlib.contextmanager
-def untrusted(path, *, decoding: bool = False):
+def untrusted(path, *, decoding: bool = False, form: str = ""):
     """Turn an error of reading ``path`` into a ValueError that starts with its name.
 
     A missing file stays a FileNotFoundError, a missing pyarrow an ImportError, an
     error of the system (an OSError with an errno) itself, except while ``decoding``:
     the errors of a codec reading an open file (any OSError, zipfile's EINVAL for a
     damaged directory included; a RuntimeError, zipfile's for an encrypted member)
-    are the file's, and are raised as :class:`FileRefused`.
+    are the file's, and are raised as :class:`FileRefused`. The codec's words are
+    given as ``damaged or not a .gz file (...)``; with ``form`` (such as ``"an R data
+    file"``), so are a parser's, every error that does not name the file already, its
+    assertions included (rdata asserts a file's structure): ``damaged or not an R data
+    file (...)``.
     """
     try:
         yield
@@ -107,12 +116,16 @@ def untrusted(path, *, decoding: bool = False):
         )
         if isinstance(error, OSError) and (decoding or error.errno is None):
             parsing = True
+        if form and isinstance(error, AssertionError):  # rdata asserts a file's structure
+            parsing = True
         if not parsing and not (decoding and isinstance(error, RuntimeError)):
             raise
         message = " ".join(str(error).split()) or type(error).__name__
         if decoding and not isinstance(error, ValueError):  # the codec's words
             kind = Path(path).suffix.lower() if Path(path).suffix.lower() in COMPRESSIONS else ""
             message = f"damaged or not a {kind or 'plain'} file ({message})"
+        elif form and not message.startswith(str(path)):  # the parser's words
+            message = f"damaged or not {form} ({message})"
         if not message.startswith(str(path)):
             message = f"{path}: {message}"
         raise (FileRefused if decoding else ValueError)(message) from None
