@@ -1,7 +1,7 @@
 """Untrusted files: every reader and ``load`` check a file's structure before using it.
 
-The fuzz runs in worker processes (:mod:`tests.untrusted_files`), so that a crash
-(a signal) fails the test instead of ending pytest.
+The fuzz runs in worker processes (:mod:`tests.untrusted_files`, :mod:`tests.rda_files`),
+so that a crash (a signal) fails the test instead of ending pytest.
 """
 
 from __future__ import annotations
@@ -22,25 +22,28 @@ from bernmf.data.sparse import checked_coo
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2
 """Worker processes of the fuzz, each with its own seed."""
+BUDGETS = {"untrusted_files": "2e6", "rda_files": "2e7"}
+"""The memory budget of a fuzz's workers: 100 KB of CSV text, 1.2 MB of R data."""
 
 
-def fuzz(folder: Path, files: int, matrices: int) -> None:
+def fuzz(folder: Path, files: int, matrices: int = 0, worker: str = "untrusted_files") -> list:
     """``files`` generated files read, and ``matrices`` tampered matrices checked, by each
-    worker (:mod:`tests.untrusted_files`): no crash, no error but a ValueError naming the
-    file (or a ValueError or TypeError naming the argument)."""
+    worker (:mod:`tests.untrusted_files`, or :mod:`tests.rda_files`): no crash, no error
+    but a ValueError naming the file (or a ValueError or TypeError naming the argument).
+    The lines the workers print that are neither a file, a matrix nor a failure."""
     env = {
         **os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
-        "BERNMF_MEMORY_BUDGET": "2e6",  # 100 KB of CSV text: bombs are small to make
+        "BERNMF_MEMORY_BUDGET": BUDGETS[worker],  # bombs are small to make
     }  # fmt: skip
     workers = []
     for seed in range(WORKERS):
         (folder / str(seed)).mkdir()
-        command = [sys.executable, "-m", "tests.untrusted_files", str(seed), str(files)]
-        command += [str(folder / str(seed)), str(matrices)]
+        command = [sys.executable, "-m", f"tests.{worker}", str(seed), str(files)]
+        command += [str(folder / str(seed))] + ([str(matrices)] if matrices else [])
         workers.append(
             subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
         )
-    failures, read, checked = [], 0, 0
+    failures, read, checked, said = [], 0, 0, []
     for worker in workers:
         stdout, _ = worker.communicate(timeout=500)
         lines = stdout.splitlines()
@@ -50,8 +53,10 @@ def fuzz(folder: Path, files: int, matrices: int) -> None:
         if worker.returncode != 0:
             failures.append(f"worker ended with {worker.returncode} at {started[-1:]}")
         failures += [line for line in lines if line.startswith("{")]
+        said += [line for line in lines if not line.startswith(("file ", "matrix ", "{"))]
     assert not failures, "\n".join(failures[:20])
     assert (read, checked) == (WORKERS * files, WORKERS * matrices)
+    return said
 
 
 def test_fuzzed_files_and_matrices_are_read_or_refused_naming_them(tmp_path):
@@ -63,6 +68,28 @@ def test_fuzzed_files_and_matrices_are_read_or_refused_naming_them(tmp_path):
 def test_thousands_of_fuzzed_files_and_matrices_are_read_or_refused_naming_them(tmp_path):
     """3200 files of 12 formats (compressed CSVs included) and 600 matrices of 7 layouts."""
     fuzz(tmp_path, files=1600, matrices=300)
+
+
+def rda_fuzz(folder: Path, files: int) -> None:
+    """The fuzz of ``.rda`` files: no crash, every failure a ValueError naming the file,
+    and no read taking more resident memory than the budget (each worker's peak)."""
+    said = fuzz(folder, files, worker="rda_files")
+    peaks = [int(line.split()[1]) for line in said if line.startswith("peak ")]
+    assert len(peaks) == WORKERS
+    assert max(peaks) <= float(BUDGETS["rda_files"]), peaks
+
+
+def test_fuzzed_r_files_are_read_or_refused_naming_them_within_the_budget(tmp_path):
+    """A deterministic subset of the fuzz below: 24 files (2 of each of 12 kinds)."""
+    rda_fuzz(tmp_path, files=12)
+
+
+@pytest.mark.slow
+def test_a_thousand_fuzzed_r_files_are_read_or_refused_naming_them_within_the_budget(tmp_path):
+    """1040 ``.rda`` files: valid, crafted (ALTREP, nesting, declared lengths, strings, many
+    objects, what is not data or not a matrix, near the budget), random or damaged, of
+    every compression (:mod:`tests.rda_files`)."""
+    rda_fuzz(tmp_path, files=520)
 
 
 def save_npz(path, **fields):
