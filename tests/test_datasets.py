@@ -94,6 +94,7 @@ def test_no_network_and_no_local_copy_says_where_to_put_the_file(offline):
     def no_network(url, output_file, pooch):
         raise ConnectionError("network is unreachable")
 
+    (offline / "empty").mkdir(exist_ok=True)  # a folder without the file
     with pytest.raises(OSError, match="BERNMF_DATA_DIR") as info:
         datasets.load("lastfm", data_dir=offline / "empty", downloader=no_network)
     assert "lastfm.rda" in str(info.value)

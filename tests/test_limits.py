@@ -14,6 +14,7 @@ import bernmf
 import bernmf.tune
 from bernmf._output import atomic_output, check_output
 from bernmf.cli.parser import main
+from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.split import paper_split
 from bernmf.fitting.search import search
@@ -210,3 +211,32 @@ def test_tune_names_a_split_file_without_training_entries(capsys, tmp_path):
     argv = ["tune", str(data), "--split", str(codes), "--ranks", "2", "--out", str(tmp_path / "o")]
     assert main(argv) == 1
     assert f"the split {codes} has no train entry (code 2)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_data_folder_given_must_be_a_folder(tmp_path, monkeypatch, kind):
+    """--data-dir /nonexistent fell back to the cache or a download, silently."""
+    given = tmp_path / "nowhere"
+    if kind == "file":
+        given.write_text("x")
+    problem = "does not exist" if kind == "missing" else "is not a folder"
+    monkeypatch.setattr(datasets, "fetch", refuse_to_fit)
+    with pytest.raises(ValueError, match=f"the data folder {given} .data_dir .* {problem}"):
+        datasets.load("animals", data_dir=given)
+    monkeypatch.setenv("BERNMF_DATA_DIR", str(given))
+    with pytest.raises(ValueError, match=f"BERNMF_DATA_DIR='{given}'. {problem}"):
+        datasets.load("animals")
+
+
+def test_an_unusable_data_variable_is_named(monkeypatch):
+    monkeypatch.setenv("BERNMF_DATA_DIR", "~nouser-of-bernmf/data")
+    with pytest.raises(ValueError, match="BERNMF_DATA_DIR must be a folder"):
+        datasets.load("animals")
+
+
+def test_data_dir_without_a_dataset_is_refused(capsys, tmp_path):
+    data = tmp_path / "y.csv"
+    pd.DataFrame(np.eye(4, dtype=int)).to_csv(data)
+    argv = ["compare", str(data), "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")]
+    assert main(argv) == 1
+    assert "--data-dir is where --dataset's file is found" in capsys.readouterr().err

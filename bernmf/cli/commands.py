@@ -104,6 +104,8 @@ def load_data(args) -> tuple[object, str]:
     """The data of ``compare`` and ``tune``: DATA, ``--dataset`` or a simulation."""
     if args.data is not None and args.dataset is not None:
         raise ValueError("give either DATA or --dataset, not both")
+    if args.data_dir is not None and args.dataset is None:
+        raise ValueError("--data-dir is where --dataset's file is found: give it with --dataset")
     if args.data is not None:
         return read_data(args, args.data), str(args.data)
     if args.dataset is not None:

@@ -154,6 +154,8 @@ def report_command(args) -> int:
         get_engine(name)  # unknown names fail here, before any data is read
     if args.data is not None and args.datasets is not None:
         raise ValueError("give either DATA or --datasets, not both")
+    if args.data is not None and args.data_dir is not None:
+        raise ValueError("--data-dir is where the datasets' files are found: not with DATA")
     unused = [flag for flag, value in (("--ranks", args.ranks), ("--restarts", args.restarts))
               if args.quick and value is not None]  # fmt: skip
     if unused:

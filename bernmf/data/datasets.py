@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 
 from bernmf._cache import user_cache_dir
+from bernmf._environment import FOLDER, read
+from bernmf._environment import folder as environment_folder
 from bernmf.data.files.csv_table import COMPRESSIONS, MISSING, binary_frame, read_csv
 from bernmf.data.files.rda import read_objects
 
@@ -160,6 +162,34 @@ def fetch(name: str, *, downloader: Callable | None = None) -> Path:
     return Path(path)
 
 
+DATA_VARIABLE = "BERNMF_DATA_DIR"
+"""The environment variable naming the folder of local copies (when ``data_dir`` is None)."""
+
+
+def data_folder(data_dir=None) -> Path | None:
+    """The folder of local copies that ``data_dir`` (or else ``BERNMF_DATA_DIR``) names;
+    None when neither is given. A folder given must exist: a typo is an error naming it,
+    never a silent fallback to the cache or a download of other files.
+
+    Raises
+    ------
+    ValueError
+        The folder does not exist or is not a folder; ``BERNMF_DATA_DIR`` that names no
+        folder (``~nouser``).
+    """
+    if data_dir is not None:
+        folder, given = Path(data_dir).expanduser(), f"data_dir {str(data_dir)!r}"
+    else:
+        folder = read(DATA_VARIABLE, environment_folder, FOLDER)
+        given = f"{DATA_VARIABLE}={os.environ.get(DATA_VARIABLE)!r}"
+    if folder is None:
+        return None
+    if not folder.is_dir():
+        problem = "is not a folder" if folder.exists() else "does not exist"
+        raise ValueError(f"the data folder {folder} ({given}) {problem}")
+    return folder
+
+
 def load(
     name: str, data_dir=None, *, download: bool = True, downloader: Callable | None = None
 ) -> pd.DataFrame:
@@ -172,8 +202,9 @@ def load(
         lastfm: 1226 users x 285 artists.
     data_dir : str or path-like, optional
         A local folder with ``<name>.csv`` or ``<name>.rda``; default the
-        ``BERNMF_DATA_DIR`` environment variable. When the file is not there the
-        cached or downloaded copy is used.
+        ``BERNMF_DATA_DIR`` environment variable. The folder must exist
+        (:func:`data_folder`); when the file is not in it the cached or downloaded
+        copy is used.
     download : bool, default True
         False never touches the network (a missing local copy is then an error).
     downloader : callable, optional
@@ -187,7 +218,8 @@ def load(
     Raises
     ------
     ValueError
-        Unknown name, or a file whose contents are not the dataset.
+        Unknown name, a data folder given that does not exist, or a file whose
+        contents are not the dataset.
     OSError
         No local copy and the download is impossible (the message says where to
         put the file).
@@ -200,10 +232,9 @@ def load(
     (50, 85)
     """
     _check_name(name)
-    folder = data_dir if data_dir is not None else os.environ.get("BERNMF_DATA_DIR")
+    folder = data_folder(data_dir)
     frame = None
     if folder:
-        folder = Path(folder)
         if (folder / f"{name}.csv").is_file():
             frame = read_csv(folder / f"{name}.csv")
         elif (folder / f"{name}.rda").is_file():
