@@ -141,6 +141,20 @@ def test_paired_differences_against_the_best_map_row():
     assert nuts["diff_high"] < 0  # clearly better than the best MAP row, on every resample
 
 
+def test_a_datasets_intervals_do_not_depend_on_the_others():
+    """Each dataset resamples with its own generator: a part run apart, or beside another
+    part, gets the same intervals (a shared generator moved every later part's)."""
+    rng = np.random.default_rng(2)
+    scores = {
+        ("mm stack", "mm", 1): rng.normal(0.5, 0.05, 12),
+        ("nuts", "nuts", 1): rng.normal(0.49, 0.05, 12),
+    }
+    alone = paired_differences(_rows(scores), draws=200)
+    other = _rows({key: values + 0.1 for key, values in scores.items()}).assign(dataset="c")
+    beside = paired_differences(pd.concat([other, _rows(scores)]), draws=200)
+    assert beside[beside["dataset"] == "d"].reset_index(drop=True).equals(alone)
+
+
 def test_an_infinite_map_row_is_never_the_best_and_stays_infinite():
     rows = _rows({("em mean", "em", 1): [np.inf, 0.5], ("mm stack", "mm", 1): [0.4, 0.5]})
     table = paired_differences(rows, draws=100).set_index("row")
