@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import warnings
 from pathlib import Path
@@ -340,10 +342,8 @@ def test_a_large_mostly_zero_csv_gets_the_hint_to_store_it_sparse(tmp_path, caps
 
 TUNE_ENGINES = {"engines": ("mm", "em")}
 
-REPORT_DEFAULTS = {
-    "ranks": (3, 5), "shared_rank": 5, "seeds": range(2), "ensembles": ("em",), "restarts": 6
-}  # fmt: skip
-REPORT_READ = {"ranks": [3, 5], "seeds": 2, "ensembles": ["em"]}
+REPORT_DEFAULTS = {"shared_rank": 5, "seeds": range(2)}
+REPORT_READ = {"seeds": 2}
 
 
 @pytest.mark.parametrize(
@@ -489,3 +489,24 @@ def test_json_writes_every_number_and_none_as_null():
         "inf": "inf", "minus": "-inf", "nan": "nan", "none": None, "list": [1.5, ["inf", 2.0]]
     }  # fmt: skip
     assert float(read["minus"]) == -np.inf and np.isnan(float(read["nan"]))
+
+
+def test_report_passes_its_functions_defaults_for_the_flags_left_out(tmp_path, monkeypatch):
+    """--ranks and --restarts parse to None when left out (--quick refuses them given): the
+    command passes the defaults that report.run declares; --ensembles left out is None,
+    report.run's own default (its ENSEMBLES among the engines)."""
+    seen, real = {}, bernmf.studies.report.run.run
+
+    @functools.wraps(real)  # its signature, so its declared defaults, are the real one's
+    def run(data, engines=None, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("stopped before fitting")
+
+    monkeypatch.setattr(bernmf.studies.report.run, "run", run)
+    data = tmp_path / "y.csv"
+    pd.DataFrame(np.eye(4, dtype=int)).to_csv(data)
+    assert main(["report", str(data), "--out", str(tmp_path / "o")]) == 1
+    declared = inspect.signature(real).parameters
+    assert seen["ranks"] == declared["ranks"].default
+    assert seen["restarts"] == declared["restarts"].default
+    assert seen["ensembles"] is None

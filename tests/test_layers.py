@@ -20,6 +20,7 @@ LAYERS = [
         "bernmf.models",
         "bernmf._moved",
         "bernmf._cache",
+        "bernmf._environment",
         "bernmf._progress",
         "bernmf._output",
         "bernmf._interrupt",

@@ -364,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_parser.add_argument(
         "--engines", type=comma_list(str), default="all", help="comma list, or 'all' (all)"
     )
-    ranks, ensembles = comma_text(reports["ranks"]), comma_text(reports["ensembles"])
+    ranks, ensembles = comma_text(reports["ranks"]), comma_text(report.ENSEMBLES)
     shared, seeds, restarts = reports["shared_rank"], len(reports["seeds"]), reports["restarts"]
     report_parser.add_argument(
         "--ranks", type=comma_list(int),

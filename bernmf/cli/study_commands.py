@@ -164,10 +164,7 @@ def report_command(args) -> int:
             "--quick, which fits --shared-rank only, with 2 restarts: leave "
             f"{'them' if len(unused) > 1 else 'it'} out, or leave out --quick"
         )
-    defaults = declared(report.run)
-    ensembles = args.ensembles
-    if ensembles is None:  # the default's engines among those compared
-        ensembles = [name for name in defaults["ensembles"] if name in engines_]
+    defaults = declared(report.run)  # of the flags left out: --quick refuses some given
     if args.data is not None:
         data = {Path(args.data).name.split(".")[0]: read_data(args, args.data)}
     else:
@@ -176,7 +173,7 @@ def report_command(args) -> int:
     tell(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
     result = report.run(
         data, engines_, ranks=defaults["ranks"] if args.ranks is None else args.ranks,
-        shared_rank=args.shared_rank, seeds=range(args.seeds), ensembles=ensembles,
+        shared_rank=args.shared_rank, seeds=range(args.seeds), ensembles=args.ensembles,
         restarts=defaults["restarts"] if args.restarts is None else args.restarts,
         quick=args.quick, budget=args.budget, progress=not (args.quiet or args.json),
     )  # fmt: skip

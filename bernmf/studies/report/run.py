@@ -105,6 +105,10 @@ def describe_data(name: str, Y) -> dict:
     }
 
 
+ENSEMBLES = ("mm",)
+"""The engines :func:`run` also scores as ensembles by default, those it compares."""
+
+
 def run(
     data: Mapping[str, object],
     engines: Iterable[str] | None = None,
@@ -113,7 +117,7 @@ def run(
     shared_rank: int = 4,
     priors: Iterable[float] = (1.2, 1.5, 2.0),
     seeds: Iterable[int] = range(3),
-    ensembles: Iterable[str] = ("mm",),
+    ensembles: Iterable[str] | None = None,
     restarts: int = 4,
     combine: str = "stack",
     quick: bool = False,
@@ -146,10 +150,10 @@ def run(
         scored inf on test).
     seeds : list of int, default range(3)
         Seeds of the test fits of each setting.
-    ensembles : list of str, default ("mm",)
+    ensembles : list of str, optional
         Engines (among ``engines``) also scored as an ensemble of ``restarts``
         members at their tuned setting, combined by ``combine`` with the
-        validation entries.
+        validation entries. Default: those of :data:`ENSEMBLES` among ``engines``.
     quick : bool, default False
         :data:`QUICK_OPTIONS`, one rank, two seeds, two restarts: about a minute on animals;
         ``mm`` and the cheapest others within
@@ -228,7 +232,9 @@ def _settings(
     engines = nonempty_list("engines", available() if engines is None else engines, "['mm']")
     ranks = nonempty_list("ranks", ranks, "[2, 4, 8]")
     seeds = nonempty_list("seeds", seeds, "range(3)")
-    ensembles = list(dict.fromkeys(ensembles or ()))
+    if ensembles is None:
+        ensembles = [name for name in ENSEMBLES if name in engines]
+    ensembles = list(dict.fromkeys(ensembles))
     if not data:
         raise ValueError("data is empty; give at least one dataset")
     for name in engines + ensembles:
