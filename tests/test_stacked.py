@@ -241,6 +241,31 @@ def test_save_and_load_give_the_same_stack(problem, tmp_path):
     np.testing.assert_array_equal(ensemble.probs, fits[2].probs)
 
 
+def test_a_stack_shows_the_factors_of_its_best_member_whose_factors_are_probabilities(
+    problem, tmp_path
+):
+    """The factors a stack shows come from the model: a logistic member's natural
+    parameters (W from -909 to 430 in the issue) are never shown, even of largest weight;
+    the choice survives save and load."""
+    Y, split, fits = problem
+    logistic = fits[1]
+    alone = bernmf.stack([logistic], Y, validation=split.validation, mask=split.train)
+    assert alone.mixture.chosen == int(np.argmax(alone.mixture.weights))  # no model member
+    stacked = bernmf.stack(fits, Y, validation=split.validation, mask=split.train)
+    weights = np.array(stacked.mixture.weights)
+    engines = [m.engine for m in stacked.members]
+    model = [i for i, e in enumerate(engines) if e == "mm"]
+    shown = model[int(np.argmax(weights[model]))]
+    assert stacked.mixture.chosen == shown and engines[shown] == "mm"
+    np.testing.assert_array_equal(stacked.W, stacked.members[shown].W)
+    np.testing.assert_allclose(stacked.W.sum(axis=1), 1)
+    swapped = dataclasses.replace(stacked.mixture, weights=tuple(np.roll(weights, -shown + 1)))
+    assert engines[swapped.chosen] == "mm"  # the rule is kept, not the weights redone
+    loaded = bernmf.load(stacked.save(tmp_path / "shown.npz"))
+    assert loaded.mixture.chosen == shown
+    np.testing.assert_array_equal(loaded.W, stacked.W)
+
+
 def test_the_baseline_keeps_every_probability_inside_the_unit_interval():
     Y = np.array([[1, 1, 0], [1, 1, 0], [1, np.nan, 0.0]])
     train = np.ones(Y.shape, bool)

@@ -37,7 +37,7 @@ from bernmf.data.observed import Observed, as_observed
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import fit_settings
 from bernmf.fitting.stacking import entries_lpd, mixture_lpd, stacking_weights
-from bernmf.inference import get_engine
+from bernmf.inference import available, get_engine
 from bernmf.results.fit import Fit, Mixture, Record, Stacking
 
 if TYPE_CHECKING:
@@ -273,6 +273,17 @@ def _refitted(
     return out
 
 
+def _shown(members: list[Fit], weights: np.ndarray) -> int:
+    """The member whose factors a stack shows: of largest weight among those of an engine
+    whose factors are probabilities (not a logistic engine's natural parameters, not the
+    baseline's column frequencies), else of largest weight (the first of equals)."""
+    model = [m.engine != BASELINE and m.engine in available() and get_engine(m.engine).probabilities
+             for m in members]  # fmt: skip
+    if not any(model):
+        return int(np.argmax(weights))
+    return int(np.argmax(np.where(model, weights, -np.inf)))
+
+
 def stack(
     fits,
     Y,
@@ -354,8 +365,10 @@ def stack(
         perplexity, the stacking's ``seconds``, ``seeds``, ``refit``, the refits'
         ``refit_seconds`` and each member's own seconds); :func:`members_table`
         lists them. A stack has no factors of its own: W, H, rank, prior, trace and
-        seed are those of the member of largest weight
-        (:attr:`~bernmf.results.fit.Mixture.chosen`). ``timings`` add up the members'
+        seed are those of the member of largest weight among those whose factors are
+        probabilities (the model's: not a logistic engine's, nor the baseline's; the
+        member of largest weight when there is none),
+        :attr:`~bernmf.results.fit.Stacking.shown`. ``timings`` add up the members'
         (and the refits'); ``observed`` is the training data, with ``refit`` the
         training and validation entries.
 
@@ -414,7 +427,7 @@ def stack(
         refit_seconds = time.perf_counter() - begin
     stacking = Stacking(
         mixture, seconds, seeds, refit, refit_seconds,
-        tuple(float(m.timings.get("run", np.nan)) for m in members),
+        tuple(float(m.timings.get("run", np.nan)) for m in members), _shown(members, weights),
     )  # fmt: skip
     parts = Mixture(
         tuple(used), tuple(weights.tolist()), STACK,

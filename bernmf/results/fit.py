@@ -92,6 +92,10 @@ class Stacking(NamedTuple):
         Of the refits (None without).
     member_seconds : tuple of float, length R
         Each member's run time before any refit (NaN where it has none).
+    shown : int or None
+        The member whose factors the stack shows (:attr:`Mixture.chosen`): of largest
+        weight among those whose factors are probabilities; None (a file of before it
+        was kept): of largest weight.
     """
 
     validation_perplexity: float
@@ -100,6 +104,7 @@ class Stacking(NamedTuple):
     refit: bool
     refit_seconds: float | None
     member_seconds: tuple[float, ...]
+    shown: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,9 +153,14 @@ class Mixture:
     @property
     def chosen(self) -> int:
         """The member whose W, H, rank, prior, trace and seed the fit shows: an ensemble's
-        of best score, a stack's of largest weight (the first of equals)."""
+        of best score, a stack's :attr:`Stacking.shown` (of largest weight among the
+        members whose factors are probabilities; a logistic member's natural parameters
+        are never shown as the model's factors), else of largest weight (the first of
+        equals)."""
         if self.scores is not None:
             return int(np.argmin(self.scores))
+        if self.stacking is not None and self.stacking.shown is not None:
+            return self.stacking.shown
         return int(np.argmax(self.weights))
 
     def table(self) -> dict[str, list]:

@@ -278,6 +278,10 @@ def _stack_mixture(found: dict, members: tuple[Fit, ...], weights: tuple) -> Mix
     refit_seconds = found.get("refit_seconds")
     if refit_seconds is not None:
         refit_seconds = field(found, "refit_seconds", float, "the stack's ")
+    shown = found.get("shown")  # None in files from before it was kept
+    if shown is not None and (isinstance(shown, bool) or not isinstance(shown, int)
+                              or not 0 <= shown < R):  # fmt: skip
+        raise ValueError(f"the stack's 'shown' should be a member's index below {R}")
     stacking = Stacking(
         validation_perplexity=field(found, "validation_perplexity", float, "the stack's "),
         seconds=field(found, "seconds", float, "the stack's "),
@@ -285,6 +289,7 @@ def _stack_mixture(found: dict, members: tuple[Fit, ...], weights: tuple) -> Mix
         refit=found.get("refit", False),
         refit_seconds=refit_seconds,
         member_seconds=number_list(table, "seconds", R, "the stack's members' "),
+        shown=shown,
     )
     if stacking.seeds not in ("mean", "stack") or not isinstance(stacking.refit, bool):
         raise ValueError("the stack's 'seeds' should be 'mean' or 'stack' and 'refit' a bool")

@@ -250,7 +250,8 @@ def parts_as_extras(fit: Fit) -> dict:
     ``n_iter``, ``converged``, ``weights``, ``combine``, ``modes``, with validation
     entries ``validation_perplexity``) or ``"stack"`` (``weights``, the mixture's
     ``validation_perplexity``, ``seconds``, ``seeds``, ``refit``, ``refit_seconds``
-    when refitted, and ``members``: the table of
+    when refitted, ``shown`` (the member whose factors it shows; a file of before it was
+    kept has none) and ``members``: the table of
     :meth:`~bernmf.results.fit.Mixture.table`), then ``"run"`` (the request).
 
     Raises
@@ -271,6 +272,7 @@ def parts_as_extras(fit: Fit) -> dict:
             "seconds": stacking.seconds,
             "seeds": stacking.seeds,
             **refit,
+            **({} if stacking.shown is None else {"shown": stacking.shown}),
             "members": mixture.table(),
         }
     elif mixture is not None:
