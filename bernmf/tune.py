@@ -43,7 +43,13 @@ from bernmf.data.observed import (
     check_seed,
 )
 from bernmf.fitting.ensemble import MAX_RESTARTS
-from bernmf.fitting.grids import EngineGrid, engine_options, fit_grids, grid_priors
+from bernmf.fitting.grids import (
+    EngineGrid,
+    comparable,
+    engine_options,
+    fit_grids,
+    grid_priors,
+)
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import Scored, mean_perplexity
 from bernmf.fitting.search import check_engines
@@ -165,11 +171,6 @@ def _engine_options(chosen: Sequence[Engine], options: dict) -> dict[str, dict]:
         )
     return {e.name: engine_options(e, {k: v for k, v in options.items() if k in e.options})
             for e in chosen}  # fmt: skip
-
-
-def _score(value) -> float:
-    """A validation perplexity to compare: NaN as inf."""
-    return float(np.nan_to_num(value, nan=np.inf))
 
 
 def grid(
@@ -308,7 +309,7 @@ def grid(
                   progress=progress, stream=stream)  # fmt: skip
     rows, ensembles, timings, everyone = [], [], {}, []
     single = combine in (None, "stack")  # best: the single fit of lowest validation perplexity
-    best = {"score": np.inf, "factors": None}
+    factors = []  # (W, H) of each row of the table that chooses (rows, or ensembles), in order
     for setting in swept.settings:
         engine, rank, fitted = setting.engine, setting.rank, setting.members
         everyone.extend(fitted)
@@ -326,11 +327,11 @@ def grid(
                     score,
                 )
             )  # fmt: skip
-            if single and _score(score) < best["score"]:
-                best.update(score=_score(score), factors=(fit.W, fit.H))
+            if single:
+                factors.append((fit.W, fit.H))
         if single:
             continue
-        picked = min(fitted, key=lambda m: _score(engine.score(m.fit)))
+        picked = min(fitted, key=lambda m: comparable(engine.score(m.fit)))
         member = picked.fit
         if combine == "mean":  # the members' held-out log scores, as fit_settings gave them
             score = mean_perplexity(fitted)
@@ -338,8 +339,7 @@ def grid(
             score = float(picked.validation_perplexity)
         ensembles.append((engine.name, rank, alpha, beta, prior_gamma, restarts, member.seed,
                           score))  # fmt: skip
-        if _score(score) < best["score"]:
-            best.update(score=_score(score), factors=(member.W, member.H))
+        factors.append((member.W, member.H))
     notes = swept.notes
     table = pd.DataFrame(rows, columns=COLUMNS)
     ensemble_columns = ["engine", "rank", "alpha", "beta", "gamma", "members", "seed"]
@@ -349,7 +349,8 @@ def grid(
         else pd.DataFrame(ensembles, columns=[*ensemble_columns, "validation_perplexity"])
     )
     scored = table if single else ensemble_table
-    first = scored.loc[scored["validation_perplexity"].fillna(np.inf).idxmin()]
+    best = int(scored["validation_perplexity"].fillna(np.inf).idxmin())  # the first of least
+    first = scored.loc[best]
     chosen_row = {
         "engine": str(first["engine"]),
         "rank": int(first["rank"]),
@@ -367,7 +368,7 @@ def grid(
     return Tuning(
         table,
         chosen_row,
-        best["factors"],
+        factors[best],
         timings,
         ensemble_table,
         everyone,

@@ -19,6 +19,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 import bernmf
+from bernmf.data.split import Split
 
 SHARED = Path(os.environ.get("BERNMF_SHARED_DIR", Path(__file__).parents[1].parent / "shared"))
 """The paper's data and R references (``BERNMF_SHARED_DIR``, else ``../shared``)."""
@@ -89,6 +90,19 @@ def random_problem(seed, M, N, K, density=0.4, observed=0.7):
     O = rng.random((M, N)) < observed
     W = rng.random((M, K)) + 0.05
     return Y, O, W / W.sum(axis=1, keepdims=True), rng.random((K, N)) * 0.9 + 0.05
+
+
+def zero_probability_problem() -> tuple[np.ndarray, Split]:
+    """``(Y, split)``: a random binary 20 x 15 Y whose column 0 holds one 1, a validation
+    entry: ``em`` (no prior) fits that column's H at exactly 0, so the entry has probability 0
+    and the validation perplexity is inf."""
+    rng = np.random.default_rng(0)
+    Y = (rng.random((20, 15)) < 0.4).astype(float)
+    Y[:, 0] = 0
+    Y[3, 0] = 1
+    codes = rng.choice([0, 1, 2], size=Y.shape, p=[0.15, 0.15, 0.7])  # test, validation, train
+    codes[3, 0] = 1
+    return Y, Split.from_codes(codes)
 
 
 @st.composite

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import zero_probability_problem
 
 import bernmf
 from bernmf.cli.parser import main
@@ -149,3 +150,20 @@ def test_flags_of_one_fit_without_rank_are_a_clear_error(small, tmp_path, capsys
     err = capsys.readouterr().err
     assert "--alpha, --tol set up one fit: give --rank too" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_an_inf_validation_perplexity_is_inf_on_screen_and_in_summary_json(
+    tmp_path, monkeypatch, capsys
+):
+    Y, split = zero_probability_problem()
+    monkeypatch.setattr(search_module, "RANKS", (2,))
+    pd.DataFrame(Y).to_csv(tmp_path / "y.csv")
+    np.savez(tmp_path / "validation.npz", Y=split.validation)
+    argv = ["fit", str(tmp_path / "y.csv"), "--engine", "em", "--budget", "600"]
+    argv += ["--validation", str(tmp_path / "validation.npz"), "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    text = (tmp_path / "out" / "summary.json").read_text()
+    assert "em K=2: 1 fit in" in err and "best validation perplexity inf" in err
+    assert json.loads(text)["search"]["fitted"][0]["validation_perplexity"] == "inf"
+    assert "1797693" not in err + text

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import shared_file
+from helpers import shared_file, zero_probability_problem
 
 import bernmf
 from bernmf import _progress, tune
@@ -409,3 +409,22 @@ def test_an_engine_tuned_without_a_prior_grid_fits_its_own_default_prior():
     assert (mm["alpha"], mm["beta"], mm["gamma"]) == (1.2, 1.2, 1.2)  # bernmf.Prior()
     given = tune.grid(Y, [2], [1.5], engines=["vb"], max_iter=20, **common).table.iloc[0]
     assert (given["alpha"], given["beta"], given["gamma"]) == (1.5, 1.2, 1.2)
+
+
+def test_an_inf_validation_perplexity_is_inf_in_the_lines_and_summary_json(tmp_path, capsys):
+    from bernmf.cli.parser import main
+    from bernmf.cli.study_commands import write_codes
+
+    Y, split = zero_probability_problem()
+    pd.DataFrame(Y).to_csv(tmp_path / "y.csv")
+    write_codes(split, Y, tmp_path / "split.csv")
+    argv = ["tune", str(tmp_path / "y.csv"), "--engines", "em", "--ranks", "2"]
+    argv += ["--split", str(tmp_path / "split.csv"), "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    text = (tmp_path / "out" / "summary.json").read_text()
+    assert "em K=2: 1 fit in" in err and "best validation perplexity inf" in err
+    assert json.loads(text)["best"]["validation_perplexity"] == "inf"
+    assert "1797693" not in err + text
+    tuned = tune.grid(Y, [2], engines=["em"], mask=split.train, validation=split.validation)
+    assert tuned.best_factors[1].shape == (2, Y.shape[1])  # the first fit of least score: inf

@@ -393,12 +393,13 @@ def _timed(fitter, engine, train, held_out, rank, priors, seeds, options, batchi
 
 def _best_score(setting: Setting) -> float:
     """The lowest validation perplexity of a setting's members (NaN as inf)."""
-    return min(_score(m.validation_perplexity) for m in setting.members)
+    return min(comparable(m.validation_perplexity) for m in setting.members)
 
 
-def _score(value) -> float:
-    """A validation perplexity to compare: NaN and None as inf."""
-    return np.inf if value is None else float(np.nan_to_num(value, nan=np.inf))
+def comparable(value) -> float:
+    """A validation perplexity to compare: NaN and None as inf, inf kept (not the largest
+    float, which lines and JSON would show as a 309-digit number)."""
+    return np.inf if value is None or np.isnan(value) else float(value)
 
 
 def _describe(prior: Prior) -> str:
