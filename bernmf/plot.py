@@ -160,6 +160,9 @@ def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
     """
     frames = fit.frames
     W, H = frames.W, frames.H
+    shown = fit.engine  # a stack's factors are one member's: named
+    if fit.mixture is not None and fit.mixture.stacking is not None:
+        shown = f"stack's {fit.members[fit.mixture.chosen].engine} member"
     if order:
         rows, columns = reading_order(W.to_numpy(), H.to_numpy())
         W, H = W.iloc[rows], H.iloc[:, columns]
@@ -179,7 +182,7 @@ def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
         _ticks(ax, "y", frame.index, limit=80)
         if name == "W":
             ax.set_xlabel("component")
-        ax.set_title(f"{name} ({as_text(fit.engine)}, K = {fit.rank})")
+        ax.set_title(f"{name} ({as_text(shown)}, K = {fit.rank})")
         fig.colorbar(image, ax=ax, shrink=0.7)
     return _finish(fig, path)
 

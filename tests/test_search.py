@@ -53,6 +53,13 @@ def test_a_fit_without_a_rank_is_a_refit_stack_of_the_searched_engines(small):
     assert np.isfinite(score) and score < np.log(2)  # better than a coin, never inf
     # the members of positive weight were fitted again on every observed entry
     assert result.observed.mask.sum() == np.isfinite(observed).sum()
+    # what it says: the held-out scores and the member whose factors it shows
+    said = "\n".join(search_module.summary(result))
+    held = search_module.held_out_scores(result)
+    assert f"the stack {held['stack']:.4f}" in said
+    assert f"{held['best_member']['perplexity']:.4f}" in said
+    shown = result.members[result.mixture.chosen]
+    assert f"factors shown (W, H): {shown.engine} K={shown.rank}" in said
 
 
 def test_bernmf_fit_without_a_rank_searches(small):
@@ -138,7 +145,21 @@ def test_bernmf_fit_without_rank_writes_the_stack(small, tmp_path, capsys):
     members = pd.read_csv(out / "members.csv")
     assert {"engine", "rank", "weight"} <= set(members.columns)
     assert members["weight"].sum() == pytest.approx(1.0)
-    assert bernmf.load(out / "fit.npz").engine == "stack"
+    fit = bernmf.load(out / "fit.npz")
+    assert fit.engine == "stack"
+    # the factors are the model's, named; the held-out scores; P(Y=1) of every entry
+    factors = summary["factors"]
+    assert factors["engine"] not in ("logsvd", "logpca", "baseline")
+    assert factors["engine"] == fit.members[fit.mixture.chosen].engine
+    W = pd.read_csv(out / "W.csv", index_col=0).to_numpy()
+    np.testing.assert_allclose(W.sum(axis=1), 1, atol=1e-6)
+    held = summary["held_out"]
+    assert held["entries"] == summary["search"]["held_out_entries"]
+    assert held["stack"] == fit.mixture.stacking.validation_perplexity
+    assert held["best_member"]["perplexity"] == min(members["validation_perplexity"])
+    probs = pd.read_csv(out / "probs.csv", index_col=0)
+    assert probs.shape == observed.shape
+    np.testing.assert_allclose(probs.to_numpy(), fit.probs, rtol=1e-5)  # NaN entries too
 
 
 def test_flags_of_one_fit_without_rank_are_a_clear_error(small, tmp_path, capsys):

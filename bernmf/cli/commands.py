@@ -23,10 +23,11 @@ from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_mask, read_matrix
 from bernmf.data.split import paper_split, random_split
-from bernmf.fitting.search import BUDGET, search
+from bernmf.fitting.search import BUDGET, held_out_scores, search
 from bernmf.fitting.stack import members_table as stack_members
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior, perplexity, simulate
+from bernmf.results.fit import BLOCK_ENTRIES
 from bernmf.results.loading import versions
 from bernmf.studies.compare import compare
 
@@ -287,6 +288,13 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
     if searched:
         summary["search"] = result.extras["search"]
         summary["stack"] = {"members": int((members["weight"] > 0).sum())}
+        summary["held_out"] = held_out_scores(result)
+        shown = result.mixture.chosen
+        summary["factors"] = {
+            "engine": result.members[shown].engine, "rank": result.rank,
+            "weight": result.mixture.weights[shown],
+            "rule": "the member of largest weight whose factors are probabilities",
+        }  # fmt: skip
     elif members is not None:
         summary["ensemble"] = {
             "combine": args.combine,
@@ -305,6 +313,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
         write_csv(result.frames.W, folder / "W.csv")
         write_csv(result.frames.H, folder / "H.csv")
         write_csv(top, folder / "top_columns.csv", index=False)
+        write_probabilities(result, folder)
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
         write_csv(trace, folder / "trace.csv", index=False)
         write_json(folder / "summary.json", summary)
@@ -320,10 +329,13 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
     table = pd.DataFrame([{k: summary[k] for k in shown}])
     show(args, table, summary)
     if searched:
+        factors = summary["factors"]
         say(
             args,
-            f"W.csv, H.csv and the figures are the factors of the stack's member of largest "
-            f"weight (K={result.rank}); members.csv lists every member and its weight",
+            f"W.csv, H.csv and the figures are the factors of the stack's {factors['engine']} "
+            f"member at K={result.rank} (weight {factors['weight']:.2f}), {factors['rule']}; "
+            f"{PROBABILITIES} holds the stack's P(Y=1) of every entry, the missing ones "
+            "included; members.csv lists every member and its weight",
         )
     elif members is not None:
         ensemble = summary["ensemble"]
@@ -335,6 +347,25 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
     say(args, "top columns of each component (H):\n" + top_lines(top))
     say(args, f"results in {out}")
     return 0
+
+
+PROBABILITIES = "probs.csv"
+"""The file of ``bernmf fit``'s predicted P(Y=1) of every entry (labelled as the data)."""
+
+
+def write_probabilities(result, folder: Path) -> None:
+    """Write the fit's P(Y=1) of every entry, the missing ones included, labelled as the
+    data, to :data:`PROBABILITIES` in ``folder``: a matrix's worth of text (about 10 bytes
+    an entry), written block by block (:meth:`bernmf.Fit.probs_rows`)."""
+    rows, columns = result.frames.W.index, result.frames.H.columns
+    path = folder / PROBABILITIES
+    step = max(1, BLOCK_ENTRIES // result.shape[1])
+    with open(path, "w", encoding="utf-8", newline="") as stream:
+        for start in range(0, result.shape[0], step):
+            stop = min(start + step, result.shape[0])
+            block = pd.DataFrame(result.probs_rows(start, stop), index=rows[start:stop],
+                                 columns=columns)  # fmt: skip
+            write_csv(block, stream, header=start == 0, float_format="%.6g")
 
 
 def top_lines(top: pd.DataFrame, shown: int = 5) -> str:

@@ -214,6 +214,30 @@ def _seeds(seed: int, round_: int) -> list[int]:
     return list(range(first, first + MM_SEEDS))
 
 
+def held_out_scores(result: Fit) -> dict:
+    """A :func:`search`'s perplexities on the entries it held out: the stack's (its weights
+    were fitted on them, so it flatters the stack) and its best member's (fitted without
+    them), each member as it was before the refit.
+
+    Returns
+    -------
+    dict
+        ``entries``, ``stack``, ``best_member`` (``engine``, ``rank``, ``perplexity``).
+    """
+    mixture = result.mixture
+    scores = np.asarray(mixture.validation_perplexity)
+    best = int(np.argmin(scores))
+    return {
+        "entries": result.extras["search"]["held_out_entries"],
+        "stack": mixture.stacking.validation_perplexity,
+        "best_member": {
+            "engine": mixture.members[best].engine,
+            "rank": int(mixture.members[best].rank),
+            "perplexity": float(scores[best]),
+        },
+    }
+
+
 def summary(result: Fit) -> list[str]:
     """What a :func:`search` chose, in a few lines: the weight of each engine and rank, what
     was left out and the time taken."""
@@ -231,4 +255,17 @@ def summary(result: Fit) -> list[str]:
     if record["left_out"]:
         listed = ", ".join(f"{o['engine']} K={o['rank']}" for o in record["left_out"])
         lines.append(f"  left out for time: {listed} (a larger budget fits them)")
+    scores = held_out_scores(result)
+    best = scores["best_member"]
+    lines.append(
+        f"  held-out perplexity ({scores['entries']} entries, before the refit): the stack "
+        f"{scores['stack']:.4f} (its weights were fitted on them), the best single fit "
+        f"{best['engine']} K={best['rank']} {best['perplexity']:.4f}"
+    )
+    shown = result.mixture.chosen
+    lines.append(
+        f"  factors shown (W, H): {result.members[shown].engine} K={result.rank}, weight "
+        f"{result.mixture.weights[shown]:.2f}, the member of largest weight whose factors "
+        "are probabilities"
+    )
     return lines

@@ -285,7 +285,9 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 injection"): ``=cmd|' /C calc'!A0`` in a label would run a command."""
 
 
-def write_csv(frame: pd.DataFrame, path, *, index: bool = True) -> None:
+def write_csv(
+    frame: pd.DataFrame, path, *, index: bool = True, header: bool = True, float_format=None
+) -> None:
     """Write ``frame`` to ``path`` as CSV: the one writer of bernmf's CSV outputs.
 
     Every text cell (labels, names, the header) is written as it is and quoted, as R's
@@ -302,18 +304,26 @@ def write_csv(frame: pd.DataFrame, path, *, index: bool = True) -> None:
     Parameters
     ----------
     frame : pandas.DataFrame
-    path : str or path-like
+    path : str, path-like or text stream
+        A stream takes the rows of a table written in blocks (``header`` on the first).
     index : bool, default True
         Write the row labels as the first column.
+    header : bool, default True
+        Write the column labels as the first line.
+    float_format : str, optional
+        As pandas' (``"%.6g"``: six significant digits), default every digit.
     """
     formulas = _formula_cells(frame, index)
     if len(formulas):
         warn(
-            f"{path}: {len(formulas)} text cell(s) start with =, +, -, @, a tab or a carriage "
-            f"return, e.g. {formulas[0]!r:.60}; they are written as they are, quoted, but Excel "
-            "and Google Sheets may run them as formulas: import the file with its columns as text"
+            f"{getattr(path, 'name', path)}: {len(formulas)} text cell(s) start with =, +, -, "
+            f"@, a tab or a carriage return, e.g. {formulas[0]!r:.60}; they are written as they "
+            "are, quoted, but Excel and Google Sheets may run them as formulas: import the file "
+            "with its columns as text"
         )
-    frame.to_csv(path, index=index, quoting=csv.QUOTE_NONNUMERIC)
+    frame.to_csv(
+        path, index=index, header=header, quoting=csv.QUOTE_NONNUMERIC, float_format=float_format
+    )
 
 
 def _formula_cells(frame: pd.DataFrame, index: bool) -> list[str]:
