@@ -96,6 +96,7 @@ def test_fit_writes_labelled_results_that_load_back(data_csv, tmp_path, capsys):
         "W.csv",
         "H.csv",
         "top_columns.csv",
+        "top_rows.csv",
         "trace.csv",
         "summary.json",
         "fit.npz",
@@ -114,6 +115,10 @@ def test_fit_writes_labelled_results_that_load_back(data_csv, tmp_path, capsys):
     top = pd.read_csv(out / "top_columns.csv")
     assert list(top.columns) == ["component", "rank", "column", "H", "lift"] and len(top) == 3 * 10
     assert set(top["column"]) <= set(frame.columns)
+    rows = pd.read_csv(out / "top_rows.csv")
+    assert list(rows.columns) == ["component", "rank", "row", "W"] and len(rows) == 3 * 10
+    first = rows[rows["component"] == "component_0"]
+    np.testing.assert_allclose(first["W"], np.sort(saved.W[:, 0])[::-1][:10])
 
     assert main([*argv, "--out", str(out)]) == 1  # never overwritten without --force
     assert "exists; use --force" in capsys.readouterr().err
@@ -129,7 +134,7 @@ def test_fit_shows_the_top_columns_of_each_component(data_csv, tmp_path, capsys)
     out = capsys.readouterr().out
     lines = [line.strip() for line in out.splitlines() if line.strip().startswith("component_")]
     top = pd.read_csv(tmp_path / "f" / "top_columns.csv")
-    assert len(lines) == 2
+    assert len(lines) == 4  # the top columns, then the top rows, of each component
     first = top[top["component"] == "component_0"].head(5)
     named = ", ".join(f"{c} {h:.2f}" for c, h in zip(first["column"], first["H"], strict=True))
     assert lines[0] == f"component_0: {named}, ..."

@@ -30,7 +30,7 @@ from bernmf.results.fit import Record
 
 ROOT = Path(__file__).parents[1]  # the checkout, for the processes' PYTHONPATH
 FIT_FILES = {"W.csv", "H.csv", "trace.csv", "summary.json", "fit.npz", "factors.png", "trace.png"}
-FIT_FILES |= {"top_columns.csv"}
+FIT_FILES |= {"top_columns.csv", "top_rows.csv"}
 
 
 @pytest.fixture(scope="module")

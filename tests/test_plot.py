@@ -102,6 +102,32 @@ def test_top_columns_against_a_sort_of_each_row(labelled):
         fit.top_columns(0)
 
 
+def test_top_rows_against_a_sort_of_each_column_of_w(labelled):
+    frame, fit = labelled
+    top = fit.top_rows(4)
+    assert list(top.columns) == ["component", "rank", "row", "W"] and len(top) == fit.rank * 4
+    for k in range(fit.rank):
+        rows = top[top["component"] == f"component_{k}"]
+        order = sorted(range(frame.shape[0]), key=lambda m: (-fit.W[m, k], m))
+        assert rows["row"].tolist() == [frame.index[m] for m in order[:4]]
+        np.testing.assert_array_equal(rows["W"], fit.W[order[:4], k])
+    assert len(fit.top_rows(10**6)) == fit.rank * frame.shape[0]  # all when fewer
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
+        fit.top_rows(0)
+
+
+def test_a_component_that_holds_less_than_one_row_is_empty():
+    """An empty component (no row made of it, H at the prior's mean) is named; W's columns
+    summing to at least one row each are not; a logistic fit's natural parameters never."""
+    Y, _, _ = bernmf.simulate(0, 30, 20, 2)
+    fit = bernmf.fit(Y, "mm", 3, max_iter=20)
+    W = np.column_stack([fit.W[:, 0] + fit.W[:, 2] * 0.99, fit.W[:, 1], fit.W[:, 2] * 0.01])
+    assert dataclasses.replace(fit, W=W).empty_components() == ["component_2"]
+    assert fit.empty_components() == [f"component_{k}" for k in range(3) if fit.W[:, k].sum() < 1]
+    logistic = bernmf.fit(Y, "logsvd", 2)
+    assert logistic.empty_components() == []
+
+
 def test_ties_of_h_are_broken_by_lift_over_the_column_frequency():
     # columns 0-2 every row has, column 3 only the first half: with H = 1 for all four
     # in component 0, column 3 (lift 2 over its frequency 0.5) comes first

@@ -303,7 +303,15 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
         }
     if validation is not None and not searched:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
-    top = result.top_columns(10)
+    top, rows = result.top_columns(10), result.top_rows(10)
+    empty = result.empty_components()
+    if empty:
+        names = ", ".join(empty[:5]) + (", ..." if len(empty) > 5 else "")
+        warn(
+            f"{len(empty)} of the {result.rank} components shown ({names}) hold less than one "
+            "row in all (their column of W sums below 1): empty, their H set by the prior "
+            "alone; a smaller rank fits as well"
+        )
     progress.working_on(f"writing {out}")
     from bernmf import plot  # matplotlib loads only for a command that draws
 
@@ -313,6 +321,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
         write_csv(result.frames.W, folder / "W.csv")
         write_csv(result.frames.H, folder / "H.csv")
         write_csv(top, folder / "top_columns.csv", index=False)
+        write_csv(rows, folder / "top_rows.csv", index=False)
         write_probabilities(result, folder)
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
         write_csv(trace, folder / "trace.csv", index=False)
@@ -345,6 +354,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
             f"{ensemble['modes']} distinct mode(s); members.csv lists them",
         )
     say(args, "top columns of each component (H):\n" + top_lines(top))
+    say(args, "top rows of each component (W):\n" + top_lines(rows))
     say(args, f"results in {out}")
     return 0
 
@@ -369,11 +379,13 @@ def write_probabilities(result, folder: Path) -> None:
 
 
 def top_lines(top: pd.DataFrame, shown: int = 5) -> str:
-    """One line per component of :meth:`bernmf.Fit.top_columns`: its first columns and H."""
+    """One line per component of :meth:`bernmf.Fit.top_columns` (its first columns and H)
+    or of :meth:`bernmf.Fit.top_rows` (its first rows and W)."""
+    label, value = ("column", "H") if "column" in top else ("row", "W")
     lines = []
     for component, group in top.groupby("component", sort=False):
         first = group.head(shown)
-        named = ", ".join(f"{c} {h:.2f}" for c, h in zip(first["column"], first["H"], strict=True))
+        named = ", ".join(f"{c} {v:.2f}" for c, v in zip(first[label], first[value], strict=True))
         lines.append(f"  {component}: {named}" + (", ..." if len(group) > shown else ""))
     return "\n".join(lines)
 

@@ -102,8 +102,9 @@ EXAMPLES = {
 DATA: .csv or .csv.gz (first column row names, header column names, empty cell or NA =
 missing), .parquet (needs pyarrow), or .npz (array 'Y', or scipy.sparse.save_npz: the
 ones of a mostly-zero matrix). --mask: same formats, 1 = use the entry.
-Writes W.csv, H.csv, top_columns.csv (the 10 columns of largest H per component),
-trace.csv, summary.json, fit.npz (bernmf.load), factors.png, trace.png.""",
+Writes W.csv, H.csv, top_columns.csv and top_rows.csv (the 10 columns of largest H and
+rows of largest W per component), trace.csv, summary.json, fit.npz (bernmf.load),
+factors.png, trace.png; without --rank also probs.csv (P(Y=1) of every entry).""",
     "compare": """examples:
   bernmf compare --out results/compare                    # simulated data, offline
   bernmf compare --dataset animals --engines mm,em --ranks 2,4,8 --seeds 5 --out results/cmp

@@ -484,6 +484,57 @@ class Fit:
             }
         )
 
+    def top_rows(self, n: int = 10) -> pd.DataFrame:
+        """The ``n`` rows of largest W in each component: whom each component holds.
+
+        For the NBMF engines ``W[m, k]`` is the share of row m's probabilities that
+        component k makes (a row of W sums to one), so a component reads as the rows made
+        mostly of it (the animals of a type, the countries of a voting bloc); the order
+        of equal W is the rows'.
+
+        Parameters
+        ----------
+        n : int, default 10
+            Rows per component (all of them when there are fewer).
+
+        Returns
+        -------
+        DataFrame of min(n, M) * K rows
+            ``component`` (as in :attr:`frames`), ``rank`` (1 for the largest W of the
+            component), ``row`` (the input's row label, else its position) and ``W``.
+
+        Raises
+        ------
+        ValueError
+            ``n`` is not an integer >= 1.
+        """
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        frames = self.frames
+        W = np.asarray(self.W)
+        top = np.argsort(-W, axis=0, kind="stable")[: int(n)].T  # (K, n)
+        count = top.shape[1]
+        import pandas as pd  # on first use: it loads in 0.5 s
+
+        return pd.DataFrame(
+            {
+                "component": np.repeat(frames.components.to_numpy(), count),
+                "rank": np.tile(np.arange(1, count + 1), self.rank),
+                "row": frames.rows.to_numpy()[top.ravel()],
+                "W": np.take_along_axis(W.T, top, axis=1).ravel(),
+            }
+        )
+
+    def empty_components(self) -> list[str]:
+        """The components that hold less than one row in all (their column of W sums below
+        1, with W's rows on the simplex): no row is made of them, so their H is set by the
+        prior alone (about its mean), and a fit of smaller rank says as much. Empty for
+        factors that are not probabilities (a logistic engine's)."""
+        W = np.asarray(self.W)
+        if (W < 0).any() or not np.allclose(W.sum(axis=1), 1, atol=1e-4):
+            return []
+        return [str(c) for c in self.frames.components[W.sum(axis=0) < 1]]
+
     def _column_frequency(self) -> np.ndarray:
         """Each column's frequency of ones among its observed entries; NaN without data."""
         N = np.shape(self.H)[1]
