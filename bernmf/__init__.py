@@ -35,7 +35,8 @@ enable_compile_cache()
 
 
 def __getattr__(name: str):
-    """``bernmf.NBMF`` (needs scikit-learn) and ``bernmf.plot``, imported on first use."""
+    """``bernmf.NBMF`` (needs scikit-learn), ``bernmf.plot`` and ``bernmf.tune``, imported on
+    first use (``import bernmf`` loads neither pandas nor matplotlib)."""
     if name == "NBMF":
         try:
             from bernmf.estimator import NBMF
@@ -46,10 +47,10 @@ def __getattr__(name: str):
                 "bernmf.NBMF needs scikit-learn: pip install 'bernmf[sklearn]'"
             ) from error
         return NBMF
-    if name == "plot":
+    if name in ("plot", "tune"):
         import importlib
 
-        return importlib.import_module("bernmf.plot")
+        return importlib.import_module(f"bernmf.{name}")
     raise AttributeError(f"module 'bernmf' has no attribute {name!r}")
 
 
@@ -71,4 +72,5 @@ __all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "plot",
     "simulate",
     "stack",
+    "tune",
 ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +82,14 @@ def assert_same(saved, loaded, where="fit"):
         assert type(loaded) is float and np.isnan(loaded), (where, saved, loaded)
     else:
         assert type(saved) is type(loaded) and saved == loaded, (where, saved, loaded)
+
+
+def run_python(script: str) -> str:
+    """The standard output of ``script`` run by a fresh interpreter; its standard error is
+    the failure's message when it fails."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def random_problem(seed, M, N, K, density=0.4, observed=0.7):

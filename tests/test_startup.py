@@ -10,8 +10,8 @@ interpreter.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+
+from helpers import run_python
 
 HEAVY = (
     "numpyro",
@@ -30,12 +30,6 @@ import json, sys
 {statement}
 print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
 """
-
-
-def run_python(script: str) -> str:
-    """The standard output of ``script`` run by a fresh interpreter."""
-    command = [sys.executable, "-c", script]
-    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
 
 
 LIBRARY_HEAVY = (*HEAVY, "pandas", "scipy")
