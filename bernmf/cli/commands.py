@@ -322,7 +322,8 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
         write_csv(result.frames.H, folder / "H.csv")
         write_csv(top, folder / "top_columns.csv", index=False)
         write_csv(rows, folder / "top_rows.csv", index=False)
-        write_probabilities(result, folder)
+        if searched:  # a stack's P(Y=1) is its mixture's, not its factors' W @ H
+            write_probabilities(result, folder)
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
         write_csv(trace, folder / "trace.csv", index=False)
         write_json(folder / "summary.json", summary)

@@ -316,10 +316,10 @@ def write_csv(
     formulas = _formula_cells(frame, index)
     if len(formulas):
         warn(
-            f"{getattr(path, 'name', path)}: {len(formulas)} text cell(s) start with =, +, -, "
-            f"@, a tab or a carriage return, e.g. {formulas[0]!r:.60}; they are written as they "
-            "are, quoted, but Excel and Google Sheets may run them as formulas: import the file "
-            "with its columns as text"
+            f"{path.name if hasattr(path, 'write') else path}: {len(formulas)} text cell(s) "
+            f"start with =, +, -, @, a tab or a carriage return, e.g. {formulas[0]!r:.60}; they "
+            "are written as they are, quoted, but Excel and Google Sheets may run them as "
+            "formulas: import the file with its columns as text"
         )
     frame.to_csv(
         path, index=index, header=header, quoting=csv.QUOTE_NONNUMERIC, float_format=float_format
