@@ -120,15 +120,18 @@ LABEL_CHARACTERS = 24
 """Longer tick labels are cut to this many characters (ending with "…")."""
 
 
-def _ticks(ax, axis: str, labels, limit: int) -> None:
-    """Name the ticks by ``labels``: every one up to ``limit`` labels, else every k-th.
+def _ticks(ax, axis: str, labels, limit: int, positions=None) -> None:
+    """Name the ticks by ``labels``: every one up to ``limit`` labels, else every k-th, or
+    those at ``positions`` when given.
 
     Column labels on the x axis are rotated; with more than ``limit`` labels every
     ``ceil(len / limit)``-th one is shown, in a smaller font, so that names stay
     readable (85 attributes, 285 artists) instead of overlapping.
     """
-    step = -(-len(labels) // limit)
-    positions = range(0, len(labels), step)
+    if positions is None:
+        step = -(-len(labels) // limit)
+        positions = range(0, len(labels), step)
+    positions = [int(i) for i in positions]
     names = [str(labels[i]) for i in positions]
     names = [v if len(v) <= LABEL_CHARACTERS else v[: LABEL_CHARACTERS - 1] + "…" for v in names]
     names = [as_text(v) for v in names]
@@ -139,12 +142,52 @@ def _ticks(ax, axis: str, labels, limit: int) -> None:
         ax.set_yticks(positions, names, fontsize=size)
 
 
+ROW_LABELS = 80
+"""The most row labels a factor plot shows (about a figure's height of 7-point names)."""
+
+
+def strongest_rows(W: np.ndarray, limit: int) -> np.ndarray:
+    """Positions of the rows a factor plot names when it cannot name them all: each
+    component's rows of largest W in turn (every component's strongest, then its second,
+    ...), a row taken only when no row already taken lies within ``ceil(M / limit)``
+    positions (the spacing of every k-th row, so that names never overlap), at most
+    ``limit`` of them. Every k-th row may skip the rows that make a component; these name
+    whom each component holds.
+
+    Parameters
+    ----------
+    W : array of shape (M, K)
+        In the order the plot draws its rows.
+    limit : int
+        The most rows named.
+
+    Returns
+    -------
+    ndarray of int
+        Sorted row positions.
+    """
+    M = W.shape[0]
+    gap = -(-M // limit)
+    order = np.argsort(-W, axis=0, kind="stable")  # (M, K): each component's rows, strongest first
+    free = np.ones(M + 2 * gap, bool)  # padded: row m is free[m + gap]
+    taken: list[int] = []
+    for m in order.ravel():  # depth by depth, the components in turn
+        if len(taken) == limit:
+            break
+        if free[m + 1 : m + 2 * gap].all():  # no taken row within gap - 1 positions
+            taken.append(int(m))
+            free[m + gap] = False
+    return np.sort(np.array(taken, dtype=int))
+
+
 def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
     """Heatmaps of W (rows x components) and H (components x columns), labelled.
 
-    Rows and columns carry the input's labels (every one up to 80 rows and 120
-    columns, every k-th beyond, long names cut), so that components can be read off
-    the named columns; :meth:`bernmf.Fit.top_columns` lists each one's top columns.
+    Rows and columns carry the input's labels (every one up to :data:`ROW_LABELS` rows
+    and 120 columns, long names cut; beyond, the columns every k-th and the rows
+    :func:`strongest_rows`, those of largest W in each component), so that components
+    can be read off the named rows and columns; :meth:`bernmf.Fit.top_columns` and
+    :meth:`bernmf.Fit.top_rows` list them.
 
     Parameters
     ----------
@@ -179,7 +222,10 @@ def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
         )  # one cell per entry, the colours spread over the values' own range
         columns = range(fit.rank) if name == "W" else frame.columns  # W: "k", not "component_k"
         _ticks(ax, "x", columns, limit=120 if name == "W" else max(4, int(width / 11)))
-        _ticks(ax, "y", frame.index, limit=80)
+        named = None  # W's rows beyond the limit: those that name each component
+        if name == "W" and len(frame.index) > ROW_LABELS:
+            named = strongest_rows(values, ROW_LABELS)
+        _ticks(ax, "y", frame.index, limit=ROW_LABELS, positions=named)
         if name == "W":
             ax.set_xlabel("component")
         ax.set_title(f"{name} ({as_text(shown)}, K = {fit.rank})")

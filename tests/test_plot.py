@@ -84,6 +84,29 @@ def test_many_columns_are_thinned_to_readable_names():
     assert not overlapping(fig, ax_H.get_xticklabels())
 
 
+def test_many_rows_are_named_by_the_strongest_rows_of_each_component():
+    """Beyond ROW_LABELS rows the plot names each component's strongest rows in turn, no two
+    closer than every k-th row would be, instead of every k-th row, which may skip the rows
+    that make a component."""
+    names = [f"row {m}" for m in range(300)]
+    Y, _, _ = bernmf.simulate(4, 300, 40, 4, bernmf.Prior(0.3, 0.3, 0.3))
+    fit = bernmf.fit(pd.DataFrame(Y, index=names), "mm", 4, max_iter=30)
+    fig = plot.factors(fit, order=False)
+    ax_W = next(ax for ax in fig.axes if ax.get_title().startswith("W"))
+    shown = [t.get_text() for t in ax_W.get_yticklabels()]
+    named = plot.strongest_rows(fit.W, plot.ROW_LABELS)
+    assert shown == [names[m] for m in named] and 4 <= len(named) <= plot.ROW_LABELS
+    gap = -(-300 // plot.ROW_LABELS)
+    assert (np.diff(named) >= gap).all()  # never closer than every k-th row's names
+    assert int(np.argmax(fit.W[:, 0])) in named  # the first component's strongest, first
+    for k in range(4):  # each component's strongest row, or one next to it, is named
+        assert np.abs(named - int(np.argmax(fit.W[:, k]))).min() < gap
+    # rows drawn grouped by component (the default): every group named
+    W = np.repeat(np.eye(4), 75, axis=0) * 0.9 + 0.025
+    named = plot.strongest_rows(W, plot.ROW_LABELS)
+    assert {int(m) // 75 for m in named} == {0, 1, 2, 3} and (np.diff(named) >= gap).all()
+
+
 def test_top_columns_against_a_sort_of_each_row(labelled):
     frame, fit = labelled
     top = fit.top_columns(3)
