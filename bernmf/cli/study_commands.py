@@ -170,7 +170,8 @@ def report_command(args) -> int:
     else:
         names = args.datasets or (["animals"] if args.quick else list(datasets.DATASETS))
         data = {name: datasets.load(name, data_dir=args.data_dir) for name in names}
-    tell(args, f"report: {', '.join(engines_)} on {', '.join(data)} (the paper's split)")
+    split = "split 70/15/15 as the paper's"
+    tell(args, f"report: {', '.join(engines_)} on {', '.join(data)} ({split})")
     result = report.run(
         data, engines_, ranks=defaults["ranks"] if args.ranks is None else args.ranks,
         shared_rank=args.shared_rank, seeds=range(args.seeds), ensembles=args.ensembles,
