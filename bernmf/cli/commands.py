@@ -27,7 +27,6 @@ from bernmf.fitting.search import BUDGET, held_out_scores, search
 from bernmf.fitting.stack import members_table as stack_members
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior, perplexity, simulate
-from bernmf.results.fit import BLOCK_ENTRIES
 from bernmf.results.loading import versions
 from bernmf.studies.compare import compare
 
@@ -367,15 +366,11 @@ PROBABILITIES = "probs.csv"
 def write_probabilities(result, folder: Path) -> None:
     """Write the fit's P(Y=1) of every entry, the missing ones included, labelled as the
     data, to :data:`PROBABILITIES` in ``folder``: a matrix's worth of text (about 10 bytes
-    an entry), written block by block (:meth:`bernmf.Fit.probs_rows`)."""
+    an entry), written block by block (:meth:`bernmf.Fit.probs_blocks`)."""
     rows, columns = result.frames.W.index, result.frames.H.columns
-    path = folder / PROBABILITIES
-    step = max(1, BLOCK_ENTRIES // result.shape[1])
-    with open(path, "w", encoding="utf-8", newline="") as stream:
-        for start in range(0, result.shape[0], step):
-            stop = min(start + step, result.shape[0])
-            block = pd.DataFrame(result.probs_rows(start, stop), index=rows[start:stop],
-                                 columns=columns)  # fmt: skip
+    with open(folder / PROBABILITIES, "w", encoding="utf-8", newline="") as stream:
+        for start, probs in result.probs_blocks():
+            block = pd.DataFrame(probs, index=rows[start : start + len(probs)], columns=columns)
             write_csv(block, stream, header=start == 0, float_format="%.6g")
 
 

@@ -277,8 +277,8 @@ def _shown(members: list[Fit], weights: np.ndarray) -> int:
     """The member whose factors a stack shows: of largest weight among those of an engine
     whose factors are probabilities (not a logistic engine's natural parameters, not the
     baseline's column frequencies), else of largest weight (the first of equals)."""
-    model = [m.engine != BASELINE and m.engine in available() and get_engine(m.engine).probabilities
-             for m in members]  # fmt: skip
+    known = set(available())
+    model = [m.engine in known and get_engine(m.engine).probabilities for m in members]
     if not any(model):
         return int(np.argmax(weights))
     return int(np.argmax(np.where(model, weights, -np.inf)))

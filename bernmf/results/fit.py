@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from bernmf.data.observed import Observed, as_observed
+from bernmf.data.observed import Observed, as_observed, check_count
 from bernmf.models.spec import Prior, describe_prior, perplexity_of_blocks, probability
 from bernmf.results.saving import save
 
@@ -401,13 +401,20 @@ class Fit:
         ValueError
             ``data`` not of the fit's shape.
         """
-        M, N = self.shape
-        if data.shape != (M, N):
-            raise ValueError(f"Y has shape {data.shape} but the fit has shape {(M, N)}")
+        if data.shape != self.shape:
+            raise ValueError(f"Y has shape {data.shape} but the fit has shape {self.shape}")
+        for start, probs in self.probs_blocks():
+            rows = slice(start, start + len(probs))
+            yield data.ones[rows].astype(float), probs, data.mask[rows]
+
+    def probs_blocks(self):
+        """P(Y=1) a block of rows at a time: ``(start, probs_rows(start, stop))`` pairs, one
+        block when the probabilities are stored, else blocks of about :data:`BLOCK_ENTRIES`
+        entries, so that no M x N array of floats is made (a stack's ``probs.csv``)."""
+        M = self.shape[0]
         step = M if self.stored_probs is not None else self._rows_per_block()
-        for a in range(0, M, step):
-            rows = slice(a, a + step)
-            yield data.ones[rows].astype(float), self.probs_rows(a, a + step), data.mask[rows]
+        for start in range(0, M, step):
+            yield start, self.probs_rows(start, start + step)
 
     def _rows_per_block(self) -> int:
         """Rows of about :data:`BLOCK_ENTRIES` probabilities, computed at a time when not stored."""
@@ -461,9 +468,7 @@ class Fit:
         ValueError
             ``n`` is not an integer >= 1.
         """
-        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-            raise ValueError(f"n must be an integer >= 1, got {n!r}")
-        frames = self.frames
+        check_count("n", n)
         H = np.asarray(self.H)
         with np.errstate(invalid="ignore", divide="ignore"):  # a column without ones
             lift = H / self._column_frequency()[None, :]
@@ -471,18 +476,10 @@ class Fit:
         top = np.stack(
             [np.lexsort((-key[k], -np.round(H[k], 2)))[: int(n)] for k in range(self.rank)]
         )  # (K, n): by H to two decimals, then by lift
-        count = top.shape[1]
-        import pandas as pd  # on first use: it loads in 0.5 s
-
-        return pd.DataFrame(
-            {
-                "component": np.repeat(frames.components.to_numpy(), count),
-                "rank": np.tile(np.arange(1, count + 1), self.rank),
-                "column": frames.columns.to_numpy()[top.ravel()],
-                "H": np.take_along_axis(H, top, axis=1).ravel(),
-                "lift": np.take_along_axis(lift, top, axis=1).ravel(),
-            }
-        )
+        return self._by_component(
+            top, column=self.frames.columns.to_numpy()[top],
+            H=np.take_along_axis(H, top, axis=1), lift=np.take_along_axis(lift, top, axis=1),
+        )  # fmt: skip
 
     def top_rows(self, n: int = 10) -> pd.DataFrame:
         """The ``n`` rows of largest W in each component: whom each component holds.
@@ -508,20 +505,25 @@ class Fit:
         ValueError
             ``n`` is not an integer >= 1.
         """
-        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-            raise ValueError(f"n must be an integer >= 1, got {n!r}")
-        frames = self.frames
+        check_count("n", n)
         W = np.asarray(self.W)
         top = np.argsort(-W, axis=0, kind="stable")[: int(n)].T  # (K, n)
+        return self._by_component(
+            top, row=self.frames.rows.to_numpy()[top], W=np.take_along_axis(W.T, top, axis=1)
+        )
+
+    def _by_component(self, top: np.ndarray, **columns) -> pd.DataFrame:
+        """The table of :meth:`top_columns` and :meth:`top_rows`: ``component`` and ``rank``
+        (1 first) for the (K, n) positions ``top``, then ``columns``, each (K, n), read
+        component by component."""
         count = top.shape[1]
         import pandas as pd  # on first use: it loads in 0.5 s
 
         return pd.DataFrame(
             {
-                "component": np.repeat(frames.components.to_numpy(), count),
+                "component": np.repeat(self.frames.components.to_numpy(), count),
                 "rank": np.tile(np.arange(1, count + 1), self.rank),
-                "row": frames.rows.to_numpy()[top.ravel()],
-                "W": np.take_along_axis(W.T, top, axis=1).ravel(),
+                **{name: np.asarray(values).ravel() for name, values in columns.items()},
             }
         )
 
