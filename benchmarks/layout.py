@@ -1,7 +1,7 @@
 """Dense against sparse ones: MM seconds per sweep by density of ones, one process.
 
 The MM sweep computes its sums either on whole (M, N) arrays or with the observed
-ones gathered (``layout="dense"`` / ``"sparse"``, :mod:`bernmf.inference.layout`).
+ones gathered (``layout="dense"`` / ``"sparse"``, :mod:`bernmf.inference.mm.layout`).
 This script times both on the same data, interleaved, for several densities of ones
 at lastfm's shape (and a larger one), K = 16, float64, plain sweeps, on one pinned
 core (``single_core.pin``); the ratio sets ``layout.SPARSE_DENSITY``, the density below which
@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import bernmf  # noqa: E402
-from bernmf.inference import layout  # noqa: E402
+from bernmf.inference.mm import layout  # noqa: E402
 
 SHAPES = ((1226, 285), (3000, 1000))
 DENSITIES = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16)

@@ -32,8 +32,8 @@ import pandas as pd  # noqa: E402
 from bernmf.data import datasets  # noqa: E402
 from bernmf.data.observed import as_observed  # noqa: E402
 from bernmf.data.split import paper_split  # noqa: E402
-from bernmf.inference import layout as layouts  # noqa: E402
 from bernmf.inference.mm import kernel  # noqa: E402
+from bernmf.inference.mm import layout as layouts  # noqa: E402
 from bernmf.models.spec import Factors, Prior  # noqa: E402
 
 RANK = 16

@@ -15,7 +15,8 @@ import bernmf
 from bernmf import _progress as progress
 from bernmf._progress import Heartbeat, Progress, is_terminal, note, working_on
 from bernmf.cli import parser as cli
-from bernmf.inference import _batch, _loop
+from bernmf.inference import _loop
+from bernmf.inference.mm import _batch
 
 
 class Terminal(io.StringIO):

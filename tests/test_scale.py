@@ -20,8 +20,9 @@ from scipy import sparse
 
 import bernmf
 from bernmf.data.observed import as_observed
-from bernmf.inference import layout, mm
+from bernmf.inference import mm
 from bernmf.inference._compile import cache_size
+from bernmf.inference.mm import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 

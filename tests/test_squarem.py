@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 import bernmf
 from bernmf.data.observed import as_observed
-from bernmf.inference import layout as mm_layouts
-from bernmf.inference import mm, squarem
+from bernmf.inference import mm
 from bernmf.inference._compile import cache_size
 from bernmf.inference._loop import iterate_until
+from bernmf.inference.mm import layout as mm_layouts
+from bernmf.inference.mm import squarem
 from bernmf.models.spec import Factors, Prior
 
 

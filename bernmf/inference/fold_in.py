@@ -17,8 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf.data.observed import Observed, check_stopping
-from bernmf.inference import layout, mm
+from bernmf.inference import mm
 from bernmf.inference._compile import compiled
+from bernmf.inference.mm import layout
 from bernmf.models.spec import Prior, masked_log_likelihood_terms
 
 

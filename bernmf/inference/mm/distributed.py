@@ -25,10 +25,10 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from bernmf.data.observed import Observed, check_init, check_rank_fits
-from bernmf.inference import layout as layouts
 from bernmf.inference import mm
 from bernmf.inference._compile import compiled
 from bernmf.inference._loop import Solution
+from bernmf.inference.mm import layout as layouts
 from bernmf.inference.mm.sharding import padded, solver
 from bernmf.models.spec import Factors, Prior
 from bernmf.results.fit import Fit

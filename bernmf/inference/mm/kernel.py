@@ -18,11 +18,11 @@ observed entry under a flat prior) and rows where the denominator is 0 (a row wi
 observed entry and gamma = 1, by the exact count n_obs) keep their value. The
 objective, ``-log_joint``, never increases when alpha, beta and gamma are all >= 1.
 
-The sums and the log-likelihood come from :mod:`bernmf.inference.layout`, which
+The sums and the log-likelihood come from :mod:`bernmf.inference.mm.layout`, which
 computes them on whole arrays, with the ones handled sparsely, over blocks of rows or
 over rows sharded across devices; the updates here are written once for all of them.
 By default (``accelerate=True``) :func:`solve` iterates SQUAREM extrapolations of
-these sweeps (:mod:`bernmf.inference.squarem`), safeguarded so that the constraints
+these sweeps (:mod:`bernmf.inference.mm.squarem`), safeguarded so that the constraints
 hold and the objective still never increases. Restarts and grids of priors map
 :func:`solve` over seeds and priors in one compiled call (:func:`run_many`).
 """
@@ -36,10 +36,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bernmf.inference import layout as layouts
-from bernmf.inference import squarem
 from bernmf.inference._loop import Solution, iterate_until, relative_change
-from bernmf.inference.layout import Evaluated, Problem
+from bernmf.inference.mm import layout as layouts
+from bernmf.inference.mm import squarem
+from bernmf.inference.mm.layout import Evaluated, Problem
 from bernmf.models.spec import Factors, Prior, log_prior
 
 
@@ -156,7 +156,7 @@ def solve(
     max_iter : int
         Iteration limit (static: it sets the trace's length).
     accelerate : bool, default False
-        Iterate SQUAREM-accelerated sweeps (:mod:`bernmf.inference.squarem`)
+        Iterate SQUAREM-accelerated sweeps (:mod:`bernmf.inference.mm.squarem`)
         instead: an iteration is then three sweeps (:func:`sweeps`), and the trace
         holds the objective after each accelerated iteration.
     mixed : bool, default False

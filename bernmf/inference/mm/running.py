@@ -19,12 +19,11 @@ from bernmf.data.observed import (
     check_seed,
     check_stopping,
 )
-from bernmf.inference import _batch
-from bernmf.inference import layout as layouts
 from bernmf.inference._compile import compiled
-from bernmf.inference.layout import Problem
-from bernmf.inference.mm import starts
+from bernmf.inference.mm import _batch, starts
+from bernmf.inference.mm import layout as layouts
 from bernmf.inference.mm.batch import Batch
+from bernmf.inference.mm.layout import Problem
 from bernmf.inference.mm.sharding import solve_from, solve_from_draws, solve_from_seed
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Factors, Prior
@@ -69,7 +68,7 @@ def precision(dtype: str, accelerate: bool) -> tuple[type, bool]:
 
 
 def _prepare(data: Observed, *, max_iter, tol, dtype, accelerate, layout, block_rows, devices):
-    """The float type, layout choice and :data:`~bernmf.inference.layout.Problem` of a fit
+    """The float type, layout choice and :data:`~bernmf.inference.mm.layout.Problem` of a fit
     with checked options."""
     devices = layouts.check_devices(devices)
     float_type = precision(dtype, accelerate)[0]
@@ -112,7 +111,7 @@ def run_many(
 
     Each fit equals ``bernmf.fit(Y, "mm", rank, prior=prior, seed=seed, ...)`` with
     the same options (to rounding); the fits run as described in
-    :mod:`bernmf.inference._batch`.
+    :mod:`bernmf.inference.mm._batch`.
 
     Parameters
     ----------
@@ -246,7 +245,7 @@ def run(
         then count accelerated iterations (three MM sweeps each) and
         ``extras["sweeps"]`` counts the sweeps. False: plain MM sweeps.
     layout : {"auto", "dense", "sparse"}, default "auto"
-        How the observed ones enter the sums (:mod:`bernmf.inference.layout`):
+        How the observed ones enter the sums (:mod:`bernmf.inference.mm.layout`):
         ``"sparse"`` only at the ones (gathers and segment sums), ``"dense"`` on
         whole arrays, ``"auto"`` sparse when few of the observed entries are ones
         and the rows are not sharded over devices. The result is the same up to
@@ -256,8 +255,8 @@ def run(
         blocks of B rows, so that the memory beyond Y and the mask is O((M + N) K
         + B N); M is padded to a multiple of B with unobserved rows. ``"auto"``:
         blocks once the temporaries outgrow the CPU's cache or
-        :data:`~bernmf.inference.layout.AUTO_BLOCK_BYTES`
-        (:func:`~bernmf.inference.layout.choose_block_rows`). The result is the
+        :data:`~bernmf.inference.mm.layout.AUTO_BLOCK_BYTES`
+        (:func:`~bernmf.inference.mm.layout.choose_block_rows`). The result is the
         same up to floating-point rounding (about 1e-13 in float64).
     devices : list of jax.Device, optional
         Shard the rows of Y, the mask and W over these devices and replicate H

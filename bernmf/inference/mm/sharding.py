@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from bernmf.inference import layout as layouts
 from bernmf.inference._loop import Solution
+from bernmf.inference.mm import layout as layouts
 from bernmf.inference.mm.kernel import Polished, normalized, random_init, solve
 from bernmf.models.spec import Factors
 

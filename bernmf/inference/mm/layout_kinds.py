@@ -19,7 +19,7 @@ and what it computed at them (an :data:`Evaluated`):
   blocks of B rows (:class:`OnesBlockTotals`);
 
 and :class:`Dense` and :class:`RowBlocks` can hold one device's rows under ``shard_map``
-(``axis_name``), their sums over rows ``psum``-ed. :mod:`bernmf.inference.layout`
+(``axis_name``), their sums over rows ``psum``-ed. :mod:`bernmf.inference.mm.layout`
 chooses and builds the layout; the MM updates use only :func:`state_at`,
 :func:`h_sums`, :func:`w_statistic`, :func:`log_likelihood` and :func:`row_total`:
 one code for every layout.

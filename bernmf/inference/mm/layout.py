@@ -1,6 +1,6 @@
 """How the MM engine lays out the data: the layout chosen, built and placed on devices.
 
-The layouts and their statistics are :mod:`bernmf.inference.layout_kinds` (re-exported
+The layouts and their statistics are :mod:`bernmf.inference.mm.layout_kinds` (re-exported
 here: :data:`Problem` :class:`Dense`, :class:`SparseOnes`, :class:`RowBlocks`,
 :class:`SparseRowBlocks`, and
 :func:`state_at`, :func:`h_sums`, :func:`w_statistic`, :func:`log_likelihood`,
@@ -20,7 +20,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bernmf.data.observed import Observed
-from bernmf.inference.layout_kinds import (
+from bernmf.inference.mm.layout_kinds import (
     BlockTotals,
     Dense,
     Evaluated,
