@@ -25,7 +25,7 @@ from bernmf.models import (
     perplexity,
     simulate,
 )
-from bernmf.posterior.draws import align_components, diagnostics
+from bernmf.results.diagnostics import align_components, diagnostics
 from bernmf.results.fit import Fit
 from bernmf.results.loading import load
 from bernmf.studies.compare import compare

@@ -1,21 +1,16 @@
-"""The posterior draws of a fit as an ArviZ DataTree (:func:`to_arviz`), with the pointwise
+"""Posterior draws as an ArviZ DataTree (:func:`to_arviz`), with the pointwise
 log-likelihood that PSIS-LOO reads (:func:`pointwise_log_likelihood`)."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from bernmf.data.observed import Observed
 from bernmf.models.spec import observed_probability, warn_zero_probability
-from bernmf.posterior.draws import check_draws, map_draws
-
-if TYPE_CHECKING:  # Fit only names a type here; results imports this module (to_arviz)
-    from bernmf.results.fit import Fit
-
+from bernmf.posterior.draws import map_draws
 
 SHOWN_ENTRIES = 5
 """Entries of probability 0 that :func:`pointwise_log_likelihood`'s warning names."""
@@ -69,14 +64,30 @@ def pointwise_log_likelihood(Y, mask, W_draws, H_draws) -> np.ndarray:
     return terms
 
 
-def to_arviz(fit: Fit, *, wh: bool = False, log_likelihood: bool = True):
-    """Export the posterior draws of a fit as an ArviZ 1.x DataTree.
+def to_arviz(
+    W_draws,
+    H_draws,
+    *,
+    sample_stats=None,
+    row_labels=None,
+    col_labels=None,
+    observed: Observed | None = None,
+    wh: bool = False,
+    log_likelihood: bool = True,
+):
+    """Export posterior draws as an ArviZ 1.x DataTree (what :meth:`Fit.to_arviz
+    <bernmf.results.fit.Fit.to_arviz>` gives of a fit's draws).
 
     Parameters
     ----------
-    fit : Fit
-        With ``draws`` (any Bayesian engine) and, for the ``observed_data`` and
-        ``log_likelihood`` groups, ``observed`` (set by :func:`bernmf.fit`).
+    W_draws : array of shape (C, S, M, K)
+    H_draws : array of shape (C, S, K, N)
+    sample_stats : mapping of str to array of shape (C, S, ...), optional
+        What the sampler recorded per draw.
+    row_labels, col_labels : pandas Index of size M and N, optional
+        The rows' and columns' labels; default 0, 1, ...
+    observed : Observed, optional
+        The training data, for the ``observed_data`` and ``log_likelihood`` groups.
     wh : bool, default False
         Also store the draws of ``W @ H`` (C * S * M * N numbers).
     log_likelihood : bool, default True
@@ -98,11 +109,11 @@ def to_arviz(fit: Fit, *, wh: bool = False, log_likelihood: bool = True):
     import xarray as xr
     from arviz_base import dict_to_dataset
 
-    W_draws, H_draws = check_draws(fit)
+    W_draws, H_draws = np.asarray(W_draws), np.asarray(H_draws)
     C, S, M, K = W_draws.shape
     N = H_draws.shape[-1]
-    rows = np.asarray(fit.row_labels if fit.row_labels is not None else pd.RangeIndex(M))
-    columns = np.asarray(fit.col_labels if fit.col_labels is not None else pd.RangeIndex(N))
+    rows = np.asarray(row_labels if row_labels is not None else pd.RangeIndex(M))
+    columns = np.asarray(col_labels if col_labels is not None else pd.RangeIndex(N))
     coords = {
         "chain": np.arange(C),
         "draw": np.arange(S),
@@ -118,10 +129,9 @@ def to_arviz(fit: Fit, *, wh: bool = False, log_likelihood: bool = True):
     groups = {
         "posterior": dict_to_dataset(posterior, coords=coords, dims=dims, sample_dims=sample_dims)
     }
-    if fit.sample_stats:
-        stats = {name: np.asarray(v) for name, v in fit.sample_stats.items()}
+    if sample_stats:
+        stats = {name: np.asarray(v) for name, v in sample_stats.items()}
         groups["sample_stats"] = dict_to_dataset(stats, coords=coords, sample_dims=sample_dims)
-    observed = fit.observed
     if observed is not None:
         groups["observed_data"] = dict_to_dataset(
             {"Y": np.where(observed.mask, observed.Y, np.nan)},

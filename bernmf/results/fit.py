@@ -304,6 +304,16 @@ class Fit:
         """Posterior draws (:attr:`Posterior.draws`); empty for a point estimate."""
         return self.posterior.draws if self.posterior is not None else {}
 
+    def posterior_draws(self) -> tuple[np.ndarray, np.ndarray]:
+        """The W draws, of shape (C, S, M, K), and H draws, (C, S, K, N); ValueError when
+        the fit has none (a point estimate)."""
+        if "W" not in self.draws or "H" not in self.draws:
+            raise ValueError(
+                f"the fit of engine {self.engine!r} has no posterior draws (fit.draws is "
+                "empty); use a Bayesian engine such as 'nuts' or 'svi'"
+            )
+        return np.asarray(self.draws["W"]), np.asarray(self.draws["H"])
+
     @property
     def sample_stats(self) -> Mapping[str, np.ndarray]:
         """A sampler's statistics per draw (:attr:`Posterior.sample_stats`); else empty."""
@@ -428,10 +438,16 @@ class Fit:
         return save(self, path, overwrite=overwrite, metadata=metadata)
 
     def to_arviz(self, *, wh: bool = False, log_likelihood: bool = True):
-        """The posterior draws as an ArviZ DataTree; see :func:`bernmf.posterior.arviz.to_arviz`."""
-        from bernmf.posterior.arviz import to_arviz
+        """The posterior draws as an ArviZ DataTree (:func:`bernmf.posterior.arviz.to_arviz`:
+        groups, dims, and what ``wh`` and ``log_likelihood`` add); ValueError without draws."""
+        from bernmf.posterior.arviz import to_arviz  # on first use: it loads xarray
 
-        return to_arviz(self, wh=wh, log_likelihood=log_likelihood)
+        W_draws, H_draws = self.posterior_draws()
+        return to_arviz(
+            W_draws, H_draws, sample_stats=self.sample_stats, row_labels=self.row_labels,
+            col_labels=self.col_labels, observed=self.observed, wh=wh,
+            log_likelihood=log_likelihood,
+        )  # fmt: skip
 
     @property
     def frames(self) -> FitFrames:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pandas as pd
-
-if TYPE_CHECKING:
-    from bernmf.results.fit import Fit
 
 
 class FitFrames:
-    """DataFrame views of a :class:`Fit`, labelled with the input's row and column labels."""
+    """DataFrame views of a :class:`~bernmf.results.fit.Fit`, labelled with the input's row
+    and column labels.
 
-    def __init__(self, fit: Fit):
+    Parameters
+    ----------
+    fit : Fit
+        Read for its ``W``, ``H``, ``probs``, ``shape``, ``rank`` and labels (not imported
+        here: ``Fit.frames`` builds this view, and modules import one way).
+    """
+
+    def __init__(self, fit):
         self._fit = fit
         M, N = fit.shape
         self.rows = fit.row_labels if fit.row_labels is not None else pd.RangeIndex(M)

@@ -41,15 +41,12 @@ import zipfile
 from collections.abc import Mapping
 from importlib import metadata as package_metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from bernmf._output import Target, atomic_output
 from bernmf.models.spec import Prior
-
-if TYPE_CHECKING:
-    from bernmf.results.fit import Fit
 
 FORMAT = "bernmf.fit"
 FORMAT_VERSION = 3
@@ -141,7 +138,7 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def save(fit: Fit, path, *, overwrite: bool = False, metadata: Mapping | None = None) -> Path:
+def save(fit, path, *, overwrite: bool = False, metadata: Mapping | None = None) -> Path:
     """Save ``fit`` to ``path`` (a ``.npz`` file); :func:`~bernmf.results.loading.load` reads
     it back exactly.
 
@@ -244,7 +241,7 @@ PARTS = ("restarts", "stack", "run")
 """The keys of the extras under which a file keeps a fit's mixture and request."""
 
 
-def parts_as_extras(fit: Fit) -> dict:
+def parts_as_extras(fit) -> dict:
     """A fit's :class:`~bernmf.results.fit.Mixture` and ``record.plan`` as the extras of the
     saved format: ``"restarts"`` (an ensemble: ``seeds``, ``objectives``, ``scores``,
     ``n_iter``, ``converged``, ``weights``, ``combine``, ``modes``, with validation
@@ -298,7 +295,7 @@ def parts_as_extras(fit: Fit) -> dict:
     return parts
 
 
-def _uniform_members(fit: Fit) -> bool:
+def _uniform_members(fit) -> bool:
     """Whether the members share the fit's engine, rank and prior, and all or none store probs
     (an ensemble's do): then their arrays are saved stacked, ``members/W`` (R, M, K) ..."""
 
@@ -314,7 +311,7 @@ def _uniform_members(fit: Fit) -> bool:
     )
 
 
-def _member_info(member: Fit, one_by_one: bool = False) -> dict:
+def _member_info(member, one_by_one: bool = False) -> dict:
     """What :func:`save` keeps of an ensemble's member besides its W, H, probs and trace
     (and, for members saved one by one, their engine, rank and whether they have a prior)."""
     info = {

@@ -45,7 +45,7 @@ from bernmf.fitting.plan import check_arguments
 from bernmf.fitting.stack import members_table, stack
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
-from bernmf.posterior.draws import diagnostics
+from bernmf.results.diagnostics import diagnostics
 from bernmf.results.fit import Fit
 from bernmf.results.loading import versions
 from bernmf.studies import study
