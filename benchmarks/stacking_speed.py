@@ -2,9 +2,9 @@
 
 Draws of the shape of a 2-chain NUTS fit of lastfm (1226 x 285, K = 8, 1000 draws per
 chain; synthetic, autocorrelated, as ``benchmarks/diagnostics_speed.py``), 80% of the
-entries observed. ``bernmf.fitting.stacking.chain_stacking`` (no validation: PSIS-LOO) is timed
-whole, twice (the first call compiles, unless the persistent compilation cache holds its
-programs); ``arviz_stats``' entry-by-entry ``loo`` is timed on the first
+entries observed. ``bernmf.posterior.stacking_weights.chain_stacking`` (no validation:
+PSIS-LOO) is timed whole, twice (the first call compiles, unless the persistent
+compilation cache holds its programs); ``arviz_stats``' entry-by-entry ``loo`` is timed on the first
 ``--arviz-entries`` entries of each chain and scaled to all of them (it is linear in the
 entries), and the two are checked equal on those entries. ``--baseline DIR`` times
 ``chain_stacking`` of another checkout (e.g. the commit before a change) in a process
@@ -32,8 +32,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bernmf.fitting.stacking import chain_stacking  # noqa: E402
 from bernmf.posterior.arviz import pointwise_log_likelihood  # noqa: E402
+from bernmf.posterior.stacking_weights import chain_stacking  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_convergence import synthetic_factor_draws  # noqa: E402

@@ -1,11 +1,12 @@
-"""Speed of :func:`bernmf.fitting.stacking.stacking_weights` over many near-duplicate members.
+"""Speed of :func:`bernmf.posterior.stacking_weights.stacking_weights` over many
+near-duplicate members.
 
 A grid study stacks about 1000 members on tens of thousands of validation entries
 (lastfm: 52k entries; R = 10 seeds x 100 settings): members of one setting nearly
 coincide, which is what makes a solver over all members slow. This builds such an lpd
 matrix (``--settings`` settings x ``--seeds`` seeds, each a noisy copy of a truth's
 logits, ``--entries`` entries) and times, in one process, the solver on all members at
-once (:func:`bernmf.fitting.stacking._solve`, the path before the working set) and
+once (:func:`bernmf.posterior.stacking_weights._solve`, the path before the working set) and
 :func:`stacking_weights`, printing both objectives and the ratio of seconds.
 
 Run: ``OMP_NUM_THREADS=1 taskset -c 1 .venv/bin/python benchmarks/stacking_weights.py``.
@@ -22,7 +23,7 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from bernmf.fitting.stacking import _solve, _weight_matrix, stacking_weights  # noqa: E402
+from bernmf.posterior.stacking_weights import _solve, _weight_matrix, stacking_weights  # noqa: E402
 
 
 def members(settings: int, seeds: int, entries: int, seed: int = 0) -> np.ndarray:

@@ -13,7 +13,6 @@ Importing bernmf turns on JAX's persistent compilation cache in bernmf's cache f
 from bernmf import _interrupt, _moved  # noqa: F401
 from bernmf._cache import enable_compile_cache
 from bernmf.api import fit
-from bernmf.fitting.modes import count_modes
 from bernmf.fitting.stack import stack
 from bernmf.inference import available as engines
 from bernmf.models import (
@@ -25,6 +24,7 @@ from bernmf.models import (
     perplexity,
     simulate,
 )
+from bernmf.posterior.modes import count_modes
 from bernmf.results.diagnostics import align_components, diagnostics
 from bernmf.results.fit import Fit
 from bernmf.results.loading import load

@@ -40,8 +40,8 @@ import bernmf
 from bernmf.data import datasets
 from bernmf.data.observed import as_observed
 from bernmf.data.split import paper_split
-from bernmf.fitting.stacking import bernoulli_lpd
 from bernmf.inference import mm
+from bernmf.posterior.lpd import bernoulli_lpd
 
 RANKS = (2, 4, 8, 16)
 BETAS = (1.0, 1.05, 1.1, 1.2, 1.5, 2.0)

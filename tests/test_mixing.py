@@ -1,6 +1,6 @@
 """Modes made explicit: nested R-hat against arviz_stats and over start groups, R-hat of WH
 within and across modes judged at the chains' ESS (bernmf.posterior.mixing), chains grouped
-by mode, the prediction that never averages chains in distinct modes (bernmf.fitting.modes),
+by mode, the prediction that never averages chains in distinct modes (bernmf.posterior.modes),
 and the samplers' start groups (chains_per_start)."""
 
 from __future__ import annotations
@@ -11,15 +11,6 @@ import pytest
 
 import bernmf
 from bernmf.data.observed import as_observed
-from bernmf.fitting.modes import (
-    H_TOL,
-    MC_TOL,
-    chain_distances,
-    chain_modes,
-    h_distances,
-    mode_prediction,
-)
-from bernmf.fitting.stacking import chain_stacking
 from bernmf.inference import nuts
 from bernmf.posterior.convergence import ess_rows, nested_rank_rhat_rows
 from bernmf.posterior.draws import mean_probability, rank_rhat
@@ -32,6 +23,15 @@ from bernmf.posterior.mixing import (
     mode_rhat,
     rhat_bound,
 )
+from bernmf.posterior.modes import (
+    H_TOL,
+    MC_TOL,
+    chain_distances,
+    chain_modes,
+    h_distances,
+    mode_prediction,
+)
+from bernmf.posterior.stacking_weights import chain_stacking
 
 M, N, K, S = 6, 5, 2, 400
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import bernmf
-from bernmf.fitting.modes import MC_TOL, chain_distances, chain_modes, count_modes, h_distances
+from bernmf.posterior.modes import MC_TOL, chain_distances, chain_modes, count_modes, h_distances
 
 K, N = 3, 12
 

@@ -11,8 +11,8 @@ import pytest
 import bernmf
 from bernmf.data.split import random_split
 from bernmf.fitting.stack import BASELINE_FLOOR, baseline, members_table
-from bernmf.fitting.stacking import GAP, stacking_weights
 from bernmf.models.spec import zero_probability_advice
+from bernmf.posterior.stacking_weights import GAP, stacking_weights
 from bernmf.results.fit import Record
 
 
@@ -284,7 +284,7 @@ def test_an_outcome_of_probability_zero_scores_inf_and_says_how_many():
         warnings.simplefilter("error")
         finite = bernmf.perplexity(Y, probs, mask=np.array([[0, 1, 1], [1, 1, 1]], bool))
     assert finite == pytest.approx(-np.log(0.5) * 2 / 4)
-    from bernmf.fitting.stacking import entries_lpd
+    from bernmf.posterior.lpd import entries_lpd
 
     assert entries_lpd(np.array([1.0, 0.0]), np.array([0.0, 0.0]))[0] == -np.inf
 

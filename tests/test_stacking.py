@@ -13,16 +13,12 @@ import pytest
 import scipy.optimize
 
 import bernmf
-from bernmf.fitting import stacking
-from bernmf.fitting.stacking import (
-    bernoulli_lpd,
-    chain_stacking,
-    mixture_lpd,
-    stacking_weights,
-)
 from bernmf.models import ZeroProbabilityWarning, simulate
+from bernmf.posterior import stacking_weights as stacking
 from bernmf.posterior.arviz import pointwise_log_likelihood
+from bernmf.posterior.lpd import bernoulli_lpd, mixture_lpd
 from bernmf.posterior.psis import _mean_log1p, psis_loo
+from bernmf.posterior.stacking_weights import chain_stacking, stacking_weights
 
 
 @pytest.fixture(scope="module")

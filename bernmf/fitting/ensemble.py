@@ -11,7 +11,7 @@ chains of a sampler) settle in different ones. :func:`bernmf.fit` with
 - ``"stack"``: the mixture weighted by stacking (Yao, Vehtari, Simpson & Gelman
   2018) of the members' log predictive densities, on the ``validation`` entries, or
   for posterior draws without them, on each member's PSIS-LOO (chain stacking, Yao,
-  Vehtari & Gelman 2022); see :mod:`bernmf.fitting.stacking`.
+  Vehtari & Gelman 2022); see :mod:`bernmf.posterior.stacking_weights`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ import numpy as np
 
 from bernmf._warnings import warn
 from bernmf.data.observed import Observed
-from bernmf.fitting.modes import count_modes
-from bernmf.fitting.stacking import chain_stacking, entries_lpd, stacking_weights
 from bernmf.inference import Engine
+from bernmf.posterior.lpd import entries_lpd
+from bernmf.posterior.modes import count_modes
+from bernmf.posterior.stacking_weights import chain_stacking, stacking_weights
 from bernmf.results.fit import Fit, Mixture, Posterior
 
 COMBINES = ("best", "mean", "stack")
@@ -153,7 +154,7 @@ def combine_members(
         members'; ``draws`` pool the members' chains, except for ``"best"``;
         ``mixture`` (:class:`~bernmf.results.fit.Mixture`) holds the members, their
         ``weights``, the ``combine`` rule, their ``scores``, the mode each reached
-        (:func:`bernmf.fitting.modes.count_modes`; a UserWarning when they disagree
+        (:func:`bernmf.posterior.modes.count_modes`; a UserWarning when they disagree
         strongly) and, with validation entries, each member's ``validation_perplexity``.
     """
     members = list(members)

@@ -25,9 +25,9 @@ from bernmf._warnings import warn
 from bernmf.data.observed import Observed, check_seed
 from bernmf.fitting.ensemble import combine_members, validation_lpd
 from bernmf.fitting.plan import Plan, plan
-from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior, ZeroProbabilityWarning, warn_zero_probability
+from bernmf.posterior.lpd import mixture_lpd
 from bernmf.results.fit import BLOCK_ENTRIES, Fit
 
 

@@ -5,8 +5,8 @@ different ranks, priors, seeds and model families settle in different modes and 
 different errors. :func:`stack` takes any fits made on the same training entries (an
 ensemble counts as its members), and mixes their predictive probabilities with the
 stacking weights (Yao, Vehtari, Simpson & Gelman 2018) that predict the validation
-entries best (:func:`bernmf.fitting.stacking.stacking_weights`). A smoothed column-frequency
-member (:func:`baseline`), which gives every entry a probability strictly inside
+entries best (:func:`bernmf.posterior.stacking_weights.stacking_weights`). A smoothed
+column-frequency member (:func:`baseline`), which gives every entry a probability strictly inside
 (0, 1), is added unless asked not to, so the mixture never rules an outcome out. By
 default the seeds of one setting share one weight (``seeds="mean"``); ``refit=True``
 fits the members of positive weight again on the training and validation entries once
@@ -36,8 +36,9 @@ import numpy as np
 from bernmf.data.observed import Observed, as_observed
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import fit_settings
-from bernmf.fitting.stacking import entries_lpd, mixture_lpd, stacking_weights
 from bernmf.inference import available, get_engine
+from bernmf.posterior.lpd import entries_lpd, mixture_lpd
+from bernmf.posterior.stacking_weights import stacking_weights
 from bernmf.results.fit import Fit, Mixture, Record, Stacking
 
 if TYPE_CHECKING:

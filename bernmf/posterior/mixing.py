@@ -4,7 +4,7 @@ at the chains' ESS.
 Chains of this model's posterior started at different MAP solutions (``nuts``' default
 start) may stay in different modes, or may be one mode sampled too briefly: R-hat above
 1.01 says either. :func:`mode_rhat` tells them apart. Given the mode of each chain
-(:func:`bernmf.fitting.modes.chain_modes`), it gives the rank R-hat of every entry of
+(:func:`bernmf.posterior.modes.chain_modes`), it gives the rank R-hat of every entry of
 ``W @ H`` among the chains of each mode and among all chains, each chain's bulk ESS of WH
 (:func:`chain_ess`), and the nested R-hat with the chains' start groups as superchains
 (Margossian et al. 2024), all in numpy, a tile of WH at a time
@@ -21,7 +21,7 @@ start) may stay in different modes, or may be one mode sampled too briefly: R-ha
   of one mode whose R-hat is above the bound at their median ESS (entries of lower ESS).
 
 :func:`chain_moments` gives each chain's mean and variance of WH, from which
-:func:`~bernmf.fitting.modes.chain_modes` tells the modes.
+:func:`~bernmf.posterior.modes.chain_modes` tells the modes.
 """
 
 from __future__ import annotations
@@ -255,7 +255,7 @@ def chain_moments(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each chain's mean and variance of every entry of ``W @ H`` over its draws.
 
-    What :func:`bernmf.fitting.modes.chain_modes` compares: WH is identifiable, and its
+    What :func:`bernmf.posterior.modes.chain_modes` compares: WH is identifiable, and its
     within-chain variance is the posterior's width that a distance between chains is
     measured in. The products are formed for a block of draws at a time (at most about
     ``max_block_values`` numbers, at least one draw; blocks of many draws make fewer, larger
@@ -364,7 +364,7 @@ def mode_rhat(
     H_draws : array of shape (C, S, K, N)
     modes : int array of shape (C,)
         The mode of each chain (any integer labels; relabelled 0 .. G - 1 in order of
-        first appearance), e.g. :func:`bernmf.fitting.modes.chain_modes`.
+        first appearance), e.g. :func:`bernmf.posterior.modes.chain_modes`.
     starts : int array of shape (C,), optional
         The start group of each chain (chains of one label shared their start).
     ess : array of shape (C,), optional

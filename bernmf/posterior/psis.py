@@ -3,8 +3,8 @@
 The same numbers as ``arviz_stats``' ``loo`` of one chain (Vehtari, Gelman & Gabry 2017;
 Vehtari et al. 2024), computed on every entry at once: :func:`psis_loo` checks its input,
 :func:`psis_loo_chunks` runs it on blocks of entries (as
-:func:`bernmf.fitting.stacking.chain_stacking` does), and :func:`psis_tail_length` gives the
-length of the smoothed tail.
+:func:`bernmf.posterior.stacking_weights.chain_stacking` does), and :func:`psis_tail_length`
+gives the length of the smoothed tail.
 
 Of each entry's S draws, PSIS needs only the ``tail`` largest importance ratios, the next
 largest and the sum of the others (:func:`tails`: one partition per entry, in numpy);

@@ -134,7 +134,7 @@ class Mixture:
         lower is better. None for a stack.
     modes : tuple of int or None
         An ensemble's: the mode each member reached
-        (:func:`bernmf.fitting.modes.count_modes`). None for a stack.
+        (:func:`bernmf.posterior.modes.count_modes`). None for a stack.
     validation_perplexity : tuple of float or None
         Each member's perplexity on the validation entries (a stack's: before any
         refit); None without validation entries.

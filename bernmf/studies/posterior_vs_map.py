@@ -20,7 +20,7 @@ Families (a :class:`~bernmf.studies.study.Grid` each) and what a budget b scales
   R-hat) of b x ``--warmup`` + b x ``--samples`` draws, trees of depth <= ``--max-tree-depth``;
   ``gibbs``: the same chains of b x ``--gibbs-samples`` + b x ``--gibbs-samples`` sweeps; their
   rows by the runner's ``chains`` rule (the mean of all draws unless the chains sit in
-  distinct modes: :func:`bernmf.fitting.modes.mode_prediction`); ``svi_normal``,
+  distinct modes: :func:`bernmf.posterior.modes.mode_prediction`); ``svi_normal``,
   ``svi_lowrank``: b x ``--svi-steps`` steps; ``vb``: the mean of b restarts of CVB0. Their
   budgets are ``--sampler-budgets`` (default 1 and 2).
 

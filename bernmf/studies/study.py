@@ -43,17 +43,17 @@ from bernmf.data.observed import as_observed, check_rank
 from bernmf.data.split import Split, paper_split, random_split
 from bernmf.fitting.ensemble import MODES_WARNING, combine_members
 from bernmf.fitting.grids import Budget, EngineGrid, Setting, as_prior, fit_grids
-from bernmf.fitting.modes import mode_prediction
 from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import Scored, mean_perplexity, planned, scored_lpd
 from bernmf.fitting.stack import members_table, stack
-from bernmf.fitting.stacking import mixture_lpd
 from bernmf.inference import Engine, get_engine
 from bernmf.models import Prior
 from bernmf.models.simulate import simulate
 from bernmf.models.spec import ZeroProbabilityWarning
 from bernmf.posterior.accuracy import kl_predictive
 from bernmf.posterior.calibration import ece_floor, interval_coverage, reliability
+from bernmf.posterior.lpd import mixture_lpd
+from bernmf.posterior.modes import mode_prediction
 from bernmf.results.fit import Fit
 from bernmf.studies import published
 
@@ -83,7 +83,7 @@ RULES = (
   objective), the setting chosen on validation;
 - ``mean``: per setting the uniform mixture of its members, chosen on validation;
 - ``chains``: per setting a sampler's chains (its members) by
-  :func:`bernmf.fitting.modes.mode_prediction`: the mean of all draws when they sit in
+  :func:`bernmf.posterior.modes.mode_prediction`: the mean of all draws when they sit in
   one mode (mixed, or of low ESS), the chains mixed by chain stacking on the validation
   entries when they sit in distinct modes (never averaged silently), the setting chosen
   on validation;
@@ -125,7 +125,7 @@ MIXING_COLUMNS = (
 """The ``mixing`` metric's columns (:class:`bernmf.posterior.mixing.ModeRhat`): the status
 (``mixed``, ``low ESS`` or ``distinct modes``), the rule (``mean`` or ``chain
 stacking``) and the chains' weights (3 decimals, space-separated), the chains' modes
-(:func:`bernmf.fitting.modes.chain_modes`), each chain's bulk ESS of WH (median over its
+(:func:`bernmf.posterior.modes.chain_modes`), each chain's bulk ESS of WH (median over its
 entries) at the least chain, the R-hat bound at that ESS
 (:func:`bernmf.posterior.mixing.rhat_bound`), the share of WH entries at R-hat <= that
 bound and at R-hat <= 1.01 across all chains, the largest nested R-hat with the chains'

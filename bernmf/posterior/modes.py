@@ -10,7 +10,7 @@ Chains started at different MAP solutions may stay in different modes:
 :func:`chain_modes` groups them by their mean WH, measured in Monte Carlo standard errors
 (what each chain's ESS leaves of its posterior sd), and :func:`mode_prediction` never
 averages chains in distinct modes (:data:`~bernmf.posterior.mixing.STATUSES`): it then
-mixes them by chain stacking (:func:`bernmf.fitting.stacking.chain_stacking`) and says so.
+mixes them by chain stacking (:func:`bernmf.posterior.stacking_weights.chain_stacking`) and says so.
 Chains of one mode, whether mixed or of low ESS, are averaged.
 
 Members and chains are compared differently because they are different things. A member
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from bernmf import _warnings
-from bernmf.fitting.stacking import _check_draws, _scored_entries, chain_stacking
 from bernmf.posterior.draws import component_permutations, mean_probability
+from bernmf.posterior.lpd import scored_entries
 from bernmf.posterior.mixing import (
     DISTINCT_MODES,
     MIXED_SHARE,
@@ -41,6 +41,7 @@ from bernmf.posterior.mixing import (
     chain_moments,
     mode_rhat,
 )
+from bernmf.posterior.stacking_weights import chain_stacking, check_draws
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -358,7 +359,7 @@ def mode_prediction(
     modes), they sample one posterior, mixed or with too few effective draws, and the
     prediction is the mean over all draws. In distinct modes each chain is its own
     approximate posterior and they are mixed by chain stacking (Yao, Vehtari & Gelman
-    2022): :func:`~bernmf.fitting.stacking.chain_stacking` on the ``validation`` entries,
+    2022): :func:`~bernmf.posterior.stacking_weights.chain_stacking` on the ``validation`` entries,
     or on each chain's PSIS-LOO of the training entries without them.
 
     Parameters
@@ -389,10 +390,10 @@ def mode_prediction(
     ValueError
         Draws whose shapes do not match each other and Y, invalid Y or mask, fewer than
         2 chains or 4 draws, ``modes`` or ``starts`` not one label per chain; and as
-        :func:`~bernmf.fitting.stacking.chain_stacking` when the chains are stacked.
+        :func:`~bernmf.posterior.stacking_weights.chain_stacking` when the chains are stacked.
     """
-    W_draws, H_draws = _check_draws(W_draws, H_draws, np.shape(Y))
-    _scored_entries(Y, mask, "mode_prediction mask")  # Y and mask checked, even if unused
+    W_draws, H_draws = check_draws(W_draws, H_draws, np.shape(Y))
+    scored_entries(Y, mask, "mode_prediction mask")  # Y and mask checked, even if unused
     ess = chain_ess(W_draws, H_draws)
     modes = chain_modes(W_draws, H_draws, ess) if modes is None else modes
     rhat = mode_rhat(W_draws, H_draws, modes, starts=starts, ess=ess, threads=threads)
