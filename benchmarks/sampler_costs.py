@@ -1,7 +1,7 @@
 """CPU seconds of one call of each Bayesian engine on a dataset at one rank.
 
 What the posterior-vs-MAP study's sizes rest on (``LARGE_SIZES`` in
-:mod:`bernmf.studies.posterior_vs_map`): per engine and setting, one ``bernmf.fit`` on
+:mod:`bernmf.studies.reproduce.posterior_vs_map`): per engine and setting, one ``bernmf.fit`` on
 the paper split's training entries, twice; the second call's CPU and wall seconds (the
 first compiles). NUTS is one chain at three tree depths, Gibbs one chain, SVI with the
 AutoNormal guide and the low-rank guide at numpyro's default rank and at rank 16; the

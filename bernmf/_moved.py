@@ -36,8 +36,8 @@ MOVED = {
     "bernmf.quick": "bernmf.studies.report.budget",
     "bernmf.report_page": "bernmf.studies.report.page",
     "bernmf.experiments": "bernmf.studies",
-    "bernmf.experiments.paper": "bernmf.studies.paper",
-    "bernmf.experiments.published": "bernmf.studies.published",
+    "bernmf.experiments.paper": "bernmf.studies.reproduce.paper",
+    "bernmf.experiments.published": "bernmf.studies.reproduce.published",
     "bernmf.inference.distributed": "bernmf.inference.mm.distributed",
     "bernmf.inference.members": "bernmf.inference.chains",
 }

@@ -19,7 +19,7 @@ from bernmf.cli import commands
 from bernmf.cli import parser as cli
 from bernmf.cli.parser import main
 from bernmf.data.observed import bits_sha256
-from bernmf.studies import paper
+from bernmf.studies.reproduce import paper
 
 
 @pytest.mark.slow
@@ -233,7 +233,7 @@ def test_demo_json_is_machine_readable(capsys):
 
 
 def test_reproduce_runs_the_paper_script_with_the_options(tmp_path, monkeypatch, capsys):
-    """The command hands its options to bernmf.studies.paper.main (here a stand-in that
+    """The command hands its options to bernmf.studies.reproduce.paper.main (here a stand-in that
     records them; tests/test_paper_quick.py runs the real one)."""
 
     def stand_in(argv):

@@ -19,9 +19,9 @@ from bernmf.data.files.csv_table import write_csv
 from bernmf.data.split import paper_split
 from bernmf.fitting.search import search
 from bernmf.studies import compare as comparison
-from bernmf.studies import paper
 from bernmf.studies.report import budget
 from bernmf.studies.report import run as report
+from bernmf.studies.reproduce import paper
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_compare_refuses_more_seeds_than_it_could_fit(Y, halves, seeds, monkeypa
 def test_compare_checks_each_setting_once_and_each_seed(Y, halves, monkeypatch):
     calls = []
     monkeypatch.setattr(comparison, "check_arguments", lambda *a, **k: calls.append(a[:2]))
-    monkeypatch.setattr("bernmf.studies.study.run", refuse_to_fit)
+    monkeypatch.setattr("bernmf.studies.runner.running.run", refuse_to_fit)
     train, test = halves
     with pytest.raises(AssertionError, match="a fit started"):
         bernmf.compare(Y, ["mm", "em"], [2, 3], seeds=range(500), train=train, test=test)

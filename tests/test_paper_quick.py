@@ -1,5 +1,6 @@
 """The paper's experiment: its published iteration (defects included), and smoke runs of
-bernmf.studies.paper --quick in both variants and of bernmf.studies.stacking --quick."""
+bernmf.studies.reproduce.paper --quick in both variants and of
+bernmf.studies.reproduce.stacking --quick."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from helpers import shared_file
 import bernmf
 from bernmf.data.observed import as_observed
 from bernmf.data.split import random_split
-from bernmf.studies import paper, published, stacking
+from bernmf.studies.reproduce import paper, published, stacking
 
 
 def small_problem(seed):
@@ -115,7 +116,8 @@ def test_quick_protocol_corrected_and_as_published(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_quick_stacking_study(tmp_path, capsys):
-    """bernmf.studies.stacking --quick: every method, two seed sets, never probability 0."""
+    """bernmf.studies.reproduce.stacking --quick: every method, two seed sets, never
+    probability 0."""
     data_dir = shared_file("data", "animals.csv").parent
     assert stacking.main(["--quick", "--data-dir", str(data_dir), "--out", str(tmp_path)]) == 0
     results = pd.read_csv(tmp_path / "results.csv")

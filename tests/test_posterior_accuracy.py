@@ -1,5 +1,5 @@
 """Accuracy against a reference posterior (bernmf.posterior.accuracy), the reference
-posteriors (bernmf.studies.reference) and the posterior-accuracy study's smoke run."""
+posteriors (bernmf.studies.reproduce.reference) and the posterior-accuracy study's smoke run."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from bernmf.posterior.accuracy import (
     sd_ratio,
     wh_moments,
 )
-from bernmf.studies import posterior_accuracy, reference
-from bernmf.studies.reference import Case
-from bernmf.studies.study import Simulation
+from bernmf.studies.reproduce import posterior_accuracy, reference
+from bernmf.studies.reproduce.reference import Case
+from bernmf.studies.runner.study import Simulation
 
 RNG = np.random.default_rng(0)
 

@@ -1,4 +1,4 @@
-"""The posterior-vs-MAP study (bernmf.studies.posterior_vs_map): its units and grids, the
+"""The posterior-vs-MAP study (bernmf.studies.reproduce.posterior_vs_map): its units and grids, the
 paired differences against the best MAP row, and that no test label decides anything in
 the whole study (samplers, chosen priors, chain rules, stacks and mixtures). Its quick run
 end to end is in test_study.py."""
@@ -14,8 +14,7 @@ import pytest
 
 from bernmf.data.split import random_split
 from bernmf.posterior.mixing import DISTINCT_MODES, ModeRhat
-from bernmf.studies import study
-from bernmf.studies.posterior_vs_map import (
+from bernmf.studies.reproduce.posterior_vs_map import (
     MAP_FAMILIES,
     MAX_TREE_DEPTH,
     SHAPES,
@@ -26,7 +25,9 @@ from bernmf.studies.posterior_vs_map import (
     parse,
     short_names,
 )
-from bernmf.studies.study import MIXING_COLUMNS, Matrix, Simulation, load_data
+from bernmf.studies.runner import running
+from bernmf.studies.runner.running import load_data
+from bernmf.studies.runner.study import MIXING_COLUMNS, Matrix, Simulation
 
 
 def test_a_study_per_unit_each_matrix_and_split_its_own():
@@ -212,7 +213,7 @@ def test_no_test_label_decides_anything_in_the_whole_study(stacked, monkeypatch)
         made = dataclasses.replace(
             unit, simulations=(), matrices=(Matrix("unit", data, split),), warmup=False
         )
-        tables.append(study.run(made, stream=io.StringIO()).table)
+        tables.append(running.run(made, stream=io.StringIO()).table)
     original, changed = tables
     assert {"chains", "mean", "stack chosen", "first"} <= set(original["rule"])
     chained = original[original["rule"] == "chains"]

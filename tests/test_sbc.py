@@ -1,5 +1,5 @@
-"""Simulation-based calibration (bernmf.studies.sbc): its quantities against plain numpy and
-scipy, its thinning, its refusals, ``bernmf reproduce sbc`` end to end, and (slow) that
+"""Simulation-based calibration (bernmf.studies.reproduce.sbc): its quantities against plain
+numpy and scipy, its thinning, its refusals, ``bernmf reproduce sbc`` end to end, and (slow) that
 NUTS passes where the MAP's point mass fails."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from bernmf.cli.parser import main as cli
 from bernmf.models import Prior
 from bernmf.models.simulate import simulate
 from bernmf.results.fit import Fit, Posterior, Record
-from bernmf.studies import sbc
+from bernmf.studies.reproduce import sbc
 
 
 def test_quantities_are_the_cells_loglik_and_sorted_column_sums_in_any_label_order():

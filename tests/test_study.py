@@ -17,8 +17,8 @@ from bernmf.cli.parser import main
 from bernmf.data.split import Split, random_split
 from bernmf.fitting import grids
 from bernmf.posterior.mixing import STATUSES
-from bernmf.studies import study
-from bernmf.studies.study import Grid, Matrix, Method, Simulation, Study
+from bernmf.studies.runner import running
+from bernmf.studies.runner.study import Grid, Matrix, Method, Simulation, Study
 
 TINY = Study(
     "tiny",
@@ -75,12 +75,12 @@ UNSPLIT = Split(np.ones((4, 3), bool), np.zeros((4, 3), bool), np.zeros((4, 3), 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return study.run(TINY)
+    return running.run(TINY)
 
 
 @pytest.fixture(scope="module")
 def budgeted():
-    return study.run(BUDGETED)
+    return running.run(BUDGETED)
 
 
 def test_a_budget_scales_members_and_options(budgeted):
@@ -110,7 +110,7 @@ def test_warmup_compiles_what_the_timed_calls_run(monkeypatch):
         return fit_settings(engine, data, rank, priors, seeds, *more, **batching)
 
     monkeypatch.setattr(grids, "fit_settings", recorded)
-    study.run(dataclasses.replace(BUDGETED, seed_sets=2, warmup=True), stream=io.StringIO())
+    running.run(dataclasses.replace(BUDGETED, seed_sets=2, warmup=True), stream=io.StringIO())
     mm = [seeds for engine, _, seeds in calls if engine == "mm"]
     assert mm == [[1_000_000, 1_000_001, 1_000_002, 1_000_003], [0, 1, 2, 3], [4, 5, 6, 7]]
     gibbs = [seeds for engine, _, seeds in calls if engine == "gibbs"]
@@ -143,7 +143,7 @@ def test_warmup_of_a_prior_grid_compiles_once_per_program(monkeypatch):
         simulations=(Simulation(20, 15, 2),), split="random", fractions=(0.7, 0.1, 0.2),
         choose_seed=0, warmup=True,
     )  # fmt: skip
-    study.run(choosing, stream=io.StringIO())
+    running.run(choosing, stream=io.StringIO())
     warm = [(engine, count) for engine, count, warming, _ in calls if warming]
     assert warm == [("mm", 2), ("gibbs", 1), ("mm", 1), ("gibbs", 1)]  # choices, then members
     timed = [(engine, count) for engine, count, warming, _ in calls if not warming]
@@ -167,7 +167,7 @@ def test_the_chains_rule_and_metrics(budgeted):
     assert table.loc["mm mean", "mixing"].isna().all()
     assert table["ece"].between(0, 1).all()
     bins = budgeted.reliability
-    test = study.split_of(BUDGETED, (20, 15)).test
+    test = running.split_of(BUDGETED, (20, 15)).test
     counts = bins.groupby(["method", "budget"])["count"].sum()
     assert len(counts) == len(table) and (counts == test.sum()).all()
     assert chains["rhat_nested_max"].isna().all()  # each chain its own start
@@ -182,7 +182,7 @@ def test_the_chains_rule_reports_nested_rhat_over_start_groups():
     paired = dataclasses.replace(
         BUDGETED, grids=(grid,), methods=(Method("gibbs", "chains"),), metrics=("mixing",)
     )
-    row = study.run(paired, stream=io.StringIO()).table.iloc[0]
+    row = running.run(paired, stream=io.StringIO()).table.iloc[0]
     assert row["rhat_nested_max"] >= 1.0 and row["mixing"] in STATUSES
 
 
@@ -217,17 +217,17 @@ def test_the_single_fit_is_the_member_of_least_validation_perplexity(tiny):
 
 
 def test_changing_test_entries_changes_no_choice(tiny, monkeypatch):
-    Y = study.load_data(TINY.simulations[0])
-    test = study.split_of(TINY, Y.shape).test
+    Y = running.load_data(TINY.simulations[0])
+    test = running.split_of(TINY, Y.shape).test
     flipped = np.where(test, 1 - Y, Y)
-    monkeypatch.setattr(study, "load_data", lambda data, data_dir: flipped)
-    other = study.run(TINY)
+    monkeypatch.setattr(running, "load_data", lambda data, data_dir: flipped)
+    other = running.run(TINY)
     pd.testing.assert_frame_equal(other.table[CHOICES], tiny.table[CHOICES])
     assert (other.table["test_perplexity"] != tiny.table["test_perplexity"]).all()
 
 
 def test_a_spent_budget_starts_no_fit_and_no_seed_set(capsys):
-    spent = study.run(Study(**{**TINY.__dict__, "budget": 0.0}))
+    spent = running.run(Study(**{**TINY.__dict__, "budget": 0.0}))
     assert spent.table.empty and spent.fits.empty
     assert "left out mm K=2 (the budget of 0 CPU s is spent)" in capsys.readouterr().out
 
@@ -288,7 +288,7 @@ def test_a_matrix_of_fits_as_bernmf_fit_makes_them():
     options = {"mm": {"max_iter": 40}, "gibbs": {"num_warmup": 10, "num_samples": 10,
                                                  "num_chains": 2}}  # fmt: skip
     seen = []
-    made = study.run(
+    made = running.run(
         Study(
             "fits", grids=(Grid("mm", (2, 3), options=options["mm"], as_fit={}),
                            Grid("gibbs", (2,), options=options["gibbs"], as_fit={})),
@@ -320,7 +320,7 @@ def test_a_grid_prior_whose_gamma_the_rank_divides_keeps_it_at_every_rank():
         "scaled", (Grid("vb", (2, 4), (prior,), {"max_iter": 20}),), (Method("single", "single"),),
         simulations=(Simulation(20, 15, 2),), split="random",
     )  # fmt: skip
-    fits = study.run(scaled, stream=io.StringIO()).fits
+    fits = running.run(scaled, stream=io.StringIO()).fits
     assert fits[["rank", "gamma"]].values.tolist() == [[2, 0.5], [4, 0.25]]
 
 
@@ -342,7 +342,7 @@ def test_a_row_scored_inf_says_so_in_the_table_without_warning():
     )  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("error", bernmf.ZeroProbabilityWarning)
-        made = study.run(flat, stream=io.StringIO())
+        made = running.run(flat, stream=io.StringIO())
     assert made.table["test_perplexity"].tolist() == [np.inf]
 
 
@@ -415,7 +415,7 @@ def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeyp
     CSVs a run writes, a row one colour in every figure."""
     import matplotlib.pyplot as plt
 
-    from bernmf.studies.posterior_vs_map import main
+    from bernmf.studies.reproduce.posterior_vs_map import main
 
     close = plt.close
     monkeypatch.setattr(plt, "close", lambda figure: None)  # keep the figures to read them

@@ -29,7 +29,7 @@ from bernmf.studies import compare as comparison
 from bernmf.studies.compare import MAX_VALUES
 from bernmf.studies.report import run as report
 from bernmf.studies.report.budget import DEFAULT_BUDGET, QUICK_BUDGET
-from bernmf.studies.study import STUDIES
+from bernmf.studies.runner.registry import STUDIES
 
 # ---------------------------------------------------------------------------------------
 # argument types
@@ -159,7 +159,7 @@ Runs a study of bernmf.studies (installed with the package): paper (the paper's
 protocol; outputs in OUT/corrected or OUT/as_published), modes (single MAP fits against
 ensembles), stacking (stacks across engines) and posterior_vs_map (every engine family
 at matched CPU budgets), each a configuration of the study runner
-(bernmf.studies.study), sbc (simulation-based calibration of every engine's
+(bernmf.studies.runner), sbc (simulation-based calibration of every engine's
 posterior on data drawn from the prior) and posterior_accuracy (every engine's posterior
 against a reference posterior, at its CPU cost); see each module for its protocol and
 outputs.""",

@@ -29,8 +29,8 @@ from bernmf.fitting.stack import members_table as stack_members
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
 from bernmf.results.loading import versions
-from bernmf.studies import study
 from bernmf.studies.report import run as report
+from bernmf.studies.runner import registry
 
 
 def tune_command(args) -> int:
@@ -189,8 +189,9 @@ def report_command(args) -> int:
 
 
 def reproduce_command(args) -> int:
-    """Run a registered study (:data:`bernmf.studies.study.STUDIES`) with these options."""
-    runner = study.module(args.study)
+    """Run a registered study (:data:`bernmf.studies.runner.registry.STUDIES`) with these
+    options."""
+    runner = registry.module(args.study)
     if args.as_published and args.study != "paper":
         raise ValueError(f"--as-published is the paper's variant; study {args.study!r} has none")
     out = Path(args.out.replace("<study>", args.study))

@@ -6,10 +6,10 @@ Every loop over engines and settings in bernmf is :func:`fit_grids`, with other 
 and outputs: the default search (:mod:`bernmf.fitting.search`: a ladder of ranks within
 seconds, then rounds of priors and seeds), :func:`bernmf.tune.grid` (a grid, its edges
 extended), the report (through tune and compare) and the study runner
-(:func:`bernmf.studies.study.run`, whose ``Grid`` is an :class:`EngineGrid` with the studies'
-axes, and whose configurations include :func:`bernmf.compare`). A step is one grid at one rank:
-:func:`bernmf.fitting.runner.fit_settings` of its priors x seeds (one compiled call for mm and
-em), each member scored on the held-out entries with its CPU seconds.
+(:func:`bernmf.studies.runner.running.run`, whose ``Grid`` is an :class:`EngineGrid` with
+the studies' axes, and whose configurations include :func:`bernmf.compare`). A step is one
+grid at one rank: :func:`bernmf.fitting.runner.fit_settings` of its priors x seeds (one
+compiled call for mm and em), each member scored on the held-out entries with its CPU seconds.
 """
 
 from __future__ import annotations

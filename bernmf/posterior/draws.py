@@ -264,7 +264,7 @@ def wh_rhat_and_ess(W_draws, H_draws, *, rows_per_block: int = 8) -> tuple[np.nd
     R-hat a tile at a time (:func:`rhat_and_ess`'s kernel); bulk ESS (the number of
     ``arviz_stats.ess``) of every entry, ``rows_per_block`` rows of WH at a time, where
     :func:`rhat_and_ess` samples some entries: a reference posterior is checked on all of
-    them (:mod:`bernmf.studies.reference`).
+    them (:mod:`bernmf.studies.reproduce.reference`).
 
     Parameters
     ----------

@@ -1,2 +1,3 @@
-"""Studies over engines, settings and seeds: compare, the report (report/), and the paper's
-protocol with its published iteration. Imports the fitting layer and those below it."""
+"""Studies over engines, settings and seeds: the runner library (runner/), the studies of
+``bernmf reproduce`` as its configurations (reproduce/), and the user's features: compare and
+the report (report/). Imports the fitting layer and those below it."""

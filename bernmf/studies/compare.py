@@ -2,7 +2,7 @@
 
 :func:`compare` (``bernmf.compare``) fits every combination on the training entries
 and scores the held-out ones. It is a configuration of the one study runner
-(:func:`bernmf.studies.study.run`): the user's matrix and masks as its data, a grid per
+(:func:`bernmf.studies.runner.running.run`): the user's matrix and masks as its data, a grid per
 engine whose members are fits as :func:`bernmf.fit` makes them (the seeds of each engine
 and rank in one runner call, mm's and em's compiled once), a row per fit (rule ``each``)
 and, with validation entries, the stacks of each seed's fits. The commands ``bernmf
@@ -32,7 +32,7 @@ from bernmf.results.fit import Fit
 if TYPE_CHECKING:  # loaded on first use: pandas takes 0.5 s
     import pandas as pd
 
-    from bernmf.studies.study import Study, StudyResult
+    from bernmf.studies.runner.study import Study, StudyResult
 
 __all__ = ["Comparison", "compare", "describe_prior", "nonempty_list", "summarize"]
 
@@ -201,7 +201,7 @@ def compare(
                     f"{seconds:.1f} s"
                 )
 
-        from bernmf.studies.study import run  # on first use, with pandas
+        from bernmf.studies.runner.running import run  # on first use, with pandas
 
         made = run(study, stream=io.StringIO(), watch=watch)  # the bar says what runs
     rows, kept = _rows(made, seeds, measured)
@@ -217,7 +217,7 @@ def _study(Y, split, engines, ranks, seeds, priors, options, ensembles) -> Study
     """The study ``compare`` runs: a grid per engine, every fit made as :func:`bernmf.fit`
     makes it from each seed (a seed set each), a row per fit; with validation entries, the
     stacks of each seed's fits. Fits are kept without their draws once measured."""
-    from bernmf.studies.study import Grid, Matrix, Method, Study
+    from bernmf.studies.runner.study import Grid, Matrix, Method, Study
 
     grids = tuple(
         Grid(e, tuple(ranks), priors=None if priors.get(e) is None else (priors[e],),

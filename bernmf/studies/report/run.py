@@ -7,7 +7,7 @@ entries, at that tuned setting and at one rank shared by all engines (:func:`ber
 a study too); ensembles (:func:`bernmf.compare` with ``restarts``) are rows of their own, and
 so are the stacks of the fits already made (``"stacked: all engines"``, ``"stacked: mm
 grid"``: :func:`bernmf.stack` on the validation entries, per seed). Every fit goes through
-the one study runner, :func:`bernmf.studies.study.run`.
+the one study runner, :func:`bernmf.studies.runner.running.run`.
 The steps of a dataset are functions over records (:class:`Settings` in, :class:`Tuned`,
 :class:`Rows` and :class:`Made` out), assembled into a
 :class:`~bernmf.studies.report.record.Report`; :func:`write`
@@ -48,7 +48,6 @@ from bernmf.models import Prior
 from bernmf.results.diagnostics import diagnostics
 from bernmf.results.fit import Fit
 from bernmf.results.loading import versions
-from bernmf.studies import study
 from bernmf.studies.compare import (
     STACKED_ALL,
     STACKED_MM,
@@ -66,7 +65,8 @@ from bernmf.studies.report.budget import (
 )
 from bernmf.studies.report.page import findings, leaderboard, write
 from bernmf.studies.report.record import COLUMNS, Report, Settings
-from bernmf.studies.study import Grid, Matrix, Method, Study
+from bernmf.studies.runner import running
+from bernmf.studies.runner.study import Grid, Matrix, Method, Study
 
 __all__ = [
     "COLUMNS", "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings",
@@ -424,7 +424,7 @@ def _tuning(name: str, Y, split, plan: EnginePlan, progress: bool) -> tuple[pd.D
         (Method("tuning", "each"),), matrices=(Matrix(name, Y, held_out),), seeds=(0,),
         keep_draws=False,
     )  # fmt: skip
-    made = study.run(tuning, stream=sys.stderr if progress else io.StringIO())
+    made = running.run(tuning, stream=sys.stderr if progress else io.StringIO())
     table = made.table.rename(columns={"test_perplexity": "perplexity"})
     fits = tuple(made.results[i] for i in range(len(table)))
     return table[["rank", "alpha", "beta", "perplexity"]], fits

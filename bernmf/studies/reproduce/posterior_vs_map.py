@@ -1,13 +1,13 @@
 """The posterior-vs-MAP study: every engine family on the truth, over many matrices and
 splits, paired against the best MAP row, at matched CPU.
 
-A configuration of the study runner (:mod:`bernmf.studies.study`), one
-:class:`~bernmf.studies.study.Study` per *unit*: a matrix simulated from the model with its
+A configuration of the study runner (:mod:`bernmf.studies.runner`), one
+:class:`~bernmf.studies.runner.study.Study` per *unit*: a matrix simulated from the model with its
 own random split (``--matrices`` per shape and prior, matrix and split seed s = 0, 1, ...),
 or a random split of a dataset (``--splits`` per dataset, split seed s). Every choice (mm's
 prior, the stacking and chain weights) is made on the unit's validation entries.
 
-Families (a :class:`~bernmf.studies.study.Grid` each) and what a budget b scales:
+Families (a :class:`~bernmf.studies.runner.study.Grid` each) and what a budget b scales:
 
 - ``mm``: the MAP, its alpha, beta chosen on validation at seed 0 (:data:`MM_VALUES`, gamma
   = 1); rows ``mm`` (one fit), ``mm mean`` (the mean of ``--restarts`` x b seeds) and ``mm
@@ -26,11 +26,11 @@ Families (a :class:`~bernmf.studies.study.Grid` each) and what a budget b scales
 
 The Bayesian families fit the true prior on simulated data (:data:`SHAPES`: two flat, one
 concentrated) and Beta(``--bayes-prior``) (default Beta(0.1, 0.1), gamma = 1: the prior of
-the animals reference posterior, :mod:`bernmf.studies.posterior_accuracy`) on the datasets;
-every family fits the true rank on simulated data and ``--rank`` (default 8) on the
+the animals reference posterior, :mod:`bernmf.studies.reproduce.posterior_accuracy`) on
+the datasets; every family fits the true rank on simulated data and ``--rank`` (default 8) on the
 datasets.
 
-Scores of every row (:func:`bernmf.studies.study.run`'s columns): ``kl_truth`` on simulated
+Scores of every row (:func:`bernmf.studies.runner.running.run`'s columns): ``kl_truth`` on simulated
 data, the mean over the test entries of KL(Bernoulli(true WH) || Bernoulli(predicted)), the
 primary score there (the excess log loss, free of the test outcomes' noise); test perplexity
 (the primary score on the datasets); ECE and its noise floor ``ece_floor``; coverage of the
@@ -50,7 +50,7 @@ matrices of 24 x 18 at K = 2, 2 splits of animals at K = 2, short chains, no low
 MAP budgets 1, 2 and 4).
 
 Run: ``bernmf reproduce posterior_vs_map [--quick] [--data-dir DIR]``, or ``python -m
-bernmf.studies.posterior_vs_map`` for every option.
+bernmf.studies.reproduce.posterior_vs_map`` for every option.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ import pandas as pd
 
 from bernmf.data.files.csv_table import write_csv
 from bernmf.plot import log_ticks, pareto_front, save_png
-from bernmf.studies import study
-from bernmf.studies.study import CHOICE, Grid, Method, Simulation, Study
+from bernmf.studies.runner import registry, running, study
+from bernmf.studies.runner.study import CHOICE, Grid, Method, Simulation, Study
 
 FAMILIES = {
     "mm": ("mm", {}),
@@ -83,7 +83,8 @@ MAP_FAMILIES = ("mm", "em")
 """The MAP families: ``--restarts`` x b seeds a setting, rows of their mean and their stack
 (:func:`row_methods`); mm's own prior grid, none for em."""
 RULES = {"nuts": "chains", "gibbs": "chains", "vb": "mean"}
-"""Each other family's row rule (:data:`bernmf.studies.study.RULES`); the rest: ``single``."""
+"""Each other family's row rule (:data:`bernmf.studies.runner.study.RULES`); the rest:
+``single``."""
 MM_VALUES = (1.0, 1.2, 1.5, 2.0, 3.0)
 """mm's alpha and beta values, every pair chosen among on validation (gamma = 1)."""
 FLAT = (1.0, 1.0, 1.0)
@@ -108,8 +109,8 @@ KEYS = ["dataset", "row", "budget"]
 
 
 def parse(argv):
-    """The options: :func:`bernmf.studies.study.parser`'s and the study's sizes."""
-    parser = study.parser(__doc__, "results/posterior_vs_map")
+    """The options: :func:`bernmf.studies.runner.registry.parser`'s and the study's sizes."""
+    parser = registry.parser(__doc__, "results/posterior_vs_map")
     parser.add_argument("--families", nargs="*", choices=list(FAMILIES), default=None)
     shapes = "; ".join(" ".join(f"{v:g}" for v in (*s[:3], *s[3])) for s in SHAPES)
     parser.add_argument(
@@ -575,7 +576,7 @@ def main(argv=None) -> int:
             write_csv(summarize(pd.read_csv(out / "rows.csv"), args.bootstrap),
                       out / "summary.csv", index=False)  # fmt: skip
         figures(pd.read_csv(out / "summary.csv"), pd.read_csv(out / "reliability.csv"), out)
-        study.log(f"drew the figures of {out}")
+        running.log(f"drew the figures of {out}")
         return 0
     import numpyro
 
@@ -585,9 +586,9 @@ def main(argv=None) -> int:
     begin = time.process_time()
     made = configurations(args)
     if not made:
-        study.log("nothing to run")
+        running.log("nothing to run")
         return 0
-    result = study.run(made, out=out / "table.csv", stream=study.progress(args))
+    result = running.run(made, out=out / "table.csv", stream=registry.progress(args))
     out.mkdir(parents=True, exist_ok=True)
     rows = rows_of(result, made[0].methods)
     bins = result.reliability.rename(columns={"method": "row", "split_seed": "unit"})
@@ -607,9 +608,9 @@ def main(argv=None) -> int:
         *[c for c in ("coverage_90", "mixing") if c in summary],
     ]  # fmt: skip
     with pd.option_context("display.width", 220, "display.max_columns", 20):
-        study.log(summary[shown].round(4).to_string(index=False))
+        running.log(summary[shown].round(4).to_string(index=False))
     figures(summary, bins, out)
-    study.log(f"total {time.process_time() - begin:.0f} CPU s; results in {out}")
+    running.log(f"total {time.process_time() - begin:.0f} CPU s; results in {out}")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 For each :data:`CASES` case (the posterior-vs-MAP study's simulated shapes at their true
 priors, and animals at K = 8 and Beta(0.1, 0.1)), the reference posterior of its training entries
-(:mod:`bernmf.studies.reference`: long Gibbs chains, R-hat <= 1.01 and bulk ESS >= 400 on
+(:mod:`bernmf.studies.reproduce.reference`: long Gibbs chains, R-hat <= 1.01 and bulk ESS >= 400 on
 every WH entry, cached), then every family of :data:`FAMILIES` at every budget b of
 ``--budgets`` and ``--seeds`` seeds, with the case's prior:
 
@@ -34,7 +34,7 @@ engine and budget, with ``accurate``), ``references.csv`` (each reference's chec
 budgets 1 and 2, one seed, short chains.
 
 Run: ``bernmf reproduce posterior_accuracy [--quick]``, or ``python -m
-bernmf.studies.posterior_accuracy`` for every option.
+bernmf.studies.reproduce.posterior_accuracy`` for every option.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ from bernmf.data.files.csv_table import write_csv
 from bernmf.models.spec import Prior
 from bernmf.plot import log_ticks, save_png
 from bernmf.posterior.accuracy import accuracy, moments
-from bernmf.studies import study
-from bernmf.studies.reference import Case, reference
-from bernmf.studies.study import Simulation
+from bernmf.studies.reproduce.reference import Case, reference
+from bernmf.studies.runner import registry, running
+from bernmf.studies.runner.study import Simulation
 
 CASES = (
     Case("simulated-200x100-K4", Simulation(200, 100, 4), 4, (1.0, 1.0, 1.0), warmup=5000,
@@ -103,8 +103,9 @@ FIRST = ["engine", "budget", "cpu_seconds", "mean_error_sd", "sd_ratio", "kl_pre
 
 
 def parse(argv):
-    """The options: :func:`bernmf.studies.study.parser`'s, the families, budgets and seeds."""
-    parser = study.parser(__doc__, "results/posterior_accuracy")
+    """The options: :func:`bernmf.studies.runner.registry.parser`'s, the families, budgets
+    and seeds."""
+    parser = registry.parser(__doc__, "results/posterior_accuracy")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), default=list(FAMILIES))
     parser.add_argument("--cases", nargs="+", choices=[c.name for c in CASES], default=None)
     parser.add_argument("--budgets", nargs="+", type=int, default=[1, 2, 4, 8])
@@ -192,7 +193,7 @@ def run_case(case: Case, args, stream) -> tuple[list[dict], dict]:
         "cpu_seconds": made.info["cpu_seconds"], "seconds": made.info["seconds"],
         "loaded_cpu_seconds": time.process_time() - begin,
     }  # fmt: skip
-    study.log(
+    running.log(
         f"{case.name}: reference of {case.chains} chains x {case.sweeps} sweeps, R-hat max "
         f"{checks['rhat_max']:.4f}, bulk ESS min {checks['ess_bulk_min']:.0f}",
         stream,
@@ -216,7 +217,7 @@ def run_case(case: Case, args, stream) -> tuple[list[dict], dict]:
                     }
                 )  # fmt: skip
             line = pd.DataFrame(rows[-args.seeds :])[FIRST[2:]].mean()
-            study.log(
+            running.log(
                 f"  {family} b{budget}: " + ", ".join(f"{k} {v:.4g}" for k, v in line.items()),
                 stream,
             )
@@ -297,7 +298,7 @@ def main(argv=None) -> int:
         figure(summary, "cpu_seconds", out / "accuracy.png")
         figure(summary, "evaluations", out / "evaluations.png")
         return 0
-    stream = study.progress(args)
+    stream = registry.progress(args)
     begin = time.process_time()
     rows, references = [], []
     for case in args.cases:
@@ -314,8 +315,8 @@ def main(argv=None) -> int:
     figure(summary, "evaluations", out / "evaluations.png")
     shown = ["case", *FIRST, "accurate"]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        study.log(summary[shown].round(4).to_string(index=False), stream)
-    study.log(f"total {time.process_time() - begin:.0f} CPU s; results in {out}", stream)
+        running.log(summary[shown].round(4).to_string(index=False), stream)
+    running.log(f"total {time.process_time() - begin:.0f} CPU s; results in {out}", stream)
     return 0
 
 

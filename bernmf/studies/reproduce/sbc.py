@@ -50,7 +50,7 @@ from bernmf.models.spec import Prior, describe_prior, log_likelihood
 from bernmf.plot import save_png
 from bernmf.posterior import uniformity
 from bernmf.posterior.convergence import ess_rows
-from bernmf.studies import study
+from bernmf.studies.runner import registry, running
 
 SHAPE = (30, 20, 3)
 """M, N and K of the study's matrices."""
@@ -387,8 +387,9 @@ def figure(table: pd.DataFrame, summary: pd.DataFrame, path: Path) -> None:
 
 
 def parse(argv=None):
-    """The options of :func:`main`: :func:`bernmf.studies.study.parser`'s and SBC's own."""
-    made = study.parser(__doc__, "results/sbc")
+    """The options of :func:`main`: :func:`bernmf.studies.runner.registry.parser`'s and
+    SBC's own."""
+    made = registry.parser(__doc__, "results/sbc")
     made.add_argument("--engines", nargs="+", choices=tuple(ENGINES), default=list(ENGINES))
     made.add_argument("--priors", nargs="+", choices=tuple(PRIORS), default=list(PRIORS))
     replicates = f"default {REPLICATES} (with --quick {QUICK['replicates']})"
@@ -410,7 +411,7 @@ def main(argv=None) -> int:
         replicates = QUICK["replicates"] if args.quick else REPLICATES
     if draws is None:
         draws = QUICK["draws"] if args.quick else DRAWS
-    stream = study.progress(args)
+    stream = registry.progress(args)
     begin = time.process_time()
     settings = []
     for label in args.engines:
@@ -422,7 +423,7 @@ def main(argv=None) -> int:
             try:
                 check_setting(engine, PRIORS[name], SHAPE[2])
             except ValueError as refused:
-                study.log(f"{label} at {name}: not run ({refused})", stream)
+                running.log(f"{label} at {name}: not run ({refused})", stream)
                 continue
             settings.append((label, engine, options, PRIORS[name]))
     out = Path(args.out)
@@ -435,15 +436,15 @@ def main(argv=None) -> int:
         out.mkdir(parents=True, exist_ok=True)  # once the first setting is checked and run
         write_csv(pd.concat(tables, ignore_index=True), out / "ranks.csv", index=False)
     if not tables:
-        study.log("nothing to run", stream)
+        running.log("nothing to run", stream)
         return 0
     table = pd.concat(tables, ignore_index=True)
     summary = summarize(table)
     write_csv(summary, out / "summary.csv", index=False)
     figure(table, summary, out / "ecdf.png")
     with pd.option_context("display.width", 200, "display.max_rows", 500):
-        study.log(summary.round(4).to_string(index=False), stream)
-    study.log(f"total {time.process_time() - begin:.0f} CPU s; results in {out}", stream)
+        running.log(summary.round(4).to_string(index=False), stream)
+    running.log(f"total {time.process_time() - begin:.0f} CPU s; results in {out}", stream)
     return 0
 
 

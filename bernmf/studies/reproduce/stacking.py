@@ -4,7 +4,7 @@ For each dataset (the paper's split: 70% train, 15% validation, 15% test) and ea
 ``--sets`` seed sets, this study fits
 
 * ``mm``: R seeds at every (rank, alpha, beta) of the modes study's grid (gamma = 1;
-  :data:`bernmf.studies.modes.GRIDS`), each rank in one compiled call; seed set j uses
+  :data:`bernmf.studies.reproduce.modes.GRIDS`), each rank in one compiled call; seed set j uses
   seeds ``j R, ..., j R + R - 1`` (R: :data:`SEEDS`);
 * ``logsvd`` at K in {2, 4, 8, 16} (deterministic: fitted once, a member of every set);
 * ``logpca`` at ``--logpca-ranks`` (none by default; deterministic, like logsvd): on animals
@@ -15,7 +15,7 @@ For each dataset (the paper's split: 70% train, 15% validation, 15% test) and ea
   took 1440 of paleo's 1544 seconds per set);
 
 and stacks them with :func:`bernmf.stack`, which adds the smoothed column-frequency
-baseline. Methods (:mod:`bernmf.studies.study`'s rules; every weight and choice on the
+baseline. Methods (:mod:`bernmf.studies.runner`'s rules; every weight and choice on the
 validation entries only, the test entries score the result):
 
 * ``stacked: setting means``: ``bernmf.stack``'s default (``seeds="mean"``): each MM
@@ -44,9 +44,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bernmf.studies import study
-from bernmf.studies.modes import GRIDS as MODES_GRIDS
-from bernmf.studies.study import Grid, Method, Study
+from bernmf.studies.reproduce.modes import GRIDS as MODES_GRIDS
+from bernmf.studies.runner import registry
+from bernmf.studies.runner.study import Grid, Method, Study
 
 SEEDS = {"animals": 10, "paleo": 4, "lastfm": 4}
 """Seeds per setting and seed set, per dataset."""
@@ -116,7 +116,7 @@ def ranks(text: str) -> list[int]:
 
 
 def main(argv=None) -> int:
-    parser = study.parser(__doc__, "results/stacking")
+    parser = registry.parser(__doc__, "results/stacking")
     parser.add_argument("--sets", type=int, default=5, help="seed sets")
     parser.add_argument("--ranks", type=ranks, help="mm ranks, e.g. 4,8,16 (default: the grid's)")
     parser.add_argument("--seeds-per-set", type=int, help="mm seeds per setting and set (R)")
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
         args.sets = 2
     names = args.datasets or (["animals"] if args.quick else list(SEEDS))
     configurations = [configuration(name, args) for name in names]
-    study.run_into(configurations, args, figure, "stacking.png")
+    registry.run_into(configurations, args, figure, "stacking.png")
     return 0
 
 

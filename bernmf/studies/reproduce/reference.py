@@ -39,7 +39,8 @@ from bernmf.models.spec import Prior
 from bernmf.posterior.accuracy import accuracy, moments, relabel
 from bernmf.posterior.draws import wh_rhat_and_ess
 from bernmf.results.saving import versions
-from bernmf.studies.study import Simulation, load_data, truth_of
+from bernmf.studies.runner.running import load_data, truth_of
+from bernmf.studies.runner.study import Simulation
 
 RHAT_MAX = 1.01
 """A reference's rank R-hat of every WH entry is at most this (Vehtari et al. 2021)."""
@@ -67,7 +68,7 @@ class Case:
         (alpha, beta, gamma), gamma as given (not divided by the rank).
     split : {"random", "paper"}
         The training entries: a random split of ``fractions`` and seed ``split_seed`` (those
-        of :mod:`bernmf.studies.posterior_vs_map`), or the paper's split.
+        of :mod:`bernmf.studies.reproduce.posterior_vs_map`), or the paper's split.
     chains, warmup, samples, thinning : int
         Gibbs chains, burn-in sweeps, kept draws per chain, sweeps per kept draw.
     confirm : int

@@ -11,12 +11,12 @@ validation, 15% test, seed 12345):
 
 NBMF-EM and NBMF-MM use SQUAREM-accelerated MM (``--no-accelerate``: plain sweeps).
 ``--as-published`` runs NBMF-EM and NBMF-MM with the three defects of the published code
-(see :mod:`bernmf.studies.published`): held-out entries as zeros in the H update, W
+(see :mod:`bernmf.studies.reproduce.published`): held-out entries as zeros in the H update, W
 divided by N, and a stop at the first sweep that lowers the objective per observed entry
 by less than 1e-5. ``--quick`` is a smoke run (animals, tiny grid, two restarts).
 
 The protocol is a configuration of the study runner (:func:`configuration`,
-:mod:`bernmf.studies.study`): each method's setting chosen once on the validation entries
+:mod:`bernmf.studies.runner`): each method's setting chosen once on the validation entries
 of its seed-0 fits, then each restart a seed set of one fit of that setting.
 
 Outputs, in ``--out`` (default ``results/paper``) under ``corrected/`` or
@@ -43,8 +43,10 @@ import pandas as pd
 
 from bernmf.data.files.csv_table import write_csv
 from bernmf.inference import available
-from bernmf.studies import published, study
-from bernmf.studies.study import CHOICE, FIT_COLUMNS, Grid, Method, Study, StudyResult, log
+from bernmf.studies.reproduce import published
+from bernmf.studies.runner import registry, running
+from bernmf.studies.runner.running import log
+from bernmf.studies.runner.study import CHOICE, FIT_COLUMNS, Grid, Method, Study, StudyResult
 
 RANKS = (2, 4, 8, 16)
 PRIOR_VALUES = np.linspace(1, 3, 11)
@@ -54,7 +56,7 @@ VALIDATION_SEED = 0
 
 
 def configuration(args, names, ranks, values, restarts) -> Study:
-    """The protocol as a :class:`~bernmf.studies.study.Study`: each method's setting chosen
+    """The protocol as a :class:`~bernmf.studies.runner.study.Study`: each method's setting chosen
     once on validation (seed 0, ``--grid-dtype``), then ``restarts`` test fits of it."""
     options = {"max_iter": args.max_iter, "tol": args.tol, "dtype": args.dtype}
     batching = {}
@@ -229,7 +231,7 @@ def folder(out, as_published: bool) -> Path:
 
 
 def main(argv=None) -> int:
-    parser = study.parser(__doc__, "results/paper")
+    parser = registry.parser(__doc__, "results/paper")
     parser.add_argument("--as-published", action="store_true", help="the published defects")
     parser.add_argument("--restarts", type=int, default=len(TEST_SEEDS))
     parser.add_argument("--max-iter", type=int, default=2000)
@@ -278,7 +280,7 @@ def main(argv=None) -> int:
         f"grids in {args.grid_dtype}, test fits in {args.dtype}; {args.workers} worker(s); "
         f"MM {'plain' if args.accelerate is False or args.as_published else 'accelerated'}"
     )
-    result = study.run(configuration(args, names, ranks, values, restarts))
+    result = running.run(configuration(args, names, ranks, values, restarts))
     fits = paper_fits(result)
     for (name, method), rows in result.table.groupby(["dataset", "method"], sort=False):
         test = rows["test_perplexity"].to_numpy()

@@ -4,7 +4,7 @@ The posterior of this model has many modes, and MM fits from different seeds lan
 different ones. For each dataset (the paper's split: 70% train, 15% validation, 15%
 test) this study fits a pool of MM fits, a number of seeds at every setting of a rank x
 (alpha, beta) grid (gamma = 1; :data:`GRIDS`), each rank in one compiled call, and
-compares, for R members per setting (:mod:`bernmf.studies.study`'s rules):
+compares, for R members per setting (:mod:`bernmf.studies.runner`'s rules):
 
 * ``single``: the member of lowest validation perplexity (at R = 1, the paper protocol);
 * ``best of R``: per setting the member of lowest objective, the setting chosen on
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bernmf.studies import study
-from bernmf.studies.study import Grid, Method, Study
+from bernmf.studies.runner import registry
+from bernmf.studies.runner.study import Grid, Method, Study
 
 ANIMALS_PRIORS = tuple((a, b) for a in (1, 1.5, 2, 2.5, 3) for b in (1, 1.5, 2, 2.5, 3))
 CORNERS = ((1, 1), (1, 3), (3, 1), (3, 3))
@@ -139,7 +139,7 @@ def figure(summary: pd.DataFrame, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    parser = study.parser(__doc__, "results/modes")
+    parser = registry.parser(__doc__, "results/modes")
     parser.add_argument("--restarts", default="1,3,10,30", help="the R compared")
     parser.add_argument("--pool", type=int, help="seeds per setting (default: the grid's)")
     parser.add_argument("--repetitions", type=int, default=5)
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     if args.quick:  # the quick grid on every dataset asked for
         grids, args.restarts, args.repetitions = dict.fromkeys(names, QUICK["animals"]), [1, 3], 2
     configurations = [configuration(name, grids[name], args, args.quick) for name in names]
-    study.run_into(configurations, args, figure, "modes.png")
+    registry.run_into(configurations, args, figure, "modes.png")
     return 0
 
 
