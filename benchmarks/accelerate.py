@@ -63,7 +63,7 @@ def fits_for(Y, split, rank, prior, seed):
         {
             "method": method,
             "iterations": fit.n_iter,
-            "sweeps": fit.extras["sweeps"],
+            "sweeps": fit.record.sweeps,
             "seconds": fit.timings["run"],
             "converged": fit.converged,
             "objective": fit.trace[-1],
@@ -74,7 +74,7 @@ def fits_for(Y, split, rank, prior, seed):
     curves = {
         "plain": (np.arange(plain.n_iter + 1) / plain.n_iter * plain.timings["run"], plain.trace),
         "accelerated": (
-            (1 + 3 * np.arange(fast.n_iter + 1)) / fast.extras["sweeps"] * fast.timings["run"],
+            (1 + 3 * np.arange(fast.n_iter + 1)) / fast.record.sweeps * fast.timings["run"],
             fast.trace,
         ),
     }

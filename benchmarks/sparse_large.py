@@ -68,7 +68,7 @@ def measure(size: int, density: float, rank: int, options: dict) -> dict:
         "run s": fit.timings["run"],
         "iterations": fit.n_iter,
         "float32 iterations": fit.extras.get("float32_iterations", 0),
-        "sweeps": fit.extras["sweeps"],
+        "sweeps": fit.record.sweeps,
         "layout": fit.extras["layout"],
         "block rows": fit.extras["block_rows"],
         "converged": fit.converged,

@@ -109,7 +109,7 @@ def fit(
         is below it; 0 runs exactly ``max_iter`` iterations), ``dtype``
         (``"float64"``, default, or ``"float32"``), ``accelerate`` (default True:
         SQUAREM-accelerated MM, whose iterations are three MM sweeps each, the
-        objective still never increasing; ``extras["sweeps"]`` counts the sweeps;
+        objective still never increasing; ``record.sweeps`` counts the sweeps;
         False: plain MM sweeps),
         ``block_rows`` (default ``"auto"``: over blocks of rows when the (M, N)
         temporaries outgrow the CPU's cache or memory; an int B: blocks of B rows,

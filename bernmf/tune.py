@@ -320,11 +320,11 @@ def grid(
         prior_gamma = np.nan if setting.prior is None else float(setting.prior.gamma[0])
         for m in fitted:
             fit, score = m.fit, m.validation_perplexity
+            sweeps = fit.n_iter if fit.record.sweeps is None else fit.record.sweeps
             rows.append(
                 (
-                    engine.name, rank, alpha, beta, prior_gamma, fit.seed, fit.n_iter,
-                    fit.extras.get("sweeps", fit.n_iter), fit.converged, fit.timings["run"],
-                    score,
+                    engine.name, rank, alpha, beta, prior_gamma, fit.seed, fit.n_iter, sweeps,
+                    fit.converged, fit.timings["run"], score,
                 )
             )  # fmt: skip
             if single:

@@ -44,7 +44,7 @@ def run(name: str, data_dir, gamma: float, budget: float) -> dict:
         cpu = time.process_time() - begin
     finally:
         search.MM_PRIORS = original
-    record = fit.extras["search"]
+    record = fit.record.search
     return {
         "dataset": name,
         "gamma": gamma,

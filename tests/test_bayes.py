@@ -110,7 +110,7 @@ def test_nuts_fit_holds_draws_statistics_and_consistent_summaries(nuts_fit, simu
     lp = log_joint(data.Y, data.mask, fit.draws["W"][c, s], fit.draws["H"][c, s], fit.prior)
     assert fit.sample_stats["lp"][c, s] == pytest.approx(lp, rel=1e-10)
     np.testing.assert_allclose(fit.trace[1:], -fit.sample_stats["lp"].mean(axis=0))
-    np.testing.assert_allclose(fit.trace, -fit.extras["log_joint"].mean(axis=0))  # the start
+    np.testing.assert_allclose(fit.trace, -fit.posterior.log_joint.mean(axis=0))  # the start
     assert fit.n_iter == S and fit.extras["divergences"] == fit.sample_stats["diverging"].sum()
     assert fit.extras["chain_method"] == "sequential"
     # W, H are the means of the aligned draws
@@ -197,7 +197,7 @@ def test_align_components_undoes_a_known_permutation_of_each_chain():
     aligned = bernmf.align_components(_fake_fit(W_switched, H_switched), reference=H[0].mean(0))
     np.testing.assert_array_equal(aligned.draws["W"], W)
     np.testing.assert_array_equal(aligned.draws["H"], H)
-    assert aligned.extras["permutations"].shape == (3, 3)
+    assert aligned.posterior.permutations.shape == (3, 3)
     np.testing.assert_allclose(  # WH unchanged draw by draw
         np.einsum("csmk,cskn->csmn", aligned.draws["W"], aligned.draws["H"]),
         np.einsum("csmk,cskn->csmn", W_switched, H_switched),

@@ -94,6 +94,9 @@ def test_the_chains_of_a_sampler_are_its_members():
     assert [m.seed for m in result.members] == [5, 6]
     np.testing.assert_allclose(result.probs, pooled.probs, rtol=1e-12)
     np.testing.assert_array_equal(result.draws["H"], pooled.draws["H"])
+    # the ensemble's posterior pools every chain's log joint and means, as its draws
+    np.testing.assert_array_equal(result.posterior.log_joint, pooled.posterior.log_joint)
+    np.testing.assert_array_equal(result.posterior.chain_means.H, pooled.posterior.chain_means.H)
     lp = pooled.sample_stats["lp"]
     assert result.mixture.table()["objective"] == pytest.approx(list(-lp[:, -1]))
     # a member is scored over its kept draws, not its last one
@@ -101,7 +104,7 @@ def test_the_chains_of_a_sampler_are_its_members():
     # its objective has the sign of the fit alone (minus the log joint), issue 23
     alone = bernmf.fit(Y, "gibbs", K, mask=TRAIN, seed=6, **options)
     assert result.members[1].objective == pytest.approx(alone.objective)
-    assert pooled.objective == pytest.approx(-pooled.extras["log_joint"][:, -1].mean())
+    assert pooled.objective == pytest.approx(-pooled.posterior.log_joint[:, -1].mean())
     assert pooled.converged is None and result.converged is None
 
 

@@ -189,11 +189,15 @@ def test_gibbs_chain_c_is_the_one_chain_fit_of_seed_plus_c(simulated):
     alone = bernmf.fit(Y, "gibbs", rank=3, mask=mask, seed=4, **options)
     for name in ("W", "H"):
         np.testing.assert_array_equal(pair.draws[name][1], alone.draws[name][0], err_msg=name)
-    for name in ("chain_W", "chain_H", "chain_probs"):  # the Rao-Blackwellized means
-        np.testing.assert_array_equal(pair.extras[name][1], alone.extras[name][0], err_msg=name)
+    for name in ("W", "H", "probs"):  # the Rao-Blackwellized means
+        np.testing.assert_array_equal(
+            getattr(pair.posterior.chain_means, name)[1],
+            getattr(alone.posterior.chain_means, name)[0],
+            err_msg=name,
+        )
     np.testing.assert_allclose(pair.sample_stats["lp"][1], alone.sample_stats["lp"][0])
-    np.testing.assert_allclose(alone.probs, alone.extras["chain_probs"][0])
-    np.testing.assert_allclose(alone.W, alone.extras["chain_W"][0])
+    np.testing.assert_allclose(alone.probs, alone.posterior.chain_means.probs[0])
+    np.testing.assert_allclose(alone.W, alone.posterior.chain_means.W[0])
 
 
 def test_gibbs_draws_with_tiny_priors_and_empty_rows_are_finite(simulated):
@@ -363,14 +367,18 @@ def test_gibbs_result_shapes_and_ranges(simulated):
     assert np.all((fit.draws["H"] > 0) & (fit.draws["H"] < 1))
     assert fit.sample_stats["lp"].shape == (2, 4)
     assert fit.trace.shape == (5 + 8 + 1,) and fit.n_iter == 13
-    assert fit.extras["log_joint"].shape == (2, 14)
-    np.testing.assert_allclose(fit.trace, -fit.extras["log_joint"].mean(axis=0))
-    np.testing.assert_array_equal(fit.sample_stats["lp"], fit.extras["log_joint"][:, 7::2])
+    assert fit.posterior.log_joint.shape == (2, 14)
+    np.testing.assert_allclose(fit.trace, -fit.posterior.log_joint.mean(axis=0))
+    np.testing.assert_array_equal(fit.sample_stats["lp"], fit.posterior.log_joint[:, 7::2])
     # probs, W and H: the Rao-Blackwellized means, not the draws' (tested on fixed counts below)
-    assert fit.extras["chain_probs"].shape == (2, M, N)
-    assert fit.extras["chain_W"].shape == (2, M, 3) and fit.extras["chain_H"].shape == (2, 3, N)
-    np.testing.assert_allclose(fit.probs, fit.extras["chain_probs"].mean(0))
-    np.testing.assert_allclose(fit.H, fit.extras["chain_H"].mean(0))
+    assert fit.posterior.chain_means.probs.shape == (2, M, N)
+    assert fit.posterior.chain_means.W.shape == (2, M, 3) and fit.posterior.chain_means.H.shape == (
+        2,
+        3,
+        N,
+    )
+    np.testing.assert_allclose(fit.probs, fit.posterior.chain_means.probs.mean(0))
+    np.testing.assert_allclose(fit.H, fit.posterior.chain_means.H.mean(0))
     np.testing.assert_allclose(fit.W.sum(1), 1)
     assert not np.allclose(fit.W, fit.draws["W"].mean((0, 1)))
     np.testing.assert_allclose(fit.prior.gamma, 1 / 3)  # the default prior: gamma = 1/K

@@ -225,3 +225,59 @@ def test_no_module_of_the_package_imports_an_old_path():
             else:
                 continue
             assert not named & MOVED.keys(), f"{name} imports {sorted(named & MOVED.keys())}"
+
+
+def extras_keys(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The string keys of a fit's ``extras`` that a module's code reads, and those it
+    writes (in an ``extras=`` dict, an ``extras = {...}``, ``extras[key] = ...`` or
+    ``extras.update({...})``)."""
+
+    def is_extras(node) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "extras") or (
+            isinstance(node, ast.Name) and node.id == "extras"
+        )
+
+    def dict_keys(node) -> set[str]:
+        if not isinstance(node, ast.Dict):
+            return set()
+        return {k.value for k in node.keys if isinstance(k, ast.Constant)}
+
+    reads, writes = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and is_extras(node.value):
+            if isinstance(node.slice, ast.Constant):
+                (writes if isinstance(node.ctx, ast.Store) else reads).add(node.slice.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if is_extras(node.func.value) and node.func.attr == "get" and node.args:
+                if isinstance(node.args[0], ast.Constant):
+                    reads.add(node.args[0].value)
+            if is_extras(node.func.value) and node.func.attr == "update" and node.args:
+                writes |= dict_keys(node.args[0])
+        elif isinstance(node, ast.Compare) and any(is_extras(c) for c in node.comparators):
+            if isinstance(node.left, ast.Constant):
+                reads.add(node.left.value)
+        elif isinstance(node, ast.keyword) and node.arg == "extras":
+            writes |= dict_keys(node.value)
+        elif isinstance(node, ast.Assign) and any(is_extras(t) for t in node.targets):
+            writes |= dict_keys(node.value)
+    return reads, writes
+
+
+def test_no_module_reads_the_extras_another_writes():
+    # extras are an engine's own: what other modules read is a typed field of Fit
+    foreign = {}
+    for name, path in MODULES.items():
+        reads, writes = extras_keys(ast.parse(path.read_text()))
+        if reads - writes:
+            foreign[name] = sorted(reads - writes)
+    assert not foreign, f"extras read where they are not written: {foreign}"
+
+
+def test_the_extras_checker_sees_reads_and_writes():
+    # the test above cannot pass by reading nothing
+    source = """
+fit.extras["a"]; fit.extras.get("b"); "c" in fit.extras
+Fit(extras={"d": 1}); extras = {"e": 2}; extras["f"] = 3; extras.update({"g": 4})
+"""
+    reads, writes = extras_keys(ast.parse(source))
+    assert reads == {"a", "b", "c"} and writes == {"d", "e", "f", "g"}

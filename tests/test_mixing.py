@@ -378,12 +378,12 @@ def test_chains_of_one_start_begin_at_one_point_and_sample_with_their_own_keys(e
     Y, _, _ = bernmf.simulate(4, 12, 8, 2)
     options = {"num_warmup": 10, "num_samples": 6, "progress": False}
     fit = bernmf.fit(Y, engine, 2, seed=3, num_chains=4, chains_per_start=2, **options)
-    start = fit.extras["log_joint"][:, 0]
+    start = fit.posterior.log_joint[:, 0]
     assert start[0] == start[1] != start[2] == start[3]
-    assert fit.extras["chains_per_start"] == 2
+    assert fit.posterior.chains_per_start == 2
     assert not np.allclose(fit.draws["H"][0], fit.draws["H"][1])
     if engine == "nuts":
         pair = bernmf.fit(Y, engine, 2, seed=3, num_chains=2, **options)
         one = bernmf.fit(Y, engine, 2, seed=4, num_chains=1, **options)
         np.testing.assert_array_equal(pair.draws["H"][1], one.draws["H"][0])
-        assert pair.extras["chains_per_start"] == 1
+        assert pair.posterior.chains_per_start == 1

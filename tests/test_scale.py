@@ -108,7 +108,7 @@ def test_accelerated_blocked_sweeps_equal_the_unblocked_ones():
     options["dtype"] = "float64"  # sums in another order: equal to float64's rounding
     reference = fit_quietly(Y, "mm", 3, tol=0, block_rows=None, **options)
     blocked = fit_quietly(Y, "mm", 3, tol=0, block_rows=10, **options)  # padded to 60 rows
-    assert blocked.extras["sweeps"] == reference.extras["sweeps"] == 61
+    assert blocked.record.sweeps == reference.record.sweeps == 61
     assert_same_fit(blocked, reference)
 
 

@@ -34,7 +34,7 @@ def small(monkeypatch):
 def test_a_fit_without_a_rank_is_a_refit_stack_of_the_searched_engines(small):
     Y, observed, split = small
     result = search(observed, budget=600, progress=False)
-    record = result.extras["search"]
+    record = result.record.search
     table = members_table(result)
     assert result.engine == "stack" and result.mixture.stacking.refit
     assert set(table["engine"]) == {"mm", "logsvd", "baseline"}
@@ -74,7 +74,7 @@ def test_a_given_validation_is_what_the_stack_is_weighed_on(small):
     Y, observed, _ = small
     validation = np.isfinite(observed) & (np.random.default_rng(3).random(Y.shape) < 0.2)
     result = search(observed, ["logsvd"], validation=validation, budget=600, progress=False)
-    assert result.extras["search"]["held_out_entries"] == validation.sum()
+    assert result.record.search["held_out_entries"] == validation.sum()
     assert set(members_table(result)["engine"]) == {"logsvd", "baseline"}
 
 
@@ -83,7 +83,7 @@ def test_steps_over_the_budget_are_left_out_and_said_so(small, monkeypatch, caps
     # every estimate after an engine's probe is a day: only the probes run
     monkeypatch.setattr(Budget, "estimate", lambda *args, **kwargs: 86400.0)
     result = search(observed, budget=600)
-    record = result.extras["search"]
+    record = result.record.search
     assert {(f["engine"], f["rank"]) for f in record["fitted"]} == {("mm", 2), ("logsvd", 2)}
     assert {(o["engine"], o["rank"]) for o in record["left_out"]} == {("mm", 4), ("logsvd", 4)}
     err = capsys.readouterr().err

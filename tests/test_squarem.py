@@ -175,7 +175,7 @@ def test_accelerated_objective_never_increases(case, dtype):
             Y, "mm", K, mask=O, prior=prior, seed=seed % 1000, max_iter=30, tol=0, dtype=dtype
         )
     trace, mixed = result.trace, dtype == "auto"
-    assert result.extras["accelerate"] and result.extras["sweeps"] == 1 + mixed + 3 * 30
+    assert result.extras["accelerate"] and result.record.sweeps == 1 + mixed + 3 * 30
     assert np.all(np.isfinite(trace))
     rises = np.diff(trace) / np.maximum(1.0, np.abs(trace[:-1]))
     if mixed:
@@ -224,7 +224,7 @@ def test_auto_precision_polishes_float32_iterations_to_a_float64_fits_objective(
     double = bernmf.fit(Y, "mm", 4, **options)
     switch = auto.extras["float32_iterations"]
     assert 0 < switch < auto.n_iter and auto.converged and auto.W.dtype == np.float64
-    assert auto.extras["sweeps"] == 2 + 3 * auto.n_iter
+    assert auto.record.sweeps == 2 + 3 * auto.n_iter
     polished = auto.trace[switch:]  # computed in float64: never increases, stops at tol
     assert np.all(np.diff(polished) <= 1e-12 * np.abs(polished[:-1]))
     assert abs(polished[-2] - polished[-1]) / abs(polished[-2]) < 1e-7
@@ -247,7 +247,7 @@ def test_a_single_fit_from_its_start_and_a_batch_accelerate_alike():
     options = {"mask": O, "prior": prior, "max_iter": 200, "tol": 1e-8}
     single = bernmf.fit(Y, "mm", 3, init=tuple(map(np.asarray, start)), **options)
     batch = mm.run_many(as_observed(Y, O), 3, [prior], [4], max_iter=200, tol=1e-8)
-    assert batch.n_iter[0] == single.n_iter and batch.sweeps[0] == single.extras["sweeps"]
+    assert batch.n_iter[0] == single.n_iter and batch.sweeps[0] == single.record.sweeps
     np.testing.assert_allclose(batch.traces[0, : single.n_iter + 1], single.trace, rtol=1e-10)
     np.testing.assert_allclose(batch.W[0], single.W, atol=1e-9)
 
@@ -257,9 +257,9 @@ def test_em_accelerates_too():
     em = bernmf.fit(Y, "em", 3, mask=O, seed=1, max_iter=40, tol=0)
     mm_flat = bernmf.fit(Y, "mm", 3, mask=O, prior=bernmf.Prior.flat(), seed=1, max_iter=40, tol=0)
     np.testing.assert_array_equal(em.trace, mm_flat.trace)
-    assert em.extras["sweeps"] == 1 + 3 * 40
+    assert em.record.sweeps == 1 + 3 * 40
     plain = bernmf.fit(Y, "em", 3, mask=O, seed=1, max_iter=40, tol=0, accelerate=False)
-    assert plain.extras["accelerate"] is False and plain.extras["sweeps"] == 40
+    assert plain.extras["accelerate"] is False and plain.record.sweeps == 40
     with pytest.raises(TypeError, match="accelerate must be True or False"):
         bernmf.fit(Y, "mm", 3, mask=O, accelerate="yes")
 

@@ -265,7 +265,7 @@ def _check_search_flags(args) -> None:
 
 def _write_fit(args, out: Path, target, Y, result, options: dict, validation) -> int:
     """Write a fit's (or a search's stack's) files into ``out`` and say what they hold."""
-    searched = "search" in result.extras
+    searched = result.record.search is not None
     members = stack_members(result) if searched else members_table(result)
     summary = {
         "engine": result.engine,
@@ -285,7 +285,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
         "run": result.record.plan,
     }
     if searched:
-        summary["search"] = result.extras["search"]
+        summary["search"] = result.record.search
         summary["stack"] = {"members": int((members["weight"] > 0).sum())}
         summary["held_out"] = held_out_scores(result)
         shown = result.mixture.chosen

@@ -27,7 +27,7 @@ from bernmf.inference import Engine
 from bernmf.posterior.lpd import entries_lpd
 from bernmf.posterior.modes import count_modes
 from bernmf.posterior.stacking_weights import chain_stacking, stacking_weights
-from bernmf.results.fit import Fit, Mixture, Posterior
+from bernmf.results.fit import ChainMeans, Fit, Mixture, Posterior
 
 COMBINES = ("best", "mean", "stack")
 """The ways :func:`bernmf.fit` combines the members of an ensemble."""
@@ -109,6 +109,23 @@ def _pooled(members: Sequence[Fit], field: str) -> dict:
     """The members' draws or sample statistics, concatenated along the chain axis."""
     keys = getattr(members[0], field).keys()
     return {k: np.concatenate([np.asarray(getattr(m, field)[k]) for m in members]) for k in keys}
+
+
+def _pooled_posterior(members: Sequence[Fit], draws: dict) -> Posterior:
+    """The members' posteriors as one: draws, sample statistics, log joints and chain means
+    concatenated along the chain axis (those every member has), the chosen start groups."""
+    parts = [m.posterior for m in members]
+    log_joints = [p.log_joint for p in parts]
+    means = [p.chain_means for p in parts]
+    return Posterior(
+        draws,
+        _pooled(members, "sample_stats"),
+        log_joint=None if any(x is None for x in log_joints) else np.concatenate(log_joints),
+        chains_per_start=parts[0].chains_per_start,
+        chain_means=None
+        if any(x is None for x in means)
+        else ChainMeans(*(np.concatenate(x) for x in zip(*means, strict=True))),
+    )
 
 
 def combine_members(
@@ -194,8 +211,6 @@ def combine_members(
         if any(m.converged is None for m in members)
         else all(m.converged for m in members),
         record=dataclasses.replace(chosen.record, timings=timings),
-        posterior=Posterior(draws, _pooled(members, "sample_stats"))
-        if pooled
-        else chosen.posterior,
+        posterior=_pooled_posterior(members, draws) if pooled else chosen.posterior,
         mixture=mixture,
     )

@@ -133,7 +133,7 @@ def search(
     Returns
     -------
     Fit
-        A :func:`bernmf.stack` (``refit=True``) whose ``extras["search"]`` records the
+        A :func:`bernmf.stack` (``refit=True``) whose ``record.search`` records the
         budget, the seconds taken, the held-out entries, the steps fitted
         (``"fitted"``: engine, rank, fits, seconds, best validation perplexity) and
         those left out (``"left_out"``, each with its reason).
@@ -201,7 +201,7 @@ def search(
         "fitted": [{**s, "round": rounds.get(s["grid"], 0)} for s in swept.steps],
         "left_out": left_out,
     }
-    result = dataclasses.replace(result, extras={**result.extras, "search": record})
+    result = dataclasses.replace(result, record=dataclasses.replace(result.record, search=record))
     for line in summary(result):
         say(progress, line, stream)
     return result
@@ -230,7 +230,7 @@ def held_out_scores(result: Fit) -> dict:
     scores = np.asarray(mixture.validation_perplexity)
     best = int(np.argmin(scores))
     return {
-        "entries": result.extras["search"]["held_out_entries"],
+        "entries": result.record.search["held_out_entries"],
         "stack": mixture.stacking.validation_perplexity,
         "best_member": {
             "engine": mixture.members[best].engine,
@@ -243,7 +243,7 @@ def held_out_scores(result: Fit) -> dict:
 def summary(result: Fit) -> list[str]:
     """What a :func:`search` chose, in a few lines: the weight of each engine and rank, what
     was left out and the time taken."""
-    record = result.extras["search"]
+    record = result.record.search
     table = members_table(result)
     table = table[table["weight"] > 0]
     lines = [

@@ -17,11 +17,7 @@ import numpy as np
 from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
 from bernmf.posterior.draws import component_permutations, mean_probability, permute_draws
-from bernmf.results.fit import Fit, Posterior
-
-CHAIN_MEANS = ("chain_W", "chain_H", "chain_probs")
-"""The extras of a sampler's fit that hold each chain's posterior means of W (C, M, K), H
-(C, K, N) and W @ H (C, M, N), when it has better ones than its draws' means."""
+from bernmf.results.fit import ChainMeans, Fit
 
 
 def split_chains(fit: Fit) -> list[Fit]:
@@ -29,35 +25,35 @@ def split_chains(fit: Fit) -> list[Fit]:
 
     Member c keeps the draws and sample statistics of chain c (leading dims (1, S)),
     the posterior means of its W, H and ``W @ H`` as ``W``, ``H`` and ``probs`` (those the
-    engine gives in the extras :data:`CHAIN_MEANS`: gibbs's Rao-Blackwellized means; else
-    the means over its draws, W and H aligned), and as ``trace`` minus its log joint
-    (``extras["log_joint"][c]``, shape (n_iter + 1,)): the trace of the one-chain fit
-    of its seed, of the same kind and direction as the whole fit's (the chains' mean).
-    Its seed is ``fit.seed + c`` (chain c of the engines that use :func:`by_chain` is
-    the one-chain fit of that seed), its timings a 1/C share.
+    engine gives, :attr:`~bernmf.results.fit.Posterior.chain_means`: gibbs's
+    Rao-Blackwellized means; else the means over its draws, W and H aligned), and as
+    ``trace`` minus its log joint (``posterior.log_joint[c]``, shape (n_iter + 1,)): the
+    trace of the one-chain fit of its seed, of the same kind and direction as the whole
+    fit's (the chains' mean). Its seed is ``fit.seed + c`` (chain c of the engines that use
+    :func:`by_chain` is the one-chain fit of that seed), its timings a 1/C share.
 
     Parameters
     ----------
     fit : Fit
         With draws ``{"W": (C, S, M, K), "H": (C, S, K, N)}``, ``sample_stats``
-        each (C, S), ``extras["log_joint"]`` of shape (C, n_iter + 1) and optionally
-        the chains' means (:data:`CHAIN_MEANS`).
+        each (C, S), ``posterior.log_joint`` of shape (C, n_iter + 1) and optionally
+        the chains' means.
 
     Returns
     -------
     list of Fit, length C
     """
-    W_draws, H_draws = (np.asarray(fit.draws[k]) for k in ("W", "H"))
-    log_joint = np.asarray(fit.extras["log_joint"], float)
-    given = set(CHAIN_MEANS) <= set(fit.extras)
+    posterior = fit.posterior
+    W_draws, H_draws = fit.posterior_draws()
+    log_joint = np.asarray(posterior.log_joint, float)
+    means = posterior.chain_means
     C = W_draws.shape[0]
     members = []
     for c in range(C):
         W_c, H_c = W_draws[c : c + 1], H_draws[c : c + 1]
-        extras = {**fit.extras, "log_joint": log_joint[c : c + 1], "chain": c}
-        if given:
-            extras.update({k: np.asarray(fit.extras[k])[c : c + 1] for k in CHAIN_MEANS})
-            W, H, probs = (extras[k][0] for k in CHAIN_MEANS)
+        chain_means = None if means is None else ChainMeans(*(x[c : c + 1] for x in means))
+        if chain_means is not None:
+            W, H, probs = (x[0] for x in chain_means)
         else:
             W, H = (
                 x.mean(axis=(0, 1)) for x in permute_draws(W_c, H_c, component_permutations(H_c))
@@ -75,11 +71,14 @@ def split_chains(fit: Fit) -> list[Fit]:
                     seed=fit.seed + c,
                     timings={k: v / C for k, v in fit.timings.items()},
                 ),
-                posterior=Posterior(
-                    {**fit.draws, "W": W_c, "H": H_c},
-                    {k: np.asarray(v)[c : c + 1] for k, v in fit.sample_stats.items()},
+                posterior=dataclasses.replace(
+                    posterior,
+                    draws={**fit.draws, "W": W_c, "H": H_c},
+                    sample_stats={k: np.asarray(v)[c : c + 1] for k, v in fit.sample_stats.items()},
+                    log_joint=log_joint[c : c + 1],
+                    chain_means=chain_means,
+                    permutations=None,
                 ),
-                extras=extras,
             )
         )
     return members

@@ -52,11 +52,11 @@ from bernmf.inference._augmented import (
     posterior_means,
 )
 from bernmf.inference._compile import compiled
-from bernmf.inference.chains import CHAIN_MEANS, by_chain
+from bernmf.inference.chains import by_chain
 from bernmf.inference.registry import Engine, register
 from bernmf.models.spec import Prior
 from bernmf.posterior.draws import mean_probability
-from bernmf.results.fit import Fit, Posterior, Record
+from bernmf.results.fit import ChainMeans, Fit, Posterior, Record
 
 COUNT_DTYPE = jnp.float32
 
@@ -309,16 +309,16 @@ def run(
         their full conditionals given each kept sweep's Z (posterior draws); ``W``,
         ``H`` are the means over all kept sweeps of E[W | Z] and E[H | Z], ``probs``
         that of E[W | Z] E[H | Z] (Rao-Blackwellized: the posterior means with less
-        Monte Carlo error than the draws' means); ``extras["chain_W"]`` (C, M, K),
-        ``["chain_H"]`` (C, K, N) and ``["chain_probs"]`` (C, M, N) those of each
-        chain (its member's: :func:`bernmf.inference.chains.split_chains`).
-        ``trace`` (n_iter + 1,)
+        Monte Carlo error than the draws' means); ``posterior.chain_means`` (W (C, M, K), H
+        (C, K, N) and probs (C, M, N)) those of each chain (its member's:
+        :func:`bernmf.inference.chains.split_chains`). ``trace`` (n_iter + 1,)
         is minus the collapsed log joint log p(Y_observed, Z), averaged over the
         chains, from the initial Z to each sweep (falling as the chains improve, like
-        the MAP engines' objectives); ``extras["log_joint"]`` has every chain's log
+        the MAP engines' objectives); ``posterior.log_joint`` has every chain's log
         joint, shape (C, n_iter + 1), and ``sample_stats["lp"]`` (C, S) that at the
         kept draws. ``converged`` is None: a sampler has no stopping rule (diagnose
-        it with :func:`bernmf.diagnostics`). ``extras["chains_per_start"]`` is the option's.
+        it with :func:`bernmf.diagnostics`). ``posterior.chains_per_start`` is the
+        option's.
     """
     if init is not None:
         raise ValueError("engine 'gibbs' takes no init (Z starts uniformly at random)")
@@ -387,12 +387,13 @@ def run(
         trace=-log_joint.mean(axis=0),  # (n_sweeps + 1,)
         converged=None,
         record=Record(seed, {"compile": compile_seconds, "run": run_seconds}),
-        extras={
-            "log_joint": log_joint,
-            "chains_per_start": chains_per_start,
-            **dict(zip(CHAIN_MEANS, (chain_W, chain_H, chain_probs), strict=True)),
-        },
-        posterior=Posterior({"W": W_draws, "H": H_draws}, {"lp": log_joint[:, kept_at]}),
+        posterior=Posterior(
+            {"W": W_draws, "H": H_draws},
+            {"lp": log_joint[:, kept_at]},
+            log_joint=log_joint,
+            chains_per_start=chains_per_start,
+            chain_means=ChainMeans(chain_W, chain_H, chain_probs),
+        ),
     )
 
 

@@ -30,7 +30,7 @@ targets the given prior. ``"prior"`` starts each chain at a draw from the prior
 ``trace`` is the chain-mean of minus the unnormalized log-joint (the ``mm``
 objective) at the chains' start and at each kept draw, so it is on the scale of
 ``mm``'s trace; ``sample_stats["lp"]`` holds the log-joint per chain and draw, and
-``extras["log_joint"]`` per chain from the start. Chain c samples with the key of
+``posterior.log_joint`` per chain from the start. Chain c samples with the key of
 seed ``seed + c`` (and starts at the MM fit of that seed), so it is the one-chain
 fit of that seed.
 
@@ -42,7 +42,7 @@ draw of seed ``seed + k * (c // k)``); each chain still samples with the key of 
 the superchains of nested R-hat (Margossian et al. 2024,
 :func:`bernmf.posterior.mixing.mode_rhat`): chains of one start that disagree have not
 forgotten it, chains of different starts that disagree may sit in different modes.
-``extras["chains_per_start"]`` says how many chains shared each start (all of them
+``posterior.chains_per_start`` says how many chains shared each start (all of them
 with a user ``init``).
 """
 
@@ -429,10 +429,13 @@ dense_mass
             "chain_method": chain_method,
             "divergences": divergences,
             "start": start,
-            "chains_per_start": num_chains if init is not None else chains_per_start,
-            "log_joint": log_joint,
         },
-        posterior=Posterior({"W": W_draws, "H": H_draws}, sample_stats),
+        posterior=Posterior(
+            {"W": W_draws, "H": H_draws},
+            sample_stats,
+            log_joint=log_joint,
+            chains_per_start=num_chains if init is not None else chains_per_start,
+        ),
     )
 
 

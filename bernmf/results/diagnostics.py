@@ -36,7 +36,7 @@ def align_components(fit: Fit, reference=None) -> Fit:
     Fit
         A copy with the draws permuted chain by chain (W's columns and H's rows
         together, so every draw of ``W @ H`` is unchanged) and
-        ``extras["permutations"]`` of shape (C, K). Other fields are unchanged.
+        ``posterior.permutations`` of shape (C, K). Other fields are unchanged.
     """
     W_draws, H_draws = fit.posterior_draws()
     permutations = component_permutations(H_draws, reference)
@@ -44,9 +44,10 @@ def align_components(fit: Fit, reference=None) -> Fit:
     return dataclasses.replace(
         fit,
         posterior=dataclasses.replace(
-            fit.posterior, draws={**fit.draws, "W": W_aligned, "H": H_aligned}
+            fit.posterior,
+            draws={**fit.draws, "W": W_aligned, "H": H_aligned},
+            permutations=permutations,
         ),
-        extras={**fit.extras, "permutations": permutations},
     )
 
 

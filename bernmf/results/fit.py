@@ -46,6 +46,14 @@ class Record:
         the ArviZ export, for saving and for :func:`bernmf.stack`'s checks.
     row_labels, col_labels : pandas.Index or None
         Labels of a DataFrame input (M and N of them); see :attr:`Fit.frames`.
+    sweeps : int or None
+        Passes over the data the engine made (``mm``: its sweeps, SQUAREM's evaluations
+        counted, which :attr:`Fit.n_iter` does not); None when it counts none.
+    search : mapping or None
+        Of a fit that :func:`bernmf.fitting.search.search` made (``bernmf.fit(Y)`` without
+        a rank), its account as plain JSON values: ``budget``, ``seconds``,
+        ``stack_seconds``, ``held_out_entries``, the steps ``fitted`` and ``left_out``;
+        else None.
     """
 
     seed: int
@@ -54,6 +62,8 @@ class Record:
     observed: Observed | None = field(default=None, repr=False)
     row_labels: pd.Index | None = None
     col_labels: pd.Index | None = None
+    sweeps: int | None = None
+    search: Mapping[str, Any] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,10 +78,41 @@ class Posterior:
     sample_stats : mapping
         Each of shape (C, S): for example ``"lp"``, ``"diverging"``, ``"energy"``,
         ``"step_size"``, ``"tree_depth"``; empty when the engine has none.
+    log_joint : ndarray of shape (C, n_iter + 1) or None
+        A sampler's log joint of each chain from its start (its trace is minus their
+        mean), for splitting the chains into members; None when the engine keeps none.
+    chains_per_start : int
+        How many consecutive chains share a start (the superchains of nested R-hat).
+    chain_means : ChainMeans or None
+        Each chain's posterior means, when the engine has better ones than its draws'
+        means (gibbs's Rao-Blackwellized means).
+    permutations : ndarray of shape (C, K) or None
+        The permutation of each chain's components that :func:`bernmf.align_components`
+        applied to the draws; None for draws not aligned.
     """
 
     draws: Mapping[str, np.ndarray]
     sample_stats: Mapping[str, np.ndarray] = field(default_factory=dict)
+    log_joint: np.ndarray | None = field(default=None, repr=False)
+    chains_per_start: int = 1
+    chain_means: ChainMeans | None = field(default=None, repr=False)
+    permutations: np.ndarray | None = field(default=None, repr=False)
+
+
+class ChainMeans(NamedTuple):
+    """Each chain's posterior means (:attr:`Posterior.chain_means`).
+
+    Attributes
+    ----------
+    W : ndarray of shape (C, M, K)
+    H : ndarray of shape (C, K, N)
+    probs : ndarray of shape (C, M, N)
+        Of W @ H.
+    """
+
+    W: np.ndarray
+    H: np.ndarray
+    probs: np.ndarray
 
 
 class Stacking(NamedTuple):
@@ -234,8 +275,9 @@ class Fit:
         :func:`bernmf.fit` (``record.plan``), the data (:attr:`observed`) and its
         labels (:attr:`row_labels`, :attr:`col_labels`).
     extras : mapping
-        What only its engine gives (``extras["sweeps"]`` of mm, ``"log_joint"``
-        of the samplers, ...).
+        What only its engine gives and only its engine reads (svi's ``"guide"``, vb's
+        ``"q_W_dirichlet"``, ...); what other modules read is a typed field of the
+        :attr:`record` or the :attr:`posterior`.
     stored_probs : ndarray of shape (M, N) or None
         P(Y=1) as the engine computed it (the posterior mean of W @ H, the logistic
         engines' sigmoid), or None when it follows from W and H (``clip(W @ H, 0,

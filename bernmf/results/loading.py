@@ -35,8 +35,16 @@ from bernmf.results.checks import (
     number_list,
     optional_field,
 )
-from bernmf.results.fit import Fit, Mixture, Posterior, Record, Stacking
-from bernmf.results.saving import FORMAT, FORMAT_VERSION, METADATA, check_depth, save, versions
+from bernmf.results.fit import ChainMeans, Fit, Mixture, Posterior, Record, Stacking
+from bernmf.results.saving import (
+    FORMAT,
+    FORMAT_VERSION,
+    METADATA,
+    TYPED_EXTRAS,
+    check_depth,
+    save,
+    versions,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -349,6 +357,61 @@ def _members_one_by_one(records: list, arrays, fit: Fit) -> tuple[Fit, ...]:
     return tuple(members)
 
 
+def _typed_array(found: dict, key: str, shape: tuple, kinds: str) -> np.ndarray:
+    """The extra ``key`` as an array of ``shape`` (None: any size there) and dtype kind."""
+    value = np.asarray(found[key])
+    expected = tuple(m if n is None else n for n, m in zip(shape, value.shape, strict=False))
+    if value.shape != expected or value.ndim != len(shape) or value.dtype.kind not in kinds:
+        raise ValueError(f"extras {key!r} has shape {value.shape} and dtype {value.dtype}, "
+                         f"expected shape {shape}")  # fmt: skip
+    if value.dtype.kind == "f" and not np.isfinite(value).all():
+        raise ValueError(f"extras {key!r} has values that are not finite")
+    return value
+
+
+def _typed(extras: dict, draws: dict, K: int, n_iter: int) -> tuple[dict, dict]:
+    """``record.sweeps`` and ``record.search``, and the posterior's typed fields, taken out
+    of the file's extras (:data:`~bernmf.results.saving.TYPED_EXTRAS`, where files keep
+    them), each checked."""
+    found = {key: extras.pop(key) for key in TYPED_EXTRAS if key in extras}
+    record = {"sweeps": found.pop("sweeps", None), "search": found.pop("search", None)}
+    if record["sweeps"] is not None and (type(record["sweeps"]) is not int or record["sweeps"] < 0):
+        raise ValueError(f"extras 'sweeps' should be an integer >= 0, got {record['sweeps']!r:.40}")
+    if record["search"] is not None and not isinstance(record["search"], dict):
+        raise ValueError(
+            f"extras 'search' should be a mapping, got {type(record['search']).__name__}"
+        )
+    if found and "W" not in draws:
+        raise ValueError(f"extras {sorted(found)} are a posterior's: the file has no draws")
+    C, _, M, _ = np.shape(draws["W"]) if found else (0, 0, 0, 0)
+    N = np.shape(draws["H"])[-1] if found else 0
+    posterior: dict = {}
+    if "log_joint" in found:  # of one chain in an ensemble of chains saved before 2026-11-29
+        posterior["log_joint"] = _typed_array(found, "log_joint", (None, n_iter + 1), "f")
+    if "chains_per_start" in found:
+        per_start = found["chains_per_start"]
+        if type(per_start) is not int or per_start < 1:
+            raise ValueError(f"extras 'chains_per_start' should be an integer >= 1, got "
+                             f"{per_start!r:.40}")  # fmt: skip
+        posterior["chains_per_start"] = per_start
+    means = [key for key in ("chain_W", "chain_H", "chain_probs") if key in found]
+    if means:
+        shapes = {"chain_W": (C, M, K), "chain_H": (C, K, N), "chain_probs": (C, M, N)}
+        if len(means) < 3:
+            raise ValueError(
+                f"extras {means}: a chain's means are chain_W, chain_H and chain_probs"
+            )
+        posterior["chain_means"] = ChainMeans(
+            *(_typed_array(found, key, shape, "f") for key, shape in shapes.items())
+        )
+    if "permutations" in found:
+        permutations = _typed_array(found, "permutations", (C, K), "iu")
+        if not (np.sort(permutations, axis=1) == np.arange(K)).all():
+            raise ValueError("extras 'permutations' should hold a permutation of 0..K-1 a chain")
+        posterior["permutations"] = permutations
+    return record, posterior
+
+
 def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
     """The Fit the metadata and arrays describe, every type and shape checked."""
     shape = field(info, "shape", list)
@@ -368,6 +431,8 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
     plan = extras.pop("run", None)
     if plan is not None and not isinstance(plan, dict):
         raise ValueError(f"extras 'run' should be a mapping, got {type(plan).__name__}")
+    trace = _trace(arrays, "trace", info)
+    typed_record, typed = _typed(extras, draws, K, trace.size - 1)
     record = Record(
         field(info, "seed", int),
         _timings(info),
@@ -375,6 +440,7 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         _observed(info.get("observed"), arrays, (M, N)),
         _labels(info.get("row_labels"), M, "rows"),
         _labels(info.get("col_labels"), N, "columns"),
+        **typed_record,
     )
     fit = Fit(
         engine=field(info, "engine", str),
@@ -383,11 +449,11 @@ def _fit(info: dict, arrays: dict[str, np.ndarray]) -> Fit:
         W=checked_array(arrays, "W", (M, K)),
         H=checked_array(arrays, "H", (K, N)),
         stored_probs=checked_array(arrays, "probs", (M, N)) if "probs" in arrays else None,
-        trace=_trace(arrays, "trace", info),
+        trace=trace,
         converged=optional_field(info, "converged", bool),
         record=record,
         extras=extras,
-        posterior=Posterior(draws, sample_stats) if draws or sample_stats else None,
+        posterior=Posterior(draws, sample_stats, **typed) if draws or sample_stats else None,
     )
     if info.get("members"):
         fit = dataclasses.replace(fit, mixture=_mixture(info, arrays, fit, parts))

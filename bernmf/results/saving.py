@@ -240,6 +240,14 @@ def save(fit, path, *, overwrite: bool = False, metadata: Mapping | None = None)
 PARTS = ("restarts", "stack", "run")
 """The keys of the extras under which a file keeps a fit's mixture and request."""
 
+TYPED_EXTRAS = (
+    "sweeps", "search", "log_joint", "chains_per_start", "chain_W", "chain_H", "chain_probs",
+    "permutations",
+)  # fmt: skip
+"""The keys of the extras under which a file keeps ``record.sweeps``, ``record.search`` and
+the posterior's typed fields (the extras they were before they were typed: files of before
+load)."""
+
 
 def parts_as_extras(fit) -> dict:
     """A fit's :class:`~bernmf.results.fit.Mixture` and ``record.plan`` as the extras of the
@@ -286,13 +294,38 @@ def parts_as_extras(fit) -> dict:
         parts["restarts"] = record
     if fit.record.plan is not None:
         parts["run"] = dict(fit.record.plan)
-    taken = sorted(set(parts) & set(fit.extras))
+    parts |= _typed_as_extras(fit)
+    taken = sorted(set(PARTS + TYPED_EXTRAS) & set(fit.extras))
     if taken:
         raise ValueError(
-            f"cannot save extras {taken}: the file keeps the fit's mixture and request "
-            "(fit.mixture, fit.record.plan) under these keys"
+            f"cannot save extras {taken}: the file keeps the fit's mixture, request, "
+            "sweeps and posterior fields under these keys"
         )
     return parts
+
+
+def _typed_as_extras(fit) -> dict:
+    """``record.sweeps``, ``record.search`` and the posterior's typed fields as the extras of
+    the saved format
+    (:data:`TYPED_EXTRAS`), those that are set."""
+    typed: dict[str, Any] = {}
+    if fit.record.sweeps is not None:
+        typed["sweeps"] = int(fit.record.sweeps)
+    if fit.record.search is not None:
+        typed["search"] = dict(fit.record.search)
+    posterior = fit.posterior
+    if posterior is None:
+        return typed
+    if posterior.log_joint is not None:
+        typed["log_joint"] = np.asarray(posterior.log_joint)
+    if posterior.chains_per_start != 1:
+        typed["chains_per_start"] = int(posterior.chains_per_start)
+    if posterior.chain_means is not None:
+        W, H, probs = map(np.asarray, posterior.chain_means)
+        typed |= {"chain_W": W, "chain_H": H, "chain_probs": probs}
+    if posterior.permutations is not None:
+        typed["permutations"] = np.asarray(posterior.permutations)
+    return typed
 
 
 def _uniform_members(fit) -> bool:

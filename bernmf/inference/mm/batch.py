@@ -81,7 +81,7 @@ class Batch:
     def fit(self, index: int, prior: Prior, seed: int, *, timings=None, extras=None) -> Fit:
         """Fit ``index`` as the :class:`Fit` that ``bernmf.fit(..., engine="mm")`` returns."""
         n_iter = int(self.n_iter[index])
-        extras = {**self.extras, "sweeps": int(self.sweeps[index]), **(extras or {})}
+        extras = {**self.extras, **(extras or {})}
         if self.rough is not None:
             extras["float32_iterations"] = int(self.rough[index])
         return Fit(
@@ -93,7 +93,9 @@ class Batch:
             trace=self.traces[index, : n_iter + 1],
             converged=bool(self.converged[index]),
             record=Record(
-                seed, timings or {"compile": self.compile_seconds, "run": self.run_seconds}
+                seed,
+                timings or {"compile": self.compile_seconds, "run": self.run_seconds},
+                sweeps=int(self.sweeps[index]),
             ),
             extras=extras,
         )

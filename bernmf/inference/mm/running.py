@@ -243,7 +243,7 @@ def run(
     accelerate : bool, default True
         Iterate SQUAREM-accelerated sweeps: ``n_iter``, ``max_iter`` and the trace
         then count accelerated iterations (three MM sweeps each) and
-        ``extras["sweeps"]`` counts the sweeps. False: plain MM sweeps.
+        ``record.sweeps`` counts the sweeps. False: plain MM sweeps.
     layout : {"auto", "dense", "sparse"}, default "auto"
         How the observed ones enter the sums (:mod:`bernmf.inference.mm.layout`):
         ``"sparse"`` only at the ones (gathers and segment sums), ``"dense"`` on

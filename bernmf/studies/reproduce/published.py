@@ -138,8 +138,8 @@ def run_settings(data: Observed, rank: int, priors, seeds, **options) -> list[Fi
                 {"compile": 0.0, "run": float(share[i])},
                 row_labels=data.row_labels,
                 col_labels=data.col_labels,
+                sweeps=int(n_iter[i]) + 1,
             ),
-            extras={"sweeps": int(n_iter[i]) + 1},
         )
         for i, (prior, seed) in enumerate(zip(priors, seeds, strict=True))
     ]

@@ -124,7 +124,7 @@ def fit_row(fit: Fit, prior: Prior | None) -> dict:
         **_prior_values(prior),
         "seed": fit.seed,
         "iterations": fit.n_iter,
-        "sweeps": fit.extras.get("sweeps", np.nan),
+        "sweeps": np.nan if fit.record.sweeps is None else fit.record.sweeps,
         **_timings(fit),
     }
 
@@ -328,7 +328,7 @@ def _chains(chosen, Y, split, train, held_out):
     for s, ms in chosen:
         fits = [m.fit for m in ms]
         W, H = (np.concatenate([f.draws[name] for f in fits]) for name in ("W", "H"))
-        starts = np.arange(len(fits)) // fits[0].extras.get("chains_per_start", 1)
+        starts = np.arange(len(fits)) // fits[0].posterior.chains_per_start
         mode = mode_prediction(Y, split.train, W, H, starts=starts, validation=split.validation)
         lpd = np.column_stack([m.lpd for m in ms])
         made.append((s, fits, mode, _perplexity(mixture_lpd(lpd, mode.weights))))
