@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -138,6 +139,45 @@ def test_fit_shows_the_top_columns_of_each_component(data_csv, tmp_path, capsys)
     first = top[top["component"] == "component_0"].head(5)
     named = ", ".join(f"{c} {h:.2f}" for c, h in zip(first["column"], first["H"], strict=True))
     assert lines[0] == f"component_0: {named}, ..."
+
+
+def test_fit_warns_of_empty_and_duplicate_components_and_lists_them(
+    data_csv, tmp_path, capsys, monkeypatch
+):
+    """Components flagged as empty or duplicates are warned of and listed in summary.json;
+    a fit without any says nothing of them (the fits made here, the command's fit replaced)."""
+    path, frame = data_csv
+    fit = bernmf.fit(frame, "mm", 2, max_iter=30)
+    assert fit.duplicate_components() == [] and fit.empty_components() == []
+
+    def split(share):  # the last component split in two of the same H
+        W = np.column_stack([fit.W[:, 0], fit.W[:, 1] * (1 - share), fit.W[:, 1] * share])
+        return dataclasses.replace(fit, rank=3, W=W, H=np.vstack([fit.H, fit.H[1]]))
+
+    cases = {  # name: (fit, empty, duplicates, warning)
+        "plain": (fit, [], [], None),
+        "duplicate": (
+            split(0.5), [], [["component_1", "component_2"]],
+            "1 pair(s) of the 3 components shown (component_1 and component_2) have nearly "
+            "the same H",
+        ),
+        "empty": (
+            split(0.5 / fit.W[:, 1].sum()), ["component_2"], [],
+            "1 of the 3 components shown (component_2) hold less than one row in all",
+        ),
+    }  # fmt: skip
+    for name, (result, empty, duplicates, warning) in cases.items():
+        monkeypatch.setattr(commands, "fit", lambda *args, result=result, **options: result)
+        argv = ["fit", str(path), "--rank", str(result.rank), "--out", str(tmp_path / name)]
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        assert summary["empty_components"] == empty
+        assert summary["duplicate_components"] == duplicates
+        if warning is None:
+            assert "components shown" not in err
+        else:
+            assert f"bernmf: warning: {warning}" in err and err.count("components shown") == 1
 
 
 @pytest.mark.slow

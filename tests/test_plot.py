@@ -148,7 +148,44 @@ def test_a_component_that_holds_less_than_one_row_is_empty():
     assert dataclasses.replace(fit, W=W).empty_components() == ["component_2"]
     assert fit.empty_components() == [f"component_{k}" for k in range(3) if fit.W[:, k].sum() < 1]
     logistic = bernmf.fit(Y, "logsvd", 2)
-    assert logistic.empty_components() == []
+    assert logistic.empty_components() == [] and logistic.duplicate_components() == []
+
+
+def split_component(fit, H_copy, share=0.5):
+    """``fit`` with its last component split in two: W's column shared ``1 - share`` and
+    ``share`` between the original and a new component of H ``H_copy``."""
+    W = np.column_stack([fit.W[:, :-1], fit.W[:, -1] * (1 - share), fit.W[:, -1] * share])
+    return dataclasses.replace(fit, rank=fit.rank + 1, W=W, H=np.vstack([fit.H, H_copy]))
+
+
+def test_two_components_of_nearly_the_same_h_are_duplicates():
+    """A component split into two of nearly its H, its rows' W shared between them, makes a
+    pair of duplicates exactly when a row tells them apart by less than DUPLICATE_NATS both
+    ways (the KL summed by scipy); a fit of distinct components has none, nor has a pair
+    whose copy holds less than one row (it is empty)."""
+    from scipy.stats import entropy
+
+    Y, _, _ = bernmf.simulate(0, 40, 30, 2, bernmf.Prior(0.3, 0.3, 0.3))
+    fit = bernmf.fit(Y, "mm", 2, max_iter=50)
+    assert fit.duplicate_components() == [] and fit.empty_components() == []
+    assert split_component(fit, fit.H[1]).duplicate_components() == [("component_1", "component_2")]
+    rng = np.random.default_rng(0)
+    flagged = []
+    for scale in np.repeat([0.01, 0.03, 0.05, 0.08, 0.15], 4):
+        H_copy = np.clip(fit.H[1] + rng.normal(0, scale, 30), 0.001, 0.999)
+        p, q = np.clip(fit.H[1], 1e-6, 1 - 1e-6), H_copy  # KL of Bernoulli pairs, by column
+        kl = [
+            entropy(np.stack([x, 1 - x]), np.stack([y, 1 - y])).sum() for x, y in ((p, q), (q, p))
+        ]
+        duplicate = max(kl) < bernmf.results.fit.DUPLICATE_NATS
+        found = split_component(fit, H_copy).duplicate_components()
+        assert found == ([("component_1", "component_2")] if duplicate else []), (scale, kl)
+        flagged.append(duplicate)
+    assert any(flagged) and not all(flagged)  # both sides of the tolerance were tried
+    mass = fit.W[:, 1].sum()
+    empty_copy = split_component(fit, fit.H[1], share=0.9 / mass)
+    assert empty_copy.empty_components() == ["component_2"]
+    assert empty_copy.duplicate_components() == []
 
 
 def test_ties_of_h_are_broken_by_lift_over_the_column_frequency():

@@ -303,14 +303,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
     if validation is not None and not searched:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
     top, rows = result.top_columns(10), result.top_rows(10)
-    empty = result.empty_components()
-    if empty:
-        names = ", ".join(empty[:5]) + (", ..." if len(empty) > 5 else "")
-        warn(
-            f"{len(empty)} of the {result.rank} components shown ({names}) hold less than one "
-            "row in all (their column of W sums below 1): empty, their H set by the prior "
-            "alone; a smaller rank fits as well"
-        )
+    summary |= flagged_components(result)
     progress.working_on(f"writing {out}")
     from bernmf import plot  # matplotlib loads only for a command that draws
 
@@ -357,6 +350,32 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
     say(args, "top rows of each component (W):\n" + top_lines(rows))
     say(args, f"results in {out}")
     return 0
+
+
+def flagged_components(result) -> dict:
+    """Warn of the components shown that do not stand for a part of the rows of their own: the
+    empty ones (:meth:`bernmf.Fit.empty_components`) and the pairs of duplicates
+    (:meth:`bernmf.Fit.duplicate_components`). Returns them as ``summary.json`` keeps them:
+    ``{"empty_components": [name, ...], "duplicate_components": [[name, name], ...]}``."""
+    empty, duplicates = result.empty_components(), result.duplicate_components()
+
+    def listed(items: list[str]) -> str:
+        return ", ".join(items[:5]) + (", ..." if len(items) > 5 else "")
+
+    if empty:
+        warn(
+            f"{len(empty)} of the {result.rank} components shown ({listed(empty)}) hold less "
+            "than one row in all (their column of W sums below 1): empty, their H set by the "
+            "prior alone; a smaller rank fits as well"
+        )
+    if duplicates:
+        pairs = listed([f"{a} and {b}" for a, b in duplicates])
+        warn(
+            f"{len(duplicates)} pair(s) of the {result.rank} components shown ({pairs}) have "
+            "nearly the same H (a row made of one tells them apart by less than 1 nat): "
+            "duplicates that share their rows; a smaller rank fits as well"
+        )
+    return {"empty_components": empty, "duplicate_components": [list(p) for p in duplicates]}
 
 
 PROBABILITIES = "probs.csv"
