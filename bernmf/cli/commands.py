@@ -21,7 +21,7 @@ from bernmf._warnings import warn
 from bernmf.api import fit
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
-from bernmf.data.files.readers import read_mask, read_matrix
+from bernmf.data.files.readers import read_groups, read_mask, read_matrix
 from bernmf.data.split import paper_split, random_split
 from bernmf.fitting.search import BUDGET, held_out_scores, search
 from bernmf.fitting.stack import members_table as stack_members
@@ -216,6 +216,7 @@ def fit_command(args) -> int:
     Y = read_data(args, args.data)
     mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
     validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
+    groups = row_groups_of(args.row_groups, Y)
     if args.rank is None:
         engines = None if args.engine is None else args.engine.split(",")
         result = search(
@@ -223,7 +224,7 @@ def fit_command(args) -> int:
             budget=BUDGET if args.budget is None else args.budget,
             progress=not (args.quiet or args.json),
         )  # fmt: skip
-        return _write_fit(args, out, target, Y, result, {}, validation)
+        return _write_fit(args, out, target, Y, result, {}, validation, groups)
     if args.budget is not None:
         raise ValueError("--budget is the time of a search: leave out --rank to search")
     args.engine = args.engine or "mm"
@@ -243,7 +244,24 @@ def fit_command(args) -> int:
     )  # fmt: skip
     if stopped_early(result):
         warn(stopped_early(result))
-    return _write_fit(args, out, target, Y, result, options, validation)
+    return _write_fit(args, out, target, Y, result, options, validation, groups)
+
+
+def row_groups_of(path, Y) -> dict | None:
+    """The ``--row-groups`` file (None without) as :func:`bernmf.plot.factors` takes it:
+    ``{row label: group}`` for DATA ``Y``'s rows, matched by their labels as written
+    (``str``; positions 0, 1, ... for DATA without row names), checked before any fit
+    (:func:`bernmf.plot.group_rows`); the groups in the file's order, which their colours
+    follow."""
+    if path is None:
+        return None
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
+    rows = Y.index if isinstance(Y, pd.DataFrame) else pd.RangeIndex(np.shape(Y)[0])
+    written = pd.Index([str(label) for label in rows], dtype=object)
+    codes, groups = plot.group_rows(read_groups(path, written), written, f"--row-groups {path}")
+    by_group = np.argsort(codes, kind="stable")  # the groups in the file's order
+    return {rows[m]: groups[codes[m]] for m in by_group if codes[m] >= 0}
 
 
 def _check_search_flags(args) -> None:
@@ -263,8 +281,9 @@ def _check_search_flags(args) -> None:
         )
 
 
-def _write_fit(args, out: Path, target, Y, result, options: dict, validation) -> int:
-    """Write a fit's (or a search's stack's) files into ``out`` and say what they hold."""
+def _write_fit(args, out: Path, target, Y, result, options: dict, validation, groups) -> int:
+    """Write a fit's (or a search's stack's) files into ``out`` and say what they hold;
+    ``groups`` (:func:`row_groups_of`) colour the rows of ``factors.png``."""
     searched = "search" in result.extras
     members = stack_members(result) if searched else members_table(result)
     summary = {
@@ -320,7 +339,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
         write_csv(trace, folder / "trace.csv", index=False)
         write_json(folder / "summary.json", summary)
         result.save(folder / "fit.npz", metadata={"options": options, "data": str(args.data)})
-        plot.factors(result, path=folder / "factors.png")
+        plot.factors(result, path=folder / "factors.png", row_groups=groups)
         plot.traces(result, path=folder / "trace.png")
     summary["out"] = str(out)
     shown = ("engine", "rank", "n_iter", "converged", "objective", "train_perplexity")
