@@ -180,7 +180,114 @@ def strongest_rows(W: np.ndarray, limit: int) -> np.ndarray:
     return np.sort(np.array(taken, dtype=int))
 
 
-def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
+GROUP_COLOURS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+    "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2",
+    "#dbdb8d", "#9edae5",
+)  # fmt: skip
+"""The colours of row groups (:func:`factors`), in the order the groups come: tab10's, then
+tab20's light ones, without their greys (:data:`UNGROUPED_COLOUR`'s); more groups cannot be
+told apart by colour."""
+UNGROUPED_COLOUR = "#d9d9d9"
+"""The colour of a row without a group."""
+
+
+def group_rows(row_groups, rows: pd.Index, what: str = "row_groups") -> tuple[np.ndarray, list]:
+    """Each row's group of ``row_groups``, as codes into the list of the groups.
+
+    Parameters
+    ----------
+    row_groups : mapping or pandas.Series
+        Row label -> group (a party, a region: any hashable, drawn as ``str`` writes it).
+        A row that it leaves out, or whose group is missing (None, NaN, ``pd.NA``), is
+        ungrouped.
+    rows : pandas.Index of length M
+        The rows' labels.
+    what : str, default "row_groups"
+        How the errors name ``row_groups`` (the command line's: its file).
+
+    Returns
+    -------
+    codes : int ndarray of shape (M,)
+        Each row's position in ``groups``; -1 for a row without a group.
+    groups : list
+        The groups, in the order they first come in ``row_groups``; at most
+        ``len(GROUP_COLOURS)``.
+
+    Raises
+    ------
+    TypeError
+        ``row_groups`` is not a mapping.
+    ValueError
+        A label twice (in a Series), a label that is no row's, more groups than
+        :data:`GROUP_COLOURS`, or no row with a group; the message names them.
+    """
+    if not isinstance(row_groups, Mapping | pd.Series):
+        raise TypeError(
+            f"{what} must map row labels to groups (a dict or a pandas Series), "
+            f"got {type(row_groups).__name__}"
+        )
+    labels = pd.Index(list(row_groups.keys()), dtype=object, tupleize_cols=False)
+    twice = labels[labels.duplicated()].unique().tolist()
+    if twice:
+        raise ValueError(f"{what} gives the rows {twice[:5]} a group more than once")
+    unknown = labels[~labels.isin(rows)].tolist()
+    if unknown:
+        raise ValueError(
+            f"{what} names {len(unknown)} label(s) that are no row's: {unknown[:5]} (rows are "
+            f"labelled {rows[:3].tolist()}, ...)"
+        )
+    group_of = {
+        label: group
+        for label, group in row_groups.items()
+        if not (pd.api.types.is_scalar(group) and pd.isna(group))
+    }
+    groups = list(dict.fromkeys(group_of.values()))
+    if len(groups) > len(GROUP_COLOURS):
+        raise ValueError(
+            f"{what} has {len(groups)} groups; at most {len(GROUP_COLOURS)} can be told apart "
+            "by colour"
+        )
+    if not groups:
+        raise ValueError(f"{what} gives no row a group")
+    index = {group: i for i, group in enumerate(groups)}
+    codes = np.array([index[group_of[row]] if row in group_of else -1 for row in rows], int)
+    return codes, groups
+
+
+def _draw_groups(ax, codes: np.ndarray, groups: list) -> None:
+    """A strip of the rows' group colours left of W's heat map in ``ax``, its row labels in
+    their group's colour, and a legend of the groups (with their rows' counts) below."""
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+    from matplotlib.transforms import ScaledTranslation
+
+    colours = [*GROUP_COLOURS[: len(groups)], UNGROUPED_COLOUR]  # codes of -1: the last
+    right = ax.get_xlim()[1]
+    strip = np.array([to_rgb(c) for c in colours])[codes][:, None, :]  # (M, 1, 3)
+    M = len(codes)
+    ax.imshow(strip, extent=(-1.5, -0.6, M - 0.5, -0.5), aspect="auto", interpolation="nearest")
+    ax.set_xlim(-1.5, right)
+    ax.set_ylim(M - 0.5, -0.5)
+    for label, position in zip(ax.get_yticklabels(), ax.get_yticks(), strict=True):
+        if codes[int(position)] >= 0:
+            label.set_color(colours[codes[int(position)]])
+    counts = np.bincount(codes + 1, minlength=len(groups) + 1)  # ungrouped first
+    handles = [
+        Patch(color=colour, label=as_text(f"{group} ({count})"))
+        for colour, group, count in zip(colours[:-1], groups, counts[1:], strict=True)
+    ]
+    if counts[0]:
+        handles.append(Patch(color=UNGROUPED_COLOUR, label=f"ungrouped ({counts[0]})"))
+    # 40 points below the axes: under the components' numbers and the "component" label
+    below = ax.transAxes + ScaledTranslation(0, -40 / 72, ax.figure.dpi_scale_trans)
+    ax.legend(
+        handles=handles, title="row groups", loc="upper center", bbox_to_anchor=(0.5, 0),
+        bbox_transform=below, fontsize=7, title_fontsize=7, frameon=False,
+    )  # fmt: skip
+
+
+def factors(fit: Fit, *, path=None, order: bool = True, row_groups=None) -> Figure:
     """Heatmaps of W (rows x components) and H (components x columns), labelled.
 
     Rows and columns carry the input's labels (every one up to :data:`ROW_LABELS` rows
@@ -196,24 +303,38 @@ def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
         Save the figure there (PNG).
     order : bool, default True
         Group rows and columns by their dominant component (see :func:`reading_order`).
+    row_groups : mapping or pandas.Series, optional
+        Row label -> group (a party, a region), as :func:`group_rows` reads it: each
+        row's group is drawn as a strip of colour left of W, its name in that colour,
+        with a legend of the groups and their rows' counts below W; rows without a
+        group in light grey, "ungrouped".
 
     Returns
     -------
     matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``row_groups`` that :func:`group_rows` refuses.
     """
     frames = fit.frames
     W, H = frames.W, frames.H
+    codes, groups = (None, None) if row_groups is None else group_rows(row_groups, frames.rows)
     shown = fit.engine  # a stack's factors are one member's: named
     if fit.mixture is not None and fit.mixture.stacking is not None:
         shown = f"stack's {fit.members[fit.mixture.chosen].engine} member"
     if order:
         rows, columns = reading_order(W.to_numpy(), H.to_numpy())
         W, H = W.iloc[rows], H.iloc[:, columns]
+        codes = None if codes is None else codes[rows]
     M, N = W.shape[0], H.shape[1]
     fig = Figure(figsize=(min(4 + 0.15 * N, 16), min(3 + 0.12 * max(M, 10), 14)))
-    # W at least an eighth of H's width, so that its title and row names fit beside it
-    grid = fig.add_gridspec(1, 2, width_ratios=(max(fit.rank, 2, N / 8), max(N, 4)))
-    width = fig.get_figwidth() * 72 * max(N, 4) / (max(fit.rank, 2, N / 8) + max(N, 4))
+    # W at least an eighth of H's width, so that its title and row names fit beside it;
+    # one column more for the groups' strip
+    wide = max(fit.rank, 2, N / 8) + (groups is not None)
+    grid = fig.add_gridspec(1, 2, width_ratios=(wide, max(N, 4)))
+    width = fig.get_figwidth() * 72 * max(N, 4) / (wide + max(N, 4))
     for position, (name, frame) in enumerate((("W", W), ("H", H))):
         ax = fig.add_subplot(grid[0, position])
         values = frame.to_numpy(dtype=float)
@@ -228,6 +349,8 @@ def factors(fit: Fit, *, path=None, order: bool = True) -> Figure:
         _ticks(ax, "y", frame.index, limit=ROW_LABELS, positions=named)
         if name == "W":
             ax.set_xlabel("component")
+            if groups is not None:
+                _draw_groups(ax, codes, groups)
         ax.set_title(f"{name} ({as_text(shown)}, K = {fit.rank})")
         fig.colorbar(image, ax=ax, shrink=0.7)
     return _finish(fig, path)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -138,6 +140,108 @@ def test_fit_shows_the_top_columns_of_each_component(data_csv, tmp_path, capsys)
     first = top[top["component"] == "component_0"].head(5)
     named = ", ".join(f"{c} {h:.2f}" for c, h in zip(first["column"], first["H"], strict=True))
     assert lines[0] == f"component_0: {named}, ..."
+
+
+def test_fit_warns_of_empty_and_duplicate_components_and_lists_them(
+    data_csv, tmp_path, capsys, monkeypatch
+):
+    """Components flagged as empty or duplicates are warned of and listed in summary.json;
+    a fit without any says nothing of them (the fits made here, the command's fit replaced)."""
+    path, frame = data_csv
+    fit = bernmf.fit(frame, "mm", 2, max_iter=30)
+    assert fit.duplicate_components() == [] and fit.empty_components() == []
+
+    def split(share):  # the last component split in two of the same H
+        W = np.column_stack([fit.W[:, 0], fit.W[:, 1] * (1 - share), fit.W[:, 1] * share])
+        return dataclasses.replace(fit, rank=3, W=W, H=np.vstack([fit.H, fit.H[1]]))
+
+    cases = {  # name: (fit, empty, duplicates, warning)
+        "plain": (fit, [], [], None),
+        "duplicate": (
+            split(0.5), [], [["component_1", "component_2"]],
+            "1 pair(s) of the 3 components shown (component_1 and component_2) have nearly "
+            "the same H",
+        ),
+        "empty": (
+            split(0.5 / fit.W[:, 1].sum()), ["component_2"], [],
+            "1 of the 3 components shown (component_2) hold less than one row in all",
+        ),
+    }  # fmt: skip
+    for name, (result, empty, duplicates, warning) in cases.items():
+        monkeypatch.setattr(commands, "fit", lambda *args, result=result, **options: result)
+        argv = ["fit", str(path), "--rank", str(result.rank), "--out", str(tmp_path / name)]
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        assert summary["empty_components"] == empty
+        assert summary["duplicate_components"] == duplicates
+        if warning is None:
+            assert "components shown" not in err
+        else:
+            assert f"bernmf: warning: {warning}" in err and err.count("components shown") == 1
+
+
+def test_row_groups_reach_the_factor_plot_by_the_rows_labels_as_written(
+    data_csv, tmp_path, monkeypatch
+):
+    """--row-groups: each row's group, by its name in DATA (its position without names),
+    for factors.png, the groups in the file's order; rows left out are ungrouped."""
+    path, frame = data_csv
+    drawn = {}
+    factors = plot.factors
+
+    def spy(result, **options):
+        drawn["groups"] = options["row_groups"]
+        return factors(result, **options)
+
+    monkeypatch.setattr(plot, "factors", spy)
+    unnamed = tmp_path / "unnamed.npz"
+    np.savez(unnamed, Y=np.nan_to_num(frame.to_numpy()))
+    for data, rows, Y in [(path, frame.index, frame), (unnamed, range(30), np.load(unnamed)["Y"])]:
+        fit = bernmf.fit(Y, "mm", 2, max_iter=30)
+        monkeypatch.setattr(commands, "fit", lambda *args, fit=fit, **options: fit)
+        groups = tmp_path / "groups.csv"
+        lines = [f"{rows[m]},{'b' if m % 2 else 'a'}" for m in range(29, 9, -1)]  # 0-9 out
+        groups.write_text("row,group\n" + "\n".join(lines) + "\n")
+        out = tmp_path / f"out-{data.stem}"
+        argv = ["fit", str(data), "--rank", "2", "--row-groups", str(groups), "--out", str(out)]
+        assert main([*argv, "--quiet"]) == 0
+        assert drawn["groups"] == {rows[m]: "b" if m % 2 else "a" for m in range(10, 30)}
+        assert list(dict.fromkeys(drawn["groups"].values())) == ["b", "a"]  # the file's order
+        assert (out / "factors.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("row,group\nr0,a\nx,b\n", r"--row-groups \S+ names 1 label\(s\) that are no row's: \['x"),
+        ("r0,a\nr1,b\n", r"\S+groups.csv: the file names the row 'r0': it starts with a header"),
+        ("row,group\nr0,a,b\n", r"\S+groups.csv: line 2 has 3 cell\(s\)"),
+        ("row,group\nr0,a\nr0,b\n", r"--row-groups \S+ gives the rows \['r0'\] a group more"),
+    ],
+)  # fmt: skip
+def test_row_groups_that_do_not_fit_data_are_an_error_before_any_fit(
+    data_csv, tmp_path, capsys, monkeypatch, text, message
+):
+    path, _ = data_csv
+    groups = tmp_path / "groups.csv"
+    groups.write_text(text)
+
+    def no_fit(*args, **options):
+        raise AssertionError("fitted")
+
+    monkeypatch.setattr(commands, "fit", no_fit)
+    monkeypatch.setattr(commands, "search", no_fit)
+    for rank in (["--rank", "2"], []):  # one fit, or a search
+        argv = ["fit", str(path), *rank, "--row-groups", str(groups), "--out", str(tmp_path / "o")]
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert re.match(f"bernmf: error: {message}", err) and err.count("\n") == 1, err
+        assert not (tmp_path / "o").exists()
+    argv = ["fit", str(path), "--rank", "2", "--row-groups", str(groups), "--distributed"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "--row-groups colours factors.png, which --distributed does not draw" in err
 
 
 @pytest.mark.slow

@@ -157,6 +157,29 @@ def test_labels_of_every_kind_survive_save_and_load(labelled_fit, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.npz"]
 
 
+def test_integer_and_mixed_labels_keep_their_types_also_in_files_of_before(labelled_fit, tmp_path):
+    """Integer labels come back integers, and a mix (int, str, float, bool, None) each label
+    of its own type, from this version's files and from those of format 1, whose labels
+    were ``{"values": index.tolist(), "dtype": ..., "name": ...}`` (read by the same codec)."""
+    rows = pd.Index(np.arange(100, 130), name="id")
+    columns = pd.Index([7, "b", 2.5, True, None, *range(15)], dtype=object)
+    labels = dataclasses.replace(labelled_fit.record, row_labels=rows, col_labels=columns)
+    fit = dataclasses.replace(labelled_fit, record=labels)
+    path = fit.save(tmp_path / "fit.npz")
+    old = metadata_of(path)
+    old["format_version"] = 1
+    for index, key in ((rows, "row_labels"), (columns, "col_labels")):
+        old[key] = {"values": index.tolist(), "dtype": str(index.dtype), "name": index.name}
+    older = tmp_path / "older.npz"
+    older.write_bytes(path.read_bytes())
+    rewrite(older, **{"metadata.json": json.dumps(old).encode()})
+    for loaded in (bernmf.load(path), bernmf.load(older)):
+        assert_same(fit, loaded)
+        assert [type(v) for v in loaded.row_labels] == [int] * 30
+        assert [type(v) for v in loaded.col_labels] == [type(v) for v in columns]
+        assert type(loaded.col_labels[0]) is int and loaded.frames.H.columns[1] == "b"
+
+
 def rewrite(path, **members):
     """Copy the zip at ``path`` with members replaced (bytes) or removed (None)."""
     with zipfile.ZipFile(path) as zf:

@@ -107,6 +107,67 @@ def test_many_rows_are_named_by_the_strongest_rows_of_each_component():
     assert {int(m) // 75 for m in named} == {0, 1, 2, 3} and (np.diff(named) >= gap).all()
 
 
+def test_row_groups_colour_the_rows_of_w_with_a_legend(labelled):
+    """Each row's group: a strip left of W and its name, in the group's colour (the groups'
+    colours in their order in row_groups), rows left out or of no group in light grey; a
+    legend counts the rows of each; W's heat map is drawn as without groups."""
+    frame, fit = labelled
+    groups = pd.Series(["b", "a"] * 5 + [None], frame.index[:11], object)  # r10: none; r11 out
+    colour = {"b": plot.GROUP_COLOURS[0], "a": plot.GROUP_COLOURS[1], None: plot.UNGROUPED_COLOUR}
+    rows, _ = plot.reading_order(fit.W, fit.H)
+    drawn = [colour[groups.get(frame.index[m])] for m in rows]
+    for given in (groups, groups.to_dict()):
+        ax_W = next(
+            ax for ax in plot.factors(fit, row_groups=given).axes if ax.get_title()[0] == "W"
+        )
+        heat, strip = ax_W.get_images()
+        np.testing.assert_array_equal(heat.get_array(), fit.W[rows])
+        rgb = [matplotlib.colors.to_rgb(c) for c in drawn]
+        np.testing.assert_allclose(strip.get_array()[:, 0, :], rgb)
+        assert ax_W.get_xlim() == (-1.5, fit.rank - 0.5)  # every component and the strip
+        for label in ax_W.get_yticklabels():
+            group = groups.get(label.get_text())
+            if group is not None:
+                assert matplotlib.colors.same_color(label.get_color(), colour[group])
+            else:
+                assert not any(
+                    matplotlib.colors.same_color(label.get_color(), c) for c in colour.values()
+                )
+        legend = [t.get_text() for t in ax_W.get_legend().get_texts()]
+        assert legend == ["b (5)", "a (5)", "ungrouped (2)"]
+    plain = next(ax for ax in plot.factors(fit).axes if ax.get_title()[0] == "W")
+    assert len(plain.get_images()) == 1 and plain.get_legend() is None
+
+
+@pytest.mark.parametrize(
+    ("groups", "error", "message"),
+    [
+        ([("r0", "a")], TypeError, "must map row labels to groups .*got list"),
+        ({"r0": "a", "x": "b", 3: "b"}, ValueError, r"names 2 label\(s\) that are no row's: \['x'"),
+        (pd.Series(["a", "b"], index=["r1", "r1"]), ValueError, r"gives the rows \['r1'\] a group"),
+        ({"r0": None, "r1": np.nan, "r2": pd.NA}, ValueError, "gives no row a group"),
+        ({f"r{m}": m for m in range(12)}, None, None),
+    ],
+)  # fmt: skip
+def test_row_groups_that_do_not_fit_the_rows_are_refused(labelled, groups, error, message):
+    _, fit = labelled
+    if error is None:
+        assert len(plot.group_rows(groups, fit.frames.rows)[1]) == 12
+        return
+    with pytest.raises(error, match=f"^row_groups {message}"):
+        plot.factors(fit, row_groups=groups)
+
+
+def test_no_more_row_groups_than_colours_told_apart():
+    rows = pd.RangeIndex(30)
+    n = len(plot.GROUP_COLOURS)
+    codes, groups = plot.group_rows({m: f"g{m}" for m in range(n)}, rows)
+    assert groups == [f"g{m}" for m in range(n)] and codes.tolist() == [*range(n)] + [-1] * 12
+    assert len(set(plot.GROUP_COLOURS) | {plot.UNGROUPED_COLOUR}) == n + 1
+    with pytest.raises(ValueError, match=f"has {n + 1} groups; at most {n} can be told apart"):
+        plot.group_rows({m: f"g{m}" for m in range(n + 1)}, rows)
+
+
 def test_top_columns_against_a_sort_of_each_row(labelled):
     frame, fit = labelled
     top = fit.top_columns(3)
@@ -148,7 +209,44 @@ def test_a_component_that_holds_less_than_one_row_is_empty():
     assert dataclasses.replace(fit, W=W).empty_components() == ["component_2"]
     assert fit.empty_components() == [f"component_{k}" for k in range(3) if fit.W[:, k].sum() < 1]
     logistic = bernmf.fit(Y, "logsvd", 2)
-    assert logistic.empty_components() == []
+    assert logistic.empty_components() == [] and logistic.duplicate_components() == []
+
+
+def split_component(fit, H_copy, share=0.5):
+    """``fit`` with its last component split in two: W's column shared ``1 - share`` and
+    ``share`` between the original and a new component of H ``H_copy``."""
+    W = np.column_stack([fit.W[:, :-1], fit.W[:, -1] * (1 - share), fit.W[:, -1] * share])
+    return dataclasses.replace(fit, rank=fit.rank + 1, W=W, H=np.vstack([fit.H, H_copy]))
+
+
+def test_two_components_of_nearly_the_same_h_are_duplicates():
+    """A component split into two of nearly its H, its rows' W shared between them, makes a
+    pair of duplicates exactly when a row tells them apart by less than DUPLICATE_NATS both
+    ways (the KL summed by scipy); a fit of distinct components has none, nor has a pair
+    whose copy holds less than one row (it is empty)."""
+    from scipy.stats import entropy
+
+    Y, _, _ = bernmf.simulate(0, 40, 30, 2, bernmf.Prior(0.3, 0.3, 0.3))
+    fit = bernmf.fit(Y, "mm", 2, max_iter=50)
+    assert fit.duplicate_components() == [] and fit.empty_components() == []
+    assert split_component(fit, fit.H[1]).duplicate_components() == [("component_1", "component_2")]
+    rng = np.random.default_rng(0)
+    flagged = []
+    for scale in np.repeat([0.01, 0.03, 0.05, 0.08, 0.15], 4):
+        H_copy = np.clip(fit.H[1] + rng.normal(0, scale, 30), 0.001, 0.999)
+        p, q = np.clip(fit.H[1], 1e-6, 1 - 1e-6), H_copy  # KL of Bernoulli pairs, by column
+        kl = [
+            entropy(np.stack([x, 1 - x]), np.stack([y, 1 - y])).sum() for x, y in ((p, q), (q, p))
+        ]
+        duplicate = max(kl) < bernmf.results.fit.DUPLICATE_NATS
+        found = split_component(fit, H_copy).duplicate_components()
+        assert found == ([("component_1", "component_2")] if duplicate else []), (scale, kl)
+        flagged.append(duplicate)
+    assert any(flagged) and not all(flagged)  # both sides of the tolerance were tried
+    mass = fit.W[:, 1].sum()
+    empty_copy = split_component(fit, fit.H[1], share=0.9 / mass)
+    assert empty_copy.empty_components() == ["component_2"]
+    assert empty_copy.duplicate_components() == []
 
 
 def test_ties_of_h_are_broken_by_lift_over_the_column_frequency():

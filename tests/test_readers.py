@@ -267,3 +267,44 @@ def test_npz_names_of_another_length_or_kind_are_refused(tmp_path, names, messag
         with pytest.raises(ValueError, match=message) as error:
             read()
         assert str(error.value).startswith(str(path))
+
+
+def test_a_row_groups_file_is_read_as_written(tmp_path):
+    """Labels and groups as written ("007", a quoted comma), in the file's order; an empty
+    or NA group is none; blank lines skipped; compressed like any CSV."""
+    path = tmp_path / "groups.csv.gz"
+    path.write_bytes(gzip.compress(b'animal,group\n007,spies\n"a,b",x\n\nc,\nd,NA\ne,x\n'))
+    groups = readers.read_groups(path, ["007", "a,b", "c", "d", "e", "f"])
+    assert groups.index.tolist() == ["007", "a,b", "c", "d", "e"]
+    assert groups.tolist() == ["spies", "x", None, None, "x"]
+    assert (groups.index.name, groups.name) == ("animal", "group")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "the file is empty: it starts with a header line"),
+        ("row,group\n", "no line after the header line"),
+        ("a,x\nb,y\n", "the file names the row 'a': it starts with a header line"),
+        ("row,group\n\nb,x,extra\n", r"line 3 has 3 cell\(s\); a row groups file has two a line"),
+        ("row,group\nb\n", r"line 2 has 1 cell\(s\)"),
+    ],
+)
+def test_a_row_groups_file_of_other_than_two_columns_after_a_header_is_refused(
+    tmp_path, text, message
+):
+    path = tmp_path / "groups.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message) as error:
+        readers.read_groups(path, ["a", "b"])
+    assert str(error.value).startswith(f"{path}: ")
+    with pytest.raises(FileNotFoundError, match="no row groups file"):
+        readers.read_groups(tmp_path / "none.csv", ["a"])
+
+
+def test_a_row_groups_bomb_is_refused_at_the_budget(tmp_path, monkeypatch):
+    path = tmp_path / "groups.csv.gz"
+    path.write_bytes(gzip.compress(b"row,group\n" + b"a,b\n" * 10**6))  # 4 MB of text
+    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4e6")  # text: 4 MB / 20
+    with pytest.raises(ValueError, match=r"more text .*within the memory budget of 4.0 MB"):
+        readers.read_groups(path, ["x"])

@@ -21,7 +21,7 @@ from bernmf._warnings import warn
 from bernmf.api import fit
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
-from bernmf.data.files.readers import read_mask, read_matrix
+from bernmf.data.files.readers import read_groups, read_mask, read_matrix
 from bernmf.data.split import paper_split, random_split
 from bernmf.fitting.search import BUDGET, held_out_scores, search
 from bernmf.fitting.stack import members_table as stack_members
@@ -216,6 +216,7 @@ def fit_command(args) -> int:
     Y = read_data(args, args.data)
     mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
     validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
+    groups = row_groups_of(args.row_groups, Y)
     if args.rank is None:
         engines = None if args.engine is None else args.engine.split(",")
         result = search(
@@ -223,7 +224,7 @@ def fit_command(args) -> int:
             budget=BUDGET if args.budget is None else args.budget,
             progress=not (args.quiet or args.json),
         )  # fmt: skip
-        return _write_fit(args, out, target, Y, result, {}, validation)
+        return _write_fit(args, out, target, Y, result, {}, validation, groups)
     if args.budget is not None:
         raise ValueError("--budget is the time of a search: leave out --rank to search")
     args.engine = args.engine or "mm"
@@ -243,7 +244,24 @@ def fit_command(args) -> int:
     )  # fmt: skip
     if stopped_early(result):
         warn(stopped_early(result))
-    return _write_fit(args, out, target, Y, result, options, validation)
+    return _write_fit(args, out, target, Y, result, options, validation, groups)
+
+
+def row_groups_of(path, Y) -> dict | None:
+    """The ``--row-groups`` file (None without) as :func:`bernmf.plot.factors` takes it:
+    ``{row label: group}`` for DATA ``Y``'s rows, matched by their labels as written
+    (``str``; positions 0, 1, ... for DATA without row names), checked before any fit
+    (:func:`bernmf.plot.group_rows`); the groups in the file's order, which their colours
+    follow."""
+    if path is None:
+        return None
+    from bernmf import plot  # matplotlib loads only for a command that draws
+
+    rows = Y.index if isinstance(Y, pd.DataFrame) else pd.RangeIndex(np.shape(Y)[0])
+    written = pd.Index([str(label) for label in rows], dtype=object)
+    codes, groups = plot.group_rows(read_groups(path, written), written, f"--row-groups {path}")
+    by_group = np.argsort(codes, kind="stable")  # the groups in the file's order
+    return {rows[m]: groups[codes[m]] for m in by_group if codes[m] >= 0}
 
 
 def _check_search_flags(args) -> None:
@@ -263,8 +281,9 @@ def _check_search_flags(args) -> None:
         )
 
 
-def _write_fit(args, out: Path, target, Y, result, options: dict, validation) -> int:
-    """Write a fit's (or a search's stack's) files into ``out`` and say what they hold."""
+def _write_fit(args, out: Path, target, Y, result, options: dict, validation, groups) -> int:
+    """Write a fit's (or a search's stack's) files into ``out`` and say what they hold;
+    ``groups`` (:func:`row_groups_of`) colour the rows of ``factors.png``."""
     searched = result.record.search is not None
     members = stack_members(result) if searched else members_table(result)
     summary = {
@@ -303,14 +322,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
     if validation is not None and not searched:
         summary["validation_perplexity"] = result.perplexity(Y, validation)
     top, rows = result.top_columns(10), result.top_rows(10)
-    empty = result.empty_components()
-    if empty:
-        names = ", ".join(empty[:5]) + (", ..." if len(empty) > 5 else "")
-        warn(
-            f"{len(empty)} of the {result.rank} components shown ({names}) hold less than one "
-            "row in all (their column of W sums below 1): empty, their H set by the prior "
-            "alone; a smaller rank fits as well"
-        )
+    summary |= flagged_components(result)
     progress.working_on(f"writing {out}")
     from bernmf import plot  # matplotlib loads only for a command that draws
 
@@ -327,7 +339,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
         write_csv(trace, folder / "trace.csv", index=False)
         write_json(folder / "summary.json", summary)
         result.save(folder / "fit.npz", metadata={"options": options, "data": str(args.data)})
-        plot.factors(result, path=folder / "factors.png")
+        plot.factors(result, path=folder / "factors.png", row_groups=groups)
         plot.traces(result, path=folder / "trace.png")
     summary["out"] = str(out)
     shown = ("engine", "rank", "n_iter", "converged", "objective", "train_perplexity")
@@ -357,6 +369,32 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation) ->
     say(args, "top rows of each component (W):\n" + top_lines(rows))
     say(args, f"results in {out}")
     return 0
+
+
+def flagged_components(result) -> dict:
+    """Warn of the components shown that do not stand for a part of the rows of their own: the
+    empty ones (:meth:`bernmf.Fit.empty_components`) and the pairs of duplicates
+    (:meth:`bernmf.Fit.duplicate_components`). Returns them as ``summary.json`` keeps them:
+    ``{"empty_components": [name, ...], "duplicate_components": [[name, name], ...]}``."""
+    empty, duplicates = result.empty_components(), result.duplicate_components()
+
+    def listed(items: list[str]) -> str:
+        return ", ".join(items[:5]) + (", ..." if len(items) > 5 else "")
+
+    if empty:
+        warn(
+            f"{len(empty)} of the {result.rank} components shown ({listed(empty)}) hold less "
+            "than one row in all (their column of W sums below 1): empty, their H set by the "
+            "prior alone; a smaller rank fits as well"
+        )
+    if duplicates:
+        pairs = listed([f"{a} and {b}" for a, b in duplicates])
+        warn(
+            f"{len(duplicates)} pair(s) of the {result.rank} components shown ({pairs}) have "
+            "nearly the same H (a row made of one tells them apart by less than 1 nat): "
+            "duplicates that share their rows; a smaller rank fits as well"
+        )
+    return {"empty_components": empty, "duplicate_components": [list(p) for p in duplicates]}
 
 
 PROBABILITIES = "probs.csv"

@@ -101,7 +101,9 @@ EXAMPLES = {
 
 DATA: .csv or .csv.gz (first column row names, header column names, empty cell or NA =
 missing), .parquet (needs pyarrow), or .npz (array 'Y', or scipy.sparse.save_npz: the
-ones of a mostly-zero matrix). --mask: same formats, 1 = use the entry.
+ones of a mostly-zero matrix). --mask: same formats, 1 = use the entry. --row-groups:
+a CSV with a header line, then a row's label (as DATA names it; 0, 1, ... without names)
+and its group a line; rows left out, or of an empty group, are drawn as ungrouped.
 Writes W.csv, H.csv, top_columns.csv and top_rows.csv (the 10 columns of largest H and
 rows of largest W per component), trace.csv, summary.json, fit.npz (bernmf.load),
 factors.png, trace.png; without --rank also probs.csv (P(Y=1) of every entry).""",
@@ -244,6 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     prior_options(fit_parser)
     fit_parser.add_argument("--mask", help="file of the entries to fit on (1 = use)")
+    fit_parser.add_argument(
+        "--row-groups", metavar="FILE",
+        help="CSV of row,group (a header line, then a row's label and its group a line): "
+        "factors.png colours each row by its group",
+    )  # fmt: skip
     seed, restarts, combine = fits["seed"], fits["restarts"], fits["combine"]
     fit_parser.add_argument(
         "--seed", type=seed_int, default=seed, help=f"initialization seed ({seed})"
@@ -488,6 +495,8 @@ def warning_printer(command: str = "fit"):
 
 def fit_in_one_or_several_processes(args) -> int:
     """``bernmf fit``: in this process, or as one process of several (``--distributed``)."""
+    if args.distributed and args.row_groups is not None:
+        raise ValueError("--row-groups colours factors.png, which --distributed does not draw")
     if args.distributed:  # each process with its rows (bernmf.cli.launch, loaded only then)
         from bernmf.cli import launch
 

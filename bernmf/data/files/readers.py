@@ -1,11 +1,12 @@
 """Reading a data matrix or a mask from a file: CSV, Parquet or ``.npz``.
 
-The command line reads its DATA, ``--mask`` and ``--split`` files here. Saved fits
+The command line reads its DATA, ``--mask``, ``--split`` and ``--row-groups`` files here. Saved fits
 are read by :mod:`bernmf.results.loading`; the paper's datasets by :mod:`bernmf.data.datasets`.
 """
 
 from __future__ import annotations
 
+import csv
 import io
 import itertools
 from pathlib import Path
@@ -17,12 +18,16 @@ from scipy import sparse
 from bernmf.data import datasets
 from bernmf.data.budget import check_bytes
 from bernmf.data.files.archive import Archive, read_data, read_header
+from bernmf.data.files.csv_table import MISSING
 from bernmf.data.files.npz import dense_member, npz_rows, sparse_layout
 from bernmf.data.files.streams import PARSE_COLUMN_COST, column_reserve, open_text, untrusted
 from bernmf.data.observed import aligned
 from bernmf.data.split import SPLIT_CODES, Split
 
-__all__ = ["count_rows", "read_codes", "read_mask", "read_matrix", "read_rows", "rows_of"]
+__all__ = [
+    "count_rows", "read_codes", "read_groups", "read_mask", "read_matrix", "read_rows",
+    "rows_of",
+]  # fmt: skip
 
 
 def _format(path: Path) -> str:
@@ -131,6 +136,64 @@ def read_codes(path, Y) -> Split:
         return Split.from_codes(codes.to_numpy() if isinstance(codes, pd.DataFrame) else codes)
     except ValueError as error:
         raise ValueError(f"the split {path}: {error}") from None
+
+
+def read_groups(path, rows) -> pd.Series:
+    """Read a CSV of row label -> group (``bernmf fit --row-groups``): a header line, then a
+    line of two cells per row, its label as DATA's file writes it and its group.
+
+    Cells are read as written (``"007"`` stays ``"007"``); an empty group cell or ``NA``
+    (a missing cell, as in DATA) leaves its row without a group; blank lines are skipped.
+    The file may be compressed (``.csv.gz``, ...) and is read within the memory budget.
+
+    Parameters
+    ----------
+    path : str or Path
+    rows : collection of str
+        DATA's row labels as written: a first line that names one is refused, as a file
+        without its header line (whose row would otherwise go unseen).
+
+    Returns
+    -------
+    pandas.Series of object
+        Indexed by the labels (named as the header's first cell), the groups as values
+        (None for none; named as its second cell), in the file's order.
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    ValueError
+        A line of other than two cells (naming it), a first line that names a row, no
+        line after the header; a damaged file. The message names the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no row groups file {path}")
+    with untrusted(path), open_text(path) as text:
+        reader = csv.reader(text)
+        lines = [(reader.line_num, cells) for cells in reader if cells]
+    wrong = next(((n, cells) for n, cells in lines if len(cells) != 2), None)
+    if wrong is not None:
+        raise ValueError(
+            f"{path}: line {wrong[0]} has {len(wrong[1])} cell(s); a row groups file has two "
+            "a line: a row's label and its group"
+        )
+    if not lines or lines[0][1][0] in set(rows):
+        named = f"names the row {lines[0][1][0]!r}" if lines else "is empty"
+        raise ValueError(
+            f"{path}: the file {named}: it starts with a header line (such as row,group), "
+            "then a line per row"
+        )
+    if len(lines) == 1:
+        raise ValueError(f"{path}: no line after the header line")
+    (label, group), body = lines[0][1], [cells for _, cells in lines[1:]]
+    return pd.Series(
+        [None if cells[1] in MISSING else cells[1] for cells in body],
+        index=pd.Index([cells[0] for cells in body], dtype=object, name=label),
+        dtype=object,
+        name=group,
+    )
 
 
 def rows_of(process_index: int, process_count: int, M: int) -> tuple[int, int]:
