@@ -26,9 +26,11 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -36,6 +38,7 @@ import pandas as pd
 from bernmf._progress import working_on
 from bernmf.data.budget import check_fit_bytes
 from bernmf.data.observed import (
+    Observed,
     as_observed,
     check_count,
     check_rank,
@@ -261,6 +264,64 @@ def grid(
         Before any fit: unknown engines, alphas or betas with no engine that takes a
         prior, an option no engine tuned takes, and what :func:`bernmf.fit` refuses.
     """
+    request = _request(
+        Y, ranks, alphas, betas, mask=mask, validation=validation, engines=engines,
+        gamma=gamma, restarts=restarts, combine=combine, refit=refit, seed=seed,
+        extend=extend, options=options,
+    )  # fmt: skip  # every argument checked before compiling
+    batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
+    grids = [dataclasses.replace(g, batching=batching) for g in request.grids]
+    seeds = [seed + r for r in range(restarts)]
+    swept = fit_grids(grids, request.data, request.held_out, seeds, options=request.options,
+                      extend=extend, progress=progress, stream=stream or sys.stderr)  # fmt: skip
+    table, ensembles, factors, timings = _tables(swept.settings, combine, restarts)
+    scored = table if ensembles is None else ensembles
+    best = int(scored["validation_perplexity"].fillna(np.inf).idxmin())  # the first of least
+    first = scored.loc[best]
+    chosen_row = {
+        "engine": str(first["engine"]),
+        "rank": int(first["rank"]),
+        "alpha": None if pd.isna(first["alpha"]) else float(first["alpha"]),
+        "beta": None if pd.isna(first["beta"]) else float(first["beta"]),
+        "seed": int(first["seed"]),
+        "validation_perplexity": float(first["validation_perplexity"]),
+    }
+    everyone = [m for setting in swept.settings for m in setting.members]
+    stacked = None
+    if combine == "stack":
+        fits = [m.fit for m in everyone]
+        working_on(f"stacking {len(fits)} fits" + ", then refitting" * refit)
+        refits = {"refit": refit, "options": request.options} if refit else {}
+        stacked = stack(fits, Y, validation=validation, mask=mask, **refits)
+    return Tuning(
+        table,
+        chosen_row,
+        factors[best],
+        timings,
+        ensembles,
+        everyone,
+        stacked,
+        swept.notes,
+        request.options,
+    )
+
+
+class _Request(NamedTuple):
+    """:func:`grid`'s arguments, checked: the data, its held-out entries, the engines' grids
+    and options."""
+
+    data: Observed
+    held_out: Observed
+    grids: list[EngineGrid]
+    options: dict[str, dict]
+
+
+def _request(
+    Y, ranks, alphas, betas, *, mask, validation, engines, gamma, restarts, combine, refit, seed,
+    extend, options,
+) -> _Request:  # fmt: skip
+    """Check :func:`grid`'s arguments (what :func:`bernmf.fit` refuses, and the grid's own)
+    and make the engines' grids, before any fit."""
     ranks = [check_rank(k) for k in np.atleast_1d(ranks).tolist()]
     if not ranks:
         raise ValueError(f"ranks must be a non-empty list of ranks, got {ranks}")
@@ -280,39 +341,34 @@ def grid(
         raise ValueError(f"combine must be None, 'mean', 'best' or 'stack', got {combine!r}")
     if refit and combine != "stack":
         raise ValueError(f"refit=True refits a stack: give combine='stack' (got {combine!r})")
-    chosen_options = _engine_options(chosen, options)  # every option checked before compiling
+    chosen_options = _engine_options(chosen, options)
     data = as_observed(Y, mask)
     for rank in ranks:
         check_rank_fits(rank, data.shape)
     held_out = held_out_entries(Y, data, np.asarray(validation, bool))
-    stream = stream or sys.stderr
     check_seed(seed, restarts)
     own = not given and gamma is None  # each engine its own default prior
     gamma = Prior().gamma if gamma is None else gamma
     settings = [Prior(a, b, gamma) for a in alphas for b in betas]
-    limit = min(data.shape)
-    top = min(max(ranks) * 2**extend, max(limit, max(ranks)))  # the largest rank it may fit
-    batching = {"batch_size": batch_size, "workers": workers, "progress": progress}
+    top = min(max(ranks) * 2**extend, max(min(data.shape), max(ranks)))  # its largest rank
     priors = None if own else tuple(settings)
-    grids = [
-        EngineGrid(e.name, tuple(ranks), priors if e.takes_prior else None, batching=batching)
-        for e in chosen
-    ]
+    grids = [EngineGrid(e.name, tuple(ranks), priors if e.takes_prior else None) for e in chosen]
     for engine, one in zip(chosen, grids, strict=True):
         for rank in ranks:
             grid_priors(one, engine, rank)  # checked
         count = len(grid_priors(one, engine, 1)) * restarts
         what = f"{count} fits of {'alphas x betas x ' * engine.takes_prior}restarts={restarts}"
         check_fit_bytes(chosen_options[engine.name], count, data.shape, top, what)
-    seeds = [seed + r for r in range(restarts)]
-    swept = fit_grids(grids, data, held_out, seeds, options=chosen_options, extend=extend,
-                  progress=progress, stream=stream)  # fmt: skip
-    rows, ensembles, timings, everyone = [], [], {}, []
+    return _Request(data, held_out, grids, chosen_options)
+
+
+def _tables(settings, combine: str | None, restarts: int):
+    """The fits' table, the ensembles' (None without ``combine`` "mean" or "best"), the
+    factors of each row of the table that chooses (in its order) and the timings per rank."""
+    rows, ensembles, timings, factors = [], [], {}, []
     single = combine in (None, "stack")  # best: the single fit of lowest validation perplexity
-    factors = []  # (W, H) of each row of the table that chooses (rows, or ensembles), in order
-    for setting in swept.settings:
+    for setting in settings:
         engine, rank, fitted = setting.engine, setting.rank, setting.members
-        everyone.extend(fitted)
         spent = timings.setdefault(rank, dict.fromkeys(TIMINGS, 0.0))
         for key in TIMINGS:
             spent[key] += float(sum(m.fit.timings.get(key, 0.0) for m in fitted))
@@ -340,7 +396,6 @@ def grid(
         ensembles.append((engine.name, rank, alpha, beta, prior_gamma, restarts, member.seed,
                           score))  # fmt: skip
         factors.append((member.W, member.H))
-    notes = swept.notes
     table = pd.DataFrame(rows, columns=COLUMNS)
     ensemble_columns = ["engine", "rank", "alpha", "beta", "gamma", "members", "seed"]
     ensemble_table = (
@@ -348,34 +403,7 @@ def grid(
         if single
         else pd.DataFrame(ensembles, columns=[*ensemble_columns, "validation_perplexity"])
     )
-    scored = table if single else ensemble_table
-    best = int(scored["validation_perplexity"].fillna(np.inf).idxmin())  # the first of least
-    first = scored.loc[best]
-    chosen_row = {
-        "engine": str(first["engine"]),
-        "rank": int(first["rank"]),
-        "alpha": None if pd.isna(first["alpha"]) else float(first["alpha"]),
-        "beta": None if pd.isna(first["beta"]) else float(first["beta"]),
-        "seed": int(first["seed"]),
-        "validation_perplexity": float(first["validation_perplexity"]),
-    }
-    stacked = None
-    if combine == "stack":
-        fits = [m.fit for m in everyone]
-        working_on(f"stacking {len(fits)} fits" + ", then refitting" * refit)
-        refits = {"refit": refit, "options": chosen_options} if refit else {}
-        stacked = stack(fits, Y, validation=validation, mask=mask, **refits)
-    return Tuning(
-        table,
-        chosen_row,
-        factors[best],
-        timings,
-        ensemble_table,
-        everyone,
-        stacked,
-        notes,
-        chosen_options,
-    )
+    return table, ensemble_table, factors, timings
 
 
 def _prior_values(prior: Prior | None) -> tuple[float, float]:
