@@ -1,5 +1,8 @@
-"""Module paths from before the layer folders, kept importable: ``bernmf.datasets`` is
-:mod:`bernmf.data.datasets`, ``bernmf.stacked`` is :mod:`bernmf.fitting.stack`, and so on.
+"""Module paths that the README or docs once showed, kept importable where the module moved:
+``bernmf.datasets`` is :mod:`bernmf.data.datasets`, ``bernmf.stacked`` is
+:mod:`bernmf.fitting.stack`, and so on. A module that was split is found at the part that
+kept most of it (``bernmf.fitting.stacking`` at :mod:`bernmf.posterior.stacking_weights`; its
+log densities are :mod:`bernmf.posterior.lpd`).
 
 An old path imports the module at its new place (the same module object, not a copy), so
 code and saved commands written against the old paths keep working.
@@ -15,11 +18,9 @@ import sys
 MOVED = {
     "bernmf.split": "bernmf.data.split",
     "bernmf.datasets": "bernmf.data.datasets",
-    "bernmf.csv_reader": "bernmf.data.files.csv_table",
     "bernmf.readers": "bernmf.data.files.readers",
     "bernmf.io": "bernmf.results.loading",
     "bernmf.saving": "bernmf.results.saving",
-    "bernmf.frames": "bernmf.results.frames",
     "bernmf.export": "bernmf.posterior.arviz",
     "bernmf.psis": "bernmf.posterior.psis",
     "bernmf.convergence": "bernmf.posterior.convergence",
@@ -34,12 +35,18 @@ MOVED = {
     "bernmf.comparison": "bernmf.studies.compare",
     "bernmf.report": "bernmf.studies.report.run",
     "bernmf.quick": "bernmf.studies.report.budget",
-    "bernmf.report_page": "bernmf.studies.report.page",
     "bernmf.experiments": "bernmf.studies",
     "bernmf.experiments.paper": "bernmf.studies.reproduce.paper",
-    "bernmf.experiments.published": "bernmf.studies.reproduce.published",
-    "bernmf.inference.distributed": "bernmf.inference.mm.distributed",
-    "bernmf.inference.members": "bernmf.inference.chains",
+    "bernmf.fitting.stacking": "bernmf.posterior.stacking_weights",
+    "bernmf.fitting.modes": "bernmf.posterior.modes",
+    "bernmf.inference.layout": "bernmf.inference.mm.layout",
+    "bernmf.studies.study": "bernmf.studies.runner.running",
+    "bernmf.studies.paper": "bernmf.studies.reproduce.paper",
+    "bernmf.studies.stacking": "bernmf.studies.reproduce.stacking",
+    "bernmf.studies.posterior_vs_map": "bernmf.studies.reproduce.posterior_vs_map",
+    "bernmf.studies.posterior_accuracy": "bernmf.studies.reproduce.posterior_accuracy",
+    "bernmf.studies.sbc": "bernmf.studies.reproduce.sbc",
+    "bernmf.studies.reference": "bernmf.studies.reproduce.reference",
 }
 
 
