@@ -5,7 +5,7 @@ Runs ``--workers`` processes of :mod:`tests.rda_files`, each reading ``--files``
 of any class, length and state; lists nested up to 3000 deep; declared lengths past the
 bytes; wide strings; hundreds of thousands of objects; functions and environments; what
 is not a matrix; matrices near the budget; random objects; damaged files; wrong starts;
-every compression), under ``BERNMF_MEMORY_BUDGET=--budget`` and an address-space limit
+every compression), under ``BERNMF_MEMORY_LIMIT=--budget`` and an address-space limit
 (``resource.setrlimit(RLIMIT_AS)``, ``--limit`` bytes: the imports take about 650 MB of
 it). Prints one line: the files, those read and refused, the failures (an error other
 than a ValueError naming the file), the crashes (a worker that did not end with status 0)
@@ -35,12 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=520, help="files a worker reads (520)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (2)")
     parser.add_argument("--seed", type=int, default=10, help="the first worker's seed (10)")
-    parser.add_argument("--budget", default="2e7", help="BERNMF_MEMORY_BUDGET (2e7)")
+    parser.add_argument("--budget", default="2e7", help="BERNMF_MEMORY_LIMIT (2e7)")
     parser.add_argument("--limit", type=float, default=1.5e9, help="RLIMIT_AS, bytes (1.5e9)")
     args = parser.parse_args(argv)
     limit = int(args.limit)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
-           "BERNMF_MEMORY_BUDGET": args.budget}  # fmt: skip
+           "BERNMF_MEMORY_LIMIT": args.budget}  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
         workers = []
         for seed in range(args.seed, args.seed + args.workers):

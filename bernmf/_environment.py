@@ -2,8 +2,8 @@
 
 A value that cannot be used is one ValueError that names the variable, what it accepts
 and the value given, wherever it is read: ``BERNMF_CACHE_DIR`` and
-``BERNMF_COMPILE_CACHE`` (:mod:`bernmf._cache`), ``BERNMF_MEMORY_BUDGET``
-(:mod:`bernmf.data.budget`), ``BERNMF_COORDINATOR``, ``BERNMF_NUM_PROCESSES`` and
+``BERNMF_COMPILE_CACHE`` (:mod:`bernmf._cache`), ``BERNMF_MEMORY_LIMIT``
+(:mod:`bernmf.data.memory`), ``BERNMF_COORDINATOR``, ``BERNMF_NUM_PROCESSES`` and
 ``BERNMF_PROCESS_ID`` (:mod:`bernmf.cli.launch`). Folders are read by :func:`folder`.
 """
 
@@ -33,7 +33,7 @@ def read[T](
     Parameters
     ----------
     variable : str
-        Its name, e.g. ``"BERNMF_MEMORY_BUDGET"``.
+        Its name, e.g. ``"BERNMF_MEMORY_LIMIT"``.
     parse : callable
         From the variable's text, without the white space around it (possibly empty),
         to its value; raises ValueError for a text it does not accept, with the reason

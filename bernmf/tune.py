@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from bernmf._progress import working_on
-from bernmf.data.budget import check_fit_bytes
+from bernmf.data.memory import check_fit_bytes
 from bernmf.data.observed import (
     Observed,
     as_observed,

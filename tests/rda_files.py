@@ -17,7 +17,7 @@ FOLDER, one at a time, and reads each with ``read_rda``: before reading it print
 "message"}`` when the outcome is neither a frame nor a ValueError naming the file; at the
 end ``read <count>`` (the files read as a frame) and ``peak <bytes> <file>``: the most
 resident memory a read took above what the process held before it (:func:`peak_of`).
-Run it with a small ``BERNMF_MEMORY_BUDGET`` (the test and ``benchmarks/rda_fuzz.py`` do).
+Run it with a small ``BERNMF_MEMORY_LIMIT`` (the test and ``benchmarks/rda_fuzz.py`` do).
 """
 
 from __future__ import annotations
@@ -360,13 +360,13 @@ def magic(rng: random.Random) -> bytes:
 
 
 def large(rng: random.Random) -> bytes:
-    """A matrix that takes 50% to 95% of the memory budget to read, as its costs count it:
+    """A matrix that takes 50% to 95% of the memory limit to read, as its costs count it:
     of doubles, integers, logicals, named rows, or a compact sequence (of integers, not
     0/1: refused once read)."""
-    from bernmf.data.budget import memory_budget
     from bernmf.data.files.streams import RDA_COST, RDA_OBJECT_COST
+    from bernmf.data.memory import memory_limit
 
-    share = rng.uniform(0.5, 0.95) * memory_budget()
+    share = rng.uniform(0.5, 0.95) * memory_limit()
     how = rng.choice(["doubles", "integers", "logicals", "names", "sequence"])
     if how == "sequence":
         n = int(share / (RDA_COST * 4))

@@ -234,7 +234,7 @@ def test_an_rda_is_read_within_the_memory_budget_whatever_it_inflates_to(
     tmp_path, monkeypatch, compression
 ):
     """An .rda is decompressed by its first bytes, in bounded steps: a matrix (or a bomb)
-    larger than the memory budget allows its reader is refused, the file named."""
+    larger than the memory limit allows its reader is refused, the file named."""
     import rdata
 
     from bernmf.data.files.streams import OverBudget
@@ -243,7 +243,7 @@ def test_an_rda_is_read_within_the_memory_budget_whatever_it_inflates_to(
     large = np.zeros((300, 300))  # 720 KB of doubles: over 2 MB / RDA_COST once inflated
     for name, matrix in (("small", small), ("large", large)):
         rdata.write_rda(tmp_path / f"{name}.rda", {name: matrix}, compression=compression)
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "2e6")
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "2e6")
     assert datasets.read_rda(tmp_path / "small.rda").to_numpy().tolist() == small.tolist()
     with pytest.raises(OverBudget, match=r"large\.rda: more data"):
         datasets.read_rda(tmp_path / "large.rda")
@@ -255,7 +255,7 @@ def test_an_rda_bomb_and_a_damaged_rda_are_refused_by_name(tmp_path, monkeypatch
     bomb = tmp_path / "bomb.rda"
     bomb.write_bytes(gzip.compress(b"RDX2\nX\n" + bytes(50_000_000), compresslevel=9))
     assert bomb.stat().st_size < 100_000
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "2e6")
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "2e6")
     with pytest.raises(ValueError, match=r"bomb\.rda: more data once decompressed"):
         datasets.read_rda(bomb)
     damaged = tmp_path / "damaged.rda"
@@ -288,12 +288,12 @@ def test_an_altrep_sequence_is_sized_against_the_budget_before_it_is_expanded(
     path = tmp_path / "bomb.rda"
     path.write_bytes(R.rda({"bomb": sequence}))
     assert path.stat().st_size < 200
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "5e8")
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "5e8")
     with pytest.raises(ValueError) as error:
         datasets.read_rda(path)
     assert str(error.value) == (
-        f"{path}: reading its {said}, more than the memory budget of 500.0 MB "
-        "(set BERNMF_MEMORY_BUDGET to raise it)"
+        f"{path}: reading its {said}, more than the memory limit of 500.0 MB "
+        "(set BERNMF_MEMORY_LIMIT to raise it)"
     )
 
 
@@ -358,7 +358,7 @@ def test_what_rdata_builds_is_sized_against_the_budget_before_it_is_built(
     GiB asked for by a file of 1.4 KB); an R object of 4 bytes takes 350 bytes built."""
     path = tmp_path / "x.rda"
     path.write_bytes(R.rda({"x": content}))
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "1e8")
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "1e8")
     with pytest.raises(ValueError, match=re.escape(f"{path}: reading its {said}")):
         datasets.read_rda(path)
 
@@ -419,7 +419,7 @@ def test_reading_an_r_matrix_near_the_budget_takes_the_budget_at_most(tmp_path, 
         else R.matrix(np.arange(n).reshape(-1, 2), R.INT)
     )
     (tmp_path / "near.rda").write_bytes(R.rda({"near": values}))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BERNMF_MEMORY_BUDGET": "1e8"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BERNMF_MEMORY_LIMIT": "1e8"}
     done = subprocess.run(
         [sys.executable, "-c", PEAK_READ, str(tmp_path / "warm.rda"), str(tmp_path / "near.rda")],
         env=env, capture_output=True, text=True, check=True,

@@ -433,7 +433,7 @@ def test_a_large_deflated_array_is_refused_before_it_is_inflated(saved, monkeypa
 
 
 def test_arrays_beyond_the_memory_budget_are_refused(saved, monkeypatch):
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "1000")
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "1000")
     with pytest.raises(ValueError, match=r"its arrays, decompressed, would need .* KB, more than"):
         bernmf.load(saved)
 

@@ -26,7 +26,7 @@ LAYERS = [
         "bernmf._interrupt",
         "bernmf._warnings",
     },
-    {"bernmf.data"},  # a user's data checked, splits, datasets, the memory budget, files
+    {"bernmf.data"},  # a user's data checked, splits, datasets, the memory limit, files
     {"bernmf.posterior"},  # draws: summaries, alignment, diagnostics, PSIS, ArviZ export
     {"bernmf.results", "bernmf.plot"},  # what a fit is, saving and loading it, its plots
     {"bernmf.inference"},  # the engines

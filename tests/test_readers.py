@@ -1,6 +1,6 @@
 """The bounded reader of text files (bernmf.data.files.streams) under every data reader.
 
-Compressed and plain CSVs are read within the memory budget whatever they inflate to,
+Compressed and plain CSVs are read within the memory limit whatever they inflate to,
 and every damaged, mislabelled or encrypted file is a ValueError naming it.
 """
 
@@ -82,7 +82,7 @@ def test_a_bomb_of_any_format_is_refused_at_the_budget_naming_file_and_budget(
         content = COMPRESS[suffix](text)
     path = tmp_path / f"bomb.csv{suffix}"
     path.write_bytes(content)
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4e6")  # text: (4 MB - 100 x 2048) / 20
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "4e6")  # text: (4 MB - 100 x 2048) / 20
     calls = every_reader(path)
     if not suffix:  # lines of a plain file are counted, or skipped, one at a time
         assert calls.pop("count_rows")() == 5000
@@ -91,7 +91,7 @@ def test_a_bomb_of_any_format_is_refused_at_the_budget_naming_file_and_budget(
         with pytest.raises(
             ValueError,
             match=r"more text .*than 189.8 KB: its reader takes up to 20 bytes of memory a "
-            r"byte, beside 204.8 KB for its columns, within the memory budget of 4.0 MB",
+            r"byte, beside 204.8 KB for its columns, within the memory limit of 4.0 MB",
         ) as error:
             read()
         assert str(error.value).startswith(str(path)), name
@@ -100,7 +100,7 @@ def test_a_bomb_of_any_format_is_refused_at_the_budget_naming_file_and_budget(
 def test_one_endless_line_is_refused_at_the_line_bound(tmp_path, monkeypatch):
     path = tmp_path / "line.csv.gz"
     path.write_bytes(gzip.compress(b"0," * 10**6))  # 2 MB, no line break
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "64e6")  # a line: 1 MB; the text: 3.2 MB
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "64e6")  # a line: 1 MB; the text: 3.2 MB
     for read in every_reader(path).values():
         with pytest.raises(ValueError, match=r"line.csv.gz: a line longer than 1.0 MB, 1/64"):
             read()
@@ -110,7 +110,7 @@ def test_rows_of_a_large_plain_csv_are_bounded_by_what_is_kept(tmp_path, monkeyp
     """A process of a distributed fit reads its block of a file larger than its budget."""
     path = tmp_path / "y.csv"
     path.write_text(ROW * 5000)  # 1 MB
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4e6")  # text: 189.8 KB
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "4e6")  # text: 189.8 KB
     assert readers.count_rows(path) == 5000  # one line at a time
     assert readers.read_rows(path, 4000, 4500).shape == (500, 100)  # 100 KB kept
     with pytest.raises(ValueError, match=r"y.csv: more text than 189.8 KB"):
@@ -120,10 +120,10 @@ def test_rows_of_a_large_plain_csv_are_bounded_by_what_is_kept(tmp_path, monkeyp
 def test_a_refusal_too_large_to_name_its_cells_says_so(tmp_path, monkeypatch):
     path = tmp_path / "typo.csv"
     path.write_text(ROW * 2000 + "0,x\n")  # 400 KB: read as numbers, not as text cells
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "16e6")  # numbers: 790 KB, cells: 195 KB
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "16e6")  # numbers: 790 KB, cells: 195 KB
     with pytest.raises(ValueError, match=r"typo.csv: .*\(its cells are not named: more text"):
         readers.read_matrix(path)
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "64e6")
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "64e6")
     with pytest.raises(ValueError, match=r"typo.csv: cells must be 0, 1 or empty; found \['x'\]"):
         readers.read_matrix(path)
 
@@ -132,7 +132,7 @@ def test_a_table_of_too_many_columns_is_refused_before_it_is_parsed(tmp_path, mo
     """pandas spends about 1.5 KB a column: one line of 10^6 cells (2 MB) took 1.5 GB."""
     path = tmp_path / "wide.csv.gz"
     path.write_bytes(gzip.compress(("0," * 4999 + "1\n").encode() * 2))  # 10 KB a line
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4e6")  # 1953 columns, a line of 62.5 KB
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "4e6")  # 1953 columns, a line of 62.5 KB
     message = r"wide.csv.gz: 5000 columns take about 10.2 MB to read \(2048 bytes a column\)"
     for read in every_reader(path).values():
         with pytest.raises(ValueError, match=message):
@@ -158,7 +158,7 @@ def test_reading_a_bomb_takes_the_budget_at_most(tmp_path):
         block = (ROW * 5000).encode()
         for _ in range(100):
             file.write(block)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BERNMF_MEMORY_BUDGET": "1e7"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BERNMF_MEMORY_LIMIT": "1e7"}
     done = subprocess.run(
         [sys.executable, "-c", BOMB_READ, str(path)], env=env, capture_output=True, text=True
     )
@@ -305,6 +305,6 @@ def test_a_row_groups_file_of_other_than_two_columns_after_a_header_is_refused(
 def test_a_row_groups_bomb_is_refused_at_the_budget(tmp_path, monkeypatch):
     path = tmp_path / "groups.csv.gz"
     path.write_bytes(gzip.compress(b"row,group\n" + b"a,b\n" * 10**6))  # 4 MB of text
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4e6")  # text: 4 MB / 20
-    with pytest.raises(ValueError, match=r"more text .*within the memory budget of 4.0 MB"):
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "4e6")  # text: 4 MB / 20
+    with pytest.raises(ValueError, match=r"more text .*within the memory limit of 4.0 MB"):
         readers.read_groups(path, ["x"])

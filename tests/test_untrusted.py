@@ -22,8 +22,8 @@ from bernmf.data.sparse import checked_coo
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2
 """Worker processes of the fuzz, each with its own seed."""
-BUDGETS = {"untrusted_files": "2e6", "rda_files": "2e7"}
-"""The memory budget of a fuzz's workers: 100 KB of CSV text, 1.2 MB of R data."""
+LIMITS = {"untrusted_files": "2e6", "rda_files": "2e7"}
+"""The memory limit of a fuzz's workers: 100 KB of CSV text, 1.2 MB of R data."""
 
 
 def fuzz(folder: Path, files: int, matrices: int = 0, worker: str = "untrusted_files") -> list:
@@ -33,7 +33,7 @@ def fuzz(folder: Path, files: int, matrices: int = 0, worker: str = "untrusted_f
     The lines the workers print that are neither a file, a matrix nor a failure."""
     env = {
         **os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
-        "BERNMF_MEMORY_BUDGET": BUDGETS[worker],  # bombs are small to make
+        "BERNMF_MEMORY_LIMIT": LIMITS[worker],  # bombs are small to make
     }  # fmt: skip
     workers = []
     for seed in range(WORKERS):
@@ -76,7 +76,7 @@ def rda_fuzz(folder: Path, files: int) -> None:
     said = fuzz(folder, files, worker="rda_files")
     peaks = [int(line.split()[1]) for line in said if line.startswith("peak ")]
     assert len(peaks) == WORKERS
-    assert max(peaks) <= float(BUDGETS["rda_files"]), peaks
+    assert max(peaks) <= float(LIMITS["rda_files"]), peaks
 
 
 def test_fuzzed_r_files_are_read_or_refused_naming_them_within_the_budget(tmp_path):
@@ -176,7 +176,7 @@ def test_npy_headers_are_checked_against_the_file_size(tmp_path):
 def test_rows_beyond_the_memory_budget_are_refused(tmp_path, monkeypatch):
     np.save(tmp_path / "y.npy", np.ones((100, 10)))
     np.savez(tmp_path / "y.npz", Y=np.ones((100, 10)))
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "4000")
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "4000")
     for name in ("y.npy", "y.npz"):
         assert readers.read_rows(tmp_path / name, 0, 5).shape == (5, 10)  # 400 bytes
         with pytest.raises(ValueError, match=r"would need 8.0 KB, more than .* 4.0 KB"):

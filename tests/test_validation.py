@@ -14,7 +14,7 @@ import bernmf.data.split
 from bernmf.inference._compile import cache_size
 
 Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
-MEMORY = r"fit \(restarts=600, max_iter=1000000\) would need 4.8 GB, more than the memory budget"
+MEMORY = r"fit \(restarts=600, max_iter=1000000\) would need 4.8 GB, more than the memory limit"
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,7 @@ def test_traces_and_draws_beyond_the_memory_budget_are_refused_before_compiling(
     monkeypatch, engine, options, counts
 ):
     """Every preallocation (restarts x iterations, chains x draws x factors) is bounded."""
-    monkeypatch.setenv("BERNMF_MEMORY_BUDGET", "5e7")  # 50 MB; each needs 64 to 80 MB
+    monkeypatch.setenv("BERNMF_MEMORY_LIMIT", "5e7")  # 50 MB; each needs 64 to 80 MB
     before = cache_size()
     with pytest.raises(ValueError, match=rf"{counts}.*\) would need [678]\d.\d MB, more than"):
         bernmf.fit(Y, engine, 2, **options)

@@ -12,8 +12,8 @@ not a success or a ValueError naming the file (for a matrix: a ValueError or Typ
 naming the argument). A file is a valid one (``.npy``, dense and sparse ``.npz``, CSV,
 Parquet, a saved fit, a compressed CSV), then byte flips, a truncation or a crafted
 header or field; a compressed CSV may also be a bomb (a repeated row, or one line,
-inflating past the memory budget), of several members, or mislabelled. Run it with a
-small ``BERNMF_MEMORY_BUDGET`` so that bombs are cheap to make.
+inflating past the memory limit), of several members, or mislabelled. Run it with a
+small ``BERNMF_MEMORY_LIMIT`` so that bombs are cheap to make.
 """
 
 from __future__ import annotations

@@ -1,2 +1,2 @@
 """The data layer: a user's matrix and mask checked (observed), splits, the paper's datasets,
-the memory budget, and reading files (files/). Imports only bernmf.models."""
+the memory limit, and reading files (files/). Imports only bernmf.models."""

@@ -66,7 +66,7 @@ def read_rda(path, name: str | None = None) -> pd.DataFrame:
     """Read an R matrix from an ``.rda`` file (the object ``name``, default the file's stem).
 
     The file is untrusted: its serialization is checked and sized against the memory
-    budget before anything is built (:mod:`bernmf.data.files.rda`).
+    limit before anything is built (:mod:`bernmf.data.files.rda`).
 
     Parameters
     ----------
@@ -82,7 +82,7 @@ def read_rda(path, name: str | None = None) -> pd.DataFrame:
     Raises
     ------
     ValueError
-        Naming the file: damaged, not data, over the memory budget (see
+        Naming the file: damaged, not data, over the memory limit (see
         :func:`~bernmf.data.files.rda.read_objects`), without the object ``name``, or
         whose object is not a matrix of 0/1 and NA.
     """

@@ -7,7 +7,7 @@ is checked here first, with the same checks whether its arrays come from a file
 (:mod:`bernmf.data.files.npz`, the fields of ``scipy.sparse.save_npz``) or from memory
 (:func:`checked_coo`, for :mod:`bernmf.data.observed`): pointers nondecreasing from 0 to
 the number of entries, indices within the shape, every array of the length and dtype
-its layout needs, and M x N within the memory budget (a fit holds the entries
+its layout needs, and M x N within the memory limit (a fit holds the entries
 densely). numpy only: a matrix in memory, of any layout, has its entries computed
 here from its checked arrays, and scipy is given only those (no scipy conversion of a
 matrix runs before its arrays are checked).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bernmf.data.budget import check_bytes
+from bernmf.data.memory import check_bytes
 
 __all__ = ["check_dense_size", "checked_coo", "checked_indices", "checked_pointers"]
 
@@ -46,7 +46,7 @@ def checked_pointers(indptr: np.ndarray, count: int, first: bool, last: bool) ->
 
 
 def check_dense_size(M: int, N: int, what: str) -> None:
-    """Raise ValueError if M x N entries, held densely by a fit (1 byte each), exceed the budget."""
+    """Raise ValueError if M x N entries, held densely by a fit (1 byte each), exceed the limit."""
     check_bytes(M * N, f"{what} ({M}, {N}), held densely by a fit (1 byte an entry)")
 
 
@@ -217,7 +217,7 @@ def checked_coo(matrix, what: str):
     Raises
     ------
     ValueError
-        A shape that is not 2 integers >= 0 or over the memory budget held densely,
+        A shape that is not 2 integers >= 0 or over the memory limit held densely,
         an unknown layout or an inconsistent array; the message names ``what``, the
         layout and the field.
     """

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bernmf.data.budget import check_fit_bytes
+from bernmf.data.memory import check_fit_bytes
 from bernmf.data.observed import (
     Observed,
     as_observed,
@@ -254,7 +254,7 @@ def check_arguments(
     ------
     TypeError, ValueError
         As :func:`fit` does: unknown engine or option, bad rank, seed or prior, or
-        traces and draws beyond the memory budget (:mod:`bernmf.data.budget`).
+        traces and draws beyond the memory limit (:mod:`bernmf.data.memory`).
     """
     chosen = get_engine(engine)
     options = chosen.with_defaults(options)

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bernmf.data.budget import check_bytes
 from bernmf.data.files.archive import Archive
+from bernmf.data.memory import check_bytes
 from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
 from bernmf.results.checks import (
@@ -127,7 +127,7 @@ class _Arrays(Mapping):
 
 
 def _open(path) -> Archive:
-    """The checked zip of a saved fit (its arrays' declared sizes within the memory budget)."""
+    """The checked zip of a saved fit (its arrays' declared sizes within the memory limit)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no saved fit at {path}")
@@ -139,7 +139,7 @@ def _open(path) -> Archive:
 
 
 def _info(archive: Archive) -> dict:
-    """The metadata of a saved fit; its arrays' total size checked against the budget."""
+    """The metadata of a saved fit; its arrays' total size checked against the limit."""
     if METADATA not in archive.names:
         raise ValueError(f"not a saved bernmf fit (no {METADATA})")
     check_bytes(archive.total_size(), "its arrays, decompressed,")

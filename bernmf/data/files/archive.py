@@ -10,7 +10,7 @@ What a zip says about itself is checked before anything is allocated:
 * an array's ``.npy`` header (shape, dtype) must account for exactly the member's
   (or the ``.npy`` file's) size, and its dtype must hold no Python objects (nothing
   is ever unpickled);
-* what is read of an array is within the memory budget (:mod:`bernmf.data.budget`).
+* what is read of an array is within the memory limit (:mod:`bernmf.data.memory`).
 
 Every problem is a ValueError naming the member; damaged data is caught by the
 zip's CRC-32 check when a member is read to its end.
@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bernmf.data.budget import check_bytes
+from bernmf.data.memory import check_bytes
 
 MAX_DEFLATE_RATIO = 1032
 """Deflate emits at least one bit per 258 bytes: no member can expand more than this."""
@@ -179,7 +179,7 @@ def read_data(stream, header: Header, start: int, stop: int | None, what: str) -
     """Rows ``start:stop`` (all: 0, None) of the array whose data ``stream`` is at (its
     ``header.offset``).
 
-    The bytes read are within the memory budget; the stream is read to its end
+    The bytes read are within the memory limit; the stream is read to its end
     when the whole array is (where a zip checks its CRC-32).
     """
     shape, dtype = header.shape, header.dtype

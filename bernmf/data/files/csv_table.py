@@ -121,7 +121,7 @@ def _first_column(path, rows: int | None = None) -> tuple[list[str], list[str], 
 @contextlib.contextmanager
 def _opened(path, cost: int = streams.PARSE_COST, binary: bool = False, reserve: int = 0):
     """A path opened by the bounded reader (:func:`~bernmf.data.files.streams.open_text`:
-    decompressed by its suffix, at most ``(memory_budget() - reserve) / cost`` bytes of
+    decompressed by its suffix, at most ``(memory_limit() - reserve) / cost`` bytes of
     text), or a file given, from its start."""
     if hasattr(path, "read"):
         if hasattr(path, "seek"):
@@ -188,9 +188,9 @@ def read_csv(path, values=(0, 1)) -> pd.DataFrame:
     ValueError
         If a cell of the data is anything other than ``values`` or missing, or the
         file has no data cell; if the file is damaged (compressed data, UTF-8), or its
-        text, columns or a line would take more than the memory budget to read (the
+        text, columns or a line would take more than the memory limit to read (the
         path is read by :mod:`~bernmf.data.files.streams`, which bounds them), the
-        message naming the file and the budget.
+        message naming the file and the limit.
     """
     with streams.untrusted(path):
         try:

@@ -1,7 +1,7 @@
 """The ``.npz`` files of the readers, untrusted: a dense array, or a scipy.sparse matrix.
 
 :func:`sparse_layout` checks the fields of a ``scipy.sparse.save_npz`` file (their
-headers, lengths and dtypes, and the shape against the memory budget) before any
+headers, lengths and dtypes, and the shape against the memory limit) before any
 index is read, and :func:`npz_rows` reads rows of either kind, every index checked
 before scipy sees it (by :mod:`bernmf.data.sparse`, which checks matrices in memory
 too). Used by :mod:`bernmf.data.files.readers`.
@@ -40,7 +40,7 @@ def sparse_layout(archive: Archive) -> tuple[str, tuple[int, int]] | None:
     """``(layout, (M, N))`` of a ``scipy.sparse.save_npz`` file, its fields checked; None if dense.
 
     Every field's header is checked against the others (lengths, integer index
-    dtypes, numeric data) and M x N against the memory budget (a fit holds the
+    dtypes, numeric data) and M x N against the memory limit (a fit holds the
     entries densely), before any index is read.
     """
     if not {"format.npy", "shape.npy", "data.npy"} <= set(archive.names):

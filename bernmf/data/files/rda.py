@@ -8,7 +8,7 @@ first walks the decompressed serialization without building anything (:class:`_W
 each object's type, length and nesting is checked against the bytes that are there, and
 what reading them takes (:data:`~bernmf.data.files.streams.RDA_COST` bytes a byte,
 :data:`~bernmf.data.files.streams.RDA_OBJECT_COST` an object, the strings' arrays) against
-the memory budget; then rdata reads it, each ALTREP object sized before it is expanded.
+the memory limit; then rdata reads it, each ALTREP object sized before it is expanded.
 Only data is read: vectors, lists, their attributes, and the ALTREP classes R writes for
 them (compact sequences, deferred strings, wrappers); a function, an environment, a call
 or byte code is refused, as are R's ASCII format and nesting deeper than :data:`MAX_DEPTH`.
@@ -21,8 +21,8 @@ import warnings
 
 import numpy as np
 
-from bernmf.data.budget import check_bytes, size_text
 from bernmf.data.files.streams import RDA_COST, RDA_OBJECT_COST, FileRefused, open_bytes, untrusted
+from bernmf.data.memory import check_bytes, size_text
 
 __all__ = ["MAX_DEPTH", "read_objects"]
 
@@ -65,11 +65,11 @@ def read_objects(path) -> dict:
     ValueError
         Naming the file: damaged, compressed data included; not R's serialization of data
         (a function, an environment ...); nested deeper than :data:`MAX_DEPTH`; or taking
-        more than the memory budget to read, the size it would need said.
+        more than the memory limit to read, the size it would need said.
     """
     import rdata
 
-    with open_bytes(path, RDA_COST, binary=True) as stream:  # a bomb stops at the memory budget
+    with open_bytes(path, RDA_COST, binary=True) as stream:  # a bomb stops at the memory limit
         data = stream.read()
     walk = _Walk(data, path)
     cost = _Cost(path)
@@ -97,13 +97,13 @@ def read_objects(path) -> dict:
 
 
 class _Cost:
-    """The memory that reading ``path`` takes, checked against the budget as it grows."""
+    """The memory that reading ``path`` takes, checked against the limit as it grows."""
 
     def __init__(self, path):
         self.path, self.nbytes = path, 0
 
     def add(self, nbytes: int, what: str) -> None:
-        """Count ``nbytes`` more for reading ``what``; ValueError past the memory budget."""
+        """Count ``nbytes`` more for reading ``what``; ValueError past the memory limit."""
         self.nbytes += nbytes
         check_bytes(self.nbytes, f"{self.path}: reading {what}")
 

@@ -16,11 +16,11 @@ import pandas as pd
 from scipy import sparse
 
 from bernmf.data import datasets
-from bernmf.data.budget import check_bytes
 from bernmf.data.files.archive import Archive, read_data, read_header
 from bernmf.data.files.csv_table import MISSING
 from bernmf.data.files.npz import dense_member, npz_rows, sparse_layout
 from bernmf.data.files.streams import PARSE_COLUMN_COST, column_reserve, open_text, untrusted
+from bernmf.data.memory import check_bytes
 from bernmf.data.observed import aligned
 from bernmf.data.split import SPLIT_CODES, Split
 
@@ -56,7 +56,7 @@ def read_matrix(path, values=(0, 1)) -> pd.DataFrame | np.ndarray | sparse.csr_a
         scipy.sparse CSR, CSC or COO matrix of ``scipy.sparse.save_npz``, the ones of a
         mostly-zero matrix, read as a ``csr_array``). The file is untrusted: its
         structure (headers, sparse indices against the shape, declared sizes against
-        its size and the memory budget) is checked before anything is converted or
+        its size and the memory limit) is checked before anything is converted or
         allocated.
     values : tuple of int, default (0, 1)
         The values a CSV cell may hold (other formats are checked by their user).
@@ -144,7 +144,7 @@ def read_groups(path, rows) -> pd.Series:
 
     Cells are read as written (``"007"`` stays ``"007"``); an empty group cell or ``NA``
     (a missing cell, as in DATA) leaves its row without a group; blank lines are skipped.
-    The file may be compressed (``.csv.gz``, ...) and is read within the memory budget.
+    The file may be compressed (``.csv.gz``, ...) and is read within the memory limit.
 
     Parameters
     ----------

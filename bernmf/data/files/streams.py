@@ -1,15 +1,15 @@
-"""The one reader of a file's text, plain or compressed, within the memory budget.
+"""The one reader of a file's text, plain or compressed, within the memory limit.
 
 :func:`open_text` and :func:`open_bytes` decompress a file by its suffix (``.gz``,
 ``.bz2``, ``.xz``, ``.zip`` of one file, ``.zst``; any other suffix is plain text),
 multi-member files included, and count the bytes they give. Once the count exceeds
-what its reader may hold within the memory budget (``(memory_budget() - reserve) /
+what its reader may hold within the memory limit (``(memory_limit() - reserve) /
 cost``: ``cost`` bytes of memory a byte of text, ``reserve`` for its columns, as
-measured for :mod:`~bernmf.data.files.csv_table`), or a line exceeds ``memory_budget()
+measured for :mod:`~bernmf.data.files.csv_table`), or a line exceeds ``memory_limit()
 / LINE_COST``, the read stops with :class:`OverBudget`, a ValueError that names the
-file and the budget. Decompression runs in bounded steps, so a file
+file and the limit. Decompression runs in bounded steps, so a file
 that would inflate to gigabytes (a bomb of any format, a multi-member gzip, one
-endless line) costs at most the memory budget, whatever it holds.
+endless line) costs at most the memory limit, whatever it holds.
 
 :func:`untrusted` is the one place where the errors of codecs and parsers become a
 ValueError that names the file.
@@ -28,7 +28,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from bernmf.data.budget import BUDGET_VARIABLE, memory_budget, size_text
+from bernmf.data.memory import LIMIT_VARIABLE, memory_limit, size_text
 
 __all__ = [
     "CELLS_COLUMN_COST", "CELLS_COST", "COMPRESSIONS", "LINE_COST", "PARSE_COLUMN_COST",
@@ -43,7 +43,7 @@ must hold one file)."""
 PARSE_COST, PARSE_COLUMN_COST = 20, 2048
 """Peak bytes of memory that reading a CSV as numbers takes, at most, a byte of its text
 and a column: a CSV of T bytes of text and N columns takes up to ``20 T + 2048 N`` bytes,
-which must fit the memory budget. Measured peaks (above the imports,
+which must fit the memory limit. Measured peaks (above the imports,
 :func:`bernmf.data.files.csv_table.read_csv`): 18.2 bytes a byte for a table of empty
 cells (a float64 NaN from each byte), 9.3 for a 0/1 table, 15-17 with one column of
 distinct row names, 6-7 for text cells (refused); 1.4-1.6 KB a column of a table of
@@ -68,7 +68,7 @@ refusal: measured 73 bytes a byte for a table of empty cells, 36 for a 0/1 table
 KB a column."""
 
 LINE_COST = 64
-"""A line may take ``memory_budget() / LINE_COST`` bytes: a line split into cells costs
+"""A line may take ``memory_limit() / LINE_COST`` bytes: a line split into cells costs
 about 30 bytes a byte (a Python string and a pointer a cell of two bytes)."""
 
 _CHUNK = 1 << 20
@@ -77,11 +77,11 @@ _CHUNK = 1 << 20
 
 class FileRefused(ValueError):
     """A file refused while its bytes are read (damaged or encrypted compressed data, more
-    text than the budget allows, a line too long): reading it again cannot succeed."""
+    text than the limit allows, a line too long): reading it again cannot succeed."""
 
 
 class OverBudget(FileRefused):
-    """More text, columns or a longer line than the memory budget allows for its reader."""
+    """More text, columns or a longer line than the memory limit allows for its reader."""
 
 
 MALFORMED = (
@@ -133,22 +133,22 @@ def untrusted(path, *, decoding: bool = False, form: str = ""):
 
 def _limit(cost: int | None, reserve: int = 0) -> int | None:
     """The bytes of text that a reader of ``cost`` may read beside ``reserve`` bytes."""
-    return None if cost is None else max(memory_budget() - reserve, 0) // cost
+    return None if cost is None else max(memory_limit() - reserve, 0) // cost
 
 
-def _budget() -> str:
-    return f"the memory budget of {size_text(memory_budget())} (set {BUDGET_VARIABLE} to raise it)"
+def _limit_text() -> str:
+    return f"the memory limit of {size_text(memory_limit())} (set {LIMIT_VARIABLE} to raise it)"
 
 
 def column_reserve(path, columns: int, cost: int) -> int:
     """The bytes that reading ``columns`` columns takes at ``cost`` bytes a column
     (:data:`PARSE_COLUMN_COST`, :data:`CELLS_COLUMN_COST`); :class:`OverBudget` if they
-    exceed the memory budget."""
+    exceed the memory limit."""
     reserve = columns * cost
-    if reserve > memory_budget():
+    if reserve > memory_limit():
         raise OverBudget(
             f"{path}: {columns} columns take about {size_text(reserve)} to read ({cost} bytes "
-            f"a column), more than {_budget()}"
+            f"a column), more than {_limit_text()}"
         )
     return reserve
 
@@ -159,7 +159,7 @@ class _Counted(io.RawIOBase):
 
     def __init__(self, stream, path, compressed: bool, lines: bool = True):
         self._stream, self._path, self._compressed = stream, path, compressed
-        self._line = max(memory_budget() // LINE_COST, 1) if lines else None
+        self._line = max(memory_limit() // LINE_COST, 1) if lines else None
         self._count = self._run = 0
         self.allow(None)
 
@@ -194,7 +194,7 @@ class _Counted(io.RawIOBase):
         if self._run > self._line:
             raise OverBudget(
                 f"{self._path}: a line longer than {size_text(self._line)}, 1/{LINE_COST} of "
-                f"{_budget()}"
+                f"{_limit_text()}"
             )
         return size
 
@@ -205,7 +205,7 @@ class _Counted(io.RawIOBase):
         return OverBudget(
             f"{self._path}: more {text} than {size_text(_limit(self._cost, self._reserve))}: "
             f"its reader takes up to {self._cost} bytes of memory a byte{columns}, within "
-            f"{_budget()}"
+            f"{_limit_text()}"
         )
 
 
@@ -247,11 +247,11 @@ def open_bytes(path, cost: int | None = PARSE_COST, reserve: int = 0, *, binary:
     path : str or path-like
     cost : int or None, default :data:`PARSE_COST`
         The bytes of memory its reader spends a byte: the text may be at most
-        ``(memory_budget() - reserve) // cost`` bytes (None: no bound on the total, for
+        ``(memory_limit() - reserve) // cost`` bytes (None: no bound on the total, for
         a reader whose memory does not grow with it, e.g. one that counts lines). A
-        line may be at most ``memory_budget() // LINE_COST`` bytes in any case.
+        line may be at most ``memory_limit() // LINE_COST`` bytes in any case.
     reserve : int, default 0
-        Bytes of the budget that its reader spends besides (:func:`column_reserve`).
+        Bytes of the limit that its reader spends besides (:func:`column_reserve`).
     binary : bool, default False
         Binary data (an ``.rda`` file's): decompressed by its first bytes (:data:`MAGIC`:
         gzip, bzip2 or xz, as R compresses it; else as they are), and no bound on a line

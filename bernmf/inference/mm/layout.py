@@ -5,7 +5,7 @@ here: :data:`Problem` :class:`Dense`, :class:`SparseOnes`, :class:`RowBlocks`,
 :class:`SparseRowBlocks`, and
 :func:`state_at`, :func:`h_sums`, :func:`w_statistic`, :func:`log_likelihood`,
 :func:`row_total`). :func:`choose` picks the layout from the data's size, density and
-platform (row blocks when the temporaries outgrow the cache or a memory budget; device
+platform (row blocks when the temporaries outgrow the cache or a memory limit; device
 shards when ``devices`` are given), :func:`make_data` builds it.
 """
 

@@ -1,10 +1,10 @@
-"""One memory budget: for what a file declares and for what a fit preallocates.
+"""One memory limit: for what a file declares and for what a fit preallocates.
 
 A file read by :mod:`bernmf.data.files.readers` or :func:`bernmf.load` may declare sizes
 (an array's shape, a sparse matrix's shape) far beyond what it holds; a fit
 preallocates its traces and draws for the largest counts its options allow
 (``restarts x max_iter``, ``chains x draws``). Both are refused, before anything is
-allocated or compiled, when they would need more than :func:`memory_budget` bytes,
+allocated or compiled, when they would need more than :func:`memory_limit` bytes,
 with a ValueError that says the size they would need. The text of a CSV, plain or
 compressed, is counted against it as it is read (:mod:`bernmf.data.files.streams`).
 """
@@ -13,34 +13,34 @@ from __future__ import annotations
 
 from bernmf._environment import read
 
-BUDGET_VARIABLE = "BERNMF_MEMORY_BUDGET"
-"""The environment variable that sets the budget in bytes (for example ``16e9``)."""
-DEFAULT_BUDGET = 4 * 2**30
-"""The budget when :data:`BUDGET_VARIABLE` is not set: 4 GiB."""
+LIMIT_VARIABLE = "BERNMF_MEMORY_LIMIT"
+"""The environment variable that sets the limit in bytes (for example ``16e9``)."""
+DEFAULT_LIMIT = 4 * 2**30
+"""The limit when :data:`LIMIT_VARIABLE` is not set: 4 GiB."""
 
 
-def memory_budget() -> int:
+def memory_limit() -> int:
     """Bytes that one declared array, or one fit's preallocated buffers, may take.
 
-    :data:`BUDGET_VARIABLE` if set (a whole number of bytes >= 1, such as ``16e9``),
-    else :data:`DEFAULT_BUDGET`; anything else is refused here, where it is read
-    (``0.5`` was cut to a budget of 0 bytes that refused every fit).
+    :data:`LIMIT_VARIABLE` if set (a whole number of bytes >= 1, such as ``16e9``),
+    else :data:`DEFAULT_LIMIT`; anything else is refused here, where it is read
+    (``0.5`` was cut to a limit of 0 bytes that refused every fit).
     """
-    budget = read(BUDGET_VARIABLE, _bytes, "a whole number of bytes >= 1 (such as 16e9)")
-    return DEFAULT_BUDGET if budget is None else budget
+    limit = read(LIMIT_VARIABLE, _bytes, "a whole number of bytes >= 1 (such as 16e9)")
+    return DEFAULT_LIMIT if limit is None else limit
 
 
 def _bytes(text: str) -> int | None:
-    """:data:`BUDGET_VARIABLE`'s text as bytes (None if empty); ValueError if not >= 1."""
+    """:data:`LIMIT_VARIABLE`'s text as bytes (None if empty); ValueError if not >= 1."""
     if not text:
         return None
     try:
-        budget = float(text)
+        limit = float(text)
     except ValueError:  # said by read, with what the variable accepts
-        budget = float("nan")
-    if not (1 <= budget < float("inf") and budget.is_integer()):
+        limit = float("nan")
+    if not (1 <= limit < float("inf") and limit.is_integer()):
         raise ValueError
-    return int(budget)
+    return int(limit)
 
 
 def size_text(nbytes: float) -> str:
@@ -53,15 +53,15 @@ def size_text(nbytes: float) -> str:
 
 
 def check_bytes(nbytes: float, what: str) -> None:
-    """Raise ValueError if ``what`` would need more than :func:`memory_budget` bytes.
+    """Raise ValueError if ``what`` would need more than :func:`memory_limit` bytes.
 
-    The message names ``what``, the size it would need and the budget.
+    The message names ``what``, the size it would need and the limit.
     """
-    budget = memory_budget()
-    if nbytes > budget:
+    limit = memory_limit()
+    if nbytes > limit:
         raise ValueError(
-            f"{what} would need {size_text(nbytes)}, more than the memory budget of "
-            f"{size_text(budget)} (set {BUDGET_VARIABLE} to raise it)"
+            f"{what} would need {size_text(nbytes)}, more than the memory limit of "
+            f"{size_text(limit)} (set {LIMIT_VARIABLE} to raise it)"
         )
 
 
@@ -99,7 +99,7 @@ def fit_bytes(options: dict, restarts: int, shape: tuple[int, int] | None, rank:
 def check_fit_bytes(
     options: dict, restarts: int, shape: tuple[int, int] | None, rank: int, fits: str = ""
 ):
-    """Raise ValueError if a fit's preallocated buffers (:func:`fit_bytes`) exceed the budget.
+    """Raise ValueError if a fit's preallocated buffers (:func:`fit_bytes`) exceed the limit.
 
     The message names the counts that set their size: ``fits`` (default
     ``"restarts=R"``) and the options ``max_iter``, ``steps``, ``num_warmup``,
