@@ -2,7 +2,7 @@
 
 The study is a configuration of the study runner, :mod:`bernmf.studies.reproduce.posterior_vs_map`,
 so that ``bernmf reproduce posterior_vs_map`` runs from an installed package; this script
-runs the same, with every option (``--matrices``, ``--splits``, ``--map-budgets``, ...).
+runs the same, with every option (``--matrices``, ``--splits``, ``--map-scales``, ...).
 
 Run: ``.venv/bin/python experiments/posterior_vs_map.py [--quick] [--data-dir DIR]``
 """

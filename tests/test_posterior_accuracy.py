@@ -177,7 +177,7 @@ def test_the_quick_study_writes_its_tables(cache, tmp_path):
     table = pd.read_csv(out / "accuracy.csv")
     assert list(table.columns[:6]) == posterior_accuracy.FIRST
     assert set(table["engine"]) == {"gibbs", "mm"}
-    assert set(table.loc[table["engine"] == "gibbs", "budget"]) == {1, 2}
+    assert set(table.loc[table["engine"] == "gibbs", "scale"]) == {1, 2}
     mm = table[table["engine"] == "mm"].iloc[0]
     assert mm["sd_ratio"] == 0.0  # a point mass
     gibbs = table[table["engine"] == "gibbs"]

@@ -55,7 +55,7 @@ def test_a_study_per_unit_each_matrix_and_split_its_own():
 
 def test_the_grids_their_priors_and_budgets():
     """mm chooses its prior, em has none, the Bayesian families fit the truth's flat prior on
-    simulated data and Beta(0.1, 0.1) on the datasets; the MAP ensembles' budgets run to
+    simulated data and Beta(0.1, 0.1) on the datasets; the MAP ensembles' scales run to
     512 seeds, the samplers' to 2; nuts and gibbs run 2 starts of 2 chains."""
     made = configurations(parse(["--data-dir", "unused"]))
     for unit, prior in ((made[0], (1.0, 1.0, 1.0)), (made[-1], (0.1, 0.1, 1.0))):
@@ -64,9 +64,9 @@ def test_the_grids_their_priors_and_budgets():
         assert len(grids["mm"].priors) == 25 and grids["em"].priors is None
         for family in ("nuts", "svi_normal", "svi_lowrank", "gibbs", "vb"):
             assert grids[family].priors == (prior,), family
-            assert grids[family].budgets == (1, 2), family
+            assert grids[family].scales == (1, 2), family
         for family in MAP_FAMILIES:
-            assert grids[family].budgets[-1] * grids[family].members == 512
+            assert grids[family].scales[-1] * grids[family].members == 512
             assert grids[family].scaled == ("members",)
         assert grids["nuts"].options["max_tree_depth"] == MAX_TREE_DEPTH
         assert grids["nuts"].options["chains_per_start"] == 2 and grids["nuts"].members == 4
@@ -77,7 +77,7 @@ def test_quick_is_small():
     made = configurations(parse(["--quick", "--data-dir", "unused"]))
     assert len(made) == 4  # 2 matrices of 24 x 18 (flat), 2 splits of animals
     assert {g.label for g in made[0].grids} == {"mm", "em", "nuts", "svi_normal", "gibbs", "vb"}
-    assert {g.budgets for g in made[0].grids if g.label in MAP_FAMILIES} == {(1, 2, 4)}
+    assert {g.scales for g in made[0].grids if g.label in MAP_FAMILIES} == {(1, 2, 4)}
 
 
 def test_simulated_datasets_are_named_by_shape_rank_and_prior():
@@ -104,10 +104,10 @@ def test_a_shape_is_three_integers_and_an_optional_positive_prior(shape, capsys)
 
 
 def _rows(scores: dict) -> pd.DataFrame:
-    """A rows table of one dataset: {(row, family, budget): [score per unit]}."""
+    """A rows table of one dataset: {(row, family, scale): [score per unit]}."""
     return pd.DataFrame(
         [
-            {"dataset": "d", "unit": u, "row": row, "family": family, "budget": b, "score": s}
+            {"dataset": "d", "unit": u, "row": row, "family": family, "scale": b, "score": s}
             for (row, family, b), values in scores.items()
             for u, s in enumerate(values)
         ]
@@ -188,7 +188,7 @@ def test_a_panel_cuts_its_axis_and_names_the_rows_left_off():
     plt.close(figure2)
 
 
-DECIDED = ["dataset", "method", "budget", "validation_perplexity", "chosen", "weights",
+DECIDED = ["dataset", "method", "scale", "validation_perplexity", "chosen", "weights",
            "rank", "alpha", "beta", "gamma", *MIXING_COLUMNS]  # fmt: skip
 """What the validation entries decide in a row: nothing here may read a test label."""
 

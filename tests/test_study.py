@@ -49,15 +49,15 @@ CHOICES = ["validation_perplexity", "chosen", "rank", "alpha", "beta", "seed", "
 
 
 BUDGETED = Study(
-    "budgeted",
+    "scaled_study",
     grids=(
-        Grid("mm", (2,), ((1.5, 1.5, 1.0),), {"max_iter": 50}, members=2, budgets=(1, 2),
+        Grid("mm", (2,), ((1.5, 1.5, 1.0),), {"max_iter": 50}, members=2, scales=(1, 2),
              scaled=("members",)),
         Grid("gibbs", (2,), ((1.0, 1.0, 1.0),), {"num_warmup": 10, "num_samples": 10,
-             "progress": False}, members=2, budgets=(1, 2), scaled=("num_warmup", "num_samples")),
+             "progress": False}, members=2, scales=(1, 2), scaled=("num_warmup", "num_samples")),
     ),
     methods=(
-        Method("mm", "first", ("mm",), budgets=(1,)),
+        Method("mm", "first", ("mm",), scales=(1,)),
         Method("mm mean", "mean", ("mm",)),
         Method("gibbs", "chains", ("gibbs",)),
     ),
@@ -66,7 +66,7 @@ BUDGETED = Study(
     fractions=(0.7, 0.1, 0.2),
     metrics=("ece", "coverage", "mixing"),
 )  # fmt: skip
-"""Budgets scaling mm's members and Gibbs's sweeps, the first and chains rules, and the
+"""Scales scaling mm's members and Gibbs's sweeps, the first and chains rules, and the
 calibration, coverage and mixing metrics."""
 
 UNSPLIT = Split(np.ones((4, 3), bool), np.zeros((4, 3), bool), np.zeros((4, 3), bool))
@@ -79,23 +79,23 @@ def tiny():
 
 
 @pytest.fixture(scope="module")
-def budgeted():
+def scaled_study():
     return running.run(BUDGETED)
 
 
-def test_a_budget_scales_members_and_options(budgeted):
-    table, fits = budgeted.table, budgeted.fits
-    assert list(zip(table["budget"], table["method"], strict=True)) == [
+def test_a_budget_scales_members_and_options(scaled_study):
+    table, fits = scaled_study.table, scaled_study.fits
+    assert list(zip(table["scale"], table["method"], strict=True)) == [
         (1, "mm"), (1, "mm mean"), (1, "gibbs"), (2, "mm mean"), (2, "gibbs"),
     ]  # fmt: skip
-    # mm's 4 seeds fitted once (its options are those of every budget), the first 2 at b = 1
+    # mm's 4 seeds fitted once (its options are those of every scale), the first 2 at b = 1
     mm = fits[fits["grid"] == "mm"]
     assert sorted(mm["seed"]) == [0, 1, 2, 3]
     first = table[table["method"] == "mm"]
     assert first["seed"].item() == 0  # the seed set's first seed, not the best of two
     mean = table[table["method"] == "mm mean"]
     assert first["cpu_seconds"].item() < mean["cpu_seconds"].iloc[0]  # one fit of the two
-    # Gibbs fitted at each budget, twice the sweeps (warmup and kept) at b = 2
+    # Gibbs fitted at each scale, twice the sweeps (warmup and kept) at b = 2
     gibbs = fits[fits["grid"] == "gibbs"]
     assert len(gibbs) == 4 and sorted(set(gibbs["iterations"])) == [20, 40]
 
@@ -114,7 +114,7 @@ def test_warmup_compiles_what_the_timed_calls_run(monkeypatch):
     mm = [seeds for engine, _, seeds in calls if engine == "mm"]
     assert mm == [[1_000_000, 1_000_001, 1_000_002, 1_000_003], [0, 1, 2, 3], [4, 5, 6, 7]]
     gibbs = [seeds for engine, _, seeds in calls if engine == "gibbs"]
-    assert gibbs == [[1_000_000, 1_000_001], [0, 1], [2, 3]] * 2  # at budgets 1 and 2
+    assert gibbs == [[1_000_000, 1_000_001], [0, 1], [2, 3]] * 2  # at scales 1 and 2
 
 
 def test_warmup_of_a_prior_grid_compiles_once_per_program(monkeypatch):
@@ -154,8 +154,8 @@ def test_warmup_of_a_prior_grid_compiles_once_per_program(monkeypatch):
     assert min(n for n, warming in mm if not warming) > 3
 
 
-def test_the_chains_rule_and_metrics(budgeted):
-    table = budgeted.table.set_index(["method", "budget"])
+def test_the_chains_rule_and_metrics(scaled_study):
+    table = scaled_study.table.set_index(["method", "scale"])
     chains = table.loc["gibbs"]
     assert chains["mixing"].isin(STATUSES).all()
     assert chains["chain_rule"].isin(["mean", "chain stacking"]).all()
@@ -166,9 +166,9 @@ def test_the_chains_rule_and_metrics(budgeted):
     assert (table.loc["mm mean", "coverage_90"] == "no interval").all()
     assert table.loc["mm mean", "mixing"].isna().all()
     assert table["ece"].between(0, 1).all()
-    bins = budgeted.reliability
+    bins = scaled_study.reliability
     test = running.split_of(BUDGETED, (20, 15)).test
-    counts = bins.groupby(["method", "budget"])["count"].sum()
+    counts = bins.groupby(["method", "scale"])["count"].sum()
     assert len(counts) == len(table) and (counts == test.sum()).all()
     assert chains["rhat_nested_max"].isna().all()  # each chain its own start
 
@@ -252,7 +252,7 @@ def test_a_spent_budget_starts_no_fit_and_no_seed_set(capsys):
         ),
         ({"pool": 1, "members": (2,)}, "pool 1"),
         ({"metrics": ("auc",)}, "metrics"),
-        ({"grids": (Grid("mm", (2,), budgets=(0,)),)}, "budgets must be integers"),
+        ({"grids": (Grid("mm", (2,), scales=(0,)),)}, "scales must be integers"),
         ({"grids": (Grid("mm", (2,), scaled=("steps",)),)}, "'steps'"),
         ({"grids": (Grid("mm", (2,), scaled=("tol",)),)}, "not an integer option"),
         ({"methods": (Method("x", "chains"),)}, "needs a sampler"),
@@ -382,8 +382,8 @@ def test_reproduce_posterior_vs_map_quick(tmp_path):
     for dataset, primary in (("simulated 24x18 K=2", "kl_truth"), ("animals", "test_perplexity")):
         rows = summary[summary["dataset"] == dataset]
         assert set(rows["family"]) == families and set(rows["primary"]) == {primary}
-        assert set(rows["budget"]) == {1, 2, 4}  # the MAP ensembles' budgets run further
-        assert set(rows.loc[~rows["family"].isin(["mm", "em"]), "budget"]) == {1, 2}
+        assert set(rows["scale"]) == {1, 2, 4}  # the MAP ensembles' scales run further
+        assert set(rows.loc[~rows["family"].isin(["mm", "em"]), "scale"]) == {1, 2}
         assert (rows["units"] == 2).all()
         assert rows["score"].equals(rows[primary])
         best = rows[rows["diff_mean"] == 0]
@@ -400,18 +400,18 @@ def test_reproduce_posterior_vs_map_quick(tmp_path):
     assert (
         tuning.groupby(["dataset", "unit"])["chosen"].agg(["size", "sum"]).eq([4, 1]).all(axis=None)
     )
-    simulated = summary[summary["dataset"] == "simulated 24x18 K=2"].set_index(["row", "budget"])
+    simulated = summary[summary["dataset"] == "simulated 24x18 K=2"].set_index(["row", "scale"])
     assert simulated.loc[("mm mean", 1), "coverage_90"] == "no interval"
     assert 0 < float(simulated.loc[("nuts", 1), "coverage_90"]) <= 1
     assert 0 < float(simulated.loc[("vb", 1), "coverage_90"]) <= 1  # vb's draws from q
     rows = pd.read_csv(out / "rows.csv")
     assert set(rows["unit"]) == {0, 1}
-    assert rows.groupby(["dataset", "row", "budget"]).size().eq(2).all()
+    assert rows.groupby(["dataset", "row", "scale"]).size().eq(2).all()
 
 
 def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeypatch):
     """Each reliability curve is labelled with its own ECE (unit 0), not the mean over units,
-    at the samplers' largest budget (mm: its one fit); drawn by ``--figures-only`` from the
+    at the samplers' largest scale (mm: its one fit); drawn by ``--figures-only`` from the
     CSVs a run writes, a row one colour in every figure."""
     import matplotlib.pyplot as plt
 
@@ -421,17 +421,17 @@ def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeyp
     monkeypatch.setattr(plt, "close", lambda figure: None)  # keep the figures to read them
     before = set(plt.get_fignums())
     bins = pd.DataFrame(
-        [{"dataset": "d", "budget": budget, "sampler_budget": 2, "row": row, "unit": unit,
+        [{"dataset": "d", "scale": scale, "sampler_scale": 2, "row": row, "unit": unit,
           "bin": b, "count": 10, "predicted": 0.1 + 0.5 * b,
-          "observed": 0.1 + 0.5 * b + (0.1 if unit == 0 else 0.3) + 0.05 * (budget == 1)}
-         for row, budget in (("mm", 1), ("nuts", 1), ("nuts", 2)) for unit in (0, 1)
+          "observed": 0.1 + 0.5 * b + (0.1 if unit == 0 else 0.3) + 0.05 * (scale == 1)}
+         for row, scale in (("mm", 1), ("nuts", 1), ("nuts", 2)) for unit in (0, 1)
          for b in (0, 1)]
     )  # fmt: skip
     summary = pd.DataFrame(
-        [{"dataset": "d", "family": row, "row": row, "budget": budget, "cpu_seconds": budget,
+        [{"dataset": "d", "family": row, "row": row, "scale": scale, "cpu_seconds": scale,
           "score": 0.5, "score_sd": 0.01, "units": 2, "primary": "test_perplexity",
           "best_map": "mm b1", "diff_mean": 0.0, "diff_low": -0.01, "diff_high": 0.01,
-          "pareto": True} for row, budget in (("mm", 1), ("nuts", 1), ("nuts", 2))]
+          "pareto": True} for row, scale in (("mm", 1), ("nuts", 1), ("nuts", 2))]
     )  # fmt: skip
     summary.to_csv(tmp_path / "summary.csv", index=False)
     bins.to_csv(tmp_path / "reliability.csv", index=False)
@@ -439,7 +439,7 @@ def test_posterior_vs_map_reliability_diagram_of_what_it_draws(tmp_path, monkeyp
     for name in ("score_vs_cpu.png", "differences.png", "reliability.png"):
         assert (tmp_path / name).stat().st_size > 0
     made = [plt.figure(number) for number in sorted(set(plt.get_fignums()) - before)]
-    diagram = next(f for f in made if f.axes[0].get_title().startswith("d, budget 2"))
+    diagram = next(f for f in made if f.axes[0].get_title().startswith("d, scale 2"))
     labels = [text.get_text() for text in diagram.axes[0].get_legend().get_texts()]
     assert labels == ["nuts (ECE 0.100)", "mm (ECE 0.150)"]
     curves = [line for line in diagram.axes[0].get_lines() if line.get_label() in labels]

@@ -80,7 +80,7 @@ class EngineGrid:
 
 class Setting(NamedTuple):
     """One (rank, prior) of a grid and its members, one per seed (priors as given), the
-    studies' compute budget of its options, and the seconds its step spent compiling (the
+    studies' compute scale of its options, and the seconds its step spent compiling (the
     most any of its fits, its warm-up's included, reported: one program per step)."""
 
     grid: EngineGrid
@@ -88,7 +88,7 @@ class Setting(NamedTuple):
     rank: int
     prior: Prior | None
     members: list[Scored]
-    budget: int | None = None
+    scale: int | None = None
     compile_seconds: float = 0.0
 
 

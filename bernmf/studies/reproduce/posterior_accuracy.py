@@ -3,8 +3,8 @@
 For each :data:`CASES` case (the posterior-vs-MAP study's simulated shapes at their true
 priors, and animals at K = 8 and Beta(0.1, 0.1)), the reference posterior of its training entries
 (:mod:`bernmf.studies.reproduce.reference`: long Gibbs chains, R-hat <= 1.01 and bulk ESS >= 400 on
-every WH entry, cached), then every family of :data:`FAMILIES` at every budget b of
-``--budgets`` and ``--seeds`` seeds, with the case's prior:
+every WH entry, cached), then every family of :data:`FAMILIES` at every scale b of
+``--scales`` and ``--seeds`` seeds, with the case's prior:
 
 - ``nuts``: 4 chains of b x (250 warmup + 250 draws), trees of depth <= 8 (the
   posterior-vs-MAP study's); ``gibbs``: 4 chains of b x (250 + 250) sweeps; ``svi_normal``
@@ -16,7 +16,7 @@ Each fit is scored against the reference (:func:`bernmf.posterior.accuracy.accur
 error of its posterior mean of WH in reference sds (``mean_error_sd``), the ratio of its sds
 (``sd_ratio``), the KL of its predictive to the reference's (``kl_predictive``), and the same
 first two on W and H after matching components. Costs: ``cpu_seconds`` (the fit's process CPU
-time, compiling excluded: the first call of each family and budget is made twice, the second
+time, compiling excluded: the first call of each family and scale is made twice, the second
 timed), ``compile_seconds`` (of that first call), and ``evaluations``: passes over the data
 (a NUTS leapfrog step, a Gibbs sweep, an SVI step per particle, a VB or MM iteration; NUTS's
 warmup steps estimated from its kept draws' mean steps, as NumPyro does not return them).
@@ -26,12 +26,12 @@ A fit is *accurate* (:data:`TOLERANCE`) when its ``mean_error_sd`` is at most 0.
 ESS >= 400).
 
 Outputs in ``--out`` (default ``results/posterior_accuracy``): ``accuracy.csv`` (columns
-``engine, budget, cpu_seconds, mean_error_sd, sd_ratio, kl_predictive`` first, then case,
+``engine, scale, cpu_seconds, mean_error_sd, sd_ratio, kl_predictive`` first, then case,
 seed, family options and the other numbers), ``summary.csv`` (means over seeds per case,
-engine and budget, with ``accurate``), ``references.csv`` (each reference's checks and cost),
+engine and scale, with ``accurate``), ``references.csv`` (each reference's checks and cost),
 ``accuracy.png`` (the three numbers against CPU seconds, a panel per case) and
 ``evaluations.png`` (against passes over the data). ``--quick``: a 30 x 20 case at K = 3,
-budgets 1 and 2, one seed, short chains.
+scales 1 and 2, one seed, short chains.
 
 Run: ``bernmf reproduce posterior_accuracy [--quick]``, or ``python -m
 bernmf.studies.reproduce.posterior_accuracy`` for every option.
@@ -82,54 +82,55 @@ FAMILIES = {
     "vb_meanfield": ("vb", {"variant": "meanfield"}),
     "mm": ("mm", {}),
 }  # fmt: skip
-"""Each family's engine and options at budget 1."""
+"""Each family's engine and options at scale 1."""
 SCALED = {"nuts": ("num_warmup", "num_samples"), "gibbs": ("num_warmup", "num_samples"),
           "svi_normal": ("steps",), "svi_lowrank": ("steps",)}  # fmt: skip
-"""What a budget b multiplies; the other families are fitted once."""
+"""What a scale b multiplies; the other families are fitted once."""
 QUICK_SIZES = {
     "nuts": {"num_warmup": 100, "num_samples": 100},
     "gibbs": {"num_warmup": 100, "num_samples": 100},
     "svi_normal": {"steps": 500},
     "svi_lowrank": {"steps": 500},
 }
-"""The options of ``--quick`` at budget 1, over :data:`FAMILIES`'."""
+"""The options of ``--quick`` at scale 1, over :data:`FAMILIES`'."""
 SEED_STEP = 1000
 """Seeds of a family's fits are 0, 1000, 2000, ...: a sampler's chain c of seed s is the
 one-chain fit of seed s + c, so consecutive seeds would share chains."""
 TOLERANCE = {"mean_error_sd": 0.2, "sd_ratio": (0.9, 1.1)}
 """A fit is accurate when both hold (module docstring)."""
-FIRST = ["engine", "budget", "cpu_seconds", "mean_error_sd", "sd_ratio", "kl_predictive"]
+FIRST = ["engine", "scale", "cpu_seconds", "mean_error_sd", "sd_ratio", "kl_predictive"]
 """The first columns of ``accuracy.csv``, in this order: scripts may rely on them."""
 
 
 def parse(argv):
-    """The options: :func:`bernmf.studies.runner.registry.parser`'s, the families, budgets
+    """The options: :func:`bernmf.studies.runner.registry.parser`'s, the families, scales
     and seeds."""
     parser = registry.parser(__doc__, "results/posterior_accuracy")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), default=list(FAMILIES))
     parser.add_argument("--cases", nargs="+", choices=[c.name for c in CASES], default=None)
-    parser.add_argument("--budgets", nargs="+", type=int, default=[1, 2, 4, 8])
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per family and budget")
+    # --budgets: the name of the runs of before 2026-11-29
+    parser.add_argument("--scales", "--budgets", nargs="+", type=int, default=[1, 2, 4, 8])
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per family and scale")
     parser.add_argument(
         "--figures-only", action="store_true",
         help="draw the figures again from summary.csv in --out; fit nothing",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    if min(args.budgets) < 1 or args.seeds < 1:
-        parser.error("--budgets and --seeds must be positive integers")
+    if min(args.scales) < 1 or args.seeds < 1:
+        parser.error("--scales and --seeds must be positive integers")
     args.cases = [c for c in CASES if args.cases is None or c.name in args.cases]
     args.sizes = {}
     if args.quick:
-        args.cases, args.budgets, args.seeds, args.sizes = [QUICK_CASE], [1, 2], 1, QUICK_SIZES
-    args.budgets = sorted(set(args.budgets))
+        args.cases, args.scales, args.seeds, args.sizes = [QUICK_CASE], [1, 2], 1, QUICK_SIZES
+    args.scales = sorted(set(args.scales))
     return args
 
 
-def options_at(family: str, budget: int, sizes=None) -> dict:
-    """The engine options of a family at ``budget`` (its :data:`SCALED` options times b)."""
+def options_at(family: str, scale: int, sizes=None) -> dict:
+    """The engine options of a family at ``scale`` (its :data:`SCALED` options times b)."""
     options = {**FAMILIES[family][1], **(sizes or {}).get(family, {})}
     for name in SCALED.get(family, ()):
-        options[name] *= budget
+        options[name] *= scale
     if FAMILIES[family][0] in ("nuts", "svi", "gibbs"):
         options["progress"] = False
     return options
@@ -201,15 +202,15 @@ def run_case(case: Case, args, stream) -> tuple[list[dict], dict]:
     Y, train, _ = case.matrix(args.data_dir)
     rows, called = [], set()
     for family in args.families:
-        budgets = args.budgets if family in SCALED else args.budgets[:1]
-        for budget in budgets:
-            options = options_at(family, budget, args.sizes)
+        scales = args.scales if family in SCALED else args.scales[:1]
+        for scale in scales:
+            options = options_at(family, scale, args.sizes)
             for seed in SEED_STEP * np.arange(args.seeds):
                 fit, cpu, compile_seconds = timed_fit(Y, train, case, family, options, seed, called)
                 numbers = scored(fit, made.summary)
                 rows.append(
                     {
-                        "engine": family, "budget": budget, "cpu_seconds": cpu, **numbers,
+                        "engine": family, "scale": scale, "cpu_seconds": cpu, **numbers,
                         "case": case.name, "seed": int(seed), "compile_seconds": compile_seconds,
                         "evaluations": evaluations(family, fit, options),
                         "options": " ".join(f"{k}={v}" for k, v in options.items()
@@ -218,23 +219,23 @@ def run_case(case: Case, args, stream) -> tuple[list[dict], dict]:
                 )  # fmt: skip
             line = pd.DataFrame(rows[-args.seeds :])[FIRST[2:]].mean()
             running.log(
-                f"  {family} b{budget}: " + ", ".join(f"{k} {v:.4g}" for k, v in line.items()),
+                f"  {family} b{scale}: " + ", ".join(f"{k} {v:.4g}" for k, v in line.items()),
                 stream,
             )
     return rows, reference_row
 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
-    """Means over seeds per case, engine and budget, and whether the mean fit is accurate."""
+    """Means over seeds per case, engine and scale, and whether the mean fit is accurate."""
     numbers = [c for c in rows.columns if rows[c].dtype.kind in "fi" and c not in ("seed",)]
-    numbers = [c for c in numbers if c != "budget"]
-    summary = rows.groupby(["case", "engine", "budget"], sort=False)[numbers].mean()
+    numbers = [c for c in numbers if c != "scale"]
+    summary = rows.groupby(["case", "engine", "scale"], sort=False)[numbers].mean()
     summary = summary.reset_index()
     low, high = TOLERANCE["sd_ratio"]
     accurate = (summary["mean_error_sd"] <= TOLERANCE["mean_error_sd"]) & summary[
         "sd_ratio"
     ].between(low, high)
-    return summary.assign(seeds=rows.groupby(["case", "engine", "budget"]).size().to_numpy(),
+    return summary.assign(seeds=rows.groupby(["case", "engine", "scale"]).size().to_numpy(),
                           accurate=accurate)  # fmt: skip
 
 
@@ -294,7 +295,7 @@ def main(argv=None) -> int:
     args = parse(argv)
     out = Path(args.out)
     if args.figures_only:  # a redraw (after a plotting fix, or of a finished run)
-        summary = pd.read_csv(out / "summary.csv")
+        summary = pd.read_csv(out / "summary.csv").rename(columns={"budget": "scale"})
         figure(summary, "cpu_seconds", out / "accuracy.png")
         figure(summary, "evaluations", out / "evaluations.png")
         return 0

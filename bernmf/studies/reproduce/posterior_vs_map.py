@@ -7,13 +7,13 @@ own random split (``--matrices`` per shape and prior, matrix and split seed s = 
 or a random split of a dataset (``--splits`` per dataset, split seed s). Every choice (mm's
 prior, the stacking and chain weights) is made on the unit's validation entries.
 
-Families (a :class:`~bernmf.studies.runner.study.Grid` each) and what a budget b scales:
+Families (a :class:`~bernmf.studies.runner.study.Grid` each) and what a scale b scales:
 
 - ``mm``: the MAP, its alpha, beta chosen on validation at seed 0 (:data:`MM_VALUES`, gamma
   = 1); rows ``mm`` (one fit), ``mm mean`` (the mean of ``--restarts`` x b seeds) and ``mm
   stack`` (their stack on the validation entries, a weight per seed and the column-frequency
   baseline); ``em``: the prior-free MAP, rows ``em mean`` and ``em stack`` as mm's. Their
-  budgets run to ``--map-budgets``' largest (default 128: 512 seeds), so that the MAP
+  scales run to ``--map-scales``' largest (default 128: 512 seeds), so that the MAP
   ensembles reach the samplers' CPU: matched compute is read off the curves of score
   against CPU seconds, where every family crosses the same range.
 - ``nuts``: ``--chains`` chains (2 starts of chains / 2 each: the superchains of nested
@@ -22,7 +22,7 @@ Families (a :class:`~bernmf.studies.runner.study.Grid` each) and what a budget b
   rows by the runner's ``chains`` rule (the mean of all draws unless the chains sit in
   distinct modes: :func:`bernmf.posterior.modes.mode_prediction`); ``svi_normal``,
   ``svi_lowrank``: b x ``--svi-steps`` steps; ``vb``: the mean of b restarts of CVB0. Their
-  budgets are ``--sampler-budgets`` (default 1 and 2).
+  scales are ``--sampler-scales`` (default 1 and 2).
 
 The Bayesian families fit the true prior on simulated data (:data:`SHAPES`: two flat, one
 concentrated) and Beta(``--bayes-prior``) (default Beta(0.1, 0.1), gamma = 1: the prior of
@@ -39,7 +39,7 @@ their combining, compiling excluded by an untimed first call at the first unit o
 ``tuning_seconds`` (mm's prior choice) and ``compile_seconds`` apart.
 
 Outputs in ``--out`` (default ``results/posterior_vs_map``): ``rows.csv`` (every unit, row
-and budget), ``summary.csv`` (per dataset, row and budget: means over units, the units,
+and scale), ``summary.csv`` (per dataset, row and scale: means over units, the units,
 ``score`` and its sd, the paired difference to the best MAP row ``best_map`` with its 95%
 bootstrap interval over units ``diff_low``, ``diff_high``, ``kl_truth``, ``compile_seconds``
 (the most of any unit: a shape's programs are compiled once), ``tuning_seconds``, the Pareto
@@ -47,7 +47,7 @@ front of CPU against score, mixing counts), ``reliability.csv``, ``tuning.csv``,
 ``table.csv`` (the runner's table, written as units end), ``score_vs_cpu.png``,
 ``differences.png``, ``reliability.png`` and ``coverage.png``. ``--quick`` is a smoke run (2
 matrices of 24 x 18 at K = 2, 2 splits of animals at K = 2, short chains, no low-rank guide,
-MAP budgets 1, 2 and 4).
+MAP scales 1, 2 and 4).
 
 Run: ``bernmf reproduce posterior_vs_map [--quick] [--data-dir DIR]``, or ``python -m
 bernmf.studies.reproduce.posterior_vs_map`` for every option.
@@ -104,7 +104,7 @@ BOOTSTRAP = 2000
 """Resamples of the units in the paired bootstrap intervals."""
 COLUMNS = 3
 """Panels per row of a figure (one a dataset or simulated shape)."""
-KEYS = ["dataset", "row", "budget"]
+KEYS = ["dataset", "row", "scale"]
 """The rows of the summary."""
 
 
@@ -125,17 +125,20 @@ def parse(argv):
         "--bayes-prior", nargs=2, type=float, default=[0.1, 0.1], metavar=("ALPHA", "BETA"),
         help="the Bayesian families' Beta prior on the datasets (gamma = 1)",
     )  # fmt: skip
-    parser.add_argument("--sampler-budgets", nargs="+", type=int, default=[1, 2])
+    # --sampler-budgets and --map-budgets: the names of the runs of before 2026-11-29
+    parser.add_argument("--sampler-scales", "--sampler-budgets", nargs="+", type=int,
+                        default=[1, 2])  # fmt: skip
     parser.add_argument(
-        "--map-budgets", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64, 128],
-        help="budgets of mm and em: --restarts x b seeds",
+        "--map-scales", "--map-budgets", nargs="+", type=int,
+        default=[1, 2, 4, 8, 16, 32, 64, 128],
+        help="scales of mm and em: --restarts x b seeds",
     )  # fmt: skip
-    parser.add_argument("--restarts", type=int, default=4, help="mm and em seeds at budget 1")
+    parser.add_argument("--restarts", type=int, default=4, help="mm and em seeds at scale 1")
     parser.add_argument("--chains", type=int, default=4, help="nuts and gibbs chains")
-    parser.add_argument("--warmup", type=int, default=250, help="nuts warmup at budget 1")
-    parser.add_argument("--samples", type=int, default=250, help="nuts draws at budget 1")
-    parser.add_argument("--gibbs-samples", type=int, default=250, help="at budget 1")
-    parser.add_argument("--svi-steps", type=int, default=1250, help="at budget 1")
+    parser.add_argument("--warmup", type=int, default=250, help="nuts warmup at scale 1")
+    parser.add_argument("--samples", type=int, default=250, help="nuts draws at scale 1")
+    parser.add_argument("--gibbs-samples", type=int, default=250, help="at scale 1")
+    parser.add_argument("--svi-steps", type=int, default=1250, help="at scale 1")
     parser.add_argument(
         "--dtype", default="float64", choices=("float64", "float32"), help="of nuts and svi"
     )
@@ -165,16 +168,16 @@ def parse(argv):
     if args.quick:
         args.shapes, args.matrices, args.splits, args.rank = [(24, 18, 2, FLAT)], 2, 2, 2
         args.datasets = args.datasets or ["animals"]
-        args.sampler_budgets, args.map_budgets, args.restarts, args.chains = [1, 2], [1, 2, 4], 2, 2
+        args.sampler_scales, args.map_scales, args.restarts, args.chains = [1, 2], [1, 2, 4], 2, 2
         args.warmup, args.samples, args.gibbs_samples, args.svi_steps = 30, 30, 30, 200
         args.mm_values, args.bayes_prior = (1.0, 1.5), [0.5, 0.5]
         args.families = [f for f in args.families if f != "svi_lowrank"]
     counts = [args.matrices, args.splits, args.rank, args.restarts, args.chains, args.bootstrap]
-    budgets = [*args.sampler_budgets, *args.map_budgets]
-    if min(counts) < 1 or min(budgets) < 1:
-        parser.error("counts and budgets must be positive integers")
-    args.sampler_budgets = tuple(sorted(set(args.sampler_budgets)))
-    args.map_budgets = tuple(sorted(set(args.map_budgets)))
+    scales = [*args.sampler_scales, *args.map_scales]
+    if min(counts) < 1 or min(scales) < 1:
+        parser.error("counts and scales must be positive integers")
+    args.sampler_scales = tuple(sorted(set(args.sampler_scales)))
+    args.map_scales = tuple(sorted(set(args.map_scales)))
     args.datasets = [] if args.skip_datasets else (args.datasets or ["animals"])
     return args
 
@@ -191,12 +194,12 @@ def _shape(parser, values: list[float]) -> tuple:
 
 
 def family_grid(family: str, rank: int, priors, args) -> Grid:
-    """The grid of one family at ``rank``: its engine's options at budget 1, its budgets and
-    what a budget scales."""
+    """The grid of one family at ``rank``: its engine's options at scale 1, its scales and
+    what a scale scales."""
     engine, options = FAMILIES[family]
-    options, members, scaled, budgets = dict(options), 1, (), args.sampler_budgets
+    options, members, scaled, scales = dict(options), 1, (), args.sampler_scales
     if family in MAP_FAMILIES:
-        members, scaled, budgets = args.restarts, ("members",), args.map_budgets
+        members, scaled, scales = args.restarts, ("members",), args.map_scales
     elif family == "vb":
         scaled = ("members",)
     elif engine == "nuts":
@@ -218,17 +221,17 @@ def family_grid(family: str, rank: int, priors, args) -> Grid:
     batching = {"workers": args.workers, "progress": False} if family in MAP_FAMILIES else {}
     return Grid(
         engine, (rank,), None if priors is None else tuple(priors), options,
-        batching=batching, members=members, name=family, budgets=tuple(budgets), scaled=scaled,
+        batching=batching, members=members, name=family, scales=tuple(scales), scaled=scaled,
     )  # fmt: skip
 
 
 def row_methods(args) -> tuple[Method, ...]:
-    """The rows: ``mm`` (one fit, first budget), ``mm mean``, ``mm stack``, ``em mean``,
+    """The rows: ``mm`` (one fit, first scale), ``mm mean``, ``mm stack``, ``em mean``,
     ``em stack``, and each other family by its rule (:data:`RULES`)."""
     made = []
     for family in args.families:
         if family == "mm":
-            made.append(Method("mm", "first", ("mm",), budgets=args.map_budgets[:1]))
+            made.append(Method("mm", "first", ("mm",), scales=args.map_scales[:1]))
         if family in MAP_FAMILIES:
             made += [
                 Method(f"{family} mean", "mean", (family,)),
@@ -281,7 +284,7 @@ def configurations(args) -> list[Study]:
 
 def rows_of(result: study.StudyResult, methods: tuple[Method, ...]) -> pd.DataFrame:
     """The runner's table as the study's rows: dataset (a simulated shape's name without its
-    seed), unit (the matrix and split seed), family, row, budget, the chains' rule
+    seed), unit (the matrix and split seed), family, row, scale, the chains' rule
     (``rule``), the metrics and ``score``, the unit's primary score (:data:`PRIMARY`)."""
     table = result.table
     family = {m.name: m.grids[0] for m in methods}
@@ -310,11 +313,11 @@ def short_names(names: pd.Series) -> pd.Series:
 
 
 def paired_differences(rows: pd.DataFrame, draws: int = BOOTSTRAP, seed: int = 0) -> pd.DataFrame:
-    """Per dataset, row and budget: the mean over units of its score minus the best MAP row's
+    """Per dataset, row and scale: the mean over units of its score minus the best MAP row's
     on the same unit, and the 95% percentile interval of that mean over ``draws`` resamples
     of the units (paired: the same resampled units for both rows).
 
-    The best MAP row is the row and budget of a MAP family (:data:`MAP_FAMILIES`) of least
+    The best MAP row is the row and scale of a MAP family (:data:`MAP_FAMILIES`) of least
     mean score. Units where either score is missing are left out of that pair. Each
     dataset resamples with its own generator (``seed`` and its name), so that its
     intervals do not depend on the other datasets of the run.
@@ -322,13 +325,13 @@ def paired_differences(rows: pd.DataFrame, draws: int = BOOTSTRAP, seed: int = 0
     Returns
     -------
     DataFrame
-        dataset, row, budget, best_map, diff_mean, diff_low, diff_high.
+        dataset, row, scale, best_map, diff_mean, diff_low, diff_high.
     """
     made = []
     for dataset, group in rows.groupby("dataset", sort=False):
         rng = np.random.default_rng([seed, zlib.crc32(str(dataset).encode())])
-        scores = group.pivot(index="unit", columns=["row", "budget"], values="score")
-        maps = group.loc[group["family"].isin(MAP_FAMILIES), ["row", "budget"]].drop_duplicates()
+        scores = group.pivot(index="unit", columns=["row", "scale"], values="score")
+        maps = group.loc[group["family"].isin(MAP_FAMILIES), ["row", "scale"]].drop_duplicates()
         means = scores.mean()
         best = min(map(tuple, maps.to_numpy()), key=lambda key: means[key])
         diffs = scores.sub(scores[best], axis=0).to_numpy()  # (units, settings)
@@ -337,10 +340,10 @@ def paired_differences(rows: pd.DataFrame, draws: int = BOOTSTRAP, seed: int = 0
             resampled = np.nanmean(diffs[picks], axis=1)  # (draws, settings)
             # the nearest order statistics: an inf mean (a row inf on some unit) stays inf
             low, high = np.nanpercentile(resampled, [2.5, 97.5], axis=0, method="nearest")
-        for i, (row, budget) in enumerate(scores.columns):
+        for i, (row, scale) in enumerate(scores.columns):
             made.append(
                 {
-                    "dataset": dataset, "row": row, "budget": budget,
+                    "dataset": dataset, "row": row, "scale": scale,
                     "best_map": f"{best[0]} b{best[1]}", "diff_mean": np.nanmean(diffs[:, i]),
                     "diff_low": low[i], "diff_high": high[i],
                 }
@@ -349,7 +352,7 @@ def paired_differences(rows: pd.DataFrame, draws: int = BOOTSTRAP, seed: int = 0
 
 
 def summarize(rows: pd.DataFrame, draws: int = BOOTSTRAP) -> pd.DataFrame:
-    """Means over units per dataset, row and budget; the units; the score's sd; the paired
+    """Means over units per dataset, row and scale; the units; the score's sd; the paired
     differences to the best MAP row (:func:`paired_differences`); compile seconds as the most
     of any unit; the mixing statuses counted; the Pareto front of CPU seconds and score."""
     numbers = [c for c in rows.columns if c not in [*KEYS, "unit"] and rows[c].dtype.kind in "fi"]
@@ -416,7 +419,7 @@ def figures(summary: pd.DataFrame, bins: pd.DataFrame, out: Path) -> None:
 
 def _score_figure(plt, summary, names, colour, path) -> None:
     """Each dataset's score (mean over units, bars: sd / sqrt(units)) against CPU seconds,
-    every row's budgets joined: the MAP ensembles' curves run to the samplers' CPU."""
+    every row's scales joined: the MAP ensembles' curves run to the samplers' CPU."""
     figure, axes = _panels(plt, len(names), 4.4, 3.8, 1.6)
     for axis, name in zip(axes, names, strict=True):
         panel = summary[summary["dataset"] == name]
@@ -442,14 +445,14 @@ def _score_figure(plt, summary, names, colour, path) -> None:
 
 def _differences_figure(plt, summary, names, colour, path) -> None:
     """Each row's paired difference to the best MAP row with its 95% bootstrap interval, a
-    panel per dataset, a row's budgets together (rows with an infinite difference are named,
+    panel per dataset, a row's scales together (rows with an infinite difference are named,
     not drawn)."""
     figure, axes = _panels(plt, len(names), 5.2, 7.0)
     for axis, name in zip(axes, names, strict=True):
         panel = summary[summary["dataset"] == name]
         order = {row: i for i, row in enumerate(dict.fromkeys(panel["row"]))}
         panel = (
-            panel.sort_values(["budget"])
+            panel.sort_values(["scale"])
             .sort_values("row", key=lambda r: r.map(order), kind="stable")
             .reset_index(drop=True)
         )
@@ -462,7 +465,7 @@ def _differences_figure(plt, summary, names, colour, path) -> None:
                                 [row["diff_high"] - row["diff_mean"]]],
                           marker="o", markersize=3, color=colour[row["row"]])  # fmt: skip
         axis.axvline(0, color="gray", linestyle=":")
-        axis.set_yticks(y, [f"{r} b{b}" for r, b in zip(shown["row"], shown["budget"],
+        axis.set_yticks(y, [f"{r} b{b}" for r, b in zip(shown["row"], shown["scale"],
                                                         strict=True)], fontsize=7)  # fmt: skip
         axis.set_xlabel(f"{panel['primary'].iloc[0]} minus {panel['best_map'].iloc[0]}'s")
         left = panel.loc[~finite, "row"].unique()
@@ -472,10 +475,10 @@ def _differences_figure(plt, summary, names, colour, path) -> None:
 
 
 def _reliability_figure(plt, bins, names, colour, path) -> None:
-    """Reliability diagrams of unit 0 at the largest budget of the samplers' (``mm``: its
+    """Reliability diagrams of unit 0 at the largest scale of the samplers' (``mm``: its
     one fit), each curve labelled with its own ECE."""
     first = bins["unit"] == 0
-    shown = bins[first & (bins["budget"] == bins["sampler_budget"]) & (bins["row"] != "mm")]
+    shown = bins[first & (bins["scale"] == bins["sampler_scale"]) & (bins["row"] != "mm")]
     shown = pd.concat([shown, bins[first & (bins["row"] == "mm")]])
     figure, axes = _panels(plt, len(names), 4.2, 5.4)
     for axis, name in zip(axes, names, strict=True):
@@ -488,7 +491,7 @@ def _reliability_figure(plt, bins, names, colour, path) -> None:
                       color=colour.get(label), label=f"{label} (ECE {ece:.3f})")  # fmt: skip
         axis.set_xlabel("predicted P(Y=1), test entries")
         axis.set_ylabel("observed frequency of Y=1")
-        axis.set_title(f"{name}, budget {table['sampler_budget'].max()}, unit 0")
+        axis.set_title(f"{name}, scale {table['sampler_scale'].max()}, unit 0")
         axis.set_aspect("equal")
         axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
     save_png(figure, path, bbox_inches="tight")  # the legends below
@@ -505,7 +508,7 @@ def _coverage_figure(plt, summary, path) -> None:
     figure, axes = _panels(plt, len(simulations), 6, 3.6, 1.6)
     for axis, name in zip(axes, simulations, strict=True):
         rows = covered[covered["dataset"] == name]
-        labels = [f"{r} b{b}" for r, b in zip(rows["row"], rows["budget"], strict=True)]
+        labels = [f"{r} b{b}" for r, b in zip(rows["row"], rows["scale"], strict=True)]
         x = range(len(rows))
         for offset, level in ((-0.2, 50), (0.2, 90)):
             values = rows[f"coverage_{level}"].astype(float)
@@ -514,7 +517,7 @@ def _coverage_figure(plt, summary, path) -> None:
             axis.axhline(level / 100, color="gray", linestyle=":", linewidth=1,
                          label="nominal levels" if level == 90 else None)  # fmt: skip
         axis.set_xticks(list(x), labels, rotation=30, fontsize=8)
-        axis.set_xlabel("row and budget (b), mean over units")
+        axis.set_xlabel("row and scale (b), mean over units")
         axis.set_ylabel("share of true WH entries\ninside the interval")
         axis.set_ylim(0, 1)
         axis.set_title(name)
@@ -567,15 +570,22 @@ def _panels(plt, count: int, width: float, height: float, legend: float = 0.0):
     return figure, axes[:count]
 
 
+def read_table(path) -> pd.DataFrame:
+    """A table the study wrote; its ``budget`` columns, as runs of before 2026-11-29 named
+    the compute scale, renamed ``scale``."""
+    table = pd.read_csv(path)
+    return table.rename(columns={"budget": "scale", "sampler_budget": "sampler_scale"})
+
+
 def main(argv=None) -> int:
     """Run the study (:func:`configurations`) and write its tables and figures in ``--out``."""
     args = parse(argv)
     out = Path(args.out)
     if args.figures_only:  # a redraw (after a fix of the summary or the figures)
         if (out / "rows.csv").exists():
-            write_csv(summarize(pd.read_csv(out / "rows.csv"), args.bootstrap),
+            write_csv(summarize(read_table(out / "rows.csv"), args.bootstrap),
                       out / "summary.csv", index=False)  # fmt: skip
-        figures(pd.read_csv(out / "summary.csv"), pd.read_csv(out / "reliability.csv"), out)
+        figures(read_table(out / "summary.csv"), read_table(out / "reliability.csv"), out)
         running.log(f"drew the figures of {out}")
         return 0
     import numpyro
@@ -593,7 +603,7 @@ def main(argv=None) -> int:
     rows = rows_of(result, made[0].methods)
     bins = result.reliability.rename(columns={"method": "row", "split_seed": "unit"})
     bins = bins.drop(columns=["R", "seed_set"]).assign(
-        dataset=short_names(bins["dataset"]), sampler_budget=max(args.sampler_budgets)
+        dataset=short_names(bins["dataset"]), sampler_scale=max(args.sampler_scales)
     )
     summary = summarize(rows, args.bootstrap)
     write_csv(rows, out / "rows.csv", index=False)
@@ -603,7 +613,7 @@ def main(argv=None) -> int:
     if not tuning.empty:
         write_csv(tuning, out / "tuning.csv", index=False)
     shown = [
-        "dataset", "row", "budget", "units", "score", "diff_low", "diff_high", "test_perplexity",
+        "dataset", "row", "scale", "units", "score", "diff_low", "diff_high", "test_perplexity",
         "ece", "cpu_seconds", "pareto",
         *[c for c in ("coverage_90", "mixing") if c in summary],
     ]  # fmt: skip

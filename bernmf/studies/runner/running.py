@@ -139,11 +139,11 @@ def _timings(fit: Fit) -> dict:
     }
 
 
-def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool, budget: int = 1) -> dict:
+def _options(grid: Grid, engine: Engine, seeds: int, choosing: bool, scale: int = 1) -> dict:
     """Every option of the grid's fits of ``seeds`` seeds (a sampler's: as many chains) at
-    ``budget``; an :attr:`Grid.as_fit` grid's: those given, as ``bernmf.fit`` takes them (the
+    ``scale``; an :attr:`Grid.as_fit` grid's: those given, as ``bernmf.fit`` takes them (the
     engine's own progress off)."""
-    options = {**scaled_options(grid, budget), **(grid.choosing_options if choosing else {})}
+    options = {**scaled_options(grid, scale), **(grid.choosing_options if choosing else {})}
     if grid.as_fit is not None:
         return {"progress": False, **options} if "progress" in engine.options else options
     if engine.seed_count is not None:
@@ -211,7 +211,7 @@ class _Choice(NamedTuple):
 
 def _choose(study, grid, fitting, clock, fit_rows, chosen) -> _Choice | None:
     """The settings of one grid: with ``choose_seed``, the setting of least validation
-    perplexity at that seed (at the first budget; nothing fitted when there is one
+    perplexity at that seed (at the first scale; nothing fitted when there is one
     setting). ``chosen`` maps the labels of the grids done to their chosen rank (for
     :attr:`Grid.rank_from`); this grid's is added. None when the CPU budget is spent."""
     engine = engine_of(grid.engine)
@@ -226,7 +226,7 @@ def _choose(study, grid, fitting, clock, fit_rows, chosen) -> _Choice | None:
         chosen[grid.label] = settings[0][0]
         return _Choice(grid, settings)
     seed = 0 if grid.deterministic else study.choose_seed
-    options = _options(grid, engine, 1, choosing=True, budget=grid.budgets[0])
+    options = _options(grid, engine, 1, choosing=True, scale=grid.scales[0])
     choice = _fitted_settings(grid, engine, settings, [seed], options, fitting, clock)
     fit_rows += [_fits_row(fitting.on, s, s.members[0], CHOICE) for s in choice]
     if not choice:
@@ -239,24 +239,24 @@ def _choose(study, grid, fitting, clock, fit_rows, chosen) -> _Choice | None:
 
 
 def _shared(grid: Grid) -> bool:
-    """Whether the grid's options are those of every budget (fitted once, at the largest)."""
+    """Whether the grid's options are those of every scale (fitted once, at the largest)."""
     return set(grid.scaled) <= {"members"}
 
 
-def _fit_at(study, choice: _Choice, budget, fitting, clock, fit_rows) -> list[Setting]:
-    """The chosen settings of one grid fitted at ``budget``, each with its pool of members
-    (a shared grid's: at its largest budget, for every budget). The choice's CPU seconds are
+def _fit_at(study, choice: _Choice, scale, fitting, clock, fit_rows) -> list[Setting]:
+    """The chosen settings of one grid fitted at ``scale``, each with its pool of members
+    (a shared grid's: at its largest scale, for every scale). The choice's CPU seconds are
     not among the members': a row says them apart (``tuning_seconds``)."""
     grid = choice.grid
     if choice.fitted is not None:
         return choice.fitted
     engine = engine_of(grid.engine)
-    count = members_at(grid, study.pool_size, budget)
+    count = members_at(grid, study.pool_size, scale)
     count = count * study.seed_sets if grid.members else count
     seeds = [0] if grid.deterministic else study.pool_seeds(count)
-    options = _options(grid, engine, len(seeds), choosing=False, budget=budget)
+    options = _options(grid, engine, len(seeds), choosing=False, scale=scale)
     made = _fitted_settings(grid, engine, choice.settings, seeds, options, fitting, clock)
-    made = [s._replace(budget=None if _shared(grid) else budget) for s in made]
+    made = [s._replace(scale=None if _shared(grid) else scale) for s in made]
     fit_rows += [_fits_row(fitting.on, s, m, MEMBER) for s in made for m in s.members]
     return made
 
@@ -269,7 +269,7 @@ def _fits_row(on: _Data, setting: Setting, member: Scored, stage: str) -> dict:
         "grid": setting.grid.label,
         "engine": setting.engine.name,
         "stage": stage,
-        "budget": np.nan if setting.budget is None else setting.budget,
+        "scale": np.nan if setting.scale is None else setting.scale,
         **fit_row(member.fit, setting.prior),
         "cpu_seconds": member.cpu_seconds,
         "validation_perplexity": float(-member.lpd.mean()),
@@ -389,13 +389,13 @@ def _min_probability(result: Fit, Y, split) -> float:
     return float(np.min(np.where(y == 1, p, 1 - p)))
 
 
-def _rows(study, on: _Data, R, j, budget, method, settings, tuning: dict) -> list[tuple]:
+def _rows(study, on: _Data, R, j, scale, method, settings, tuning: dict) -> list[tuple]:
     """The rows of one method at one seed set (one, but a row per member for ``each``): each
     ``(row, result, weights, reliability bins)``, its result chosen on validation and
     scored on test; its costs apart (:func:`_costs`)."""
     Y, split, train, held_out = on.Y, on.split, on.train, on.held_out
     chosen = [(s, ms) for s, ms in settings if method.grids is None or s.grid.label in method.grids]
-    made = (study, on, R, j, budget, method, _costs(chosen, tuning))
+    made = (study, on, R, j, scale, method, _costs(chosen, tuning))
     if method.rule == "each":
         return _each(made, chosen, on)
     if method.rule == "first":  # "single" among the first members: the others not fitted
@@ -415,7 +415,7 @@ def _rows(study, on: _Data, R, j, budget, method, settings, tuning: dict) -> lis
 def _costs(chosen, tuning: dict) -> dict:
     """The costs of a row kept apart from its ``cpu_seconds`` (the CPU of the fits it is made
     of): ``tuning_seconds``, the CPU seconds of its grids' choices (each fitted once for every
-    seed set and budget), and ``compile_seconds``, the most any of its settings' steps spent
+    seed set and scale), and ``compile_seconds``, the most any of its settings' steps spent
     compiling (:attr:`bernmf.fitting.grids.Setting.compile_seconds`: a program is compiled
     once per shape and options, then reused)."""
     labels = {s.grid.label for s, _ in chosen}
@@ -442,7 +442,7 @@ def _each(made: tuple, chosen, on: _Data) -> list[tuple]:
     ]
 
 
-def _scored(study, on: _Data, R, j, budget, method, costs, result, validation, setting, cpu, *,
+def _scored(study, on: _Data, R, j, scale, method, costs, result, validation, setting, cpu, *,
             mixing=None, test=None) -> tuple:  # fmt: skip
     """``(row, result, weights, reliability bins)`` of one result: scored on the test entries
     (``test``: that score, already made), with the study's metrics and its ``costs``
@@ -455,7 +455,7 @@ def _scored(study, on: _Data, R, j, budget, method, costs, result, validation, s
             warnings.simplefilter("ignore", ZeroProbabilityWarning)
             test = result.perplexity(Y, split.test)
     row = {
-        "study": study.name, "dataset": on.name, "R": R, "seed_set": j, "budget": budget,
+        "study": study.name, "dataset": on.name, "R": R, "seed_set": j, "scale": scale,
         "disjoint": R * study.seed_sets <= study.pool_size, "method": method.name,
         "rule": method.rule, "validation_perplexity": validation,
         "test_perplexity": test,
@@ -512,8 +512,8 @@ def run(
     Returns
     -------
     StudyResult
-        Its ``table`` has one row per dataset x R x seed set x budget x method: study,
-        dataset, R, seed_set, budget, method, rule, validation_perplexity,
+        Its ``table`` has one row per dataset x R x seed set x scale x method: study,
+        dataset, R, seed_set, scale, method, rule, validation_perplexity,
         test_perplexity, cpu_seconds (the CPU seconds of every fit the method chose
         among and of its combining, compiling excluded with ``warmup``), chosen (the
         setting), :data:`FIT_COLUMNS` (of a single fit; rank and prior of a chosen
@@ -534,7 +534,7 @@ def run(
                     if weight is not None:
                         weights.append(weight.assign(**keys))
                     if table is not None:
-                        bins.append(table.assign(**keys, budget=row["budget"]))
+                        bins.append(table.assign(**keys, scale=row["scale"]))
                 if out is not None:
                     Path(out).parent.mkdir(parents=True, exist_ok=True)
                     write_csv(pd.DataFrame(rows), Path(out), index=False)
@@ -548,10 +548,10 @@ def run(
 
 
 def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
-    """Yield, budget by budget and seed set by seed set, the ``(row, result, weights,
+    """Yield, scale by scale and seed set by seed set, the ``(row, result, weights,
     reliability bins)`` of every method on one dataset; its fits appended to ``fit_rows``.
-    Each grid's setting is chosen first; a grid whose options a budget scales is fitted
-    at one budget at a time."""
+    Each grid's setting is chosen first; a grid whose options a scale scales is fitted
+    at one scale at a time."""
     name = data if isinstance(data, str) else data.name
     Y = load_data(data, study.data_dir)
     split = split_of(study, np.shape(Y), data)
@@ -574,32 +574,32 @@ def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
         s
         for c in choices
         if _shared(c.grid)
-        for s in _fit_at(study, c, max(c.grid.budgets), fitting, clock, fit_rows)
+        for s in _fit_at(study, c, max(c.grid.scales), fitting, clock, fit_rows)
     ]
-    for budget in sorted({b for grid in study.grids for b in grid.budgets}):
-        pools = shared + [  # a budget's fits at a time: only they hold their draws
+    for scale in sorted({b for grid in study.grids for b in grid.scales}):
+        pools = shared + [  # a scale's fits at a time: only they hold their draws
             s
             for c in choices
-            if not _shared(c.grid) and budget in c.grid.budgets
-            for s in _fit_at(study, c, budget, fitting, clock, fit_rows)
+            if not _shared(c.grid) and scale in c.grid.scales
+            for s in _fit_at(study, c, scale, fitting, clock, fit_rows)
         ]
         for R in study.members:
             for j in range(study.seed_sets):
                 if not _over(clock, f"R={R} set {j}", stream):
-                    yield _seed_set(study, pools, on, R, j, budget, stream, tuning)
+                    yield _seed_set(study, pools, on, R, j, scale, stream, tuning)
 
 
-def _seed_set(study, pools, on: _Data, R, j, budget, stream, tuning: dict) -> list:
-    """The rows of every method at seed set j of R members and ``budget``; ``tuning``: the
+def _seed_set(study, pools, on: _Data, R, j, scale, stream, tuning: dict) -> list:
+    """The rows of every method at seed set j of R members and ``scale``; ``tuning``: the
     CPU seconds of each grid's choice (by label)."""
     settings = []
     for s in pools:
-        if budget not in s.grid.budgets or s.budget not in (None, budget):
+        if scale not in s.grid.scales or s.scale not in (None, scale):
             continue
         if s.grid.deterministic:
             settings.append((s, s.members))
             continue
-        r = members_at(s.grid, R, budget)
+        r = members_at(s.grid, R, scale)
         if r > len(s.members):
             continue
         chosen = seed_sets(len(s.members), r, study.seed_sets)
@@ -610,10 +610,10 @@ def _seed_set(study, pools, on: _Data, R, j, budget, stream, tuning: dict) -> li
             continue
         if method.at is not None and R not in method.at:
             continue
-        if method.budgets is not None and budget not in method.budgets:
+        if method.scales is not None and scale not in method.scales:
             continue
-        found += _rows(study, on, R, j, budget, method, settings, tuning)
-    at = "" if budget == 1 else f" budget {budget}"
+        found += _rows(study, on, R, j, scale, method, settings, tuning)
+    at = "" if scale == 1 else f" scale {scale}"
     log(f"  R={R} set {j}{at}: " + ", ".join(_said(found)), stream)
     return found
 
@@ -633,8 +633,8 @@ def _said(found: list) -> list[str]:
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """Mean and sd over seed sets of test and validation perplexity and CPU seconds, per
-    dataset, method, R and budget; the least ``min_test_probability`` and the mean ``ece``."""
-    grouped = table.groupby(["dataset", "method", "R", "budget"], sort=False)
+    dataset, method, R and scale; the least ``min_test_probability`` and the mean ``ece``."""
+    grouped = table.groupby(["dataset", "method", "R", "scale"], sort=False)
     extra = {"min_test_probability": "min", "ece": "mean"}
     return grouped.agg(
         test_mean=("test_perplexity", "mean"),

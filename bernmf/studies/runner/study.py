@@ -178,13 +178,13 @@ class Grid(EngineGrid):
     members : int, optional
         Members per setting in every seed set, whatever the study's R (default: R, from
         the study's pool); its pool is ``members * seed_sets`` seeds.
-    budgets : tuple of int
-        The compute budgets b at which the grid is fitted: one more axis of the study
-        (the table's ``budget``).
+    scales : tuple of int
+        The compute scales b at which the grid is fitted: one more axis of the study
+        (the table's ``scale``).
     scaled : tuple of str
-        What a budget b multiplies: integer options (``num_samples``, ``steps``, ...)
+        What a scale b multiplies: integer options (``num_samples``, ``steps``, ...)
         and ``"members"`` (the members per setting). A grid whose options are not scaled
-        is fitted once, at its largest budget's members, and each budget takes the
+        is fitted once, at its largest scale's members, and each scale takes the
         first of them.
     rank_from : str, optional
         The label of an earlier grid whose rank chosen at the study's ``choose_seed``
@@ -200,7 +200,7 @@ class Grid(EngineGrid):
     choosing_options: Mapping = field(default_factory=dict)
     deterministic: bool = False
     members: int | None = None
-    budgets: tuple[int, ...] = (1,)
+    scales: tuple[int, ...] = (1,)
     scaled: tuple[str, ...] = ()
     rank_from: str | None = None
     as_fit: Mapping | None = None
@@ -211,14 +211,14 @@ class Method:
     """A row of the study's table: ``rule`` (:data:`RULES`) over the members of ``grids``.
 
     ``grids`` are :attr:`Grid.label` values; None: every grid. ``at``: the R (the study's
-    ``members``) at which it is scored; None: every R. ``budgets``: the budgets
-    (:attr:`Grid.budgets`) at which it is scored; None: every budget of its grids."""
+    ``members``) at which it is scored; None: every R. ``scales``: the scales
+    (:attr:`Grid.scales`) at which it is scored; None: every scale of its grids."""
 
     name: str
     rule: str
     grids: tuple[str, ...] | None = None
     at: tuple[int, ...] | None = None
-    budgets: tuple[int, ...] | None = None
+    scales: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,7 @@ class Study:
         The pool's seeds, in order, instead of ``first_seed`` on.
     choose_seed : int, optional
         The paper's protocol: each grid's setting is chosen once, on the fits of this seed
-        (with ``choosing_options``, at the grid's first budget; a sampler's on one chain),
+        (with ``choosing_options``, at the grid's first scale; a sampler's on one chain),
         and the seed sets fit the chosen setting only; a grid of one setting fits no
         choice.
     metrics : tuple of str
@@ -341,7 +341,7 @@ class Study:
         if reading and not self.keep_draws:
             raise ValueError(f"study {self.name!r}: {reading} read draws; give keep_draws=True")
         for grid in self.grids if self.seeds is not None else ():
-            count = members_at(grid, self.pool_size, max(grid.budgets))
+            count = members_at(grid, self.pool_size, max(grid.scales))
             if count * (self.seed_sets if grid.members else 1) > len(self.seeds):
                 raise ValueError(f"grid {grid.label!r}: more members than seeds {self.seeds}")
 
@@ -375,7 +375,7 @@ class StudyResult(NamedTuple):
     reliability : DataFrame, optional
         With the ``ece`` metric: the reliability bins of every row's test predictions
         (:func:`bernmf.posterior.calibration.reliability`), with its dataset, method, R,
-        seed_set and budget.
+        seed_set and scale.
     """
 
     table: pd.DataFrame
@@ -426,7 +426,7 @@ def _check_chains(study: Study, method: Method) -> None:
 
 def check_grid(grid: Grid) -> None:
     """ValueError or TypeError naming what is wrong in ``grid``: its engine, ranks, priors,
-    options, budgets or scaled options."""
+    options, scales or scaled options."""
     engine = engine_of(grid.engine)
     if not grid.ranks:
         raise ValueError(f"grid {grid.label!r}: ranks is empty")
@@ -436,9 +436,9 @@ def check_grid(grid: Grid) -> None:
             raise ValueError(f"grid {grid.label!r}: a prior is (alpha, beta, gamma), got {prior}")
         for k in ranks:
             engine.prior_for(as_prior(prior), k)
-    if not grid.budgets or any(not isinstance(b, int) or b < 1 for b in grid.budgets):
-        raise ValueError(f"grid {grid.label!r}: budgets must be integers >= 1, got {grid.budgets}")
-    for b in grid.budgets:
+    if not grid.scales or any(not isinstance(b, int) or b < 1 for b in grid.scales):
+        raise ValueError(f"grid {grid.label!r}: scales must be integers >= 1, got {grid.scales}")
+    for b in grid.scales:
         engine.with_defaults({**scaled_options(grid, b), **grid.choosing_options})
     if grid.members is not None and grid.members < 1:
         raise ValueError(f"grid {grid.label!r}: members must be >= 1, got {grid.members}")
@@ -456,18 +456,18 @@ def engine_of(name: str) -> Engine:
     return published.ENGINE if name == published.ENGINE.name else get_engine(name)
 
 
-def scaled_options(grid: Grid, budget: int) -> dict:
-    """The grid's options with each of its scaled options multiplied by ``budget``."""
+def scaled_options(grid: Grid, scale: int) -> dict:
+    """The grid's options with each of its scaled options multiplied by ``scale``."""
     defaults = engine_of(grid.engine).with_defaults(dict(grid.options))
     scaled = {}
     for name in set(grid.scaled) - {"members"}:
         value = defaults.get(name)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"grid {grid.label!r}: scaled {name!r} is not an integer option")
-        scaled[name] = value * budget
+        scaled[name] = value * scale
     return {**grid.options, **scaled}
 
 
-def members_at(grid: Grid, R: int, budget: int) -> int:
-    """Members per setting of ``grid`` in a seed set of R at ``budget``."""
-    return (grid.members or R) * (budget if "members" in grid.scaled else 1)
+def members_at(grid: Grid, R: int, scale: int) -> int:
+    """Members per setting of ``grid`` in a seed set of R at ``scale``."""
+    return (grid.members or R) * (scale if "members" in grid.scaled else 1)
