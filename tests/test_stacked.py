@@ -59,7 +59,7 @@ def mixed(lpd, weights):
 
 def test_the_stack_perplexity_is_the_mixture_of_its_members_by_hand(problem):
     Y, split, fits = problem
-    stacked = bernmf.stack(fits, Y, validation=split.validation, seeds="stack")
+    stacked = bernmf.stack(fits, Y, validation=split.validation, seeds="each")
     members = [fits[0], fits[1], *fits[2].members]
     column = split.train.sum(axis=0)
     frequency = ((Y * split.train).sum(axis=0) + 1) / (column + 2)
@@ -114,13 +114,13 @@ def test_seeds_mean_gives_a_setting_one_weight_split_between_its_seeds(structure
     # and with its own weights the stack's perplexity is the mixture's by hand up to
     # rounding (the members' probabilities mixed before the log, here densities after)
     assert stacked.perplexity(Y, split.test) == pytest.approx(mixed(test, merged), rel=1e-12)
-    each = bernmf.stack(fits, Y, validation=split.validation, seeds="stack")
+    each = bernmf.stack(fits, Y, validation=split.validation, seeds="each")
     assert not np.allclose(each.mixture.weights, weights, atol=1e-3)
     assert len(stacked.members) == 4  # the members themselves: saved and loaded as such
     loaded = bernmf.load(stacked.save(tmp_path / "stack.npz"))
     np.testing.assert_allclose(loaded.probs, stacked.probs, rtol=0, atol=1e-15)
-    with pytest.raises(ValueError, match="seeds must be 'mean' or 'stack'"):
-        bernmf.stack(fits, Y, validation=split.validation, seeds="each")
+    with pytest.raises(ValueError, match="seeds must be 'mean' or 'each'"):
+        bernmf.stack(fits, Y, validation=split.validation, seeds="stack")
 
 
 def test_refit_fits_the_weighted_members_again_on_training_and_validation(structured):

@@ -24,7 +24,7 @@ from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_groups, read_mask, read_matrix
 from bernmf.data.split import paper_split, random_split
 from bernmf.fitting.search import BUDGET, held_out_scores, search
-from bernmf.fitting.stack import members_table as stack_members
+from bernmf.fitting.stack import members_table
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior, perplexity, simulate
 from bernmf.results.loading import versions
@@ -174,13 +174,6 @@ def prior_of(args, engine: str) -> Prior | None:
     return chosen.prior_from(args.alpha, args.beta, args.gamma)
 
 
-def members_table(result) -> pd.DataFrame | None:
-    """One row per member of an ensemble (seed, objective, weight, mode, ...); None for one fit."""
-    if result.mixture is None:
-        return None
-    return pd.DataFrame(result.mixture.table())
-
-
 def stopped_early(result) -> str:
     """The warning for a fit that stopped at its ``max_iter`` before converging, else "".
 
@@ -285,7 +278,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation, gr
     """Write a fit's (or a search's stack's) files into ``out`` and say what they hold;
     ``groups`` (:func:`row_groups_of`) colour the rows of ``factors.png``."""
     searched = result.record.search is not None
-    members = stack_members(result) if searched else members_table(result)
+    members = members_table(result)
     summary = {
         "engine": result.engine,
         "rank": result.rank,

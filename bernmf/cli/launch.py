@@ -39,10 +39,11 @@ from bernmf import _interrupt as interrupt
 from bernmf._environment import read
 from bernmf._output import Target, atomic_output, check_writable, write_json
 from bernmf.api import fit
-from bernmf.cli.commands import members_table, parse_options, prior_of, say
+from bernmf.cli.commands import parse_options, prior_of, say
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import count_rows, read_rows, rows_of
 from bernmf.fitting.multiprocess import perplexity
+from bernmf.fitting.stack import members_table
 
 ENVIRONMENT = {
     "coordinator": ("BERNMF_COORDINATOR",),

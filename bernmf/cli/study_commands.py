@@ -25,7 +25,7 @@ from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_codes
 from bernmf.data.split import TEST, TRAIN, VALIDATION, paper_split, random_split
 from bernmf.fitting.search import check_engines
-from bernmf.fitting.stack import members_table as stack_members
+from bernmf.fitting.stack import members_table
 from bernmf.inference import available, get_engine
 from bernmf.models import Prior
 from bernmf.results.loading import versions
@@ -114,7 +114,7 @@ def tune_command(args) -> int:
         if tuning.ensembles is not None:
             write_csv(tuning.ensembles, folder / "ensembles.csv", index=False)
         if tuning.stacked is not None:
-            write_csv(stack_members(tuning.stacked), folder / "members.csv", index=False)
+            write_csv(members_table(tuning.stacked), folder / "members.csv", index=False)
         write_json(folder / "summary.json", summary)
         with_prior = tuning.table.dropna(subset=["alpha"])
         if len(with_prior):  # the best engine that takes a prior, at its best rank

@@ -175,7 +175,7 @@ def _training(fits: list[Fit], Y, mask) -> Observed:
     return data
 
 
-SEEDS = ("mean", "stack")
+SEEDS = ("mean", "each")
 """The values of :func:`stack`'s ``seeds``."""
 
 
@@ -325,7 +325,7 @@ def stack(
         1000 seeds of a grid (with logsvd) overfit them; their 100 setting means less
         so (test perplexity 0.3961 ± 0.0011 against 0.3992 ± 0.0053 over 5 seed sets,
         ``bernmf reproduce stacking``).
-    seeds : {"mean", "stack"}, default "mean"
+    seeds : {"mean", "each"}, default "mean"
         ``"mean"``: the members of one setting (engine, rank and prior), which differ
         only in seed, share one weight, split evenly between them: the stack of the
         settings' uniform mixtures (as ``bernmf.fit(..., restarts=R, combine="mean")``
@@ -334,7 +334,7 @@ def stack(
         and more stable than a weight per seed: animals 0.3940 ± 0.0012 against
         0.3925 ± 0.0050 (637 validation entries, which 1000 seeds' weights overfit),
         paleo and lastfm equal to 1e-4, and its stacking 2.5-3 times faster.
-        ``"stack"``: a weight per member.
+        ``"each"``: a weight per member (named ``"stack"`` before 2026-11-29).
     refit : bool, default False
         Once the weights are fitted, fit every member of positive weight again on the
         training *and* validation entries (same engine, rank, prior, seed and the
@@ -386,7 +386,7 @@ def stack(
         before anything is computed.
     """
     if seeds not in SEEDS:
-        raise ValueError(f"seeds must be 'mean' or 'stack', got {seeds!r}")
+        raise ValueError(f"seeds must be 'mean' or 'each', got {seeds!r}")
     if validation is None:
         raise ValueError(
             "validation is None: bernmf.stack fits its weights on held-out entries; give "
@@ -451,20 +451,19 @@ def stack(
     )
 
 
-def members_table(fit: Fit) -> pd.DataFrame:
-    """The members of a :func:`stack`: one row each, the columns :data:`TABLE_COLUMNS`.
+def members_table(fit: Fit) -> pd.DataFrame | None:
+    """The members of a :func:`stack` or an ensemble: one row each
+    (:meth:`~bernmf.results.fit.Mixture.table`); None for a single fit.
 
-    ``prior`` as :func:`bernmf.models.spec.describe_prior` writes it, ``weight`` the
-    stacking weight, ``validation_perplexity`` the member's (inf where it gives a
-    validation entry probability 0), ``seconds`` its run time.
-
-    Raises
-    ------
-    ValueError
-        ``fit`` is not a stack.
+    A stack's columns are :data:`TABLE_COLUMNS`: ``prior`` as
+    :func:`bernmf.models.spec.describe_prior` writes it, ``weight`` the stacking weight,
+    ``validation_perplexity`` the member's (inf where it gives a validation entry
+    probability 0), ``seconds`` its run time. An ensemble's: seed, objective, n_iter,
+    converged, weight, mode and, with validation entries, validation_perplexity.
     """
-    if fit.mixture is None or fit.mixture.stacking is None:
-        raise ValueError(f"fit of engine {fit.engine!r} is not a stack (bernmf.stack)")
+    if fit.mixture is None:
+        return None
     import pandas as pd  # on first use: it loads in 0.5 s
 
-    return pd.DataFrame(fit.mixture.table(), columns=list(TABLE_COLUMNS))
+    stacked = fit.mixture.stacking is not None
+    return pd.DataFrame(fit.mixture.table(), columns=list(TABLE_COLUMNS) if stacked else None)

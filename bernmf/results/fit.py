@@ -133,8 +133,8 @@ class Stacking(NamedTuple):
         The mixture's, on the validation entries its weights were fitted on.
     seconds : float
         Of the stacking (the members scored, the weights found).
-    seeds : {"mean", "stack"}
-        Whether the seeds of one setting shared one weight.
+    seeds : {"mean", "each"}
+        Whether the seeds of one setting shared one weight (``"mean"``) or each had its own.
     refit : bool
         Whether the members of positive weight were fitted again on the training and
         validation entries.

@@ -279,6 +279,10 @@ def _mixture(info: dict, arrays, fit: Fit, parts: dict) -> Mixture | None:
     )
 
 
+_SEEDS = {"mean": "mean", "each": "each", "stack": "each"}
+"""A stack's ``seeds`` as files keep it: ``"each"`` was ``"stack"`` before 2026-11-29."""
+
+
 def _stack_mixture(found: dict, members: tuple[Fit, ...], weights: tuple) -> Mixture:
     """A stack's mixture from its extras: weights, the member table and the stacking's."""
     R = len(members)
@@ -290,17 +294,18 @@ def _stack_mixture(found: dict, members: tuple[Fit, ...], weights: tuple) -> Mix
     if shown is not None and (isinstance(shown, bool) or not isinstance(shown, int)
                               or not 0 <= shown < R):  # fmt: skip
         raise ValueError(f"the stack's 'shown' should be a member's index below {R}")
+    seeds = found.get("seeds", "stack")  # stacks from before seeds="mean": a weight each
     stacking = Stacking(
         validation_perplexity=field(found, "validation_perplexity", float, "the stack's "),
         seconds=field(found, "seconds", float, "the stack's "),
-        seeds=found.get("seeds", "stack"),  # stacks from before seeds="mean": a weight each
+        seeds=_SEEDS.get(seeds) if isinstance(seeds, str) else None,
         refit=found.get("refit", False),
         refit_seconds=refit_seconds,
         member_seconds=number_list(table, "seconds", R, "the stack's members' "),
         shown=shown,
     )
-    if stacking.seeds not in ("mean", "stack") or not isinstance(stacking.refit, bool):
-        raise ValueError("the stack's 'seeds' should be 'mean' or 'stack' and 'refit' a bool")
+    if stacking.seeds is None or not isinstance(stacking.refit, bool):
+        raise ValueError("the stack's 'seeds' should be 'mean' or 'each' and 'refit' a bool")
     vp = number_list(table, "validation_perplexity", R, "the stack's members' ")
     return Mixture(members, weights, "stack", validation_perplexity=vp, stacking=stacking)
 

@@ -295,7 +295,7 @@ def _result(rule, chosen, Y, split, train, held_out):
     if rule in ("mean", "stack chosen"):
         s, ms = min(chosen, key=lambda x: mean_perplexity(x[1]))
         if rule == "stack chosen":
-            result = stack([m.fit for m in ms], Y, seeds="stack", **common)
+            result = stack([m.fit for m in ms], Y, seeds="each", **common)
             return result, result.mixture.stacking.validation_perplexity, s
         if len(ms) == 1:
             return ms[0].fit, _perplexity(ms[0].lpd), s
@@ -306,7 +306,7 @@ def _result(rule, chosen, Y, split, train, held_out):
             )
         return result, mean_perplexity(ms), s
     if rule == "stack setting":
-        stacks = [(s, stack([m.fit for m in ms], Y, seeds="stack", **common)) for s, ms in chosen]
+        stacks = [(s, stack([m.fit for m in ms], Y, seeds="each", **common)) for s, ms in chosen]
         s, result = min(stacks, key=lambda x: x[1].mixture.stacking.validation_perplexity)
         return result, result.mixture.stacking.validation_perplexity, s
     fits = [m.fit for m in everyone]
@@ -314,7 +314,7 @@ def _result(rule, chosen, Y, split, train, held_out):
         options = {s.engine.name: dict(s.grid.options) for s, _ in chosen}
         result = stack(fits, Y, refit=True, options=options, **common)
         return result, np.nan, None
-    seeds = "mean" if rule == "stack" else "stack"
+    seeds = "mean" if rule == "stack" else "each"
     result = stack(fits, Y, seeds=seeds, **common)
     return result, result.mixture.stacking.validation_perplexity, None
 

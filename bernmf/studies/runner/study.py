@@ -53,7 +53,7 @@ RULES = (
 - ``stack setting``: per setting :func:`bernmf.stack` of its members (a weight each),
   the setting chosen by the stack's validation perplexity;
 - ``stack``: :func:`bernmf.stack` of every member, the seeds of a setting sharing a
-  weight (``seeds="mean"``); ``stack members``: a weight per member (``seeds="stack"``);
+  weight (``seeds="mean"``); ``stack members``: a weight per member (``seeds="each"``);
   ``stack+refit``: ``stack`` with its members of positive weight refitted on the
   training and validation entries (its validation perplexity is NaN).
 """
