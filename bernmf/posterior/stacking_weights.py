@@ -370,54 +370,71 @@ def chain_stacking(
         or max_block_values < 1
     ):
         raise ValueError(f"max_block_values must be a positive integer, got {max_block_values!r}")
-    train_rows, train_columns, train_y = scored_entries(Y, mask, "chain_stacking mask")
-    if validation is None:
-        rows, columns, y = train_rows, train_columns, train_y
-    else:
-        rows, columns, y = scored_entries(Y, validation, "chain_stacking validation")
-        train = np.zeros(np.shape(Y), bool)
-        train[train_rows, train_columns] = True
-        if train[rows, columns].any():
-            raise ValueError("validation entries must be held out: they overlap mask")
+    rows, columns, y = _entries(Y, mask, validation)
     C, S = W_draws.shape[:2]
-    if validation is None and S < PSIS_MIN_DRAWS:
+    held_out = validation is not None
+    if not held_out and S < PSIS_MIN_DRAWS:
         raise ValueError(
             f"PSIS-LOO needs at least {PSIS_MIN_DRAWS} draws per chain, got {S}; "
             "score the chains on held-out entries instead (validation=...)"
         )
     chunk = min(PSIS_CHUNK, max(1, max_block_values // (S * W_draws.shape[3])))
-    fill = np.minimum(np.arange(-(-y.size // chunk) * chunk), y.size - 1)  # repeats at the end
-    tail = psis_tail_length(S, r_eff)
     lpd, pareto_k = np.empty((y.size, C)), np.full((y.size, C), np.nan)
     zero = np.zeros((y.size, C), bool)
     with jax.enable_x64(True):
         for c in range(C):
             draws = [jnp.asarray(np.moveaxis(d, 0, -1)) for d in (W_draws[c], H_draws[c])]
             draws.append(1 - draws[1])  # (M, K, S), (K, N, S), 1 - H: draws last
-            for lo in range(0, y.size, chunk):
-                part, done = fill[lo : lo + chunk], slice(lo, min(lo + chunk, y.size))
-                held_out = validation is not None
-                scores = _likelihood(*draws, rows[part], columns[part], y[part], held_out=held_out)
-                scores = np.asarray(scores)[: done.stop - lo]
-                if validation is not None:
-                    lpd[done, c], zero[done, c] = scores, np.isneginf(scores)
-                    continue
-                zero[done, c] = ~(scores.min(axis=1) > 0)
-                scores = np.where(zero[done, c, None], 1.0, scores)  # scored -inf below
-                try:
-                    lpd[done, c], pareto_k[done, c] = psis_loo_chunks(
-                        scores, tail, probabilities=True, checked=~zero[done, c]
-                    )
-                except ValueError as error:  # e.g. a chain whose draws are all the same
-                    raise ValueError(f"PSIS-LOO of chain {c} failed: {error}") from None
+            entries = (rows, columns, y)
+            try:
+                _chain_lpd(draws, entries, chunk, psis_tail_length(S, r_eff), held_out,
+                           out=(lpd[:, c], pareto_k[:, c], zero[:, c]))  # fmt: skip
+            except ValueError as error:  # e.g. a chain whose draws are all the same
+                raise ValueError(f"PSIS-LOO of chain {c} failed: {error}") from None
     lpd[zero], pareto_k[zero] = -np.inf, np.nan
     ruled_out = np.flatnonzero(zero.any(axis=1))  # by some draw (PSIS), every draw (held out)
     named = ", ".join(f"({rows[e]}, {columns[e]})" for e in ruled_out[:5])
     chains = ", ".join(str(c) for c in np.flatnonzero(zero.any(axis=0)))
     what = f"chain_stacking, chain(s) {chains}, entries (row, column) {named}"
     warn_zero_probability(ruled_out.size, y.size, what + (" ..." if ruled_out.size > 5 else ""))
-    pareto_k = None if validation is not None else pareto_k
+    pareto_k = None if held_out else pareto_k
     share = (
         np.full(C, np.nan) if pareto_k is None else np.mean(pareto_k > PARETO_K_THRESHOLD, axis=0)
     )
     return ChainStacking(stacking_weights(lpd), lpd.sum(axis=0), lpd, pareto_k, share)
+
+
+def _entries(Y, mask, validation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows, columns and 0/1 values of the entries :func:`chain_stacking` scores: those of
+    ``mask``, or of ``validation``, which must not overlap them."""
+    train_rows, train_columns, train_y = scored_entries(Y, mask, "chain_stacking mask")
+    if validation is None:
+        return train_rows, train_columns, train_y
+    rows, columns, y = scored_entries(Y, validation, "chain_stacking validation")
+    train = np.zeros(np.shape(Y), bool)
+    train[train_rows, train_columns] = True
+    if train[rows, columns].any():
+        raise ValueError("validation entries must be held out: they overlap mask")
+    return rows, columns, y
+
+
+def _chain_lpd(draws, entries, chunk: int, tail: int, held_out: bool, *, out) -> None:
+    """One chain's log predictive density of each entry (PSIS-LOO, or of held-out entries),
+    its Pareto k (PSIS only) and whether some draw (PSIS) or every draw (held out) gives the
+    entry's outcome probability 0, written into ``out`` = (lpd, pareto_k, zero), each (n,),
+    ``chunk`` entries at a time (the last chunk padded by repeating its last entry)."""
+    rows, columns, y = entries
+    lpd, pareto_k, zero = out
+    fill = np.minimum(np.arange(-(-y.size // chunk) * chunk), y.size - 1)  # repeats at the end
+    for lo in range(0, y.size, chunk):
+        part, done = fill[lo : lo + chunk], slice(lo, min(lo + chunk, y.size))
+        scores = _likelihood(*draws, rows[part], columns[part], y[part], held_out=held_out)
+        scores = np.asarray(scores)[: done.stop - lo]
+        if held_out:
+            lpd[done], zero[done] = scores, np.isneginf(scores)
+            continue
+        zero[done] = ~(scores.min(axis=1) > 0)
+        scores = np.where(zero[done, None], 1.0, scores)  # scored -inf below
+        lpd[done], pareto_k[done] = psis_loo_chunks(
+            scores, tail, probabilities=True, checked=~zero[done]
+        )
