@@ -15,7 +15,7 @@ from bernmf import _progress, tune
 from bernmf.data.observed import as_observed
 from bernmf.data.split import random_split
 from bernmf.fitting import grids, runner
-from bernmf.inference import get_engine, mm
+from bernmf.inference import get_engine, mm, registry
 from bernmf.inference._compile import cache_size
 
 
@@ -134,6 +134,38 @@ def test_the_runner_gives_fits_like_bernmf_fit_scored_as_fit_perplexity(engine):
         assert m.validation_perplexity == pytest.approx(
             m.fit.perplexity(Y, split.validation), rel=1e-12
         )
+
+
+def test_every_fit_of_the_runner_runs_with_one_blas_thread_then_restores_the_limit(monkeypatch):
+    """A fit's LAPACK calls would wake a BLAS thread per core (benchmarks/blas_threads.py):
+    the runner's single fits, ensembles and grids run with one, and the limit before comes
+    back after, also when the fit fails."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    seen = []
+
+    def run(*args, **options):
+        seen.append(blas_threads())
+        raise RuntimeError("seen")
+
+    engine = get_engine("logsvd")  # no run_settings nor run_members: every fit is a run
+    monkeypatch.setitem(registry._ENGINES, "logsvd", engine._replace(run=run))
+    Y, split = small_problem()
+    parts = {"mask": split.train, "validation": split.validation}
+    with threadpool_limits(limits=2, user_api="blas"):
+        for call in (
+            lambda: bernmf.fit(Y, "logsvd", 2, mask=split.train),
+            lambda: bernmf.fit(Y, "logsvd", 2, restarts=2, **parts),
+            lambda: tune.grid(Y, [2], engines=["logsvd"], **parts),
+        ):
+            with pytest.raises(RuntimeError, match="seen"):
+                call()
+        after = blas_threads()
+    assert seen == [{1}] * 3
+    assert after == {2}
 
 
 def test_progress_lines_on_long_grids(monkeypatch):

@@ -11,10 +11,13 @@ runs a :class:`bernmf.fitting.plan.Plan`: :func:`bernmf.fit` is ``run(plan(...))
 :func:`runs` gives a plan's fit from each of several seeds, sharing their members
 (the report's ensembles); :func:`planned` makes those fits the members of a grid (a study's
 ``as_fit`` grids: :func:`bernmf.compare`).
+
+Every fit runs with BLAS limited to one thread (:func:`one_blas_thread`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -63,6 +66,28 @@ def mean_perplexity(members: Sequence[Scored]) -> float:
     return float(-np.mean(mixture_lpd(lpd, np.full(len(members), 1 / len(members)))))
 
 
+def one_blas_thread(function: Callable) -> Callable:
+    """``function`` run with BLAS limited to one thread (threadpoolctl), the limit before
+    it restored after.
+
+    A fit's LAPACK calls (JAX's ``eigh`` and ``svd`` on CPU call scipy's OpenBLAS; numpy's
+    and scipy's own) would otherwise wake a BLAS thread per core, which spin while they
+    wait for work: on a loaded machine they burn CPU that the fit's own thread and XLA's
+    threads need (``benchmarks/blas_threads.py``). The limit holds for the whole process
+    while ``function`` runs.
+    """
+
+    @functools.wraps(function)
+    def pinned(*args, **kwargs):
+        from threadpoolctl import threadpool_limits  # loaded by the first fit, not at import
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return function(*args, **kwargs)
+
+    return pinned
+
+
+@one_blas_thread
 def fit_settings(
     engine: Engine,
     data: Observed,
@@ -136,6 +161,7 @@ def run(request: Plan) -> Fit:
     return result
 
 
+@one_blas_thread
 def _fitted(request: Plan) -> Fit:
     """:func:`run`'s fit, before its check."""
     engine, data = request.engine, request.data
