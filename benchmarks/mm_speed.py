@@ -47,7 +47,7 @@ from bernmf.data.split import paper_split  # noqa: E402
 
 CASES = [(1226, 285, 4), (1226, 285, 8), (1226, 285, 16), (3000, 3000, 16)]
 PRIOR = bernmf.Prior(alpha=1.2, beta=1.5, gamma=1.0)
-TOLERANCE_PRIOR = bernmf.Prior(alpha=1.8, beta=3.0)  # benchmarks/accelerate.py's, at K = 16
+TOLERANCE_PRIOR = bernmf.Prior(alpha=1.8, beta=3.0, gamma=1.0)  # accelerate.py's, at K = 16
 TOLERANCE_MAX_ITER = 20_000
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ from bernmf import _progress, tune
 from bernmf.data.observed import as_observed
 from bernmf.data.split import random_split
 from bernmf.fitting import grids, runner
-from bernmf.inference import get_engine, mm
+from bernmf.inference import get_engine, mm, registry
 from bernmf.inference._compile import cache_size
 
 
@@ -134,6 +135,78 @@ def test_the_runner_gives_fits_like_bernmf_fit_scored_as_fit_perplexity(engine):
         assert m.validation_perplexity == pytest.approx(
             m.fit.perplexity(Y, split.validation), rel=1e-12
         )
+
+
+def test_every_fit_of_the_runner_runs_with_one_blas_thread_then_restores_the_limit(monkeypatch):
+    """A fit's LAPACK calls would wake a BLAS thread per core (benchmarks/blas_threads.py):
+    the runner's single fits, ensembles and grids run with one, and the limit before comes
+    back after, also when the fit fails."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    seen = []
+
+    def run(*args, **options):
+        seen.append(blas_threads())
+        raise RuntimeError("seen")
+
+    engine = get_engine("logsvd")  # no run_settings nor run_members: every fit is a run
+    monkeypatch.setitem(registry._ENGINES, "logsvd", engine._replace(run=run))
+    Y, split = small_problem()
+    parts = {"mask": split.train, "validation": split.validation}
+    with threadpool_limits(limits=2, user_api="blas"):
+        for call in (
+            lambda: bernmf.fit(Y, "logsvd", 2, mask=split.train),
+            lambda: bernmf.fit(Y, "logsvd", 2, restarts=2, **parts),
+            lambda: tune.grid(Y, [2], engines=["logsvd"], **parts),
+        ):
+            with pytest.raises(RuntimeError, match="seen"):
+                call()
+        after = blas_threads()
+    assert seen == [{1}] * 3
+    assert after == {2}
+
+
+def test_fits_in_two_threads_keep_one_blas_thread_until_the_last_one_ends(monkeypatch):
+    """Thread A's fit ends while thread B's runs: B still sees one BLAS thread, and the limit
+    before both comes back after B's."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    b_runs, a_ended, seen = threading.Event(), threading.Event(), {}
+
+    def run(data, rank, prior, seed, init, **options):
+        if seed == 0:  # thread A: ends once B's fit runs
+            assert b_runs.wait(30)
+        else:  # thread B: looks once A's fit has ended
+            b_runs.set()
+            assert a_ended.wait(30)
+        seen[seed] = blas_threads()
+        raise RuntimeError("seen")
+
+    engine = get_engine("logsvd")
+    monkeypatch.setitem(registry._ENGINES, "logsvd", engine._replace(run=run))
+    Y, split = small_problem()
+
+    def fit(seed: int) -> None:
+        with pytest.raises(RuntimeError, match="seen"):
+            bernmf.fit(Y, "logsvd", 2, mask=split.train, seed=seed)
+        if seed == 0:
+            a_ended.set()
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        threads = [threading.Thread(target=fit, args=(seed,)) for seed in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        after = blas_threads()
+    assert seen == {0: {1}, 1: {1}}
+    assert after == {2}
 
 
 def test_progress_lines_on_long_grids(monkeypatch):

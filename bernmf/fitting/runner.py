@@ -11,10 +11,14 @@ runs a :class:`bernmf.fitting.plan.Plan`: :func:`bernmf.fit` is ``run(plan(...))
 :func:`runs` gives a plan's fit from each of several seeds, sharing their members
 (the report's ensembles); :func:`planned` makes those fits the members of a grid (a study's
 ``as_fit`` grids: :func:`bernmf.compare`).
+
+Every fit runs with BLAS limited to one thread (:func:`one_blas_thread`).
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -63,6 +67,74 @@ def mean_perplexity(members: Sequence[Scored]) -> float:
     return float(-np.mean(mixture_lpd(lpd, np.full(len(members), 1 / len(members)))))
 
 
+class _OneBlasThread:
+    """BLAS limited to one thread while any fit runs (a ``with`` block): the first of
+    concurrent or nested fits sets the limit, the last restores the limit before it, so that
+    fits in several threads neither lift it under one another nor leave it behind.
+
+    OpenBLAS built on pthreads (numpy's and scipy's wheels) has one limit for the process,
+    and threadpoolctl 3.8 lets only the thread that set it first change it; the first and
+    the last fit may run in different threads, so each change is made with no thread
+    holding it before or after (``OpenBLASController.clear_controlling_thread``).
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._fits = 0
+        self._limiter = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._fits == 0:
+                from threadpoolctl import threadpool_limits  # loaded by the first fit
+
+                _release_openblas()
+                self._limiter = threadpool_limits(limits=1, user_api="blas")
+                _release_openblas()
+            self._fits += 1
+
+    def __exit__(self, *exception) -> None:
+        with self._lock:
+            self._fits -= 1
+            if self._fits == 0:
+                _release_openblas()
+                self._limiter.restore_original_limits()
+                _release_openblas()
+
+
+def _release_openblas() -> None:
+    """No thread holds OpenBLAS's limit in threadpoolctl (a threadpoolctl without the rule:
+    nothing to do)."""
+    from threadpoolctl import OpenBLASController
+
+    release = getattr(OpenBLASController, "clear_controlling_thread", None)
+    if release is not None:
+        release(force=True)
+
+
+_ONE_BLAS_THREAD = _OneBlasThread()
+
+
+def one_blas_thread(function: Callable) -> Callable:
+    """``function`` run with BLAS limited to one thread (threadpoolctl), the limit before
+    restored once no fit runs.
+
+    A fit's LAPACK calls (JAX's ``eigh`` and ``svd`` on CPU call scipy's OpenBLAS; numpy's
+    and scipy's own) would otherwise wake a BLAS thread per core, which spin while they
+    wait for work: on a loaded machine they burn CPU that the fit's own thread and XLA's
+    threads need (``benchmarks/blas_threads.py``). The limit holds for the whole process
+    while any fit runs.
+    """
+
+    @functools.wraps(function)
+    def pinned(*args, **kwargs):
+        with _ONE_BLAS_THREAD:
+            return function(*args, **kwargs)
+
+    return pinned
+
+
+@one_blas_thread
 def fit_settings(
     engine: Engine,
     data: Observed,
@@ -136,6 +208,7 @@ def run(request: Plan) -> Fit:
     return result
 
 
+@one_blas_thread
 def _fitted(request: Plan) -> Fit:
     """:func:`run`'s fit, before its check."""
     engine, data = request.engine, request.data
