@@ -219,12 +219,10 @@ def _particle(guide: str, params: dict, noise, args: tuple):
     Y, mask, prior, constant = args
     shapes = ((Y.shape[0], prior.alpha.shape[0] - 1), (prior.alpha.shape[0], Y.shape[1]))
     W_x, H_x = coordinates(guide, params, noise, shapes)
-    W, H = unconstrained.to_simplex(W_x), unconstrained.to_unit(H_x)
-    value = log_prior(W, H, prior) + constant + unconstrained.log_likelihood(Y, mask, W, H)
     if guide == "AutoDelta":  # a point on the constrained space: no Jacobian, no density
-        return value
-    value = value + jnp.sum(unconstrained.simplex_log_jacobian(W_x, W))
-    value = value + jnp.sum(unconstrained.unit_log_jacobian(H_x))
+        W, H = unconstrained.to_simplex(W_x), unconstrained.to_unit(H_x)
+        return log_prior(W, H, prior) + constant + unconstrained.log_likelihood(Y, mask, W, H)
+    value = unconstrained.log_density({"W": W_x, "H": H_x}, Y, mask, prior, constant)
     return value - _guide_log_density(guide, params, W_x, H_x)
 
 

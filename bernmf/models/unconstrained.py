@@ -10,6 +10,8 @@ unit_interval)`` (a sigmoid) for the entries of H, so that a point and a density
 the same in both. The bijections and their inverses take numpy arrays (computed in
 numpy: starting points and draws) or JAX arrays. :func:`interior` moves given factors
 (a MAP's exact zeros) inside the supports, so that they have an image here.
+:func:`log_density` is the model's log density on these coordinates (what ``svi``'s
+ELBO and any gradient-based sampler of an engine of one's own evaluate).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.models.spec import masked_log_likelihood_terms, observed_probability
+from bernmf.models.spec import log_prior, masked_log_likelihood_terms, observed_probability
 
 
 @jax.custom_vjp
@@ -128,6 +130,41 @@ def from_unit(y):
 def unit_log_jacobian(x):
     """log |d to_unit(x) / dx| of each entry (JAX)."""
     return -jax.nn.softplus(x) - jax.nn.softplus(-x)
+
+
+def log_density(params: dict, Y, mask, prior, constant=0.0):
+    """The model's log density at unconstrained coordinates, Jacobians included (JAX).
+
+    ``log p(Y, W, H)`` at ``W = to_simplex(params["W"])``, ``H = to_unit(params["H"])``
+    plus the log-Jacobians of those maps: the density of the coordinates, which a sampler
+    on them targets. With ``constant = log_prior_constant(*prior, M, N)``
+    (:func:`bernmf.models.spec.log_prior_constant`) it is minus NumPyro's potential energy
+    of :func:`bernmf.models.numpyro_model.model`; with 0 it differs from it by that
+    constant only. Differentiable (its likelihood's gradient written out,
+    :func:`log_likelihood`) and traceable by ``jax.jit``.
+
+    Parameters
+    ----------
+    params : dict
+        ``{"W": (M, K - 1), "H": (K, N)}`` arrays of unconstrained coordinates.
+    Y : array of shape (M, N)
+        Binary data (any value where ``mask`` is False).
+    mask : bool array of shape (M, N)
+        True where the entry is observed.
+    prior : Prior
+        Arrays of shape (K,).
+    constant : scalar, default 0.0
+        Added to the prior's kernel (see above).
+
+    Returns
+    -------
+    scalar
+    """
+    W_x, H_x = params["W"], params["H"]
+    W, H = to_simplex(W_x), to_unit(H_x)
+    value = log_prior(W, H, prior) + constant + log_likelihood(Y, mask, W, H)
+    value = value + jnp.sum(simplex_log_jacobian(W_x, W))
+    return value + jnp.sum(unit_log_jacobian(H_x))
 
 
 def interior(W, H, margin: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
