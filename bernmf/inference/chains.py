@@ -5,19 +5,104 @@
 in one compiled call (:func:`bernmf.inference.mm.run_many`); a sampler's members are
 its chains, sampled in one run (:func:`by_chain`), since chains started apart settle
 in different modes of this multimodal posterior; other engines run once per seed.
+:func:`fit_from_draws` makes a sampler's :class:`Fit` of its chains' draws.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
-from bernmf.posterior.draws import component_permutations, mean_probability, permute_draws
-from bernmf.results.fit import ChainMeans, Fit
+from bernmf.posterior.draws import (
+    component_permutations,
+    log_joint_draws,
+    mean_probability,
+    permute_draws,
+)
+from bernmf.results.fit import ChainMeans, Fit, Posterior, Record
+
+
+def fit_from_draws(
+    engine: str,
+    data: Observed,
+    rank: int,
+    prior: Prior,
+    seed: int,
+    W_draws,
+    H_draws,
+    start: tuple,
+    *,
+    timings: Mapping[str, float],
+    sample_stats: Mapping[str, np.ndarray] | None = None,
+    extras: Mapping[str, Any] | None = None,
+    chains_per_start: int = 1,
+) -> Fit:
+    """A sampler's :class:`Fit` of its chains' draws, as ``nuts`` makes its own.
+
+    Parameters
+    ----------
+    engine : str
+        The engine's name.
+    data : Observed
+        The data sampled on.
+    rank : int
+    prior : Prior
+        Arrays of shape (rank,).
+    seed : int
+        The fit's seed (chain c's is ``seed + c`` for :func:`by_chain`).
+    W_draws : array of shape (C, S, M, K)
+        Rows on the simplex.
+    H_draws : array of shape (C, S, K, N)
+        Entries in [0, 1].
+    start : (W0, H0)
+        Each chain's start: W0 (C, M, K), H0 (C, K, N).
+    timings : mapping
+        Seconds of ``"compile"`` and ``"run"`` (and any others).
+    sample_stats : mapping, optional
+        Each of shape (C, S); ``"lp"``, the log joint of each draw, is added.
+    extras : mapping, optional
+        The engine's own.
+    chains_per_start : int, default 1
+        Consecutive chains that share a start (:attr:`Posterior.chains_per_start`).
+
+    Returns
+    -------
+    Fit
+        ``W``, ``H`` the posterior means after aligning every chain's components to chain
+        0's (:func:`~bernmf.posterior.draws.component_permutations`); ``probs`` the
+        posterior mean of W @ H; ``trace`` (S + 1,) minus the chains' mean log joint
+        (:func:`~bernmf.models.spec.log_joint`, the prior's kernel) at the start and at
+        each draw; ``posterior.log_joint`` (C, S + 1) each chain's; ``converged`` None.
+    """
+    W_draws, H_draws = np.asarray(W_draws, float), np.asarray(H_draws, float)
+    W0, H0 = (np.asarray(x, float) for x in start)
+    lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)
+    at_start = log_joint_draws(data.Y, data.mask, W0[:, None], H0[:, None], prior)
+    log_joint = np.concatenate([at_start, lp], axis=1)  # (C, S + 1)
+    W_aligned, H_aligned = permute_draws(W_draws, H_draws, component_permutations(H_draws))
+    return Fit(
+        engine=engine,
+        rank=rank,
+        prior=prior,
+        W=W_aligned.mean(axis=(0, 1)),
+        H=H_aligned.mean(axis=(0, 1)),
+        stored_probs=mean_probability(W_draws, H_draws),
+        trace=-log_joint.mean(axis=0),  # (S + 1,)
+        converged=None,
+        record=Record(seed, dict(timings)),
+        extras=dict(extras or {}),
+        posterior=Posterior(
+            {"W": W_draws, "H": H_draws},
+            {**(sample_stats or {}), "lp": lp},
+            log_joint=log_joint,
+            chains_per_start=chains_per_start,
+        ),
+    )
 
 
 def split_chains(fit: Fit) -> list[Fit]:

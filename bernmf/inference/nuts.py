@@ -67,17 +67,11 @@ from bernmf.data.observed import (
     check_real,
 )
 from bernmf.inference import _compile, mm
-from bernmf.inference.chains import by_chain
+from bernmf.inference.chains import by_chain, fit_from_draws
 from bernmf.inference.registry import Engine, register
 from bernmf.models import unconstrained
 from bernmf.models.spec import Prior
-from bernmf.posterior.draws import (
-    component_permutations,
-    log_joint_draws,
-    mean_probability,
-    permute_draws,
-)
-from bernmf.results.fit import Fit, Posterior, Record
+from bernmf.results.fit import Fit
 
 STARTS = ("mm", "prior")
 CHAIN_METHODS = ("parallel", "sequential", "vectorized")
@@ -144,7 +138,14 @@ def mm_start_prior(prior: Prior) -> Prior:
 
 
 def initial_factors(
-    data: Observed, rank, prior, seed, init, start, num_chains, chains_per_start: int = 1
+    data: Observed,
+    rank,
+    prior,
+    seed,
+    init,
+    start: str = "mm",
+    num_chains: int = 1,
+    chains_per_start: int = 1,
 ):
     """Starting W (C, M, K) and H (C, K, N) of each chain, strictly inside the support.
 
@@ -398,9 +399,6 @@ dense_mass
         )
         W_draws = np.asarray(unconstrained.to_simplex(fields["z"]["W"]), float)
         H_draws = np.asarray(unconstrained.to_unit(fields["z"]["H"]), float)
-    lp = log_joint_draws(data.Y, data.mask, W_draws, H_draws, prior)
-    at_start = log_joint_draws(data.Y, data.mask, W0[:, None], H0[:, None], prior)
-    log_joint = np.concatenate([at_start, lp], axis=1)  # (C, S + 1)
     n_steps = np.asarray(fields["num_steps"])
     sample_stats = {
         "diverging": np.asarray(fields["diverging"], bool),
@@ -409,34 +407,18 @@ dense_mass
         "tree_depth": np.ceil(np.log2(n_steps + 1)).astype(int),
         "step_size": np.asarray(fields["adapt_state.step_size"], float),
         "acceptance_rate": np.asarray(fields["accept_prob"], float),
-        "lp": lp,
     }
-    divergences = int(sample_stats["diverging"].sum())
-    W_aligned, H_aligned = permute_draws(W_draws, H_draws, component_permutations(H_draws))
-    return Fit(
-        engine="nuts",
-        rank=rank,
-        prior=prior,
-        W=W_aligned.mean(axis=(0, 1)),
-        H=H_aligned.mean(axis=(0, 1)),
-        stored_probs=mean_probability(W_draws, H_draws),
-        trace=-log_joint.mean(axis=0),  # (S + 1,)
-        converged=None,
-        record=Record(
-            seed, {"compile": compile_seconds, "run": run_seconds, "start": start_seconds}
-        ),
+    return fit_from_draws(
+        "nuts", data, rank, prior, seed, W_draws, H_draws, (W0, H0),
+        timings={"compile": compile_seconds, "run": run_seconds, "start": start_seconds},
+        sample_stats=sample_stats,
         extras={
             "chain_method": chain_method,
-            "divergences": divergences,
+            "divergences": int(sample_stats["diverging"].sum()),
             "start": start,
         },
-        posterior=Posterior(
-            {"W": W_draws, "H": H_draws},
-            sample_stats,
-            log_joint=log_joint,
-            chains_per_start=num_chains if init is not None else chains_per_start,
-        ),
-    )
+        chains_per_start=num_chains if init is not None else chains_per_start,
+    )  # fmt: skip
 
 
 ENGINE = register(
