@@ -15,6 +15,7 @@ from bernmf._cache import enable_compile_cache
 from bernmf.api import fit
 from bernmf.fitting.stack import stack
 from bernmf.inference import available as engines
+from bernmf.inference.registry import Engine, register_engine
 from bernmf.models import (
     Prior,
     ZeroProbabilityWarning,
@@ -35,8 +36,9 @@ enable_compile_cache()
 
 
 def __getattr__(name: str):
-    """``bernmf.NBMF`` (needs scikit-learn), ``bernmf.plot`` and ``bernmf.tune``, imported on
-    first use (``import bernmf`` loads neither pandas nor matplotlib)."""
+    """``bernmf.NBMF`` (needs scikit-learn), ``bernmf.plot``, ``bernmf.tune``,
+    ``bernmf.engine_api`` and ``bernmf.testing``, imported on first use (``import bernmf``
+    loads neither pandas nor matplotlib)."""
     if name == "NBMF":
         try:
             from bernmf.estimator import NBMF
@@ -47,7 +49,7 @@ def __getattr__(name: str):
                 "bernmf.NBMF needs scikit-learn: pip install 'bernmf[sklearn]'"
             ) from error
         return NBMF
-    if name in ("plot", "tune"):
+    if name in ("plot", "tune", "engine_api", "testing"):
         import importlib
 
         return importlib.import_module(f"bernmf.{name}")
@@ -55,6 +57,7 @@ def __getattr__(name: str):
 
 
 __all__ = [  # NBMF is left out: it needs the optional scikit-learn
+    "Engine",
     "Fit",
     "Prior",
     "ZeroProbabilityWarning",
@@ -70,6 +73,7 @@ __all__ = [  # NBMF is left out: it needs the optional scikit-learn
     "log_prior",
     "perplexity",
     "plot",
+    "register_engine",
     "simulate",
     "stack",
     "tune",

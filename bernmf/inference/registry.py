@@ -6,15 +6,25 @@ trace holds and in which direction it improves, whether ``converged`` means
 anything, and the score by which an ensemble ranks its members), so that
 :func:`bernmf.fit`, the CLI, the estimator and the contract tests read the
 declaration instead of guessing from the engine's code.
+
+Engines come from three places (:func:`origins`): bernmf's own modules (:func:`register`),
+a user's code (:func:`register_engine`, ``bernmf.register_engine``), and installed
+packages that declare an entry point in the group :data:`GROUP` (its name the engine's
+name, its object an :class:`Engine`), loaded the first time the registry is read
+(:func:`get_engine`, :func:`available`), once; a plugin that fails to load is one warning
+naming it, and every other engine still works.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import importlib.metadata
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from bernmf._warnings import warn
 from bernmf.data.observed import Observed
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
@@ -200,17 +210,128 @@ class Engine(NamedTuple):
         return self.run(data, rank, self.prior_for(prior, rank), seed, init, **options)
 
 
+GROUP = "bernmf.engines"
+"""The entry-point group of engines in other packages."""
+
+BUILT_IN = "built-in"
+"""The origin of bernmf's own engines (:func:`origins`)."""
+
 _ENGINES: dict[str, Engine] = {}
+_ORIGINS: dict[str, str] = {}
+_PLUGINS_LOADED = False
 
 
-def register(engine: Engine) -> Engine:
-    """Add ``engine`` to the registry under its name and return it."""
+def register(engine: Engine, origin: str = BUILT_IN) -> Engine:
+    """Add ``engine`` to the registry under its name, from ``origin``, and return it.
+
+    bernmf's own engine modules call it; others go through :func:`register_engine`.
+    """
     _ENGINES[engine.name] = engine
+    _ORIGINS[engine.name] = origin
     return engine
+
+
+def register_engine(engine: Engine) -> Engine:
+    """Make ``engine`` one of bernmf's engines: :func:`bernmf.fit`, ``compare``, ``tune``,
+    the report and the study runner then take its name. Returns it.
+
+    An engine registered earlier under the same name by this function is replaced (a
+    notebook's cell run again); a built-in engine's or an installed plugin's name is
+    refused. Check the engine with :func:`bernmf.testing.check_engine`.
+
+    Parameters
+    ----------
+    engine : Engine
+
+    Raises
+    ------
+    TypeError
+        ``engine`` is not an :class:`Engine`, or its ``run`` is not callable.
+    ValueError
+        Its name is empty, or that of a built-in engine or a plugin.
+    """
+    check_declaration(engine)
+    _load_plugins()
+    origin = _ORIGINS.get(engine.name)
+    if origin is not None and not origin.startswith("registered"):
+        raise ValueError(
+            f"engine name {engine.name!r} is taken by the {_origin_text(origin)} engine; "
+            "register yours under another name"
+        )
+    return register(engine, f"registered in {getattr(engine.run, '__module__', '?')}")
+
+
+def check_declaration(engine) -> None:
+    """Raise TypeError or ValueError for what is not an :class:`Engine` with a name and a
+    callable ``run``."""
+    if not isinstance(engine, Engine):
+        raise TypeError(f"an engine must be a bernmf.Engine, got {type(engine).__name__}")
+    if not isinstance(engine.name, str) or not engine.name.strip():
+        raise ValueError(f"an engine's name must be a non-empty string, got {engine.name!r}")
+    if not callable(engine.run):
+        raise TypeError(f"engine {engine.name!r}: run must be callable")
+
+
+@contextlib.contextmanager
+def replaced(engine: Engine, origin: str = "checked") -> Iterator[Engine]:
+    """Within the block, ``engine`` is the one registered under its name (from ``origin``,
+    unless it is already); what was registered under it before is restored after.
+    :mod:`bernmf.testing` checks an engine so, registered or not, and a variant of it that
+    must never run."""
+    _load_plugins()
+    name = engine.name
+    before = _ENGINES.get(name), _ORIGINS.get(name)
+    if before[0] is not engine:
+        register(engine, origin)
+    try:
+        yield engine
+    finally:
+        if before[0] is None:
+            _ENGINES.pop(name, None)
+            _ORIGINS.pop(name, None)
+        else:
+            _ENGINES[name], _ORIGINS[name] = before
+
+
+def _origin_text(origin: str) -> str:
+    """An origin of :func:`origins` as a message says it."""
+    if origin == BUILT_IN or origin.startswith("registered"):
+        return origin
+    return f"plugin {origin!r}"
+
+
+def _load_plugins() -> None:
+    """Register the engines of the entry points of :data:`GROUP`, the first time only.
+
+    A plugin that fails to load, is not an :class:`Engine` of its entry point's name, or
+    takes a name already registered is one warning naming it and is left out.
+    """
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True  # first: a plugin that reads the registry on import finds it
+    for point in importlib.metadata.entry_points(group=GROUP):
+        dist = point.dist.name if point.dist is not None else point.value
+        try:
+            engine = point.load()
+            check_declaration(engine)
+            if engine.name != point.name:
+                raise ValueError(
+                    f"its entry point is named {point.name!r}, its engine {engine.name!r}"
+                )
+            if engine.name in _ENGINES and _ENGINES[engine.name] is not engine:
+                taken = _origin_text(_ORIGINS[engine.name])
+                raise ValueError(f"the name is taken by the {taken} engine")
+        except Exception as error:  # a broken plugin leaves the others working
+            message = " ".join(str(error).split()) or type(error).__name__
+            warn(f"engine plugin {point.name!r} of {dist!r} ({point.value}) left out: {message}")
+            continue
+        register(engine, dist)
 
 
 def get_engine(name: str) -> Engine:
     """Return the engine called ``name``; ValueError listing the known names otherwise."""
+    _load_plugins()
     if name not in _ENGINES:
         raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(available())}")
     return _ENGINES[name]
@@ -218,4 +339,13 @@ def get_engine(name: str) -> Engine:
 
 def available() -> list[str]:
     """Names of the registered engines, sorted."""
+    _load_plugins()
     return sorted(_ENGINES)
+
+
+def origins() -> dict[str, str]:
+    """Where each registered engine comes from, by name (sorted): ``"built-in"``, the
+    distribution name of an installed plugin, or ``"registered in <module>"``
+    (:func:`register_engine`)."""
+    _load_plugins()
+    return {name: _ORIGINS[name] for name in sorted(_ENGINES)}
