@@ -7,21 +7,21 @@ one another (``tests/test_suite.py`` checks it).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 
 import bernmf
 from bernmf.data.split import Split
+from bernmf.testing import assert_same  # noqa: F401 (shared with the test modules)
 
 SHARED = Path(os.environ.get("BERNMF_SHARED_DIR", Path(__file__).parents[1].parent / "shared"))
 """The paper's data and R references (``BERNMF_SHARED_DIR``, else ``../shared``)."""
@@ -52,36 +52,17 @@ def examples(count: int) -> int:
     return math.ceil(count * settings.default.max_examples / CI_EXAMPLES)
 
 
-def assert_same(saved, loaded, where="fit"):
-    """Recursive equality: arrays bit for bit with dtype, indexes with dtype and name."""
-    if dataclasses.is_dataclass(saved):
-        for field in dataclasses.fields(saved):
-            name = field.name
-            assert_same(getattr(saved, name), getattr(loaded, name), f"{where}.{name}")
-    elif isinstance(saved, pd.Index):
-        assert isinstance(loaded, pd.Index), where
-        pd.testing.assert_index_equal(saved, loaded, exact=True, obj=where)
-        assert saved.name == loaded.name, where
-    elif isinstance(saved, tuple) and hasattr(saved, "_fields"):  # Prior, Observed
-        assert type(saved) is type(loaded), where
-        for name in saved._fields:
-            assert_same(getattr(saved, name), getattr(loaded, name), f"{where}.{name}")
-    elif isinstance(saved, np.ndarray | np.generic):
-        assert type(saved) is type(loaded), where
-        assert saved.dtype == loaded.dtype and saved.shape == loaded.shape, where
-        np.testing.assert_array_equal(saved, loaded, err_msg=where, strict=True)
-    elif isinstance(saved, dict):
-        assert isinstance(loaded, dict) and list(saved) == list(loaded), where
-        for key in saved:
-            assert_same(saved[key], loaded[key], f"{where}[{key!r}]")
-    elif isinstance(saved, list | tuple):
-        assert type(saved) is type(loaded) and len(saved) == len(loaded), where
-        for i, (a, b) in enumerate(zip(saved, loaded, strict=True)):
-            assert_same(a, b, f"{where}[{i}]")
-    elif isinstance(saved, float) and np.isnan(saved):  # e.g. nuts' timings["compile"]
-        assert type(loaded) is float and np.isnan(loaded), (where, saved, loaded)
-    else:
-        assert type(saved) is type(loaded) and saved == loaded, (where, saved, loaded)
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+"""A fenced ``python`` code block of a Markdown file; group 1 is its code."""
+
+
+def python_block(path: str, containing: str) -> str:
+    """The one ``python`` code block of the Markdown file ``path`` (from the repository's
+    root) whose code contains ``containing``."""
+    text = (Path(__file__).parents[1] / path).read_text()
+    found = [code for code in PYTHON_BLOCK.findall(text) if containing in code]
+    assert len(found) == 1, f"{len(found)} python blocks of {path} contain {containing!r}"
+    return found[0]
 
 
 def run_python(script: str) -> str:

@@ -29,8 +29,9 @@ LAYERS = [
     {"bernmf.data"},  # a user's data checked, splits, datasets, the memory limit, files
     {"bernmf.posterior"},  # draws: summaries, alignment, diagnostics, PSIS, ArviZ export
     {"bernmf.results", "bernmf.plot"},  # what a fit is, saving and loading it, its plots
-    {"bernmf.inference"},  # the engines
-    {"bernmf.fitting", "bernmf.api", "bernmf.tune"},  # the request, its runner, ensembles
+    {"bernmf.inference", "bernmf.engine_api"},  # the engines, and what one's own needs
+    # the request, its runner, ensembles; the engine contract's checks
+    {"bernmf.fitting", "bernmf.api", "bernmf.tune", "bernmf.testing"},
     {"bernmf.studies"},  # compare, the report, the paper's protocol
     {"bernmf.cli", "bernmf.estimator", "bernmf.__main__"},  # front ends
     {"bernmf"},  # the package's namespace re-exports everything
