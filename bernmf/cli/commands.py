@@ -25,7 +25,7 @@ from bernmf.data.files.readers import read_groups, read_mask, read_matrix
 from bernmf.data.split import paper_split, random_split
 from bernmf.fitting.search import BUDGET, held_out_scores, search
 from bernmf.fitting.stack import members_table
-from bernmf.inference import available, get_engine
+from bernmf.inference import available, get_engine, registry
 from bernmf.models import Prior, perplexity, simulate
 from bernmf.results.loading import versions
 from bernmf.studies.compare import compare
@@ -80,6 +80,24 @@ def demo(args: argparse.Namespace) -> int:
 SPARSE_HINT = 0.01
 """A CSV of at least a million cells with fewer ones than this fraction gets a hint to
 store it sparse (:func:`read_data`)."""
+
+
+def engines_command(args) -> int:
+    """``bernmf engines``: every engine the other commands take, and where it comes from
+    (built-in, or the distribution of an installed plugin: the entry-point group
+    ``bernmf.engines``), with what it declares."""
+    rows = [
+        {
+            "engine": name,
+            "origin": origin,
+            "bayesian": get_engine(name).bayesian,
+            "takes_prior": get_engine(name).takes_prior,
+            "probabilities": get_engine(name).probabilities,
+        }
+        for name, origin in registry.origins().items()
+    ]
+    show(args, pd.DataFrame(rows), {"engines": rows})
+    return 0
 
 
 def read_data(args, path):

@@ -18,7 +18,7 @@ from bernmf import _interrupt as interrupt
 from bernmf import tune
 from bernmf._progress import Heartbeat
 from bernmf.api import fit
-from bernmf.cli.commands import compare_command, declared, demo, fit_command
+from bernmf.cli.commands import compare_command, declared, demo, engines_command, fit_command
 from bernmf.cli.study_commands import report_command, reproduce_command, tune_command
 from bernmf.data import datasets
 from bernmf.data.observed import SEED_LIMIT
@@ -418,6 +418,15 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce_parser.add_argument("--data-dir", default=None, help="folder with the data")
     output_options(reproduce_parser, default="results/<study>")
     reproduce_parser.set_defaults(run=reproduce_command)
+
+    engines_parser = add_command(
+        commands, "engines", "the engines and where each comes from (built-in or a plugin)", common
+    )
+    engines_parser.epilog = (
+        "An installed package adds an engine by an entry point in the group 'bernmf.engines' "
+        "(docs/engines-api.md)."
+    )
+    engines_parser.set_defaults(run=engines_command)
 
     demo_parser = add_command(
         commands, "demo", "fit em and mm on data simulated from the model (no download)", common
