@@ -17,6 +17,7 @@ import sys
 import textwrap
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -120,7 +121,7 @@ def fresh_registry(monkeypatch):
     """The registry as it is, restored after the test; its plugins read again."""
     monkeypatch.setattr(registry, "_ENGINES", dict(registry._ENGINES))
     monkeypatch.setattr(registry, "_ORIGINS", dict(registry._ORIGINS))
-    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
+    monkeypatch.setattr(registry, "_PLUGINS", "unread")
 
 
 def test_register_engine_adds_an_engine_and_refuses_a_built_in_name(fresh_registry):
@@ -202,6 +203,7 @@ def plugin_folder(tmp_path, entry_points: dict[str, str], code: str, dist="bernm
 
 PLUGIN = """
     import dataclasses
+    import time
 
     from bernmf.inference import mm
 
@@ -216,6 +218,7 @@ PLUGIN = """
     CLASH = mm.ENGINE._replace(name="mm")
     NOT_AN_ENGINE = {"name": "dict"}
     LOADS.append(1)
+    time.sleep(0.2)  # a slow import: another thread waits for it
 """
 
 
@@ -260,6 +263,15 @@ def test_a_plugin_is_an_engine_and_a_broken_one_one_warning(plugins):
     result = bernmf.fit(bernmf.simulate(0, M, N, K)[0], "mine", K)
     assert result.engine == "mine"
     testing.check_engine("mine")
+
+
+def test_threads_that_read_the_registry_at_once_wait_for_the_plugins(plugins):
+    """Two threads asking for the plugin's engine while it is imported both get it."""
+    with warnings.catch_warnings(), ThreadPoolExecutor(2) as pool:
+        warnings.simplefilter("ignore")  # the broken plugins'
+        found = list(pool.map(registry.get_engine, ["mine", "mine"]))
+    assert [engine.name for engine in found] == ["mine", "mine"]
+    assert sys.modules["mine_plugin"].LOADS == [1]
 
 
 @pytest.mark.slow  # two fresh interpreters

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -218,7 +219,9 @@ BUILT_IN = "built-in"
 
 _ENGINES: dict[str, Engine] = {}
 _ORIGINS: dict[str, str] = {}
-_PLUGINS_LOADED = False
+_PLUGINS = "unread"
+"""Whether the plugins are ``"unread"``, being read (``"reading"``) or ``"read"``."""
+_PLUGINS_LOCK = threading.RLock()
 
 
 def register(engine: Engine, origin: str = BUILT_IN) -> Engine:
@@ -304,12 +307,25 @@ def _load_plugins() -> None:
     """Register the engines of the entry points of :data:`GROUP`, the first time only.
 
     A plugin that fails to load, is not an :class:`Engine` of its entry point's name, or
-    takes a name already registered is one warning naming it and is left out.
+    takes a name already registered is one warning naming it and is left out. Another
+    thread waits until they are read; a plugin that reads the registry as it is imported
+    finds the engines registered so far.
     """
-    global _PLUGINS_LOADED
-    if _PLUGINS_LOADED:
+    global _PLUGINS
+    if _PLUGINS == "read":
         return
-    _PLUGINS_LOADED = True  # first: a plugin that reads the registry on import finds it
+    with _PLUGINS_LOCK:
+        if _PLUGINS != "unread":  # read meanwhile, or being read by this thread
+            return
+        _PLUGINS = "reading"
+        try:
+            _register_plugins()
+        finally:
+            _PLUGINS = "read"
+
+
+def _register_plugins() -> None:
+    """The loop of :func:`_load_plugins`."""
     for point in importlib.metadata.entry_points(group=GROUP):
         dist = point.dist.name if point.dist is not None else point.value
         try:
