@@ -229,6 +229,7 @@ class EngineCase:
 
     @property
     def name(self) -> str:
+        """The engine's name, under which it is fitted."""
         return self.engine.name
 
     def registered(self):
