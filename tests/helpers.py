@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,19 +49,6 @@ def examples(count: int) -> int:
     is imported, after pytest has loaded the profile.
     """
     return math.ceil(count * settings.default.max_examples / CI_EXAMPLES)
-
-
-PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
-"""A fenced ``python`` code block of a Markdown file; group 1 is its code."""
-
-
-def python_block(path: str, containing: str) -> str:
-    """The one ``python`` code block of the Markdown file ``path`` (from the repository's
-    root) whose code contains ``containing``."""
-    text = (Path(__file__).parents[1] / path).read_text()
-    found = [code for code in PYTHON_BLOCK.findall(text) if containing in code]
-    assert len(found) == 1, f"{len(found)} python blocks of {path} contain {containing!r}"
-    return found[0]
 
 
 def run_python(script: str) -> str:

@@ -52,6 +52,7 @@ NOT_RUN = {
     "README.md": ["setup", "setup"],
     "docs/index.md": ["setup"],
     "docs/engines.md": ["one process on each of 4 hosts"],
+    "docs/engines-api.md": ["a signature", "another package's pyproject.toml"],
     "docs/posterior-accuracy.md": ["a record of a 36-minute run at an older commit"],
     "docs/posterior-vs-map.md": [
         "a record of a 46-minute run at an older commit",
@@ -74,6 +75,7 @@ SMALLER = {
         ("fit animals.csv --out", "fit animals.csv --budget 5 --out"),  # 60 s
     ],
     "docs/data.md": [('datasets.load("lastfm")', 'datasets.load("animals")')],
+    "docs/engines-api.md": [("num_samples=300", "num_samples=50")],
     "docs/engines.md": [
         ("num_warmup=1000,", "num_warmup=50,"),
         ("num_samples=1000,", "num_samples=50,"),

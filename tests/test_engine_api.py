@@ -24,7 +24,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import python_block
 
 import bernmf
 from bernmf import engine_api, testing
@@ -297,14 +296,6 @@ def test_the_command_lists_and_compares_a_plugin(tmp_path):
     )  # fmt: skip
     assert compared.returncode == 0, compared.stderr
     assert '"mine"' in compared.stdout
-
-
-@pytest.mark.slow  # a sampler of one's own checked: a few seconds
-def test_the_documented_engine_passes_the_contract(fresh_registry):
-    """The worked example of docs/engines-api.md (a MALA sampler in tens of lines) runs:
-    it registers its engine, fits it and passes check_engine."""
-    exec(python_block("docs/engines-api.md", "def sample_chain("), {})
-    assert registry.origins()["mala"].startswith("registered")
 
 
 def test_the_engines_command_lists_each_engine_and_its_origin(plugins, capsys):
