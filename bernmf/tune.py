@@ -292,7 +292,7 @@ def grid(
         fits = [m.fit for m in everyone]
         working_on(f"stacking {len(fits)} fits" + ", then refitting" * refit)
         refits = {"refit": refit, "options": request.options} if refit else {}
-        stacked = stack(fits, Y, validation=validation, mask=mask, **refits)
+        stacked = stack(fits, request.observed, validation=validation, mask=mask, **refits)
     return Tuning(
         table,
         chosen_row,
@@ -307,9 +307,10 @@ def grid(
 
 
 class _Request(NamedTuple):
-    """:func:`grid`'s arguments, checked: the data, its held-out entries, the engines' grids
-    and options."""
+    """:func:`grid`'s arguments, checked: every observed entry of Y, the training data, the
+    held-out entries, the engines' grids and options."""
 
+    observed: Observed
     data: Observed
     held_out: Observed
     grids: list[EngineGrid]
@@ -342,10 +343,11 @@ def _request(
     if refit and combine != "stack":
         raise ValueError(f"refit=True refits a stack: give combine='stack' (got {combine!r})")
     chosen_options = _engine_options(chosen, options)
-    data = as_observed(Y, mask)
+    observed = as_observed(Y, warn_empty=False)  # checked once: the masks select from it
+    data = as_observed(observed, mask)
     for rank in ranks:
         check_rank_fits(rank, data.shape)
-    held_out = held_out_entries(Y, data, np.asarray(validation, bool))
+    held_out = held_out_entries(observed, data, np.asarray(validation, bool))
     check_seed(seed, restarts)
     own = not given and gamma is None  # each engine its own default prior
     gamma = Prior().gamma if gamma is None else gamma
@@ -359,7 +361,7 @@ def _request(
         count = len(grid_priors(one, engine, 1)) * restarts
         what = f"{count} fits of {'alphas x betas x ' * engine.takes_prior}restarts={restarts}"
         check_fit_bytes(chosen_options[engine.name], count, data.shape, top, what)
-    return _Request(data, held_out, grids, chosen_options)
+    return _Request(observed, data, held_out, grids, chosen_options)
 
 
 def _tables(settings, combine: str | None, restarts: int):

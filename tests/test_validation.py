@@ -11,6 +11,7 @@ from scipy import sparse
 
 import bernmf
 import bernmf.data.split
+from bernmf.data.observed import as_observed
 from bernmf.inference._compile import cache_size
 
 Y = (np.random.default_rng(0).random((6, 5)) < 0.5).astype(float)
@@ -215,3 +216,28 @@ def test_a_split_file_without_validation_or_test_entries_is_refused_first(
     error = capsys.readouterr().err
     assert f"the split {tmp_path / 'split.csv'} has no {part} entry (code {missing})" in error
     assert "rank 2" not in error  # no fit ran
+
+
+def test_an_observed_matrix_is_restricted_as_its_data_would_be(monkeypatch):
+    """as_observed of an Observed gives what as_observed of its data gives, the masks
+    checked and aligned by label, without reading Y's values again."""
+    from bernmf.data import observed as module
+
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 2, (6, 5)).astype(float)
+    values[0, 1] = np.nan
+    frame = pd.DataFrame(values, index=list("abcdef"), columns=list("vwxyz"))
+    mask = pd.DataFrame(rng.random((6, 5)) < 0.6, index=list("fedcba"), columns=list("vwxyz"))
+    for Y, given in ((values, mask.to_numpy()), (frame, mask)):
+        data = as_observed(Y, warn_empty=False)
+        expected = as_observed(Y, given, warn_empty=False)
+        monkeypatch.setattr(module, "_dense_ones_and_missing", None)  # Y is not read again
+        got = as_observed(data, given, warn_empty=False)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(got.mask, expected.mask)
+        np.testing.assert_array_equal(got.ones, expected.ones)
+        assert got.row_labels is data.row_labels and got.col_labels is data.col_labels
+    with pytest.raises(ValueError, match="validation has shape"):
+        as_observed(data, np.ones((2, 2), bool), mask_name="validation")
+    with pytest.raises(ValueError, match="validation selects no observed entry"):
+        as_observed(data, np.zeros((6, 5), bool), mask_name="validation")

@@ -63,6 +63,23 @@ class Observed:
         rows, columns = np.nonzero(self.mask)
         return rows, columns, self.ones[rows, columns].astype(float)
 
+    def restricted(
+        self, mask=None, *, warn_empty: bool = True, require_entries: bool = True,
+        mask_name: str = "mask",
+    ) -> Observed:  # fmt: skip
+        """These observed entries where ``mask`` is True (all of them for None): what
+        :func:`as_observed` gives of the data these were made from, without checking Y's
+        values again (only the mask's shape, values and labels)."""
+        observed = self.mask.copy()
+        if mask is not None:
+            labels = None if self.row_labels is None else (self.row_labels, self.col_labels)
+            observed &= _boolean_mask(aligned(mask, labels, mask_name), self.shape, mask_name)
+        if require_entries and not observed.any():
+            raise ValueError(NO_ENTRY if mask_name == "mask" else f"{mask_name} {NO_SELECTED}")
+        if warn_empty:
+            warn_empty_lines(observed.any(axis=1), observed.any(axis=0))
+        return Observed(self.ones & observed, observed, self.row_labels, self.col_labels)
+
     def digests(self) -> dict[str, str]:
         """SHA-256 of the mask and of the observed ones, as :func:`bits_sha256` gives them.
 
@@ -235,8 +252,13 @@ def as_observed(
     With ``require_entries=False`` (one process's block of rows, checked with the
     others' by :mod:`bernmf.fitting.multiprocess`) no observed entry is not an error.
     ``mask_name`` is the argument the errors about the mask name (``"validation"``
-    for held-out entries).
+    for held-out entries). Y may be an :class:`Observed` already: its entries where ``mask``
+    is True are given (:meth:`Observed.restricted`), its values not checked again.
     """
+    if isinstance(Y, Observed):  # checked once, where it entered
+        return Y.restricted(
+            mask, warn_empty=warn_empty, require_entries=require_entries, mask_name=mask_name
+        )
     if is_sparse(Y):
         ones, is_nan = _sparse_ones_and_missing(Y, "Y")
     elif _is_sparse_frame(Y):  # as an .npz of a sparse matrix with names is read
@@ -246,7 +268,8 @@ def as_observed(
     observed = ~is_nan
     del is_nan
     if mask is not None:
-        observed &= _boolean_mask(aligned(mask, Y, mask_name), ones.shape, mask_name)
+        labels = (Y.index, Y.columns) if is_dataframe(Y) else None
+        observed &= _boolean_mask(aligned(mask, labels, mask_name), ones.shape, mask_name)
     if require_entries and not observed.any():
         raise ValueError(NO_ENTRY if mask_name == "mask" else f"{mask_name} {NO_SELECTED}")
     if warn_empty:
@@ -281,10 +304,11 @@ def _is_default(labels: pd.Index) -> bool:
     return isinstance(labels, RangeIndex) and labels.start == 0 and labels.step == 1
 
 
-def aligned(mask, Y, name: str = "mask"):
-    """``mask`` with its rows and columns in the order of Y's labels, or as it was.
+def aligned(mask, labels: tuple[pd.Index, pd.Index] | None, name: str = "mask"):
+    """``mask`` with its rows and columns in the order of Y's ``labels`` (rows, columns;
+    None for an unlabelled Y), or as it was.
 
-    A DataFrame mask is aligned to a DataFrame Y axis by axis: an axis where the
+    A DataFrame mask is aligned to a labelled Y axis by axis: an axis where the
     mask has pandas' default labels (0, 1, ..., as ``pd.DataFrame(array)`` gives) is
     taken by position; on any other axis the mask must have the same set of labels
     as Y, in any order. Any other mask, or any mask of an unlabelled Y, is taken by
@@ -295,10 +319,10 @@ def aligned(mask, Y, name: str = "mask"):
     ValueError
         The mask's labels on an aligned axis differ from Y's; the message names some.
     """
-    if not (is_dataframe(mask) and is_dataframe(Y)):
+    if not is_dataframe(mask) or labels is None:
         return mask
     for axis, axis_name in ((0, "row"), (1, "column")):
-        ours, theirs = mask.axes[axis], Y.axes[axis]
+        ours, theirs = mask.axes[axis], labels[axis]
         if _is_default(ours) or ours.equals(theirs):
             continue
         if ours.has_duplicates or theirs.has_duplicates or set(ours) != set(theirs):

@@ -131,9 +131,10 @@ def _unpacked(fits, unpack: bool = True) -> tuple[list[Fit], list[Fit], list[dic
     return fits, [m for m, _ in pairs], [options for _, options in pairs]
 
 
-def _training(fits: list[Fit], Y, mask) -> Observed:
-    """The training data every fit was made on; ValueError naming the first that differs."""
-    shape = np.shape(Y)
+def _training(fits: list[Fit], Y: Observed, mask) -> Observed:
+    """The training data every fit was made on (of Y, every observed entry); ValueError
+    naming the first fit that differs."""
+    shape = Y.shape
     for i, one in enumerate(fits):
         if one.shape != shape:
             raise ValueError(
@@ -404,6 +405,7 @@ def stack(
         )
     if options is not None:
         _check_refit_options(options, members, recorded)
+    Y = as_observed(Y, warn_empty=False)  # checked here once: the masks select from it
     data = _training(given, Y, mask)
     held_out = held_out_entries(Y, data, validation)
     begin = time.perf_counter()

@@ -178,7 +178,8 @@ def compare(
     train, test = _split(Y, train, test)
     held_out = np.zeros(np.shape(Y), bool)
     if validation is not None:
-        held_out = held_out_entries(Y, as_observed(Y, train), validation).mask  # checked
+        observed = as_observed(Y, warn_empty=False)
+        held_out = held_out_entries(observed, as_observed(observed, train), validation).mask
         if (held_out & test).any():
             raise ValueError("validation and test entries overlap; they must be disjoint")
     study = _study(Y, Split(train, held_out, test), engines, ranks, seeds, priors, options,

@@ -21,7 +21,7 @@ from bernmf.data.files.csv_table import MISSING
 from bernmf.data.files.npz import dense_member, npz_rows, sparse_layout
 from bernmf.data.files.streams import PARSE_COLUMN_COST, column_reserve, open_text, untrusted
 from bernmf.data.memory import check_bytes
-from bernmf.data.observed import aligned
+from bernmf.data.observed import aligned, is_dataframe
 from bernmf.data.split import SPLIT_CODES, Split
 
 __all__ = [
@@ -131,7 +131,7 @@ def read_codes(path, Y) -> Split:
         raise ValueError(
             f"the split {path} has shape {np.shape(codes)} but DATA has shape {np.shape(Y)}"
         )
-    codes = aligned(codes, Y, f"split {path}")
+    codes = aligned(codes, (Y.index, Y.columns) if is_dataframe(Y) else None, f"split {path}")
     try:
         return Split.from_codes(codes.to_numpy() if isinstance(codes, pd.DataFrame) else codes)
     except ValueError as error:

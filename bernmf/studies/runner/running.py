@@ -21,7 +21,7 @@ import pandas as pd
 
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
-from bernmf.data.observed import as_observed
+from bernmf.data.observed import Observed, as_observed
 from bernmf.data.split import Split, paper_split, random_split
 from bernmf.fitting.ensemble import MODES_WARNING, combine_members
 from bernmf.fitting.grids import Budget, Setting, as_prior, fit_grids
@@ -53,7 +53,8 @@ from bernmf.studies.runner.study import (
 
 
 class _Data(NamedTuple):
-    """One dataset of a study: its name, Y, split, training entries, the held-out ones that
+    """One dataset of a study: its name, Y (as given, and ``observed``: checked once, every
+    observed entry), split, training entries, the held-out ones that
     score every member (the validation entries; a :class:`Matrix`'s test entries when it
     has no validation entries) and the test entries, as the engines read them, its truth (a
     simulation's W @ H, else None) and the seed of its random split (NaN: the paper's split,
@@ -61,6 +62,7 @@ class _Data(NamedTuple):
 
     name: str
     Y: object
+    observed: Observed
     split: Split
     train: object
     held_out: object
@@ -393,7 +395,7 @@ def _rows(study, on: _Data, R, j, scale, method, settings, tuning: dict) -> list
     """The rows of one method at one seed set (one, but a row per member for ``each``): each
     ``(row, result, weights, reliability bins)``, its result chosen on validation and
     scored on test; its costs apart (:func:`_costs`)."""
-    Y, split, train, held_out = on.Y, on.split, on.train, on.held_out
+    Y, split, train, held_out = on.observed, on.split, on.train, on.held_out
     chosen = [(s, ms) for s, ms in settings if method.grids is None or s.grid.label in method.grids]
     made = (study, on, R, j, scale, method, _costs(chosen, tuning))
     if method.rule == "each":
@@ -403,7 +405,7 @@ def _rows(study, on: _Data, R, j, scale, method, settings, tuning: dict) -> list
     begin = time.process_time()
     mixing = {}
     if method.rule == "chains":
-        result, validation, setting, mixing = _chains(chosen, Y, split, train, held_out)
+        result, validation, setting, mixing = _chains(chosen, on.Y, split, train, held_out)
     else:
         rule = "single" if method.rule == "first" else method.rule
         result, validation, setting = _result(rule, chosen, Y, split, train, held_out)
@@ -555,14 +557,15 @@ def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
     name = data if isinstance(data, str) else data.name
     Y = load_data(data, study.data_dir)
     split = split_of(study, np.shape(Y), data)
-    train = as_observed(Y, split.train, mask_name="the split's train")
-    test = as_observed(Y, split.test, warn_empty=False, mask_name="the split's test")
+    observed = as_observed(Y, warn_empty=False)  # checked once: the splits select from it
+    train = as_observed(observed, split.train, mask_name="the split's train")
+    test = as_observed(observed, split.test, warn_empty=False, mask_name="the split's test")
     held_out = test  # a Matrix without validation entries: nothing is chosen (Study checks it)
     if split.validation.any():
-        held_out = held_out_entries(Y, train, split.validation)
+        held_out = held_out_entries(observed, train, split.validation)
     random = study.split == "random" and not isinstance(data, Matrix)
     seed = study.split_seed if random else np.nan
-    on = _Data(name, Y, split, train, held_out, test, truth_of(data), seed)
+    on = _Data(name, Y, observed, split, train, held_out, test, truth_of(data), seed)
     clock = Budget(study.budget, clock=time.process_time, unit="CPU s")
     log(f"{study.name}: {name} {np.shape(Y)}", stream)
     chosen = {}
