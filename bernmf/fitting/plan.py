@@ -147,6 +147,8 @@ def plan(
     given = dict(options or {})
     chosen = get_engine(engine)
     restarts = check_combine(chosen, restarts, combine, validation is not None, init is not None)
+    if validation is not None:  # Y checked once: the training and validation masks select
+        Y = as_observed(Y, warn_empty=False, require_entries=not part)
     data = as_observed(Y, mask, warn_empty=False, require_entries=not part)
     if not part:
         warn_empty_lines(data.mask.any(axis=1), data.mask.any(axis=0))
