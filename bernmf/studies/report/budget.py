@@ -203,7 +203,7 @@ def probe(Y, split, engine: str, rank: int, options: dict, allowance: float = 0.
     between them; then fits with their tolerance, stopped after the iterations that
     ``allowance`` seconds allow (at least :data:`MEASURED_ITERATIONS`, else none; the
     first of them at least that many while the rate of the first few iterations, a rough
-    one, says they take at most twice ``allowance``), are timed: the first that converged
+    one, says they take at most four times ``allowance``), are timed: the first that converged
     is the fit's time (``measured``: a fit that converges early is not costed at
     ``max_iter``); one that did not converge gives the seconds per iteration (over many
     iterations, nearer a fit's than the first few), and the next fit the iterations that
@@ -247,7 +247,7 @@ def probe(Y, split, engine: str, rank: int, options: dict, allowance: float = 0.
     least = min(MEASURED_ITERATIONS, int(limit))
     while per_iteration > 0:  # a cap above limit (a budget of 1e308 s) caps nothing
         last, cap = cap, int(min(left / per_iteration, limit))
-        if not last and least * per_iteration <= 2 * left:  # the first few: a rough rate
+        if not last and least * per_iteration <= 4 * left:  # the first few: a rough rate
             cap = max(cap, least)
         if cap < least or cap <= last:
             break

@@ -66,16 +66,16 @@ from bernmf.studies.report.budget import (
     plans,
     stack_seconds,
 )
-from bernmf.studies.report.page import findings, leaderboard, write
+from bernmf.studies.report.page import findings, leaderboard, winner_file, write
 from bernmf.studies.report.record import COLUMNS, Report, Settings, Winner
 from bernmf.studies.study import Grid, Matrix, Method, Study
 
 __all__ = [
     "COLUMNS", "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings",
-    "floor", "leaderboard", "run", "write",
+    "floor", "leaderboard", "run", "winner_file", "write",
 ]  # fmt: skip
 """``Report``, ``COLUMNS`` (:mod:`bernmf.studies.report.record`), ``findings``, ``leaderboard``,
-``write`` (:mod:`bernmf.studies.report.page`), ``estimate`` and ``floor``
+``winner_file``, ``write`` (:mod:`bernmf.studies.report.page`), ``estimate`` and ``floor``
 (:mod:`bernmf.studies.report.budget`) are here too, where ``bernmf.report`` had them."""
 
 QUICK_OPTIONS = {
