@@ -67,7 +67,8 @@ ENGINE_COLORS = {
 values and the Pareto front); an ensemble takes its engine's colour."""
 OTHER_COLOR = "#7f7f7f"
 OFF_SCALE_COLOR = "black"
-"""Off-scale markers and their labels: no engine's colour."""
+"""Off-scale markers of the box plots and their labels: no engine's colour (the Pareto
+plot's arrows keep their engine's)."""
 
 
 def engine_color(engine: str) -> str:
@@ -491,7 +492,7 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
     overlaps no other number or point (:func:`_place_numbers`), and the numbers are
     listed with their engine, setting and perplexity in a legend right of the axes.
     Off-scale perplexities (see :func:`outlier_limit`) are drawn as arrows at the top
-    of a clipped axis, numbered as the others.
+    of a clipped axis in their engine's colour, numbered as the others.
 
     Parameters
     ----------
@@ -527,10 +528,9 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
         handles = []
         for j, (engine, setting) in enumerate(zip(table["engine"], table["setting"], strict=True)):
             marker = "D" if engine.endswith("ensemble") else "o"
-            color = OFF_SCALE_COLOR if off[j] else engine_color(engine)
             handles.append(
-                Line2D([], [], marker="^" if off[j] else marker, color=color, linestyle="",
-                       label=_pareto_label(j + 1, engine, setting, y[j], off[j]))
+                Line2D([], [], marker="^" if off[j] else marker, color=engine_color(engine),
+                       linestyle="", label=_pareto_label(j + 1, engine, setting, y[j], off[j]))
             )  # fmt: skip
         for engine in dict.fromkeys(table["engine"]):
             chosen = (table["engine"] == engine).to_numpy() & ~off
@@ -539,7 +539,11 @@ def pareto(board: pd.DataFrame, *, path=None) -> Figure:
                 x[chosen], y[chosen], label=as_text(engine), s=25, color=engine_color(engine),
                 marker=marker,
             )  # fmt: skip
-        ax.scatter(x[off], shown[off], marker="^", s=40, color=OFF_SCALE_COLOR, clip_on=False)
+        if off.any():
+            ax.scatter(
+                x[off], shown[off], marker="^", s=40, clip_on=False,
+                color=[engine_color(engine) for engine in table["engine"][off]],
+            )  # fmt: skip
         front = pareto_front(x, y)
         order = np.argsort(x[front])
         ax.step(x[front][order], y[front][order], where="post", color="grey", linestyle="--")

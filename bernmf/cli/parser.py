@@ -148,7 +148,8 @@ Each engine's rank (and mm's prior) is chosen on the validation entries of the p
 split, then scored on its test entries over --seeds seeds, also at --shared-rank; the
 --ensembles engines also as an ensemble of --restarts members combined by stacking.
 Writes report.html (stands alone), fits.csv (one row per test fit), leaderboard.csv,
-pareto.png (test perplexity against seconds) and environment.json.""",
+pareto.png (test perplexity against seconds), environment.json and each dataset's
+winning fit as winner-<dataset>.npz (bernmf.load reads it).""",
     "reproduce": """examples:
   bernmf reproduce paper --quick --out results/paper-quick
   bernmf reproduce paper --as-published --data-dir ../shared/data

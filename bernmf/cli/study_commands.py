@@ -184,7 +184,8 @@ def report_command(args) -> int:
     board = report.leaderboard(result.fits, result.entries)
     summary = {"out": str(out), "leaderboard": board.to_dict(orient="records")}
     show(args, board, summary)
-    say(args, f"results in {out}: report.html, fits.csv, leaderboard.csv, pareto.png")
+    winners = "".join(f", {report.winner_file(name)}" for name in result.winners)
+    say(args, f"results in {out}: report.html, fits.csv, leaderboard.csv, pareto.png{winners}")
     return 0
 
 

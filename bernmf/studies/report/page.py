@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -158,7 +159,8 @@ def _merged(fits: pd.DataFrame, entries=None) -> tuple[pd.DataFrame, dict]:
 
 def write(report: Report, folder) -> dict[str, Path]:
     """Write ``fits.csv``, ``leaderboard.csv``, ``pareto.png`` and ``report.html`` to ``folder``
-    (and ``weights.csv``, the stacking weights, when the report has stacked rows).
+    (and ``weights.csv``, the stacking weights, when the report has stacked rows, and each
+    dataset's winning fit as :func:`winner_file`, which :func:`bernmf.load` reads).
 
     The HTML page stands alone: the plot is embedded as base64 PNG.
 
@@ -178,9 +180,19 @@ def write(report: Report, folder) -> dict[str, Path]:
     if report.weights is not None and not report.weights.empty:
         paths["weights.csv"] = folder / "weights.csv"
         write_csv(report.weights, paths["weights.csv"], index=False)
+    for dataset, winner in report.winners.items():
+        name = winner_file(dataset)
+        paths[name] = winner.fit.save(folder / name)
     paths["report.html"] = folder / "report.html"
     paths["report.html"].write_text(_html(board, report, paths["pareto.png"]))
     return paths
+
+
+def winner_file(dataset: str) -> str:
+    """The name of the file of ``dataset``'s winning fit in the report's folder:
+    ``winner-<dataset>.npz``, each character but letters, digits, ``.``, ``_`` and ``-``
+    written ``_``."""
+    return f"winner-{re.sub(r'[^A-Za-z0-9._-]', '_', str(dataset))}.npz"
 
 
 def findings(report: Report, board: pd.DataFrame | None = None) -> dict[str, list[str]]:
@@ -201,6 +213,13 @@ def findings(report: Report, board: pd.DataFrame | None = None) -> dict[str, lis
             )
         table = table.dropna(subset=["perplexity"]).sort_values("perplexity", kind="stable")
         lines += _winner(table)
+        if dataset in report.winners:
+            won = report.winners[dataset]
+            file = winner_file(str(dataset))
+            lines.append(
+                f"Saved: the winner's fit of seed {won.seed} ({won.engine}, {won.setting}) as "
+                f'{file}, read by bernmf.load("{file}").'
+            )
         chosen = report.chosen[report.chosen["dataset"] == dataset] if len(report.chosen) else []
         for row in getattr(chosen, "itertuples", lambda: [])():
             lines.append(_choice(row))
@@ -314,6 +333,34 @@ def stacking_weights_table(weights: pd.DataFrame | None) -> pd.DataFrame | None:
     return pd.concat(parts, ignore_index=True)
 
 
+def times_table(report: Report, dataset) -> pd.DataFrame | None:
+    """Each engine's seconds on ``dataset``, estimated and measured, side by side:
+    ``engine``, ``plan`` (what the budget changed, "as asked", or "left out"),
+    ``planned`` (the seconds of its steps that the budget planned before the first fit, at
+    the largest rank it might choose: tuning, seeds, ensembles, without its share of the
+    stacks), ``estimated`` (what the same probes estimate for its steps as they ran, at the
+    rank chosen), ``measured`` (the seconds they took), and ``measured / estimated``; a last
+    row ``stacks`` (the engines' shares, and the seconds the stacks took). None without
+    :attr:`Report.plans`."""
+    plans = report.plans
+    if not len(plans) or "measured" not in plans:
+        return None
+    mine = plans[plans["dataset"] == dataset]
+    plan = np.where(mine["changes"] != "", mine["changes"].str.replace("; ", ", "), "as asked")
+    plan = np.where(mine["measured"].isna(), "left out", plan)
+    stacks = (mine["engine"] == "stacks").to_numpy()
+    plan = np.where(stacks, "", plan)
+    planned = np.where(stacks, mine["stacks"], mine["seconds"] - mine["stacks"])
+    estimated, measured = mine["estimated"].to_numpy(), mine["measured"].to_numpy()
+    return pd.DataFrame(
+        {
+            "engine": mine["engine"].to_numpy(), "plan": plan, "planned s": planned,
+            "estimated s": estimated, "measured s": measured,
+            "measured / estimated": measured / estimated,
+        }
+    )  # fmt: skip
+
+
 def _count(n: int, noun: str) -> str:
     """``"1 other"``, ``"3 others"``."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
@@ -339,6 +386,13 @@ def _html(board: pd.DataFrame, report: Report, png: Path) -> str:
             f"<h2>{html.escape(str(dataset))}</h2>\n<ul>{found}</ul>\n"
             f'<div style="overflow-x:auto">{board_html}</div>'
         )
+        times = times_table(report, dataset)
+        if times is not None:
+            sections.append(
+                "<h3>Seconds per engine: planned, estimated and measured</h3>\n"
+                + times.to_html(index=False, float_format=lambda x: f"{x:.3g}", na_rep="",
+                                border=0)
+            )  # fmt: skip
         if weights is not None and (weights["dataset"] == dataset).any():
             mine = weights[weights["dataset"] == dataset].drop(columns="dataset")
             sections.append(
@@ -375,8 +429,15 @@ prior "mixed"). Seconds: run time per fit
 without compilation; iterations: iterations or draws; ESS/s: median bulk ESS of WH per
 second (samplers). <em>pareto</em>: no other row is both faster and better. Rows that are
 the same fits are one row: <em>em = mm</em> (mm at its flat default prior is em),
-<em>tuned = shared K=4</em> (the rank chosen was the shared one). A compile time of 0 means
-the program compiled for an earlier fit of the same shape was reused.</p>
+<em>tuned = shared K=4</em> (the setting chosen on validation was the shared one); an engine
+that chose nothing (one rank tried) has its <em>shared K</em> row only; a setting
+that ends in, say, <em>625 of 5000 steps</em> ran with the draws (svi's steps) that the budget
+left. A compile time of 0 means the program compiled for an earlier fit of the same shape was
+reused. Seconds per engine (wall-clock, compilation included): <em>planned</em>, what the
+budget planned for its steps (tuning, seeds, ensembles) before the first fit, at the largest
+rank it might choose; <em>estimated</em>, what the same probe fits estimate for the steps as
+they ran (at the rank chosen on validation); <em>measured</em>, what they took;
+<em>stacks</em>: the stacks of every seed.</p>
 <h2>Test perplexity against seconds</h2>
 <img alt="Pareto plot" style="max-width:100%" src="data:image/png;base64,{image}">
 {"".join(sections)}

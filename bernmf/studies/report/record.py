@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["COLUMNS", "Report", "Settings"]
+from bernmf.results.fit import Fit
+
+__all__ = ["COLUMNS", "Report", "Settings", "Winner"]
 
 COLUMNS = (
     "dataset", "engine", "setting", "rank", "prior", "seed", "perplexity", "seconds",
@@ -65,10 +67,18 @@ class Report:
         (:func:`bernmf.studies.report.page.leaderboard`) and which rows are the same fits.
     plans : DataFrame
         One row per dataset and engine: ``estimate`` (seconds of its whole plan, estimated
-        up front), ``seconds`` (of its plan as run; NaN: left out) and ``changes`` (what the
-        budget shortened, "; "-separated; "" for nothing).
+        up front), ``seconds`` (of its plan as run, its share of the stacks included; NaN:
+        left out), ``stacks`` (that share), ``changes`` (what the budget shortened,
+        "; "-separated; "" for nothing), ``estimated`` (the seconds its probe estimates
+        for its steps as they ran: tuning, seeds and ensembles at the rank chosen, without
+        the stacks) and ``measured`` (the seconds they took; NaN: not run); and one row per
+        dataset of engine ``"stacks"``: ``seconds``, ``stacks`` and ``estimated`` the
+        shares of the engines, ``measured`` the seconds the stacks took.
     budget : float
         The seconds the report aimed at.
+    winners : dict of dataset to Winner
+        The fit of the first row of each dataset's leaderboard (none where no row scores
+        finitely), which :func:`bernmf.studies.report.page.write` saves.
     """
 
     fits: pd.DataFrame
@@ -81,6 +91,18 @@ class Report:
     entries: Mapping[tuple[str, str, str], np.ndarray] = field(default_factory=dict)
     plans: pd.DataFrame = field(default_factory=pd.DataFrame)
     budget: float = float("nan")
+    winners: Mapping[str, Winner] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The winning fit of a dataset: its leaderboard row's ``engine`` and ``setting``, and
+    the ``fit`` of its first ``seed`` (without draws, as the report keeps its fits)."""
+
+    engine: str
+    setting: str
+    seed: int
+    fit: Fit
 
 
 @dataclass(frozen=True)

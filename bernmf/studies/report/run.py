@@ -61,19 +61,21 @@ from bernmf.studies.report.budget import (
     EnginePlan,
     estimate,
     floor,
+    plan_seconds,
     plans,
+    stack_seconds,
 )
-from bernmf.studies.report.page import findings, leaderboard, write
-from bernmf.studies.report.record import COLUMNS, Report, Settings
+from bernmf.studies.report.page import findings, leaderboard, winner_file, write
+from bernmf.studies.report.record import COLUMNS, Report, Settings, Winner
 from bernmf.studies.runner import running
 from bernmf.studies.runner.study import Grid, Matrix, Method, Study
 
 __all__ = [
     "COLUMNS", "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings",
-    "floor", "leaderboard", "run", "write",
+    "floor", "leaderboard", "run", "winner_file", "write",
 ]  # fmt: skip
 """``Report``, ``COLUMNS`` (:mod:`bernmf.studies.report.record`), ``findings``, ``leaderboard``,
-``write`` (:mod:`bernmf.studies.report.page`), ``estimate`` and ``floor``
+``winner_file``, ``write`` (:mod:`bernmf.studies.report.page`), ``estimate`` and ``floor``
 (:mod:`bernmf.studies.report.budget`) are here too, where ``bernmf.report`` had them."""
 
 QUICK_OPTIONS = {
@@ -183,7 +185,7 @@ def run(
     )  # fmt: skip
     begin = time.perf_counter()
     splits = {name: paper_split(np.shape(Y)) for name, Y in data.items()}
-    kept, left_out, planned = plans(data, splits, settings)
+    kept, left_out, planned = plans(data, splits, settings, _ess_per_second)
     deadline = begin + settings.budget
     made = [
         _dataset(name, Y, splits[name], kept[name], settings, deadline)
@@ -207,10 +209,33 @@ def run(
         left_out=pd.DataFrame(left_out, columns=["dataset", "engine", "estimate"]),
         weights=pd.concat(weights, ignore_index=True) if weights else None,
         entries=entries,
-        plans=pd.DataFrame(
-            planned, columns=["dataset", "engine", "estimate", "seconds", "changes"]
-        ),
+        plans=_plans_table(planned, dict(zip(data, made, strict=True))),
         budget=settings.budget,
+        winners={name: one.winner for name, one in zip(data, made, strict=True) if one.winner},
+    )
+
+
+def _plans_table(planned: list[tuple], made: Mapping[str, Made]) -> pd.DataFrame:
+    """:attr:`Report.plans`: the plans (``planned`` of
+    :func:`bernmf.studies.report.budget.plans`) with the seconds estimated for each
+    engine's steps as they ran and the seconds they took, and a row ``"stacks"`` per
+    dataset."""
+    table = pd.DataFrame(
+        planned, columns=["dataset", "engine", "estimate", "seconds", "stacks", "changes"]
+    )
+    stacks = [
+        {
+            "dataset": name, "engine": "stacks", "estimate": np.nan,
+            "seconds": mine["stacks"].sum(), "stacks": mine["stacks"].sum(), "changes": "",
+        }
+        for name, mine in table.groupby("dataset", sort=False)
+    ]  # fmt: skip
+    table = pd.concat([table, pd.DataFrame(stacks)], ignore_index=True)
+    keys = list(zip(table["dataset"], table["engine"], strict=True))
+    estimated = [made[d].estimated.get(e, np.nan) for d, e in keys]
+    return table.assign(
+        estimated=np.where(table["engine"] == "stacks", table["stacks"], estimated),
+        measured=[made[d].measured.get(e, np.nan) for d, e in keys],
     )
 
 
@@ -314,6 +339,12 @@ class Tuned:
         prior = describe_prior(self.prior)
         return (dataset, self.engine, self.rank, prior, grid, edge, finite)
 
+    @property
+    def chose(self) -> bool:
+        """Whether the validation entries chose among settings (several ranks, or mm's
+        priors, at least one of them of finite validation perplexity)."""
+        return len(self.fits) > 1 and bool(self.finite)
+
 
 @dataclass(frozen=True)
 class Rows:
@@ -341,14 +372,20 @@ class Rows:
 class Made:
     """One dataset's part of the :class:`Report`, as its steps made it: test ``rows``
     (tables of :data:`COLUMNS` without ``dataset``), ``chosen``, ``weights`` and
-    ``left_out`` rows (engines whose plan no longer fitted in the time left), and the
-    ``entries`` of :attr:`Report.entries` by (engine, setting)."""
+    ``left_out`` rows (engines whose plan no longer fitted in the time left), the
+    ``entries`` of :attr:`Report.entries` by (engine, setting), the ``measured`` seconds
+    of each engine's steps (tuning, seeds, ensembles) and of the stacks (``"stacks"``),
+    the seconds ``estimated`` for each engine's steps as they ran (:func:`_estimated`),
+    and the ``winner`` (None when no row scores finitely)."""
 
     rows: list[pd.DataFrame]
     chosen: list[tuple]
     weights: list[pd.DataFrame]
     left_out: list[tuple]
     entries: dict[tuple[str, str], np.ndarray]
+    measured: dict[str, float]
+    estimated: dict[str, float]
+    winner: Winner | None
 
 
 def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) -> Made:
@@ -356,7 +393,7 @@ def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) 
     ensembles; then the stacks and the test entries. An engine (not ``mm``) whose plan's
     seconds no longer fit before ``deadline`` (a ``time.perf_counter`` time: the estimates
     of those before it were short) is left out, and said so."""
-    tuned, rows, kept, left_out = [], [], [], []
+    tuned, rows, kept, left_out, measured, estimated = [], [], [], [], {}, {}
     for plan in planned:
         left = deadline - time.perf_counter()
         if plan.engine != "mm" and plan.seconds > left:
@@ -367,17 +404,23 @@ def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) 
             )
             left_out.append((name, plan.engine, plan.seconds))
             continue
+        begin = time.perf_counter()
         one = _tune(name, Y, split, plan, settings)
         engine_rows = _seeds(name, Y, split, one, plan, settings)
+        apart = sum(r.made for r in engine_rows) > 1  # the shared fits made apart
         if plan.restarts:
             engine_rows.append(_ensemble(name, Y, split, one, plan, settings))
+        measured[plan.engine] = time.perf_counter() - begin
+        estimated[plan.engine] = _estimated(plan, (one.rank, apart), settings.shared_rank)
         tuned.append(one)
         rows.append(engine_rows)
         kept.append(plan)
     seeds = sorted({seed for plan in kept for seed in plan.seeds})
     say(settings.progress, f"report on {name}: stacking the fits of each seed")
     working_on(f"stacking the fits of {name}")  # the heartbeat's line, not the last fit's
+    begin = time.perf_counter()
     stacked, weights = _stacks(Y, split, tuned, rows, seeds)
+    measured["stacks"] = time.perf_counter() - begin
     every = [r for engine_rows in rows for r in engine_rows] + stacked
     return Made(
         rows=[r.table.assign(dataset=name) for r in every],
@@ -385,7 +428,39 @@ def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) 
         weights=[table.assign(dataset=name) for table in weights],
         left_out=left_out,
         entries=_entries(Y, split, every),
+        measured=measured,
+        estimated=estimated,
+        winner=_winner(every),
     )
+
+
+def _estimated(plan: EnginePlan, chosen: tuple[int, bool], shared_rank: int) -> float:
+    """The seconds that ``plan``'s probe estimates for its steps as they ran: the test fits
+    at the rank ``chosen`` on validation, the shared ones made apart or not
+    (:func:`bernmf.studies.report.budget.plan_seconds`), without its share of the stacks;
+    NaN when it was not probed."""
+    if plan.probe is None:
+        return np.nan
+    seconds = plan_seconds(plan, plan.probe, shared_rank, chosen)
+    return seconds - stack_seconds(plan, plan.probe, shared_rank)
+
+
+def _winner(rows: list[Rows]) -> Winner | None:
+    """The fit of the first seed of the (engine, setting) of least mean test perplexity
+    over its seeds (the first row of the leaderboard), or None when none scores finitely."""
+    groups: dict[tuple[str, str], list[Rows]] = {}
+    for r in rows:  # a stacked row's seeds are Rows of their own
+        groups.setdefault(r.key, []).append(r)
+    means = {
+        key: float(pd.concat([r.table for r in mine])["perplexity"].mean())
+        for key, mine in groups.items()
+    }  # fmt: skip
+    finite = {key: mean for key, mean in means.items() if np.isfinite(mean)}
+    if not finite:
+        return None
+    engine, setting = min(finite, key=finite.__getitem__)
+    first = groups[engine, setting][0]
+    return Winner(engine, setting, int(first.table["seed"].iloc[0]), first.fits[0])
 
 
 def _tune(name: str, Y, split, plan: EnginePlan, settings: Settings) -> Tuned:
@@ -432,21 +507,35 @@ def _tuning(name: str, Y, split, plan: EnginePlan, progress: bool) -> tuple[pd.D
 
 def _seeds(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settings) -> list[Rows]:
     """The test fits of every seed at the tuned setting and at the shared rank with the
-    engine's default prior (the same fits, not made again, when the two coincide)."""
+    engine's default prior (the same fits, not made again, when the two coincide: only the
+    shared rows when nothing was chosen on validation). A setting not chosen on validation
+    is ``K=k``, not ``tuned``; each says the draws (svi's steps) that the budget left, when
+    it cut them (:attr:`EnginePlan.draws`)."""
     engine, shared_rank = tuned.engine, settings.shared_rank
     common = {
         "train": split.train, "test": split.test, "progress": settings.progress, "keep": True,
         "options": {engine: plan.options}, "measure": _ess_per_second,
     }  # fmt: skip
     seeds = f"{len(plan.seeds)} seed{'s' * (len(plan.seeds) > 1)}"
+    shared_setting = _setting(f"shared K={shared_rank}", plan)
+    tuned_setting = _setting("tuned" if tuned.chose else f"K={tuned.rank}", plan)
     say(settings.progress, f"report on {name}: {engine} at K = {tuned.rank}, {seeds}")
     at = compare(Y, [engine], [tuned.rank], plan.seeds, priors={engine: tuned.prior}, **common)
-    rows = [Rows(at.fits.assign(setting="tuned"), at.results)]
     if tuned.rank == shared_rank and _default_prior(engine, tuned.prior, shared_rank):
-        return [*rows, Rows(at.fits.assign(setting=f"shared K={shared_rank}"), at.results, False)]
+        if not tuned.chose:
+            return [Rows(at.fits.assign(setting=shared_setting), at.results)]
+        tuned_rows = Rows(at.fits.assign(setting=tuned_setting), at.results)
+        return [tuned_rows, Rows(at.fits.assign(setting=shared_setting), at.results, False)]
+    rows = [Rows(at.fits.assign(setting=tuned_setting), at.results)]
     say(settings.progress, f"report on {name}: {engine} at the shared K = {shared_rank}, {seeds}")
     shared = compare(Y, [engine], [shared_rank], plan.seeds, **common)
-    return [*rows, Rows(shared.fits.assign(setting=f"shared K={shared_rank}"), shared.results)]
+    return [*rows, Rows(shared.fits.assign(setting=shared_setting), shared.results)]
+
+
+def _setting(name: str, plan: EnginePlan) -> str:
+    """The setting of a row of ``plan``'s fits: ``name``, and the draws (svi's steps) the
+    budget left when it cut them ("shared K=4, 625 of 5000 steps")."""
+    return f"{name}, {plan.draws}" if plan.draws else name
 
 
 def _default_prior(engine: str, prior: Prior | None, rank: int) -> bool:
@@ -481,7 +570,7 @@ def _ensemble(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Set
         )  # fmt: skip
     table = made.fits[made.fits["engine"] == engine]  # a seed's one fit is stacked with none
     table = table.assign(engine=f"{engine} ensemble", ess_per_second=np.nan)
-    return Rows(table.assign(setting="ensemble"), made.results)
+    return Rows(table.assign(setting=_setting("ensemble", plan)), made.results)
 
 
 def _stacks(Y, split, tuned: list[Tuned], rows: list[list[Rows]], seeds) -> tuple[list, list]:
