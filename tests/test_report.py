@@ -18,7 +18,7 @@ from bernmf.inference import get_engine
 from bernmf.studies.report import budget as quick
 from bernmf.studies.report import page
 from bernmf.studies.report import run as report
-from bernmf.studies.report.record import Report
+from bernmf.studies.report.contents import Report
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ def ensemble_of(seeds, options=None) -> tuple:
         restarts=2, combine="mean", options={"mm": options or {}}, quick=False, progress=False,
         budget=600.0,
     )  # fmt: skip
-    return quick.EnginePlan("mm", [2], [1.0], seeds, 2, options or {}), settings
+    return quick.EngineSchedule("mm", [2], [1.0], seeds, 2, options or {}), settings
 
 
 def test_ensembles_in_the_report_do_not_warn_about_their_modes(small, monkeypatch):
@@ -453,7 +453,7 @@ def test_a_slow_engine_is_left_out_rather_than_squeezing_the_others():
     more than their shortest; the most expensive is shortened first; mm is never left out."""
 
     def plan(engine, per_fit):
-        full = quick.EnginePlan(engine, [2, 3], [1.0], [0, 1], 0, {})
+        full = quick.EngineSchedule(engine, [2, 3], [1.0], [0, 1], 0, {})
         probe = quick.Probe(engine, 0.0, 0.0, per_fit)  # fit_seconds: per_fit
         seconds = quick.plan_seconds(full, probe, 3)
         return dataclasses.replace(full, estimate=seconds, seconds=seconds), probe
@@ -473,8 +473,8 @@ def test_a_slow_engine_is_left_out_rather_than_squeezing_the_others():
 
 
 def test_a_plan_pays_for_its_members_of_the_stacks():
-    mm = quick.EnginePlan("mm", [2, 4, 8], [1.0, 1.5, 2.0], [0, 1, 2], 4, {})
-    em = quick.EnginePlan("em", [2, 4, 8], [1.0], [0, 1, 2], 0, {})
+    mm = quick.EngineSchedule("mm", [2, 4, 8], [1.0, 1.5, 2.0], [0, 1, 2], 4, {})
+    em = quick.EngineSchedule("em", [2, 4, 8], [1.0], [0, 1, 2], 0, {})
     # per seed: mm's 27 tuning fits, tuned, shared, ensemble, in two stacks; em's 3, 2
     assert quick.stack_members(mm, 4) == 3 * 30 * 2 and quick.stack_members(em, 4) == 3 * 5
     assert quick.stack_members(dataclasses.replace(em, ranks=[4]), 4) == 3  # tuned = shared
@@ -488,7 +488,7 @@ def test_an_engine_whose_plan_no_longer_fits_the_time_left_is_left_out(small, ca
     import time
 
     mm, settings = ensemble_of([0])
-    em = quick.EnginePlan("em", [2], [1.0], [0], 0, {}, estimate=30.0, seconds=30.0)
+    em = quick.EngineSchedule("em", [2], [1.0], [0], 0, {}, estimate=30.0, seconds=30.0)
     split = bernmf.data.split.paper_split(small.shape)
     settings = dataclasses.replace(settings, progress=True)
     made = report._dataset("small", small, split, [mm, em], settings, time.perf_counter() - 1)
@@ -677,17 +677,17 @@ def test_a_sampler_is_tuned_on_validation_with_its_own_progress_off(small, capsy
 
 
 def test_a_shortened_plan_says_its_draws_of_those_asked_and_so_do_its_rows():
-    svi = quick.EnginePlan("svi", [4], [1.0], [0], 0, {})
+    svi = quick.EngineSchedule("svi", [4], [1.0], [0], 0, {})
     while "steps" not in " ".join(svi.changes):
         svi = quick.shortened(svi, 4)
     assert svi.changes[-1] == svi.draws == "2500 of 5000 steps"
     svi = quick.shortened(svi, 4)  # halved again: said once, of the steps asked
     assert svi.changes == ("1250 of 5000 steps",) and svi.options["steps"] == 1250
     assert report._setting("shared K=4", svi) == "shared K=4, 1250 of 5000 steps"
-    nuts = quick.EnginePlan("nuts", [4], [1.0], [0], 0, {"num_warmup": 200, "num_samples": 100})
+    nuts = quick.EngineSchedule("nuts", [4], [1.0], [0], 0, {"num_warmup": 200, "num_samples": 100})
     nuts = quick.shortened(nuts, 4)
     assert nuts.draws == "100 of 200 warmup + 50 of 100 samples"
-    assert report._setting("tuned", quick.EnginePlan("vb", [4], [1.0], [0], 0, {})) == "tuned"
+    assert report._setting("tuned", quick.EngineSchedule("vb", [4], [1.0], [0], 0, {})) == "tuned"
 
 
 def test_the_report_saves_its_winning_fit_and_the_page_names_it(small, tmp_path):

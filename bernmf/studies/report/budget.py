@@ -3,7 +3,7 @@
 :func:`plans` estimates every engine on every dataset up front, before the first fit
 that counts: :func:`floor` (from the operations a fit needs) leaves out, without a probe,
 an engine that cannot fit; :func:`probe` times the others by probe fits. Each engine's
-:class:`EnginePlan` (its tuning ranks, seeds, draws and ensemble) is costed by
+:class:`EngineSchedule` (its tuning ranks, seeds, draws and ensemble) is costed by
 :func:`plan_seconds`; while the estimates add up to more than the budget left, the most
 expensive plan is shortened by one step (:func:`shortened`: fewer seeds, the shared rank
 only, fewer draws, one seed, no ensemble) or, at its shortest and over a fair share of the
@@ -25,10 +25,10 @@ from bernmf.api import fit
 from bernmf.fitting.stack import stack
 from bernmf.inference import get_engine
 from bernmf.models.spec import ZeroProbabilityWarning
-from bernmf.studies.report.record import Settings
+from bernmf.studies.report.contents import Settings
 
 __all__ = [
-    "DEFAULT_BUDGET", "FLOPS", "PROBES", "QUICK_BUDGET", "EnginePlan", "Probe", "estimate",
+    "DEFAULT_BUDGET", "FLOPS", "PROBES", "QUICK_BUDGET", "EngineSchedule", "Probe", "estimate",
     "floor", "plan_seconds", "plans", "probe", "scoring_seconds", "shortened",
     "stack_members", "stack_seconds", "stacking_probe",
 ]  # fmt: skip
@@ -273,7 +273,7 @@ def estimate(
 
 
 @dataclass(frozen=True)
-class EnginePlan:
+class EngineSchedule:
     """What one engine runs on one dataset, and its estimated seconds.
 
     Attributes
@@ -329,7 +329,9 @@ class EnginePlan:
         return " + ".join(f"{now[key]} of {asked[key]} {key.replace('num_', '')}" for key in fewest)
 
 
-def fit_units(plan: EnginePlan, shared_rank: int, chosen: tuple[int, bool] | None = None) -> float:
+def fit_units(
+    plan: EngineSchedule, shared_rank: int, chosen: tuple[int, bool] | None = None
+) -> float:
     """The fits of ``plan``, each counted as its rank over the shared rank (the time of a
     fit grows about linearly with its rank): the tuning fits of every rank (mm: every
     prior too), the test fits of each seed at the largest rank it may choose and again at
@@ -351,7 +353,7 @@ def fit_units(plan: EnginePlan, shared_rank: int, chosen: tuple[int, bool] | Non
     return units
 
 
-def stack_members(plan: EnginePlan, shared_rank: int) -> float:
+def stack_members(plan: EngineSchedule, shared_rank: int) -> float:
     """The members that ``plan``'s fits add to the stacks of all its seeds: its tuning fits
     and its test fits of the seed (tuned, shared, ensemble) in each seed's stack of all
     engines, and for ``mm`` again in its stack of the mm grid."""
@@ -363,7 +365,7 @@ def stack_members(plan: EnginePlan, shared_rank: int) -> float:
 
 
 def plan_seconds(
-    plan: EnginePlan, measured: Probe, shared_rank: int, chosen: tuple[int, bool] | None = None
+    plan: EngineSchedule, measured: Probe, shared_rank: int, chosen: tuple[int, bool] | None = None
 ) -> float:
     """Seconds of ``plan``: a compilation per rank, :func:`fit_units` full fits (``chosen``
     as there), the scoring of its test fits (:attr:`Probe.scoring`), and its share of the
@@ -379,7 +381,7 @@ def plan_seconds(
     return compiles + fits + scoring + stack_seconds(plan, measured, shared_rank)
 
 
-def stack_seconds(plan: EnginePlan, measured: Probe, shared_rank: int) -> float:
+def stack_seconds(plan: EngineSchedule, measured: Probe, shared_rank: int) -> float:
     """``plan``'s share of the stacks: :func:`stack_members` at :attr:`Probe.stacking`,
     times :data:`SLACK`."""
     return SLACK * stack_members(plan, shared_rank) * measured.stacking
@@ -413,7 +415,7 @@ def stacking_probe(Y, split, rank: int, members: int = 4) -> float:
     return (time.perf_counter() - begin) / members
 
 
-def shortened(plan: EnginePlan, shared_rank: int, quick: bool = False) -> EnginePlan | None:
+def shortened(plan: EngineSchedule, shared_rank: int, quick: bool = False) -> EngineSchedule | None:
     """``plan`` shortened by one step, or None at its shortest (``quick``: at once).
 
     The steps, in order: 2 seeds; the shared rank only (no tuning of the rank); the
@@ -440,7 +442,7 @@ def shortened(plan: EnginePlan, shared_rank: int, quick: bool = False) -> Engine
     return None
 
 
-def _changed(plan: EnginePlan, words: str, **fields) -> EnginePlan:
+def _changed(plan: EngineSchedule, words: str, **fields) -> EngineSchedule:
     """``plan`` with ``fields`` changed and ``words`` said (the same kind of change said once)."""
     kind = words.split()[-1]  # "seeds", "only", "samples", "steps", "seed", "ensemble"
     changes = tuple(c for c in plan.changes if c.split()[-1] != kind)
@@ -470,7 +472,7 @@ def plans(data, splits, settings: Settings, measure=None) -> tuple[dict, list[tu
 
     Returns
     -------
-    plans : dict of dataset name to list of EnginePlan
+    plans : dict of dataset name to list of EngineSchedule
         The engines kept, in the order of ``settings.engines``.
     left_out : list of (dataset, engine, estimate)
         The engines left out, with the seconds of their shortest plan.
@@ -485,7 +487,7 @@ def plans(data, splits, settings: Settings, measure=None) -> tuple[dict, list[tu
         say(settings.progress, f"report on {name}: probing a stack")
         stacking = stacking_probe(Y, splits[name], shared)
         for engine in settings.engines:
-            full = EnginePlan(
+            full = EngineSchedule(
                 engine, list(settings.ranks), list(settings.priors), list(settings.seeds),
                 settings.restarts if engine in settings.ensembles else 0,
                 dict(settings.options[engine]),

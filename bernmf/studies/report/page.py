@@ -1,6 +1,6 @@
 """The report as users read it: the leaderboard, the findings and the HTML page.
 
-:func:`leaderboard` summarizes the fits of a :class:`bernmf.studies.report.record.Report` per
+:func:`leaderboard` summarizes the fits of a :class:`bernmf.studies.report.contents.Report` per
 engine and setting, :func:`findings` says what it found per dataset, and
 :func:`write` writes the CSVs, the Pareto plot and a self-contained HTML page.
 """
@@ -18,7 +18,7 @@ import pandas as pd
 
 from bernmf.data.files.csv_table import write_csv
 from bernmf.studies.compare import summarize
-from bernmf.studies.report.record import Report
+from bernmf.studies.report.contents import Report
 
 __all__ = ["findings", "leaderboard", "stacking_weights_table", "write"]
 

@@ -10,7 +10,7 @@ grid"``: :func:`bernmf.stack` on the validation entries, per seed). Every fit go
 the one study runner, :func:`bernmf.studies.runner.running.run`.
 The steps of a dataset are functions over records (:class:`Settings` in, :class:`Tuned`,
 :class:`Rows` and :class:`Made` out), assembled into a
-:class:`~bernmf.studies.report.record.Report`; :func:`write`
+:class:`~bernmf.studies.report.contents.Report`; :func:`write`
 (:mod:`bernmf.studies.report.page`) turns it into a tidy CSV, a Pareto plot of test perplexity
 against seconds and a self-contained HTML page (``bernmf report``); what each engine runs
 within the budget is :mod:`bernmf.studies.report.budget`'s.
@@ -58,15 +58,15 @@ from bernmf.studies.compare import (
 from bernmf.studies.report.budget import (
     DEFAULT_BUDGET,
     QUICK_BUDGET,
-    EnginePlan,
+    EngineSchedule,
     estimate,
     floor,
     plan_seconds,
     plans,
     stack_seconds,
 )
+from bernmf.studies.report.contents import COLUMNS, Report, Settings, Winner
 from bernmf.studies.report.page import findings, leaderboard, winner_file, write
-from bernmf.studies.report.record import COLUMNS, Report, Settings, Winner
 from bernmf.studies.runner import running
 from bernmf.studies.runner.study import Grid, Matrix, Method, Study
 
@@ -74,7 +74,7 @@ __all__ = [
     "COLUMNS", "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings",
     "floor", "leaderboard", "run", "winner_file", "write",
 ]  # fmt: skip
-"""``Report``, ``COLUMNS`` (:mod:`bernmf.studies.report.record`), ``findings``, ``leaderboard``,
+"""``Report``, ``COLUMNS`` (:mod:`bernmf.studies.report.contents`), ``findings``, ``leaderboard``,
 ``winner_file``, ``write`` (:mod:`bernmf.studies.report.page`), ``estimate`` and ``floor``
 (:mod:`bernmf.studies.report.budget`) are here too, where ``bernmf.report`` had them."""
 
@@ -434,7 +434,7 @@ def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) 
     )
 
 
-def _estimated(plan: EnginePlan, chosen: tuple[int, bool], shared_rank: int) -> float:
+def _estimated(plan: EngineSchedule, chosen: tuple[int, bool], shared_rank: int) -> float:
     """The seconds that ``plan``'s probe estimates for its steps as they ran: the test fits
     at the rank ``chosen`` on validation, the shared ones made apart or not
     (:func:`bernmf.studies.report.budget.plan_seconds`), without its share of the stacks;
@@ -463,7 +463,7 @@ def _winner(rows: list[Rows]) -> Winner | None:
     return Winner(engine, setting, int(first.table["seed"].iloc[0]), first.fits[0])
 
 
-def _tune(name: str, Y, split, plan: EnginePlan, settings: Settings) -> Tuned:
+def _tune(name: str, Y, split, plan: EngineSchedule, settings: Settings) -> Tuned:
     """The rank (and mm's prior) of lowest validation perplexity, from seed 0's fits
     (:func:`_tuning`); the shared rank and the default prior when every validation
     perplexity is inf."""
@@ -483,7 +483,9 @@ def _tune(name: str, Y, split, plan: EnginePlan, settings: Settings) -> Tuned:
     return Tuned(engine, rank, prior, ranks, fits, finite)
 
 
-def _tuning(name: str, Y, split, plan: EnginePlan, progress: bool) -> tuple[pd.DataFrame, tuple]:
+def _tuning(
+    name: str, Y, split, plan: EngineSchedule, progress: bool
+) -> tuple[pd.DataFrame, tuple]:
     """The validation perplexity (``rank``, ``alpha``, ``beta``, ``perplexity``) of every
     setting of the engine's grid (mm: its alpha x beta pairs at gamma 1.2; the others their
     default prior) at seed 0, and its fits without draws: a study of one seed, its matrix's
@@ -505,12 +507,14 @@ def _tuning(name: str, Y, split, plan: EnginePlan, progress: bool) -> tuple[pd.D
     return table[["rank", "alpha", "beta", "perplexity"]], fits
 
 
-def _seeds(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settings) -> list[Rows]:
+def _seeds(
+    name: str, Y, split, tuned: Tuned, plan: EngineSchedule, settings: Settings
+) -> list[Rows]:
     """The test fits of every seed at the tuned setting and at the shared rank with the
     engine's default prior (the same fits, not made again, when the two coincide: only the
     shared rows when nothing was chosen on validation). A setting not chosen on validation
     is ``K=k``, not ``tuned``; each says the draws (svi's steps) that the budget left, when
-    it cut them (:attr:`EnginePlan.draws`)."""
+    it cut them (:attr:`EngineSchedule.draws`)."""
     engine, shared_rank = tuned.engine, settings.shared_rank
     common = {
         "train": split.train, "test": split.test, "progress": settings.progress, "keep": True,
@@ -532,7 +536,7 @@ def _seeds(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settin
     return [*rows, Rows(shared.fits.assign(setting=shared_setting), shared.results)]
 
 
-def _setting(name: str, plan: EnginePlan) -> str:
+def _setting(name: str, plan: EngineSchedule) -> str:
     """The setting of a row of ``plan``'s fits: ``name``, and the draws (svi's steps) the
     budget left when it cut them ("shared K=4, 625 of 5000 steps")."""
     return f"{name}, {plan.draws}" if plan.draws else name
@@ -550,7 +554,7 @@ def _default_prior(engine: str, prior: Prior | None, rank: int) -> bool:
     )
 
 
-def _ensemble(name: str, Y, split, tuned: Tuned, plan: EnginePlan, settings: Settings) -> Rows:
+def _ensemble(name: str, Y, split, tuned: Tuned, plan: EngineSchedule, settings: Settings) -> Rows:
     """The ensemble of ``plan.restarts`` members from each seed at the tuned setting,
     combined on the validation entries and scored on the test ones (:func:`bernmf.compare`
     with ``restarts``: every member fitted once, through the one grid loop)."""

@@ -1,5 +1,5 @@
 """What a report is: :class:`Settings`, the arguments of :func:`bernmf.studies.report.run.run`
-as its steps and its budget read them, and :class:`Report`, the record it fills and
+as its steps and its time budget read them, and :class:`Report`, what it fills and
 :mod:`bernmf.studies.report.page` reads, with the columns of its fits."""
 
 from __future__ import annotations
