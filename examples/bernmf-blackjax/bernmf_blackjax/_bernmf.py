@@ -4,7 +4,8 @@ bernmf's public engine API (``bernmf.engine_api``: ``Engine``, ``register_engine
 ``log_density``, ``initial_factors``, ``fit_from_draws``, ...) is being built on another
 branch. Until it lands, the names come from bernmf's modules, and :func:`log_density` and
 :func:`fit_from_draws` are written here with the signatures that API gives them; then this
-module becomes ``from bernmf.engine_api import ...`` and nothing else changes.
+module becomes ``from bernmf.engine_api import ...`` and nothing else changes, but for
+``MAX_ITER`` (bernmf's bound on counts of iterations), which that API leaves out.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data.observed import MAX_ITER, Observed, check_count, check_flag, check_real
+from bernmf.data.observed import MAX_ITER, Observed, check_count, check_real
 from bernmf.inference.nuts import initial_factors
 from bernmf.inference.registry import Engine
-from bernmf.inference.registry import register as register_engine
 from bernmf.models.spec import Prior, log_prior, log_prior_constant
 from bernmf.models.unconstrained import (
     from_simplex,
@@ -44,7 +44,6 @@ __all__ = [
     "Observed",
     "Prior",
     "check_count",
-    "check_flag",
     "check_real",
     "fit_from_draws",
     "from_simplex",
@@ -52,7 +51,6 @@ __all__ = [
     "initial_factors",
     "log_density",
     "log_prior_constant",
-    "register_engine",
     "to_simplex",
     "to_unit",
 ]
