@@ -6,7 +6,7 @@ PYTHON ?= python3.12
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast lint bench docs
+.PHONY: setup demo test test-fast test-examples lint bench docs
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,16 @@ test-fast: setup
 	$(BIN)/ruff check .
 	BERNMF_COMPILE_CACHE=$(CURDIR)/.cache/compile BERNMF_HYPOTHESIS_PROFILE=fast \
 		$(BIN)/python -m pytest -n 2 --dist worksteal -q -m "not slow and not multiprocess"
+
+# The example engine package (examples/bernmf-blackjax) in an environment of its own, with
+# bernmf's versions pinned: installed there, its plugins do not reach bernmf's own tests.
+EXAMPLES_VENV := .venv-examples
+test-examples: setup
+	$(PYTHON) -m venv $(EXAMPLES_VENV)
+	$(BIN)/pip freeze --exclude-editable > $(EXAMPLES_VENV)/constraints.txt
+	$(EXAMPLES_VENV)/bin/pip install --quiet -c $(EXAMPLES_VENV)/constraints.txt \
+		-e . -e examples/bernmf-blackjax pytest
+	cd examples/bernmf-blackjax && $(CURDIR)/$(EXAMPLES_VENV)/bin/python -m pytest -q
 
 lint: setup
 	$(BIN)/ruff check .
