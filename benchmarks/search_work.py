@@ -1,16 +1,16 @@
 """The default search's work model against CPU seconds: what one sweep of mm or logsvd costs.
 
 The default search (:func:`bernmf.fitting.search.search`) chooses its steps by *work*, not by
-the clock: a fit's work is ``seconds * M * N * (sweeps * (K + offset) + setup)``
-(:data:`bernmf.fitting.search.WORK`), the same on any load. This measures those constants:
-for each engine, shape and rank it fits the training entries (85% of a simulated matrix) as
-the search does (:func:`bernmf.fitting.runner.fit_settings`, ``tol=0``) at two iteration
-counts, takes the CPU seconds per sweep from their difference and the setup (what a fit
-does once: its start, layout and scoring) from the rest. A line per case: CPU ms per sweep
-and the model's, setup CPU ms and the model's, and the ratio of the longer fit's CPU
-seconds to its work; then the least-squares ``seconds`` and ``offset`` of each engine's
-sweeps. CPU seconds include every thread of this process; on a loaded machine they vary by
-about 20% from run to run.
+the clock: a fit's work is ``seconds * M * N * (sweeps * (K + offset) * layout + setup + gram
+* min(M, N))`` (:data:`bernmf.fitting.search.WORK`), the same on any load. This measures
+those constants: for each engine, shape and rank it fits the training entries (85% of a
+simulated matrix) as the search does (:func:`bernmf.fitting.runner.fit_settings`,
+``tol=0``) at two iteration counts, takes the CPU seconds per sweep from their difference
+and the setup (what a fit does once: its start, layout and scoring) from the rest. A line
+per case: CPU ms per sweep and the model's, setup CPU ms and the model's, and the ratio of
+the longer fit's CPU seconds to its work; then each engine's median and range of that
+ratio. CPU seconds include every thread of this process; on a loaded machine they vary by
+about 20% from run to run (logsvd's, whose start is one large eigendecomposition, by more).
 
 Run: ``python benchmarks/search_work.py [--ranks 2 8 32]``
 """
@@ -55,11 +55,10 @@ def measure(engine: str, M: int, N: int, density: float, rank: int) -> dict:
         cpu.append(time.process_time() - begin)
         swept.append(sweeps(fits[-1]))
     per_sweep = (cpu[1] - cpu[0]) / (swept[1] - swept[0])
-    model = WORK[engine]
+    model = (work(fits[1]) - work(fits[0])) / (swept[1] - swept[0])  # its layout's
     return {"engine": engine, "M": M, "N": N, "rank": rank, "cpu_ms": 1e3 * per_sweep,
-            "model_ms": 1e3 * model.seconds * M * N * (rank + model.offset),
-            "setup_ms": 1e3 * (cpu[0] - swept[0] * per_sweep),
-            "model_setup_ms": 1e3 * model.seconds * M * N * (model.setup + model.gram * min(M, N)),
+            "model_ms": 1e3 * model, "setup_ms": 1e3 * (cpu[0] - swept[0] * per_sweep),
+            "model_setup_ms": 1e3 * (work(fits[0]) - swept[0] * model),
             "ratio": cpu[1] / work(fits[1])}  # fmt: skip
 
 
@@ -77,17 +76,9 @@ def main(argv=None) -> None:
                 print({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()},
                       flush=True)  # fmt: skip
     for engine in args.engines:
-        own = [r for r in rows if r["engine"] == engine]
-        # per sweep / (M N) = seconds * rank + seconds * offset: a line in the rank
-        x = np.array([r["rank"] for r in own], float)
-        y = np.array([r["cpu_ms"] / 1e3 / (r["M"] * r["N"]) for r in own])
-        seconds, intercept = np.polyfit(x, y, 1)
-        # setup / (M N seconds) = setup + gram * min(M, N): a line in min(M, N)
-        x = np.array([min(r["M"], r["N"]) for r in own], float)
-        y = np.array([r["setup_ms"] / 1e3 / (r["M"] * r["N"]) / seconds for r in own])
-        gram, setup = np.polyfit(x, y, 1)
-        print(f"{engine}: seconds {seconds:.3g}, offset {intercept / seconds:.3g}, setup "
-              f"{setup:.3g}, gram {gram:.3g} (WORK: {WORK[engine]})")  # fmt: skip
+        ratios = [r["ratio"] for r in rows if r["engine"] == engine]
+        print(f"{engine}: CPU seconds / work of the longer fits: median {np.median(ratios):.2f}, "
+              f"from {min(ratios):.2f} to {max(ratios):.2f} (WORK: {WORK[engine]})")  # fmt: skip
 
 
 if __name__ == "__main__":

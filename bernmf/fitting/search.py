@@ -99,24 +99,27 @@ LEAST_ITERATIONS = 10
 
 class Work(NamedTuple):
     """What an engine's fit of an M x N matrix at rank K costs, in CPU seconds on one core:
-    ``seconds * M * N * (sweeps * (K + offset) + setup + gram * min(M, N))``, an iteration
-    being ``sweeps_per_iteration`` sweeps (``gram``: a start from the Gram matrix of the
-    smaller side, as logsvd's)."""
+    ``seconds * M * N * (sweeps * (K + offset) * layout + setup + gram * min(M, N))``, an
+    iteration being ``sweeps_per_iteration`` sweeps; ``layout`` is ``sparse`` for a fit in
+    the sparse layout of the ones (``extras["layout"]``), else 1; ``gram``: a start from the
+    Gram matrix of the smaller side, as logsvd's."""
 
     seconds: float
     offset: float
     setup: float
     gram: float
     sweeps_per_iteration: int
+    sparse: float = 1.0
 
 
 WORK = {
-    "mm": Work(2e-10, 20.0, 200.0, 0.0, 3),
-    "logsvd": Work(3e-9, 2.0, 0.0, 0.33, 1),
+    "mm": Work(2e-10, 20.0, 200.0, 0.0, 3, sparse=0.5),
+    "logsvd": Work(1e-9, 2.0, 0.0, 1.0, 1),
 }
 """The work of the engines searched by default, measured on this project's 2-core
-machine (``benchmarks/search_work.py``): an engine not here is planned by the run seconds
-its fits take, which vary with the machine's load."""
+machine (``benchmarks/search_work.py``, and the searches of paleo and lastfm): an engine
+not here is planned by the run seconds its fits take, which vary with the machine's load.
+Before a fit its layout is not known: the estimates of a cap take the dense one's."""
 
 
 def sweeps(fit: Fit) -> int:
@@ -126,16 +129,17 @@ def sweeps(fit: Fit) -> int:
 
 def work(fit: Fit) -> float:
     """A fit's work: the CPU seconds its engine's :data:`WORK` model gives for its sweeps,
-    shape and rank (the same on any load); for an engine without a model, its run
+    shape, rank and layout (the same on any load); for an engine without a model, its run
     seconds."""
     model = WORK.get(fit.engine)
     if model is None:
         return float(fit.timings.get("run", 0.0))
-    return _work(model, fit.shape, fit.rank, sweeps(fit))
+    sparse = fit.extras.get("layout") == "sparse"
+    return _work(model, fit.shape, fit.rank, sweeps(fit) * (model.sparse if sparse else 1.0))
 
 
 def _work(model: Work, shape: tuple[int, int], rank: int, sweeps: float) -> float:
-    """The work of a fit of ``sweeps`` sweeps (:class:`Work`)."""
+    """The work of a fit of ``sweeps`` sweeps (of the dense layout's cost) (:class:`Work`)."""
     M, N = shape
     units = sweeps * (rank + model.offset) + model.setup + model.gram * min(M, N)
     return model.seconds * M * N * units
