@@ -2,7 +2,7 @@
 
 Loads DATASET (animals, paleo or lastfm) from ``--data-dir`` (default ``../shared/data``),
 hides the paper split's test entries (NaN), runs ``bernmf.fit(Y)`` without a rank (the
-search, within ``--budget`` seconds) and prints its test perplexity, wall and CPU seconds.
+search, within ``--budget`` seconds of work) and prints its test perplexity, wall and CPU seconds.
 
 Run: ``.venv/bin/python benchmarks/best_default.py paleo [--budget 60]``.
 """

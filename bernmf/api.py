@@ -8,7 +8,8 @@ from __future__ import annotations
 from bernmf.data.observed import check_flag
 from bernmf.fitting.plan import plan
 from bernmf.fitting.runner import run
-from bernmf.fitting.search import BUDGET, search
+from bernmf.fitting.search import search
+from bernmf.fitting.search_plan import read_search_plan
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
 
@@ -27,6 +28,7 @@ def fit(
     validation=None,
     distributed: bool = False,
     budget: float | None = None,
+    search_plan=None,
     **options,
 ) -> Fit:
     """Factorize a binary matrix, P(Y=1) ~ W @ H, with the chosen engine.
@@ -102,7 +104,14 @@ def fit(
         :func:`bernmf.fitting.multiprocess.fit`); ``W``, ``probs`` and ``validation`` are then
         this process's rows only.
     budget : float, optional
-        Without a ``rank``: the seconds the search aims to finish in (default 60).
+        Without a ``rank``: the seconds of work the search aims to finish in (default 60;
+        :func:`bernmf.fitting.search.work`: CPU seconds on one core of the machine its
+        work was measured on, the same on any load).
+    search_plan : dict or path, optional
+        Without a ``rank``: a search's plan to replay (``fit.record.search["plan"]`` of
+        an earlier search, or the ``search_plan.json`` of ``bernmf fit --out``): its steps
+        are fitted, making the same members bit for bit on the same data, ``mask``,
+        ``validation`` and ``seed`` (:mod:`bernmf.fitting.search_plan`).
     **options
         Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
         ``tol`` (default 1e-5; stop when the relative change of the objective
@@ -151,14 +160,16 @@ def fit(
     if rank is None:
         return _searched(
             Y, engine, mask=mask, validation=validation, seed=seed, budget=budget,
+            search_plan=search_plan,
             given={"prior": prior is not None, "init": init is not None,
                    "restarts": restarts != 1, "combine": combine != "best",
                    "distributed": distributed, **{name: True for name in options}},
         )  # fmt: skip
-    if budget is not None:
-        raise ValueError(
-            f"budget={budget!r} is the time of a search: leave out rank={rank!r} to search"
-        )
+    for name, value in (("budget", budget), ("search_plan", search_plan)):
+        if value is not None:
+            raise ValueError(
+                f"{name}={value!r:.40} is a search's: leave out rank={rank!r} to search"
+            )
     engine = "mm" if engine is None else engine
     if distributed:
         from bernmf.fitting.multiprocess import fit as fit_distributed
@@ -183,7 +194,8 @@ def fit(
     return run(request)
 
 
-def _searched(Y, engine, *, mask, validation, seed, budget, given: dict[str, bool]) -> Fit:
+def _searched(Y, engine, *, mask, validation, seed, budget, search_plan,
+              given: dict[str, bool]) -> Fit:  # fmt: skip
     """:func:`fit` without a rank: the search, once no argument of a single fit was given
     (``given``: whether each was)."""
     taken = [name for name, value in given.items() if value]
@@ -193,7 +205,9 @@ def _searched(Y, engine, *, mask, validation, seed, budget, given: dict[str, boo
             f"{', '.join(taken)}: give rank= to fit one setting"
         )
     engines = None if engine is None else [engine] if isinstance(engine, str) else engine
+    if search_plan is not None and not isinstance(search_plan, dict):
+        search_plan = read_search_plan(search_plan)  # a path
     return search(
-        Y, engines, mask=mask, validation=validation, seed=seed,
-        budget=BUDGET if budget is None else budget,
+        Y, engines, mask=mask, validation=validation, seed=seed, budget=budget,
+        search_plan=search_plan,
     )  # fmt: skip

@@ -5,8 +5,8 @@ weighted most, a grid made at gamma = 1; they were written as ``Prior(alpha, bet
 before ``Prior``'s default gamma became 1.2, so they have carried gamma = 1.2 since. This
 runs the default search (:func:`bernmf.fit` without a rank) on the paper's split of each
 dataset, its test entries hidden, once with the priors at gamma = 1 and once at 1.2, and
-scores each stack on the test entries. The search spends a time budget, so what it fits
-depends on the machine's load: the steps each run fitted are counted beside its score.
+scores each stack on the test entries. The search spends a budget of work (the same steps
+on any load since issue 47); the steps each run fitted are counted beside its score.
 
 Outputs ``--out/search_gamma.csv`` (dataset, gamma, test perplexity, fits, seconds).
 

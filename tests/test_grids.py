@@ -60,6 +60,16 @@ def test_an_estimate_over_the_budget_refuses_a_step_but_never_a_probe():
     assert budget.refusal("mm", 4, 2) == "about 9 s, over the budget"
 
 
+def test_a_budget_of_work_counts_the_fits_work_and_never_the_clock():
+    readings = iter([0.0, 1e9, 2e9])  # a racing clock: read at the start only
+    budget = Budget(10.0, clock=lambda: next(readings), reserve=0.5, estimating=True,
+                    work=lambda f: 2.0, unit="s of work")  # fmt: skip
+    budget.measured("mm", 2, [object()] * 2)  # two fits, 2 s of work each
+    assert budget.spent() == 4.0 and budget.estimate("mm", 4, 1) == 4.0  # linear in K
+    assert budget.refusal("mm", 2, 1) is None  # 4 + 2 + half of 6 <= 10
+    assert budget.refusal("mm", 4, 1) == "about 4 s of work, over the budget"
+
+
 def test_a_best_prior_at_the_grid_edge_is_extended_at_its_rank(data):
     _, train, held_out = data
     grid = EngineGrid("mm", (3,), ((1.2, 1.2, 1.0), (1.5, 1.2, 1.0)), {"max_iter": 100})

@@ -23,7 +23,8 @@ from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_groups, read_mask, read_matrix
 from bernmf.data.split import paper_split, random_split
-from bernmf.fitting.search import BUDGET, held_out_scores, search
+from bernmf.fitting.search import held_out_scores, search
+from bernmf.fitting.search_plan import PLAN_FILE, read_search_plan
 from bernmf.fitting.stack import members_table
 from bernmf.inference import available, get_engine, registry
 from bernmf.models import Prior, perplexity, simulate
@@ -221,9 +222,13 @@ def fit_command(args) -> int:
     """Fit DATA (the best model, or one engine at ``--rank``) and write factors, trace,
     summary, saved fit and figures."""
     out = Path(args.out)
+    given = None
     if args.rank is None:
         _check_search_flags(args)
-    target = check_output(out, args.force, keep=(args.data, args.mask, args.validation))
+        if args.plan is not None:  # read and checked before the data
+            given = read_search_plan(args.plan)
+    keep = (args.data, args.mask, args.validation, args.plan)
+    target = check_output(out, args.force, keep=keep)
     Y = read_data(args, args.data)
     mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
     validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
@@ -231,13 +236,14 @@ def fit_command(args) -> int:
     if args.rank is None:
         engines = None if args.engine is None else args.engine.split(",")
         result = search(
-            Y, engines, mask=mask, validation=validation, seed=args.seed,
-            budget=BUDGET if args.budget is None else args.budget,
-            progress=not (args.quiet or args.json),
+            Y, engines, mask=mask, validation=validation, seed=args.seed, budget=args.budget,
+            search_plan=given, progress=not (args.quiet or args.json),
         )  # fmt: skip
         return _write_fit(args, out, target, Y, result, {}, validation, groups)
     if args.budget is not None:
         raise ValueError("--budget is the time of a search: leave out --rank to search")
+    if args.plan is not None:
+        raise ValueError("--plan replays a search: leave out --rank to replay it")
     args.engine = args.engine or "mm"
     options = parse_options(args.option, scoped=False)
     if args.max_iter is not None:
@@ -349,6 +355,8 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation, gr
         trace = pd.DataFrame({"iteration": range(len(result.trace)), "objective": result.trace})
         write_csv(trace, folder / "trace.csv", index=False)
         write_json(folder / "summary.json", summary)
+        if searched:
+            write_json(folder / PLAN_FILE, result.record.search["plan"])
         result.save(folder / "fit.npz", metadata={"options": options, "data": str(args.data)})
         plot.factors(result, path=folder / "factors.png", row_groups=groups)
         plot.traces(result, path=folder / "trace.png")
@@ -367,7 +375,8 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation, gr
             f"W.csv, H.csv and the figures are the factors of the stack's {factors['engine']} "
             f"member at K={result.rank} (weight {factors['weight']:.2f}), {factors['rule']}; "
             f"{PROBABILITIES} holds the stack's P(Y=1) of every entry, the missing ones "
-            "included; members.csv lists every member and its weight",
+            f"included; members.csv lists every member and its weight; {PLAN_FILE} its "
+            "steps (--plan replays them)",
         )
     elif members is not None:
         ensemble = summary["ensemble"]

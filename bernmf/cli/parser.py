@@ -24,6 +24,7 @@ from bernmf.data import datasets
 from bernmf.data.observed import SEED_LIMIT
 from bernmf.fitting import search
 from bernmf.fitting.ensemble import COMBINES
+from bernmf.fitting.search_plan import PLAN_FILE
 from bernmf.models import Prior
 from bernmf.studies import compare as comparison
 from bernmf.studies.compare import MAX_VALUES
@@ -243,7 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     fit_parser.add_argument(
         "--budget", type=float,
-        help=f"without --rank: seconds the search aims to finish in ({search.BUDGET:g})",
+        help=f"without --rank: seconds of work the search aims to finish in "
+        f"({search.BUDGET:g}; CPU seconds on one core of the machine its work was measured on)",
+    )  # fmt: skip
+    fit_parser.add_argument(
+        "--plan", metavar="FILE",
+        help=f"without --rank: replay the search plan FILE ({PLAN_FILE} of an earlier "
+        "bernmf fit --out), fitting the same members on the same data and --seed",
     )  # fmt: skip
     prior_options(fit_parser)
     fit_parser.add_argument("--mask", help="file of the entries to fit on (1 = use)")

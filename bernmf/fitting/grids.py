@@ -101,7 +101,9 @@ class Budget:
     and rank (about linear in K) and with the compile seconds again at a new rank, would end
     past them, counting ``reserve`` times the run seconds of every step so far and of it (what
     refits of them may cost later). An engine's first step is its probe: fitted unless the
-    seconds are spent.
+    seconds are spent. With ``work``, the seconds are those of each fit's work (a function of
+    the fit: its sweeps, shape and rank) rather than of the clock, compiling counted as none:
+    every choice is then the same on any machine and load.
 
     Attributes
     ----------
@@ -113,6 +115,8 @@ class Budget:
     estimating : bool
     unit : str
         How its seconds are named in lines ("s", "CPU s").
+    work : callable, optional
+        ``work(fit) -> seconds`` of a fit made; None: the clock's.
     """
 
     seconds: float | None = None
@@ -121,6 +125,7 @@ class Budget:
     reserve: float = 0.0
     estimating: bool = False
     unit: str = "s"
+    work: Callable | None = None
     begin: float = field(default=None)
     last: dict = field(default_factory=dict)  # engine -> (compile s, run s per fit, rank)
     compiled: set = field(default_factory=set)  # (engine, rank) fitted so far
@@ -131,8 +136,8 @@ class Budget:
             self.begin = self.clock()
 
     def spent(self) -> float:
-        """Seconds since the budget began."""
-        return self.clock() - self.begin
+        """Seconds since the budget began; with ``work``, the work of every fit so far."""
+        return self.run if self.work is not None else self.clock() - self.begin
 
     def estimate(self, engine: str, rank: int, fits: int) -> float:
         """Seconds for ``fits`` fits of ``engine`` at ``rank`` (0 before its first step)."""
@@ -158,13 +163,16 @@ class Budget:
         estimate = self.estimate(engine, rank, fits)
         limit = self.share * self.seconds
         if self.spent() + estimate + self.reserve * (self.run + estimate) > limit:
-            return f"about {estimate:.0f} s, over the budget"
+            return f"about {estimate:.0f} {self.unit}, over the budget"
         return None
 
     def measured(self, engine: str, rank: int, fits) -> None:
-        """Record a step's compile and run seconds (its fits' timings)."""
-        compile_ = sum(f.timings.get("compile", 0.0) for f in fits)
-        run = sum(f.timings.get("run", 0.0) for f in fits)
+        """Record a step's compile and run seconds (its fits' timings, or their ``work``)."""
+        if self.work is not None:
+            compile_, run = 0.0, sum(self.work(f) for f in fits)
+        else:
+            compile_ = sum(f.timings.get("compile", 0.0) for f in fits)
+            run = sum(f.timings.get("run", 0.0) for f in fits)
         self.last[engine] = (compile_, run / max(len(fits), 1), rank)
         self.compiled.add((engine, rank))
         self.run += run

@@ -185,10 +185,14 @@ def choose(data: Observed, layout: str, block_rows, devices, itemsize: int) -> C
     block = choose_block_rows(block_rows, M, N, n_devices, itemsize, platform, cpu_cores())
     if layout == "sparse":
         return Choice(block, True, None)
-    sparse = False
-    if layout == "auto" and devices is None:
-        sparse = bool(data.ones.sum() <= SPARSE_DENSITY * data.mask.sum())
+    sparse = layout == "auto" and devices is None and sparse_ones(data)
     return Choice(block, sparse, devices)
+
+
+def sparse_ones(data: Observed) -> bool:
+    """Whether ``layout="auto"`` on one device gathers the ones of ``data`` (sparse): at most
+    :data:`SPARSE_DENSITY` of its observed entries are ones."""
+    return bool(data.ones.sum() <= SPARSE_DENSITY * data.mask.sum())
 
 
 # ------------------------------------------------------------------------ building
