@@ -113,7 +113,9 @@ def fit(
         are fitted, making the same members bit for bit on the same data, ``mask``,
         ``validation`` and ``seed`` (:mod:`bernmf.fitting.search_plan`).
     **options
-        Engine options. For ``mm`` and ``em``: ``max_iter`` (default 2000),
+        Engine options. Without a ``rank``, only ``progress`` (default True): whether the
+        search says what it fits, leaves out and chooses, on stderr. For ``mm`` and ``em``:
+        ``max_iter`` (default 2000),
         ``tol`` (default 1e-5; stop when the relative change of the objective
         is below it; 0 runs exactly ``max_iter`` iterations), ``dtype``
         (``"float64"``, default, or ``"float32"``), ``accelerate`` (default True:
@@ -158,9 +160,10 @@ def fit(
     """
     check_flag("distributed", distributed)
     if rank is None:
+        progress = options.pop("progress", True)
         return _searched(
             Y, engine, mask=mask, validation=validation, seed=seed, budget=budget,
-            search_plan=search_plan,
+            search_plan=search_plan, progress=progress,
             given={"prior": prior is not None, "init": init is not None,
                    "restarts": restarts != 1, "combine": combine != "best",
                    "distributed": distributed, **{name: True for name in options}},
@@ -194,7 +197,7 @@ def fit(
     return run(request)
 
 
-def _searched(Y, engine, *, mask, validation, seed, budget, search_plan,
+def _searched(Y, engine, *, mask, validation, seed, budget, search_plan, progress,
               given: dict[str, bool]) -> Fit:  # fmt: skip
     """:func:`fit` without a rank: the search, once no argument of a single fit was given
     (``given``: whether each was)."""
@@ -204,10 +207,11 @@ def _searched(Y, engine, *, mask, validation, seed, budget, search_plan,
             f"without a rank bernmf.fit searches ranks and priors itself, and takes no "
             f"{', '.join(taken)}: give rank= to fit one setting"
         )
+    check_flag("progress", progress)
     engines = None if engine is None else [engine] if isinstance(engine, str) else engine
     if search_plan is not None and not isinstance(search_plan, dict):
         search_plan = read_search_plan(search_plan)  # a path
     return search(
         Y, engines, mask=mask, validation=validation, seed=seed, budget=budget,
-        search_plan=search_plan,
+        search_plan=search_plan, progress=progress,
     )  # fmt: skip

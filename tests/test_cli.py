@@ -231,7 +231,6 @@ def test_row_groups_that_do_not_fit_data_are_an_error_before_any_fit(
         raise AssertionError("fitted")
 
     monkeypatch.setattr(commands, "fit", no_fit)
-    monkeypatch.setattr(commands, "search", no_fit)
     for rank in (["--rank", "2"], []):  # one fit, or a search
         argv = ["fit", str(path), *rank, "--row-groups", str(groups), "--out", str(tmp_path / "o")]
         assert main(argv) == 1

@@ -23,7 +23,7 @@ from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_groups, read_mask, read_matrix
 from bernmf.data.split import paper_split, random_split
-from bernmf.fitting.search import held_out_scores, search
+from bernmf.fitting.search import held_out_scores
 from bernmf.fitting.search_plan import PLAN_FILE, read_search_plan
 from bernmf.fitting.stack import members_table
 from bernmf.inference import available, get_engine, registry
@@ -235,7 +235,7 @@ def fit_command(args) -> int:
     groups = row_groups_of(args.row_groups, Y)
     if args.rank is None:
         engines = None if args.engine is None else args.engine.split(",")
-        result = search(
+        result = fit(
             Y, engines, mask=mask, validation=validation, seed=args.seed, budget=args.budget,
             search_plan=given, progress=not (args.quiet or args.json),
         )  # fmt: skip
