@@ -260,6 +260,7 @@ def search(
     check_real("budget", budget, 0.0, closed="neither")
     check_seed(seed, 1 + MM_SEEDS * MM_ROUNDS)
     chosen = check_engines(engines)
+    Y = as_observed(Y, warn_empty=False)  # checked once: the masks below select from it
     data = as_observed(Y, mask, warn_empty=False)
     observed = int(data.mask.sum())
     if validation is None:
@@ -278,8 +279,8 @@ def search(
                 "(and of mask): the search stacks on those and fits on the others, so it "
                 "needs some of each"
             )
-    train = as_observed(Y, data.mask & ~held, warn_empty=False)
-    held_out = as_observed(Y, held, warn_empty=False)
+    train = as_observed(data, ~held, warn_empty=False)
+    held_out = as_observed(data, held, warn_empty=False)
     digests = data_digests(train, held_out)
     if search_plan is not None:
         check_plan_data(search_plan, digests, validation is not None)
@@ -298,7 +299,7 @@ def search(
     working_on(f"stacking {len(fits)} fits")
     options = {step["engine"]: step["options"] for step in steps}  # the refits' caps
     stacking = time.perf_counter()
-    result = stack(fits, Y, validation=held, mask=train.mask, refit=True, options=options)
+    result = stack(fits, data, validation=held, mask=train.mask, refit=True, options=options)
     stacking = time.perf_counter() - stacking
     plan = {
         "format": FORMAT, "seed": int(seed), "engines": [e.name for e in chosen],
