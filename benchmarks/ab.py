@@ -57,7 +57,7 @@ def cases(package):
     """The timed calls of one package: name -> function returning CPU seconds; the compile."""
     bernmf = importlib.import_module(package)
     tune = importlib.import_module(f"{package}.tune")
-    split = importlib.import_module(f"{package}.split")
+    split = importlib.import_module(f"{package}.data.split")
     Y, _, _ = bernmf.simulate(0, 300, 150, 4)
     parts = split.random_split(Y.shape, seed=0)
     common = {"mask": parts.train, "tol": 0.0}

@@ -86,10 +86,8 @@ class _OneBlasThread:
     def __enter__(self) -> None:
         with self._lock:
             if self._fits == 0:
-                from threadpoolctl import threadpool_limits  # loaded by the first fit
-
                 _release_openblas()
-                self._limiter = threadpool_limits(limits=1, user_api="blas")
+                self._limiter = _blas_controller().limit(limits=1, user_api="blas")
                 _release_openblas()
             self._fits += 1
 
@@ -100,6 +98,18 @@ class _OneBlasThread:
                 _release_openblas()
                 self._limiter.restore_original_limits()
                 _release_openblas()
+
+
+@functools.cache
+def _blas_controller():
+    """threadpoolctl's controller of the BLAS libraries loaded, made once (by the first fit):
+    finding them takes about 1 ms, a tenth of a small fit, a limit through it 0.01 ms.
+    scipy.linalg is loaded first, so that its OpenBLAS, which JAX's LAPACK calls on the CPU
+    use, is among them."""
+    import scipy.linalg  # noqa: F401
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def _release_openblas() -> None:
