@@ -1,0 +1,73 @@
+"""Fourteen fits (every engine, ensembles, stacks) whose W, H, trace, probs and draws a
+refactoring must keep bit for bit: ``python benchmarks/bitwise.py OUT.npz`` in each checkout
+(``PYTHONPATH`` at it), then ``python benchmarks/bitwise.py --compare A.npz B.npz`` names the
+arrays that differ. Issue 49's moves: 4e475b2 against 3acff2a, 66 arrays, none differ.
+"""
+
+import sys
+
+import numpy as np
+
+import bernmf
+from bernmf.data.split import random_split
+
+
+def compare(a_path, b_path) -> None:
+    """Print the names of the arrays of two outputs that differ (dtype, shape or bits)."""
+    a, b = np.load(a_path), np.load(b_path)
+    if sorted(a) != sorted(b):
+        raise SystemExit(f"other arrays: {sorted(set(a) ^ set(b))}")
+    same = lambda k: a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k], equal_nan=True)  # noqa: E731
+    print(f"{len(a)} arrays; different: {[k for k in a if not same(k)]}")
+
+
+if sys.argv[1] == "--compare":
+    compare(*sys.argv[2:4])
+    raise SystemExit
+
+Y, _, _ = bernmf.simulate(3, 40, 30, 3, bernmf.Prior(0.6, 0.6))
+split = random_split(Y.shape, seed=1)
+tr, va = split.train, split.validation
+quiet = {"progress": False}
+chains = {"num_warmup": 20, "num_samples": 10, **quiet}
+fits = {
+    "mm": bernmf.fit(Y, "mm", 3, mask=tr, seed=2),
+    "mm_sparse": bernmf.fit(Y, "mm", 3, mask=tr, seed=2, layout="sparse"),
+    "mm_mean": bernmf.fit(Y, "mm", 3, mask=tr, seed=2, restarts=3, combine="mean"),
+    "mm_stack": bernmf.fit(Y, "mm", 3, mask=tr, seed=2, restarts=3, combine="stack", validation=va),
+    "em": bernmf.fit(Y, "em", 3, mask=tr, seed=2),
+    "logsvd": bernmf.fit(Y, "logsvd", 3, mask=tr, seed=2),
+    "logpca": bernmf.fit(Y, "logpca", 3, mask=tr, seed=2),
+    "nuts": bernmf.fit(
+        Y, "nuts", 3, mask=tr, seed=2, num_warmup=20, num_samples=10, num_chains=2, **quiet
+    ),
+    "gibbs": bernmf.fit(
+        Y, "gibbs", 3, mask=tr, seed=2, num_warmup=20, num_samples=10, num_chains=2, **quiet
+    ),
+    "gibbs_chains": bernmf.fit(
+        Y,
+        "gibbs",
+        3,
+        mask=tr,
+        seed=2,
+        num_warmup=20,
+        num_samples=10,
+        restarts=2,
+        combine="mean",
+        **quiet,
+    ),
+    "vb": bernmf.fit(Y, "vb", 3, mask=tr, seed=2),
+    "svi": bernmf.fit(Y, "svi", 3, mask=tr, seed=2, steps=200, **quiet),
+}
+fits["stack"] = bernmf.stack([fits["mm"], fits["logsvd"], fits["em"]], Y, validation=va, mask=tr)
+fits["stack_refit"] = bernmf.stack(
+    [fits["mm"], fits["logsvd"]], Y, validation=va, mask=tr, refit=True
+)
+arrays = {}
+for name, f in fits.items():
+    for field in ("W", "H", "trace", "probs"):
+        arrays[f"{name}/{field}"] = np.asarray(getattr(f, field))
+    for k, v in f.draws.items():
+        arrays[f"{name}/draws/{k}"] = np.asarray(v)
+np.savez(sys.argv[1], **arrays)
+print(len(arrays), "arrays")
