@@ -5,7 +5,7 @@ best model (:func:`bernmf.fitting.search.search`)."""
 
 from __future__ import annotations
 
-from bernmf.data.observed import check_flag
+from bernmf.data.arguments import check_flag
 from bernmf.fitting.plan import plan
 from bernmf.fitting.runner import run
 from bernmf.fitting.search import search

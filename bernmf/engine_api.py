@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import jax
 
-from bernmf.data.observed import Observed, check_count, check_flag, check_real
+from bernmf.data.arguments import check_count, check_flag, check_real
+from bernmf.data.observed import Observed
 from bernmf.inference.chains import by_chain, fit_from_draws
 from bernmf.inference.nuts import initial_factors
 from bernmf.inference.registry import Engine, register_engine

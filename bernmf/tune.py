@@ -36,15 +36,9 @@ import numpy as np
 import pandas as pd
 
 from bernmf._progress import working_on
+from bernmf.data.arguments import check_count, check_rank, check_rank_fits, check_seed
 from bernmf.data.memory import check_fit_bytes
-from bernmf.data.observed import (
-    Observed,
-    as_observed,
-    check_count,
-    check_rank,
-    check_rank_fits,
-    check_seed,
-)
+from bernmf.data.observed import Observed, as_observed
 from bernmf.fitting.ensemble import MAX_RESTARTS
 from bernmf.fitting.grids import (
     EngineGrid,

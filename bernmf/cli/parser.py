@@ -21,7 +21,7 @@ from bernmf.api import fit
 from bernmf.cli.commands import compare_command, declared, demo, engines_command, fit_command
 from bernmf.cli.study_commands import report_command, reproduce_command, tune_command
 from bernmf.data import datasets
-from bernmf.data.observed import SEED_LIMIT
+from bernmf.data.arguments import SEED_LIMIT
 from bernmf.fitting import search
 from bernmf.fitting.ensemble import COMBINES
 from bernmf.fitting.search_plan import PLAN_FILE

@@ -15,15 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bernmf.data.arguments import check_rank, check_rank_fits, check_seed
 from bernmf.data.memory import check_fit_bytes
-from bernmf.data.observed import (
-    Observed,
-    as_observed,
-    check_rank,
-    check_rank_fits,
-    check_seed,
-    warn_empty_lines,
-)
+from bernmf.data.observed import Observed, as_observed, warn_empty_lines
 from bernmf.fitting.ensemble import check_combine
 from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior

@@ -26,7 +26,8 @@ import numpy as np
 
 from bernmf._progress import working_on
 from bernmf._warnings import warn
-from bernmf.data.observed import Observed, check_seed
+from bernmf.data.arguments import check_seed
+from bernmf.data.observed import Observed
 from bernmf.fitting.ensemble import combine_members, validation_lpd
 from bernmf.fitting.plan import Plan, plan
 from bernmf.inference import Engine

@@ -35,7 +35,8 @@ from typing import NamedTuple
 import numpy as np
 
 from bernmf._progress import say, working_on
-from bernmf.data.observed import Observed, as_observed, check_real, check_seed
+from bernmf.data.arguments import check_real, check_seed
+from bernmf.data.observed import Observed, as_observed
 from bernmf.fitting.grids import Budget, EngineGrid, GridFits, as_prior, fit_grids
 from bernmf.fitting.plan import data_digests
 from bernmf.fitting.search_plan import FORMAT, PLAN_FILE, check_plan_data, check_search_plan

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from bernmf.data.observed import check_count, check_real, check_seed
+from bernmf.data.arguments import check_count, check_real, check_seed
 from bernmf.inference import get_engine
 from bernmf.models.spec import Prior
 

@@ -43,7 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf._progress import Progress
-from bernmf.data.observed import MAX_ITER, Observed, check_count, check_flag
+from bernmf.data.arguments import MAX_ITER, check_count, check_flag
+from bernmf.data.observed import Observed
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import (
     Counts,

@@ -41,7 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data.observed import Observed, as_observed, check_real, check_stopping
+from bernmf.data.arguments import check_real, check_stopping
+from bernmf.data.observed import Observed, as_observed
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
     LogisticData,

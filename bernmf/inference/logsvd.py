@@ -39,7 +39,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data.observed import Observed, check_stopping
+from bernmf.data.arguments import check_stopping
+from bernmf.data.observed import Observed
 from bernmf.inference._compile import compiled
 from bernmf.inference._logistic import (
     LogisticData,

@@ -56,16 +56,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf._progress import say
-from bernmf.data.observed import (
+from bernmf.data.arguments import (
     DTYPES,
     MAX_ITER,
-    Observed,
     check_count,
     check_dtype,
     check_flag,
     check_init,
     check_real,
 )
+from bernmf.data.observed import Observed
 from bernmf.inference import _compile, mm
 from bernmf.inference.chains import by_chain, fit_from_draws
 from bernmf.inference.registry import Engine, register

@@ -33,16 +33,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from bernmf._progress import Progress
-from bernmf.data.observed import (
+from bernmf.data.arguments import (
     DTYPES,
     MAX_ITER,
-    Observed,
     check_count,
     check_dtype,
     check_flag,
     check_init,
     check_real,
 )
+from bernmf.data.observed import Observed
 from bernmf.inference import _guides
 from bernmf.inference._compile import compiled
 from bernmf.inference.registry import Engine, register

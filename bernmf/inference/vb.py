@@ -47,7 +47,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import digamma, gammaln
 
-from bernmf.data.observed import MAX_ITER, Observed, check_count, check_stopping
+from bernmf.data.arguments import MAX_ITER, check_count, check_stopping
+from bernmf.data.observed import Observed
 from bernmf.inference import _augmented
 from bernmf.inference._augmented import Counts
 from bernmf.inference._compile import compiled

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from bernmf.data.observed import as_observed, check_count, check_real
+from bernmf.data.arguments import check_count, check_real
+from bernmf.data.observed import as_observed
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from bernmf.data.observed import Observed, as_observed, check_count
+from bernmf.data.arguments import check_count
+from bernmf.data.observed import Observed, as_observed
 from bernmf.models.spec import Prior, describe_prior, perplexity_of_blocks, probability
 from bernmf.results.saving import save
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bernmf._progress import Progress
-from bernmf.data.observed import as_observed, check_seed
+from bernmf.data.arguments import check_seed
+from bernmf.data.observed import as_observed
 from bernmf.data.split import Split
 from bernmf.fitting.ensemble import check_combine
 from bernmf.fitting.plan import check_arguments, held_out_entries

@@ -24,7 +24,8 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from bernmf.data.observed import Observed, check_init, check_rank_fits
+from bernmf.data.arguments import check_init, check_rank_fits
+from bernmf.data.observed import Observed
 from bernmf.inference import mm
 from bernmf.inference._compile import compiled
 from bernmf.inference._loop import Solution

@@ -10,15 +10,15 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from bernmf.data.observed import (
+from bernmf.data.arguments import (
     DTYPES,
-    Observed,
     check_count,
     check_flag,
     check_init,
     check_seed,
     check_stopping,
 )
+from bernmf.data.observed import Observed
 from bernmf.inference._compile import compiled
 from bernmf.inference.mm import _batch, starts
 from bernmf.inference.mm import layout as layouts

@@ -31,13 +31,8 @@ import numpy as np
 import pandas as pd
 
 from bernmf._progress import say, working_on
-from bernmf.data.observed import (
-    as_observed,
-    check_count,
-    check_rank,
-    check_seed,
-    is_sparse,
-)
+from bernmf.data.arguments import check_count, check_rank, check_seed
+from bernmf.data.observed import as_observed, is_sparse
 from bernmf.data.sparse import checked_coo
 from bernmf.data.split import Split, paper_split
 from bernmf.fitting.ensemble import MAX_RESTARTS, MODES_WARNING, validation_lpd

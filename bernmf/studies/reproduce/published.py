@@ -23,7 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bernmf.data.observed import DTYPES, Observed
+from bernmf.data.arguments import DTYPES
+from bernmf.data.observed import Observed
 from bernmf.inference import mm
 from bernmf.inference.mm import random_init
 from bernmf.models.spec import Factors, Prior, log_prior

@@ -42,8 +42,8 @@ import pandas as pd
 
 from bernmf._progress import Progress
 from bernmf.api import fit as fit_engine
+from bernmf.data.arguments import check_count, check_seed
 from bernmf.data.files.csv_table import write_csv
-from bernmf.data.observed import check_count, check_seed
 from bernmf.inference import get_engine
 from bernmf.models.simulate import simulate
 from bernmf.models.spec import Prior, describe_prior, log_likelihood

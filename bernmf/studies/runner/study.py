@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from bernmf.data import datasets
-from bernmf.data.observed import check_rank
+from bernmf.data.arguments import check_rank
 from bernmf.data.split import Split
 from bernmf.fitting.grids import EngineGrid, as_prior
 from bernmf.inference import Engine, get_engine

@@ -4,7 +4,7 @@ that API leaves out."""
 
 from __future__ import annotations
 
-from bernmf.data.observed import MAX_ITER
+from bernmf.data.arguments import MAX_ITER
 from bernmf.engine_api import (
     Engine,
     Fit,
