@@ -70,15 +70,11 @@ class Observed:
         """These observed entries where ``mask`` is True (all of them for None): what
         :func:`as_observed` gives of the data these were made from, without checking Y's
         values again (only the mask's shape, values and labels)."""
-        observed = self.mask.copy()
-        if mask is not None:
-            labels = None if self.row_labels is None else (self.row_labels, self.col_labels)
-            observed &= _boolean_mask(aligned(mask, labels, mask_name), self.shape, mask_name)
-        if require_entries and not observed.any():
-            raise ValueError(NO_ENTRY if mask_name == "mask" else f"{mask_name} {NO_SELECTED}")
-        if warn_empty:
-            warn_empty_lines(observed.any(axis=1), observed.any(axis=0))
-        return Observed(self.ones & observed, observed, self.row_labels, self.col_labels)
+        labels = None if self.row_labels is None else (self.row_labels, self.col_labels)
+        return _selected(
+            self.ones.copy(), self.mask.copy(), labels, mask, warn_empty=warn_empty,
+            require_entries=require_entries, mask_name=mask_name,
+        )  # fmt: skip
 
     def digests(self) -> dict[str, str]:
         """SHA-256 of the mask and of the observed ones, as :func:`bits_sha256` gives them.
@@ -267,16 +263,27 @@ def as_observed(
         ones, is_nan = _dense_ones_and_missing(Y, "Y")
     observed = ~is_nan
     del is_nan
+    labels = (Y.index.copy(), Y.columns.copy()) if is_dataframe(Y) else None
+    return _selected(
+        ones, observed, labels, mask, warn_empty=warn_empty, require_entries=require_entries,
+        mask_name=mask_name,
+    )  # fmt: skip
+
+
+def _selected(
+    ones, observed, labels, mask, *, warn_empty: bool, require_entries: bool, mask_name: str
+) -> Observed:
+    """The :class:`Observed` of ``ones`` and ``observed`` (bool (M, N), the caller's own:
+    changed in place) where ``mask`` is True, aligned to Y's ``labels`` (rows, columns; None
+    unlabelled); what :func:`as_observed` and :meth:`Observed.restricted` end with."""
     if mask is not None:
-        labels = (Y.index, Y.columns) if is_dataframe(Y) else None
-        observed &= _boolean_mask(aligned(mask, labels, mask_name), ones.shape, mask_name)
+        observed &= _boolean_mask(aligned(mask, labels, mask_name), observed.shape, mask_name)
     if require_entries and not observed.any():
         raise ValueError(NO_ENTRY if mask_name == "mask" else f"{mask_name} {NO_SELECTED}")
     if warn_empty:
         warn_empty_lines(observed.any(axis=1), observed.any(axis=0))
     ones &= observed
-    labels = (Y.index.copy(), Y.columns.copy()) if is_dataframe(Y) else (None, None)
-    return Observed(ones, observed, *labels)
+    return Observed(ones, observed, *(labels or (None, None)))
 
 
 NO_ENTRY = "no entry of Y is observed (the mask and the NaNs of Y leave nothing)"
