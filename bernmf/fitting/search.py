@@ -28,6 +28,7 @@ predictor on the paper's data, 2-3 times better than a default single fit on vot
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -130,14 +131,17 @@ def sweeps(fit: Fit) -> int:
     return int(fit.n_iter if fit.record.sweeps is None else fit.record.sweeps)
 
 
-def work(fit: Fit) -> float:
+def work(fit: Fit, sparse: bool | None = None) -> float:
     """A fit's work: the CPU seconds its engine's :data:`WORK` model gives for its sweeps,
     shape, rank and layout (the same on any load); for an engine without a model, its run
-    seconds."""
+    seconds. ``sparse``: whether ``layout="auto"`` gathers the ones of its training data
+    (:func:`~bernmf.inference.mm.layout.sparse_ones`, found from ``fit.observed`` when None
+    and the model's layouts differ; a search finds it once for all its fits)."""
     model = WORK.get(fit.engine)
     if model is None:
         return float(fit.timings.get("run", 0.0))
-    sparse = fit.observed is not None and sparse_ones(fit.observed)  # as "auto" chose
+    if sparse is None and model.sparse != 1.0:
+        sparse = fit.observed is not None and sparse_ones(fit.observed)
     return _work(model, fit.shape, fit.rank, sweeps(fit) * (model.sparse if sparse else 1.0))
 
 
@@ -286,8 +290,10 @@ def search(
     if search_plan is not None:
         check_plan_data(search_plan, digests, validation is not None)
     begin = time.perf_counter()
+    worked = functools.partial(work, sparse=sparse_ones(train))  # every fit's training data
     if search_plan is None:
-        swept, steps, left_out = _climb(chosen, train, held_out, budget, seed, progress, stream)
+        swept, steps, left_out = _climb(chosen, train, held_out, budget, seed, worked, progress,
+                                        stream)  # fmt: skip
     else:
         steps, left_out = search_plan["steps"], []
         say(progress, f"bernmf: replaying a search plan of {len(steps)} steps", stream)
@@ -309,7 +315,7 @@ def search(
     }  # fmt: skip
     record = {
         "budget": budget,
-        "work_seconds": sum(work(f) for f in fits),
+        "work_seconds": sum(worked(f) for f in fits),
         "seconds": time.perf_counter() - begin,
         "stack_seconds": stacking,
         "held_out_entries": int(held.sum()),
@@ -346,10 +352,11 @@ def _check_replay(search_plan: dict, engines, budget, seed) -> None:
         )
 
 
-def _climb(chosen, train: Observed, held_out: Observed, budget: float, seed: int, progress,
-           stream) -> tuple[GridFits, list[dict], list[dict]]:  # fmt: skip
+def _climb(chosen, train: Observed, held_out: Observed, budget: float, seed: int, worked,
+           progress, stream) -> tuple[GridFits, list[dict], list[dict]]:  # fmt: skip
     """The ladder, then the rounds of mm's priors and seeds, within ``budget`` seconds of
-    work: what was fitted, its plan's steps and the ladder's steps left out."""
+    work (``worked(fit)``, :func:`work`): what was fitted, its plan's steps and the
+    ladder's steps left out."""
     M, N = train.shape
     ranks = [k for k in RANKS if k <= min(M, N)] or [1]
     least = {e.name: least_work(e, (M, N), ranks[0]) for e in chosen}
@@ -377,7 +384,7 @@ def _climb(chosen, train: Observed, held_out: Observed, budget: float, seed: int
         stream,
     )  # fmt: skip
     clock = Budget(budget, share=FITTING_SHARE, reserve=REFIT_SHARE, estimating=True,
-                   work=work, unit="s of work")  # fmt: skip
+                   work=worked, unit="s of work")  # fmt: skip
     common = {"budget": clock, "extend": None, "progress": progress, "stream": stream}
     ladder = [EngineGrid(e.name, tuple(ranks), options=caps[e.name]) for e in kept]
     swept = fit_grids(ladder, train, held_out, [seed], order="rank", **common)
