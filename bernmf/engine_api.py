@@ -19,7 +19,8 @@ helpers (each bernmf's own, the one the built-in engines use):
 - a sampler's draws to its :class:`Fit` (:func:`fit_from_draws`) and its chains as an
   ensemble's members (:func:`by_chain`);
 - the checks of options that raise bernmf's messages (:func:`check_count`,
-  :func:`check_real`, :func:`check_flag`).
+  :func:`check_real`, :func:`check_flag`) and bernmf's bound on counts of iterations
+  (:data:`MAX_ITER`).
 
 See docs/engines-api.md for a worked example.
 """
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import jax
 
-from bernmf.data.arguments import check_count, check_flag, check_real
+from bernmf.data.arguments import MAX_ITER, check_count, check_flag, check_real
 from bernmf.data.observed import Observed
 from bernmf.inference.chains import by_chain, fit_from_draws
 from bernmf.inference.nuts import initial_factors
@@ -50,6 +51,7 @@ log_density_and_grad = jax.value_and_grad(log_density)
 and shapes)."""
 
 __all__ = [
+    "MAX_ITER",
     "Engine",
     "Fit",
     "Observed",

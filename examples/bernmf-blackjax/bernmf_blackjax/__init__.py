@@ -12,7 +12,7 @@
   chains in one vectorized call (``blackjax.adjusted_mclmc_dynamic``).
 
 The target is the log density of bernmf's model on NumPyro's unconstrained coordinates
-(:func:`~bernmf_blackjax._bernmf.log_density`): the posterior ``nuts`` samples. The draws
+(:func:`bernmf.engine_api.log_density`): the posterior ``nuts`` samples. The draws
 are mapped back to W and H and made a :class:`bernmf.Fit` as ``nuts`` makes its own.
 
 Starts: all C chains start at one point by default (``chains_per_start`` = C), the ``mm``
@@ -42,7 +42,7 @@ import optax
 from blackjax.adaptation.base import get_filter_adapt_info_fn
 from blackjax.mcmc.adjusted_mclmc_dynamic import make_random_trajectory_length_fn
 
-from bernmf_blackjax._bernmf import (
+from bernmf.engine_api import (
     MAX_ITER,
     Engine,
     Fit,

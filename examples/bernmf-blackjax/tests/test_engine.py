@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from bernmf_blackjax import CHEES, MCLMC, _split, _target
-from bernmf_blackjax._bernmf import log_density, log_prior_constant
 
 from bernmf.data.observed import as_observed
+from bernmf.engine_api import log_density, log_prior_constant
 from bernmf.models import numpyro_model
 from bernmf.models.spec import Prior
 
