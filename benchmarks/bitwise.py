@@ -1,4 +1,4 @@
-"""Fourteen fits (every engine, ensembles, stacks) whose W, H, trace, probs and draws a
+"""Fifteen fits (every engine, ensembles, stacks, the default search) whose W, H, trace, probs and draws a
 refactoring must keep bit for bit: ``python benchmarks/bitwise.py OUT.npz`` in each checkout
 (``PYTHONPATH`` at it), then ``python benchmarks/bitwise.py --compare A.npz B.npz`` names the
 arrays that differ. Issue 49's moves: 4e475b2 against 3acff2a, 66 arrays, none differ.
@@ -63,6 +63,7 @@ fits["stack"] = bernmf.stack([fits["mm"], fits["logsvd"], fits["em"]], Y, valida
 fits["stack_refit"] = bernmf.stack(
     [fits["mm"], fits["logsvd"]], Y, validation=va, mask=tr, refit=True
 )
+fits["search"] = bernmf.fit(Y, mask=tr, budget=3, **quiet)  # the default: a stack, refit
 arrays = {}
 for name, f in fits.items():
     for field in ("W", "H", "trace", "probs"):

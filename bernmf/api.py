@@ -6,6 +6,7 @@ best model (:func:`bernmf.fitting.search.search`)."""
 from __future__ import annotations
 
 from bernmf.data.arguments import check_flag
+from bernmf.data.observed import as_training
 from bernmf.fitting.plan import plan
 from bernmf.fitting.runner import run
 from bernmf.fitting.search import search
@@ -190,9 +191,10 @@ def fit(
             validation=validation,
             **options,
         )
+    data, held_out = as_training(Y, mask, validation)  # Y checked here, once
     request = plan(
-        Y, engine, rank, mask=mask, prior=prior, seed=seed, init=init, restarts=restarts,
-        combine=combine, validation=validation, options=options,
+        data, held_out, engine, rank, prior=prior, seed=seed, init=init, restarts=restarts,
+        combine=combine, options=options,
     )  # fmt: skip
     return run(request)
 

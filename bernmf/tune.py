@@ -38,7 +38,7 @@ import pandas as pd
 from bernmf._progress import working_on
 from bernmf.data.arguments import check_count, check_rank, check_rank_fits, check_seed
 from bernmf.data.memory import check_fit_bytes
-from bernmf.data.observed import Observed, as_observed
+from bernmf.data.observed import Observed, as_observed, validation_entries
 from bernmf.fitting.ensemble import MAX_RESTARTS
 from bernmf.fitting.grids import (
     EngineGrid,
@@ -47,10 +47,9 @@ from bernmf.fitting.grids import (
     fit_grids,
     grid_priors,
 )
-from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import Scored, mean_perplexity
 from bernmf.fitting.search import check_engines
-from bernmf.fitting.stack import stack
+from bernmf.fitting.stack import stack_on
 from bernmf.inference import Engine
 from bernmf.models.spec import Prior
 from bernmf.results.fit import Fit
@@ -285,8 +284,8 @@ def grid(
     if combine == "stack":
         fits = [m.fit for m in everyone]
         working_on(f"stacking {len(fits)} fits" + ", then refitting" * refit)
-        refits = {"refit": refit, "options": request.options} if refit else {}
-        stacked = stack(fits, request.observed, validation=validation, mask=mask, **refits)
+        options = request.options if refit else None
+        stacked = stack_on(fits, request.data, request.held_out, refit=refit, options=options)
     return Tuning(
         table,
         chosen_row,
@@ -301,10 +300,9 @@ def grid(
 
 
 class _Request(NamedTuple):
-    """:func:`grid`'s arguments, checked: every observed entry of Y, the training data, the
-    held-out entries, the engines' grids and options."""
+    """:func:`grid`'s arguments, checked: the training data, the held-out entries, the
+    engines' grids and options."""
 
-    observed: Observed
     data: Observed
     held_out: Observed
     grids: list[EngineGrid]
@@ -338,10 +336,10 @@ def _request(
         raise ValueError(f"refit=True refits a stack: give combine='stack' (got {combine!r})")
     chosen_options = _engine_options(chosen, options)
     observed = as_observed(Y, warn_empty=False)  # checked once: the masks select from it
-    data = as_observed(observed, mask)
+    data = observed.restricted(mask)
     for rank in ranks:
         check_rank_fits(rank, data.shape)
-    held_out = held_out_entries(observed, data, np.asarray(validation, bool))
+    held_out = validation_entries(observed, data, np.asarray(validation, bool))
     check_seed(seed, restarts)
     own = not given and gamma is None  # each engine its own default prior
     gamma = Prior().gamma if gamma is None else gamma
@@ -355,7 +353,7 @@ def _request(
         count = len(grid_priors(one, engine, 1)) * restarts
         what = f"{count} fits of {'alphas x betas x ' * engine.takes_prior}restarts={restarts}"
         check_fit_bytes(chosen_options[engine.name], count, data.shape, top, what)
-    return _Request(observed, data, held_out, grids, chosen_options)
+    return _Request(data, held_out, grids, chosen_options)
 
 
 def _tables(settings, combine: str | None, restarts: int):

@@ -380,7 +380,7 @@ def test_progress_names_the_phase_that_runs_stacking_included(monkeypatch):
         return call
 
     monkeypatch.setattr(grids, "fit_settings", watched(grids.fit_settings))
-    monkeypatch.setattr(tune, "stack", watched(tune.stack))
+    monkeypatch.setattr(tune, "stack_on", watched(tune.stack_on))
     tune.grid(
         Y, [2, 3], mask=split.train, validation=split.validation, engines=["mm", "logsvd"],
         combine="stack", refit=True, progress=False, max_iter=50,

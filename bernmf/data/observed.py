@@ -76,6 +76,13 @@ class Observed:
             require_entries=require_entries, mask_name=mask_name,
         )  # fmt: skip
 
+    def union(self, other: Observed) -> Observed:
+        """These entries and ``other``'s, both of the same checked Y (e.g. the training and
+        the validation entries that a stack's refit uses), with these labels."""
+        return Observed(
+            self.ones | other.ones, self.mask | other.mask, self.row_labels, self.col_labels
+        )
+
     def digests(self) -> dict[str, str]:
         """SHA-256 of the mask and of the observed ones, as :func:`bits_sha256` gives them.
 
@@ -284,6 +291,60 @@ def _selected(
         warn_empty_lines(observed.any(axis=1), observed.any(axis=0))
     ones &= observed
     return Observed(ones, observed, *(labels or (None, None)))
+
+
+def as_training(
+    Y, mask=None, validation=None, *, require_entries: bool = True, warn_empty: bool = True
+) -> tuple[Observed, Observed | None]:
+    """Y checked once, as its training entries (``mask``) and its validation entries.
+
+    What :func:`bernmf.fit` and the other entry points check of their data: Y's values once
+    (:func:`as_observed`; Y may be an :class:`Observed` already), then each mask selects from
+    it (:meth:`Observed.restricted`). ``warn_empty``: warn of training rows and columns
+    without an entry (False for one process's rows of a fit across processes, whose
+    caller warns of all); ``require_entries`` as :func:`as_observed`'s.
+
+    Returns
+    -------
+    (Observed, Observed or None)
+        The training entries, and the validation entries (None without ``validation``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`as_observed`, and :func:`validation_entries`.
+    """
+    if validation is None:
+        data = as_observed(Y, mask, warn_empty=warn_empty, require_entries=require_entries)
+        return data, None
+    observed = as_observed(Y, warn_empty=False, require_entries=require_entries)
+    data = observed.restricted(mask, warn_empty=warn_empty, require_entries=require_entries)
+    return data, validation_entries(observed, data, validation, require_entries)
+
+
+def validation_entries(
+    observed: Observed, data: Observed, validation, require_entries: bool = True
+) -> Observed:
+    """The entries of ``observed`` (every checked entry of Y) that ``validation`` selects,
+    checked against the training entries ``data``; ``require_entries`` as
+    :func:`as_observed`'s.
+
+    Raises
+    ------
+    ValueError
+        A mask of the wrong shape, one that overlaps the training entries, or one
+        without an observed entry.
+    """
+    held_out = observed.restricted(
+        validation, warn_empty=False, require_entries=require_entries, mask_name="validation"
+    )
+    overlap = int((held_out.mask & data.mask).sum())
+    if overlap:
+        raise ValueError(
+            "validation entries must not be training entries: validation and mask overlap "
+            f"in {overlap} entries"
+        )
+    return held_out
 
 
 NO_ENTRY = "no entry of Y is observed (the mask and the NaNs of Y leave nothing)"

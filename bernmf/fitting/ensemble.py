@@ -102,7 +102,7 @@ def _weights(combine: str, best: int, R: int, lpd, observed: Observed, draws) ->
         return np.full(R, 1.0 / R)
     if lpd is not None:
         return stacking_weights(lpd)
-    return chain_stacking(observed.Y, observed.mask, draws["W"], draws["H"]).weights
+    return chain_stacking(observed, observed.mask, draws["W"], draws["H"]).weights  # checked
 
 
 def _pooled(members: Sequence[Fit], field: str) -> dict:

@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from bernmf.data.observed import NO_ENTRY, Observed, as_observed, warn_empty_lines
+from bernmf.data.observed import NO_ENTRY, Observed, as_observed, as_training, warn_empty_lines
 from bernmf.fitting.ensemble import combine_members
 from bernmf.fitting.plan import plan
 from bernmf.inference.mm import distributed
@@ -74,9 +74,10 @@ def fit(
     try:
         if engine not in ENGINES:
             raise ValueError(f"distributed=True fits engines {ENGINES}, got {engine!r}")
+        data, held_out = as_training(Y, mask, validation, require_entries=False, warn_empty=False)
         request = plan(
-            Y, engine, rank, mask=mask, prior=prior, seed=seed, init=init, restarts=restarts,
-            combine=combine, validation=validation, options=options, part=True,
+            data, held_out, engine, rank, prior=prior, seed=seed, init=init,
+            restarts=restarts, combine=combine, options=options, part=True,
         )  # fmt: skip
     except (TypeError, ValueError) as error:
         failure = error

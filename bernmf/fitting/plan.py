@@ -17,7 +17,7 @@ import numpy as np
 
 from bernmf.data.arguments import check_rank, check_rank_fits, check_seed
 from bernmf.data.memory import check_fit_bytes
-from bernmf.data.observed import Observed, as_observed, warn_empty_lines
+from bernmf.data.observed import Observed
 from bernmf.fitting.ensemble import check_combine
 from bernmf.inference import Engine, get_engine
 from bernmf.models.spec import Prior
@@ -113,24 +113,25 @@ class Plan:
 
 
 def plan(
-    Y,
+    data: Observed,
+    held_out: Observed | None,
     engine: str,
     rank,
     *,
-    mask=None,
     prior: Prior | None = None,
     seed: int = 0,
     init=None,
     restarts: int = 1,
     combine: str = "best",
-    validation=None,
     options: dict | None = None,
     part: bool = False,
 ) -> Plan:
     """The :class:`Plan` of ``bernmf.fit(Y, engine, rank, ...)``: every argument checked.
 
-    ``part=True``: Y is this process's block of rows of a fit across processes
-    (:mod:`bernmf.fitting.multiprocess`), which may have no observed or validation entry and
+    ``data`` and ``held_out`` are the training and validation entries of Y, checked once
+    (and empty lines warned of) where Y entered (:func:`bernmf.data.observed.as_training`).
+    ``part=True``: they are this
+    process's block of rows of a fit across processes (:mod:`bernmf.fitting.multiprocess`),
     whose empty rows and columns, and the rank, the caller checks over all processes.
 
     Raises
@@ -140,18 +141,10 @@ def plan(
     """
     given = dict(options or {})
     chosen = get_engine(engine)
-    restarts = check_combine(chosen, restarts, combine, validation is not None, init is not None)
-    if validation is not None:  # Y checked once: the training and validation masks select
-        Y = as_observed(Y, warn_empty=False, require_entries=not part)
-    data = as_observed(Y, mask, warn_empty=False, require_entries=not part)
-    if not part:
-        warn_empty_lines(data.mask.any(axis=1), data.mask.any(axis=0))
+    restarts = check_combine(chosen, restarts, combine, held_out is not None, init is not None)
     chosen, rank, prior, options = check_arguments(
         engine, rank, prior, seed, given, None if part else data.shape, restarts=restarts
     )
-    held_out = None
-    if validation is not None:
-        held_out = held_out_entries(Y, data, validation, require_entries=not part)
     ensemble = restarts > 1 or combine != "best"
     if ensemble:
         if "num_chains" in given and given["num_chains"] != restarts and restarts > 1:
@@ -198,28 +191,6 @@ def _plain(value):
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     return repr(value)
-
-
-def held_out_entries(Y, data: Observed, validation, require_entries: bool = True) -> Observed:
-    """The validation entries of Y as :class:`Observed`, checked against the training mask.
-
-    ``require_entries`` as :func:`bernmf.data.observed.as_observed`'s.
-
-    Raises
-    ------
-    ValueError
-        A mask of the wrong shape, one that overlaps the training entries, or one
-        without an observed entry (:func:`bernmf.data.observed.as_observed`).
-    """
-    held_out = as_observed(
-        Y, validation, warn_empty=False, require_entries=require_entries, mask_name="validation"
-    )
-    if (held_out.mask & data.mask).any():
-        raise ValueError(
-            "validation entries must not be training entries: validation and mask overlap "
-            f"in {int((held_out.mask & data.mask).sum())} entries"
-        )
-    return held_out
 
 
 def check_arguments(

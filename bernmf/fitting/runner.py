@@ -307,34 +307,33 @@ def scored_lpd(fits: Sequence[Fit], scored: Observed, seeds: Sequence[int] | Non
     return lpd
 
 
-def planned(Y, mask, validation, ensemble: Mapping) -> Callable[..., list[Scored]]:
+def planned(held_out: Observed | None, ensemble: Mapping) -> Callable[..., list[Scored]]:
     """A fitter for :func:`bernmf.fitting.grids.fit_grids` whose member of seed s is the fit
     ``bernmf.fit(Y, engine, rank, mask=mask, prior=..., seed=s, **ensemble, **options)``
     makes: :func:`runs` of its :func:`bernmf.fitting.plan.plan` per prior, priors outermost.
 
     Parameters
     ----------
-    Y : array-like, DataFrame or scipy.sparse matrix of shape (M, N)
-    mask, validation : bool arrays of shape (M, N)
-        The training entries, and the validation entries an ensemble of ``combine="stack"``
-        is weighted on (None: none).
+    held_out : Observed or None
+        The validation entries an ensemble of ``combine="stack"`` is weighted on (None:
+        none).
     ensemble : mapping
         ``restarts`` and ``combine``, as :func:`bernmf.fit` takes them ({}: a single fit).
 
     The members are scored on the fitter's held-out entries; a score of inf warns only
-    without ``validation`` (the held-out entries are then the ones reported; with it,
-    the caller scores the test entries and says so).
+    without ``held_out`` (the fitter's held-out entries are then the ones reported; with
+    it, the caller scores the test entries and says so).
     """
 
-    def fitter(engine, data, rank, priors, seeds, options, held_out, **batching):
-        """As :func:`fit_settings` is called; ``data`` is the training entries of ``mask``."""
+    def fitter(engine, data, rank, priors, seeds, options, scored, **batching):
+        """As :func:`fit_settings` is called; ``data`` is the training entries."""
         made = []
         for prior in priors:
             request = plan(
-                Y, engine.name, rank, mask=mask, prior=prior, seed=seeds[0], **ensemble,
-                validation=validation if ensemble else None, options=options,
+                data, held_out if ensemble else None, engine.name, rank, prior=prior,
+                seed=seeds[0], **ensemble, options=options,
             )  # fmt: skip
-            made += runs(request, seeds, held_out, warn=validation is None)
+            made += runs(request, seeds, scored, warn=held_out is None)
         return made
 
     return fitter

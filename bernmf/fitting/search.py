@@ -41,7 +41,7 @@ from bernmf.data.observed import Observed, as_observed
 from bernmf.fitting.grids import Budget, EngineGrid, GridFits, as_prior, fit_grids
 from bernmf.fitting.plan import data_digests
 from bernmf.fitting.search_plan import FORMAT, PLAN_FILE, check_plan_data, check_search_plan
-from bernmf.fitting.stack import members_table, stack
+from bernmf.fitting.stack import members_table, stack_on
 from bernmf.inference import Engine, available, get_engine
 from bernmf.inference.mm.layout import sparse_ones
 from bernmf.models.spec import Prior
@@ -266,7 +266,7 @@ def search(
     check_seed(seed, 1 + MM_SEEDS * MM_ROUNDS)
     chosen = check_engines(engines)
     Y = as_observed(Y, warn_empty=False)  # checked once: the masks below select from it
-    data = as_observed(Y, mask, warn_empty=False)
+    data = Y.restricted(mask, warn_empty=False)
     observed = int(data.mask.sum())
     if validation is None:
         if observed < 2:
@@ -276,7 +276,7 @@ def search(
             )
         held = _holdout(data, HOLDOUT, seed)
     else:
-        given = as_observed(Y, validation, warn_empty=False, mask_name="validation")
+        given = Y.restricted(validation, warn_empty=False, mask_name="validation")
         held = given.mask & data.mask  # its shape and values checked, as any mask's
         if not held.any() or held.sum() == observed:
             raise ValueError(
@@ -284,8 +284,8 @@ def search(
                 "(and of mask): the search stacks on those and fits on the others, so it "
                 "needs some of each"
             )
-    train = as_observed(data, ~held, warn_empty=False)
-    held_out = as_observed(data, held, warn_empty=False)
+    train = data.restricted(~held, warn_empty=False)
+    held_out = data.restricted(held, warn_empty=False)
     digests = data_digests(train, held_out)
     if search_plan is not None:
         check_plan_data(search_plan, digests, validation is not None)
@@ -306,7 +306,7 @@ def search(
     working_on(f"stacking {len(fits)} fits")
     options = {step["engine"]: step["options"] for step in steps}  # the refits' caps
     stacking = time.perf_counter()
-    result = stack(fits, data, validation=held, mask=train.mask, refit=True, options=options)
+    result = stack_on(fits, train, held_out, refit=True, options=options)
     stacking = time.perf_counter() - stacking
     plan = {
         "format": FORMAT, "seed": int(seed), "engines": [e.name for e in chosen],

@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bernmf.data.observed import Observed, as_observed
-from bernmf.fitting.plan import held_out_entries
+from bernmf.data.observed import Observed, as_observed, validation_entries
 from bernmf.fitting.runner import fit_settings
 from bernmf.inference import available, get_engine
 from bernmf.posterior.lpd import entries_lpd, mixture_lpd
@@ -142,7 +141,7 @@ def _training(fits: list[Fit], Y: Observed, mask) -> Observed:
                 f"shape {shape}: stack fits of this Y only"
             )
     if mask is not None:
-        data = as_observed(Y, mask, warn_empty=False)
+        data = Y.restricted(mask, warn_empty=False)
         source = "mask"
     else:
         known = [i for i, one in enumerate(fits) if one.observed is not None]
@@ -151,7 +150,7 @@ def _training(fits: list[Fit], Y: Observed, mask) -> Observed:
                 "no fit records its training entries (fits of bernmf.fit do): give mask="
             )
         data, source = fits[known[0]].observed, f"fits[{known[0]}]"
-        if not np.array_equal(data.ones, as_observed(Y, data.mask, warn_empty=False).ones):
+        if not np.array_equal(data.ones, Y.restricted(data.mask, warn_empty=False).ones):
             raise ValueError(f"{source} was fitted on other data than Y (its training entries)")
     for i, one in enumerate(fits):
         if one.observed is None:
@@ -386,13 +385,34 @@ def stack(
         no fit has, or that an engine refuses (for any member, of any weight); all
         before anything is computed.
     """
-    if seeds not in SEEDS:
-        raise ValueError(f"seeds must be 'mean' or 'each', got {seeds!r}")
     if validation is None:
         raise ValueError(
             "validation is None: bernmf.stack fits its weights on held-out entries; give "
             "validation=, a bool mask of shape (M, N) outside the training entries"
         )
+    given, members, recorded = _checked(fits, unpack, seeds, refit, options)
+    observed = as_observed(Y, warn_empty=False)  # checked here once: the masks select from it
+    data = _training(given, observed, mask)
+    held_out = validation_entries(observed, data, validation)
+    return _stacked(members, recorded, data, held_out, baseline, seeds, refit, options)
+
+
+def stack_on(
+    fits, data: Observed, held_out: Observed, *, refit: bool = False,
+    options: Mapping[str, Mapping] | None = None,
+) -> Fit:  # fmt: skip
+    """:func:`stack` of fits made on ``data`` (the training entries, checked where Y
+    entered) and weighted on ``held_out``, with the default ``baseline``, ``unpack`` and
+    ``seeds``: the stack of the search and of :func:`bernmf.tune.grid`, which hold their
+    data checked already."""
+    _, members, recorded = _checked(fits, True, "mean", refit, options)
+    return _stacked(members, recorded, data, held_out, True, "mean", refit, options)
+
+
+def _checked(fits, unpack: bool, seeds: str, refit: bool, options) -> tuple:
+    """:func:`_unpacked` of ``fits``, once :func:`stack`'s other arguments are checked."""
+    if seeds not in SEEDS:
+        raise ValueError(f"seeds must be 'mean' or 'each', got {seeds!r}")
     given, members, recorded = _unpacked(fits, unpack)
     whole = [i for i, one in enumerate(members) if one.members]
     if options is not None and not refit:
@@ -405,9 +425,15 @@ def stack(
         )
     if options is not None:
         _check_refit_options(options, members, recorded)
-    Y = as_observed(Y, warn_empty=False)  # checked here once: the masks select from it
-    data = _training(given, Y, mask)
-    held_out = held_out_entries(Y, data, validation)
+    return given, members, recorded
+
+
+def _stacked(
+    members: list[Fit], recorded: list[dict | None], data: Observed, held_out: Observed,
+    baseline: bool, seeds: str, refit: bool, options,
+) -> Fit:  # fmt: skip
+    """The stack of ``members`` (each with its ``recorded`` options) fitted on ``data``,
+    weighted on ``held_out`` and with ``refit`` fitted again on both: :func:`stack`'s work."""
     begin = time.perf_counter()
     if baseline:
         members.append(_baseline(data))
@@ -425,7 +451,7 @@ def stack(
     used, refit_seconds = members, None
     if refit:
         begin = time.perf_counter()
-        data = as_observed(Y, data.mask | held_out.mask, warn_empty=False)
+        data = data.union(held_out)
         used = _refitted(members, recorded, weights, data, options)
         refit_seconds = time.perf_counter() - begin
     stacking = Stacking(

@@ -21,10 +21,10 @@ import numpy as np
 
 from bernmf._progress import Progress
 from bernmf.data.arguments import check_seed
-from bernmf.data.observed import as_observed
+from bernmf.data.observed import as_training
 from bernmf.data.split import Split
 from bernmf.fitting.ensemble import check_combine
-from bernmf.fitting.plan import check_arguments, held_out_entries
+from bernmf.fitting.plan import check_arguments
 from bernmf.inference import get_engine
 from bernmf.models import Prior
 from bernmf.models.spec import describe_prior
@@ -179,8 +179,7 @@ def compare(
     train, test = _split(Y, train, test)
     held_out = np.zeros(np.shape(Y), bool)
     if validation is not None:
-        observed = as_observed(Y, warn_empty=False)
-        held_out = held_out_entries(observed, as_observed(observed, train), validation).mask
+        held_out = as_training(Y, train, validation)[1].mask
         if (held_out & test).any():
             raise ValueError("validation and test entries overlap; they must be disjoint")
     study = _study(Y, Split(train, held_out, test), engines, ranks, seeds, priors, options,

@@ -21,11 +21,10 @@ import pandas as pd
 
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
-from bernmf.data.observed import Observed, as_observed
+from bernmf.data.observed import Observed, as_observed, validation_entries
 from bernmf.data.split import Split, paper_split, random_split
 from bernmf.fitting.ensemble import MODES_WARNING, combine_members
 from bernmf.fitting.grids import Budget, Setting, as_prior, fit_grids
-from bernmf.fitting.plan import held_out_entries
 from bernmf.fitting.runner import Scored, mean_perplexity, planned, scored_lpd
 from bernmf.fitting.stack import members_table, stack
 from bernmf.inference import Engine
@@ -184,8 +183,8 @@ def _fitted_settings(grid, engine, settings, seeds, options, fitting, clock) -> 
         priors = tuple(p for _, p in settings) if len(ranks) == 1 else grid.priors
     fitter = None
     if grid.as_fit is not None:
-        validation = on.split.validation if on.split.validation.any() else None
-        fitter = planned(on.Y, on.split.train, validation, grid.as_fit)
+        validation = on.held_out if on.split.validation.any() else None
+        fitter = planned(validation, grid.as_fit)
     swept = fit_grids(
         [dataclasses.replace(grid, ranks=ranks, priors=priors)], on.train, on.held_out, seeds,
         options={grid.label: options}, budget=clock, warmup=fitting.warmup, extend=None,
@@ -558,11 +557,11 @@ def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
     Y = load_data(data, study.data_dir)
     split = split_of(study, np.shape(Y), data)
     observed = as_observed(Y, warn_empty=False)  # checked once: the splits select from it
-    train = as_observed(observed, split.train, mask_name="the split's train")
-    test = as_observed(observed, split.test, warn_empty=False, mask_name="the split's test")
+    train = observed.restricted(split.train, mask_name="the split's train")
+    test = observed.restricted(split.test, warn_empty=False, mask_name="the split's test")
     held_out = test  # a Matrix without validation entries: nothing is chosen (Study checks it)
     if split.validation.any():
-        held_out = held_out_entries(observed, train, split.validation)
+        held_out = validation_entries(observed, train, split.validation)
     random = study.split == "random" and not isinstance(data, Matrix)
     seed = study.split_seed if random else np.nan
     on = _Data(name, Y, observed, split, train, held_out, test, truth_of(data), seed)
