@@ -39,7 +39,7 @@ from bernmf._progress import working_on
 from bernmf.data.arguments import check_count, check_rank, check_rank_fits, check_seed
 from bernmf.data.memory import check_fit_bytes
 from bernmf.data.observed import Observed, as_observed, validation_entries
-from bernmf.fitting.ensemble import MAX_RESTARTS
+from bernmf.fitting.ensemble import MAX_RESTARTS, combine_members
 from bernmf.fitting.grids import (
     EngineGrid,
     comparable,
@@ -47,6 +47,7 @@ from bernmf.fitting.grids import (
     fit_grids,
     grid_priors,
 )
+from bernmf.fitting.plan import plan
 from bernmf.fitting.runner import Scored, mean_perplexity
 from bernmf.fitting.search import check_engines
 from bernmf.fitting.stack import stack_on
@@ -105,8 +106,10 @@ class Tuning:
         validation_perplexity; alpha and beta None for an engine without a prior); with
         ``combine`` "mean" or "best", the setting whose ensemble has the lowest (the seed
         of its best member, its ensemble's validation_perplexity).
-    best_factors : (W, H)
-        The factors of that fit (with ``combine``: of that ensemble's best member).
+    best_fit : Fit
+        That fit, as the grid made it (with ``combine`` "mean" or "best": that setting's
+        ensemble of its members, :func:`bernmf.fitting.ensemble.combine_members`, as
+        ``bernmf.fit(..., restarts=R, combine=...)`` combines them); ``bernmf tune`` saves it.
     timings : dict
         Per rank: ``{"compile": s, "run": s}``, summed over the engines.
     ensembles : DataFrame or None
@@ -129,7 +132,7 @@ class Tuning:
 
     table: pd.DataFrame
     best: dict
-    best_factors: tuple[np.ndarray, np.ndarray]
+    best_fit: Fit
     timings: dict = field(default_factory=dict)
     ensembles: pd.DataFrame | None = None
     members: list[Scored] = field(default_factory=list, repr=False)
@@ -267,7 +270,7 @@ def grid(
     seeds = [seed + r for r in range(restarts)]
     swept = fit_grids(grids, request.data, request.held_out, seeds, options=request.options,
                       extend=extend, progress=progress, stream=stream or sys.stderr)  # fmt: skip
-    table, ensembles, factors, timings = _tables(swept.settings, combine, restarts)
+    table, ensembles, timings = _tables(swept.settings, combine, restarts)
     scored = table if ensembles is None else ensembles
     best = int(scored["validation_perplexity"].fillna(np.inf).idxmin())  # the first of least
     first = scored.loc[best]
@@ -280,6 +283,7 @@ def grid(
         "validation_perplexity": float(first["validation_perplexity"]),
     }
     everyone = [m for setting in swept.settings for m in setting.members]
+    best_fit = _best_fit(swept.settings, best, request, combine if ensembles is not None else None)
     stacked = None
     if combine == "stack":
         fits = [m.fit for m in everyone]
@@ -289,7 +293,7 @@ def grid(
     return Tuning(
         table,
         chosen_row,
-        factors[best],
+        best_fit,
         timings,
         ensembles,
         everyone,
@@ -297,6 +301,28 @@ def grid(
         swept.notes,
         request.options,
     )
+
+
+def _best_fit(settings, best: int, request: _Request, combine: str | None) -> Fit:
+    """The fit of row ``best`` of the table (``combine`` None), or the ensemble of setting
+    ``best`` combined as ``bernmf.fit(..., restarts=R, combine=combine)`` combines its
+    members; recorded as that call's (:meth:`~bernmf.fitting.plan.Plan.recorded`: its
+    request, training data and labels)."""
+    if combine is None:
+        setting, member = [(s, m) for s in settings for m in s.members][best]
+        fit, first, ensemble = member.fit, member.fit.seed, {}
+    else:
+        setting = settings[best]
+        members = [m.fit for m in setting.members]
+        fit = combine_members(
+            members, combine, request.data, request.held_out, score=setting.engine.score
+        )
+        first, ensemble = members[0].seed, {"restarts": len(members), "combine": combine}
+    made = plan(
+        request.data, None, setting.engine.name, setting.rank, prior=setting.prior, seed=first,
+        options=request.options[setting.grid.label], **ensemble,
+    )  # fmt: skip
+    return made.recorded(fit)
 
 
 class _Request(NamedTuple):
@@ -357,9 +383,9 @@ def _request(
 
 
 def _tables(settings, combine: str | None, restarts: int):
-    """The fits' table, the ensembles' (None without ``combine`` "mean" or "best"), the
-    factors of each row of the table that chooses (in its order) and the timings per rank."""
-    rows, ensembles, timings, factors = [], [], {}, []
+    """The fits' table, the ensembles' (None without ``combine`` "mean" or "best", else a
+    row per setting, in order) and the timings per rank."""
+    rows, ensembles, timings = [], [], {}
     single = combine in (None, "stack")  # best: the single fit of lowest validation perplexity
     for setting in settings:
         engine, rank, fitted = setting.engine, setting.rank, setting.members
@@ -377,8 +403,6 @@ def _tables(settings, combine: str | None, restarts: int):
                     fit.converged, fit.timings["run"], score,
                 )
             )  # fmt: skip
-            if single:
-                factors.append((fit.W, fit.H))
         if single:
             continue
         picked = min(fitted, key=lambda m: comparable(engine.score(m.fit)))
@@ -389,7 +413,6 @@ def _tables(settings, combine: str | None, restarts: int):
             score = float(picked.validation_perplexity)
         ensembles.append((engine.name, rank, alpha, beta, prior_gamma, restarts, member.seed,
                           score))  # fmt: skip
-        factors.append((member.W, member.H))
     table = pd.DataFrame(rows, columns=COLUMNS)
     ensemble_columns = ["engine", "rank", "alpha", "beta", "gamma", "members", "seed"]
     ensemble_table = (
@@ -397,7 +420,7 @@ def _tables(settings, combine: str | None, restarts: int):
         if single
         else pd.DataFrame(ensembles, columns=[*ensemble_columns, "validation_perplexity"])
     )
-    return table, ensemble_table, factors, timings
+    return table, ensemble_table, timings
 
 
 def _prior_values(prior: Prior | None) -> tuple[float, float]:

@@ -264,6 +264,25 @@ def test_grid_scores_validation_as_fit_perplexity_with_nan_in_y():
     )
 
 
+@pytest.mark.parametrize("combine", [None, "mean"])
+def test_best_fit_is_what_the_grid_scored_recorded_as_bernmf_fit_records_it(combine):
+    Y, split = small_problem(5)
+    common = {"mask": split.train, "max_iter": 50}
+    tuned = tune.grid(
+        Y, [2, 3], [1.2, 2.0], [1.5], validation=split.validation, restarts=2, combine=combine,
+        progress=False, **common,
+    )  # fmt: skip
+    best, result = tuned.best, tuned.best_fit
+    assert result.perplexity(Y, split.validation) == pytest.approx(best["validation_perplexity"])
+    members = {"seed": best["seed"]} if combine is None else {"restarts": 2, "combine": combine}
+    prior = bernmf.Prior(best["alpha"], best["beta"])
+    same = bernmf.fit(Y, best["engine"], best["rank"], prior=prior, **members, **common)
+    assert result.record.plan == same.record.plan  # engine, rank, prior, seeds, options, data
+    assert result.row_labels is same.row_labels is None
+    np.testing.assert_allclose(result.probs, same.probs, rtol=1e-6, atol=1e-9)
+    assert (result.mixture is None) == (combine is None)
+
+
 def labelled_csv(path, seed=1, M=30, N=20, K=3):
     """A labelled M x N CSV simulated at rank K, and its frame."""
     Y, _, _ = bernmf.simulate(seed, M, N, K, bernmf.Prior(0.3, 0.3))
@@ -500,4 +519,4 @@ def test_an_inf_validation_perplexity_is_inf_in_the_lines_and_summary_json(tmp_p
     assert json.loads(text)["best"]["validation_perplexity"] == "inf"
     assert "1797693" not in err + text
     tuned = tune.grid(Y, [2], engines=["em"], mask=split.train, validation=split.validation)
-    assert tuned.best_factors[1].shape == (2, Y.shape[1])  # the first fit of least score: inf
+    assert tuned.best_fit.H.shape == (2, Y.shape[1])  # the first fit of least score: inf

@@ -137,7 +137,8 @@ validation entries, a setting's seeds sharing one weight), and members.csv its m
 weights; --refit fits its members of positive weight again on training + validation entries.
 Writes grid.csv (one row per fit), summary.json, split.csv (the split's codes, which
 --split reads back), validation.png (alpha x beta at the best rank of the best engine that
-takes a prior) and best_fit.npz.""",
+takes a prior) and best_fit.npz (the best fit as the grid made it, or the best setting's
+ensemble; not fitted again).""",
     "report": """examples:
   bernmf report --quick --out results/report-quick          # animals, about a minute
   bernmf report --quick data.csv.gz --out results/mine-quick   # estimates time first

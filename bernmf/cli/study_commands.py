@@ -18,7 +18,6 @@ import pandas as pd
 from bernmf import tune
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf._progress import working_on
-from bernmf.api import fit
 from bernmf.cli.commands import declared, load_data, read_data, say, scored, show, tell
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
@@ -27,7 +26,6 @@ from bernmf.data.split import TEST, TRAIN, VALIDATION, paper_split, random_split
 from bernmf.fitting.search import check_engines
 from bernmf.fitting.stack import members_table
 from bernmf.inference import available, get_engine
-from bernmf.models import Prior
 from bernmf.results.loading import versions
 from bernmf.studies.report import run as report
 from bernmf.studies.runner import registry
@@ -81,25 +79,13 @@ def tune_command(args) -> int:
         progress=not (args.quiet or args.json),
         **options,
     )
-    best = tuning.best
-    engine = best["engine"]
-    if best["alpha"] is None:
-        prior, best = None, {**best, "gamma": None}
-    else:
-        prior, best = Prior(best["alpha"], best["beta"], args.gamma), {**best, "gamma": args.gamma}
+    best = {**tuning.best, "gamma": None if tuning.best["alpha"] is None else args.gamma}
     if args.combine == "stack":  # every fit of the grid, stacked on validation (--refit)
         result = tuning.stacked
         stacked = result.mixture.stacking.validation_perplexity
         best = {**best, "stack_validation_perplexity": stacked}
-    else:
-        if args.combine is None:
-            chosen = {"seed": best["seed"]}
-        else:  # the ensemble the grid scored, refitted with its members
-            chosen = {"seed": args.seed, "restarts": args.restarts, "combine": args.combine}
-        result = fit(
-            Y, engine, best["rank"], mask=split.train, prior=prior, **chosen,
-            **tuning.options[engine],
-        )  # fmt: skip
+    else:  # the fit, or the ensemble, the grid scored
+        result = tuning.best_fit
     best = {**best, "test_perplexity": scored(Y, result, split.test)}
     summary = {
         "data": source, "split": split_name, "split_file": str(out / SPLIT_FILE), "best": best,
