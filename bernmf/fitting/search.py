@@ -41,7 +41,7 @@ from bernmf.data.observed import Observed, as_observed
 from bernmf.fitting.grids import Budget, EngineGrid, GridFits, as_prior, fit_grids
 from bernmf.fitting.plan import data_digests
 from bernmf.fitting.search_plan import FORMAT, PLAN_FILE, check_plan_data, check_search_plan
-from bernmf.fitting.stack import members_table, stack_on
+from bernmf.fitting.stack import BASELINE, members_table, stack_on
 from bernmf.inference import Engine, available, get_engine
 from bernmf.inference.mm.layout import sparse_ones
 from bernmf.models.spec import Prior
@@ -473,11 +473,14 @@ def summary(result: Fit) -> list[str]:
     was left out and the time taken."""
     record = result.record.search
     table = members_table(result)
+    fitted = table["engine"] != BASELINE
     table = table[table["weight"] > 0]
-    replayed = "replayed from a search plan, " if record["replayed"] else ""
+    positive = int((table["engine"] != BASELINE).sum())
+    replayed = "replayed from a search plan; " if record["replayed"] else ""
     lines = [
-        f"bernmf: a stack of {len(table)} fits, {replayed}refit on every observed entry, in "
-        f"{record['seconds']:.0f} s; its fits {record['work_seconds']:.0f} s of work (budget "
+        f"bernmf: a stack of {int(fitted.sum())} fits and the column baseline, {replayed}the "
+        f"{positive} fits of positive weight refit on every observed entry, in "
+        f"{record['seconds']:.0f} s; its fits {record['work_seconds']:.2g} s of work (budget "
         f"{record['budget']:g} s); weights:"
     ]
     for engine, part in table.groupby("engine", sort=False):
