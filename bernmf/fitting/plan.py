@@ -2,8 +2,9 @@
 :mod:`bernmf.tune` and :func:`bernmf.compare` run (:func:`plan`), and the record of it.
 
 :func:`plan` turns ``fit``'s arguments (engine, options with the engine's declared
-defaults, prior, seeds or chains, masks, validation entries, combine) into a
-:class:`Plan`, checking every one before anything is compiled; the runners
+defaults, prior, seeds or chains, combine) and its data, checked where Y entered
+(:func:`bernmf.data.observed.as_training`: the training and validation entries), into a
+:class:`Plan`, checking every argument before anything is compiled; the runners
 (:mod:`bernmf.fitting.runner`, :mod:`bernmf.fitting.multiprocess`) differ only in how they run it.
 """
 

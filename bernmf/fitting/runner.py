@@ -6,8 +6,9 @@ and scores each member on the validation entries through :meth:`bernmf.Fit.probs
 every runner's validation score equals ``fit.perplexity(Y, validation)``. An engine
 that takes its prior as data (``mm``, ``em``: :attr:`Engine.run_settings`) fits all
 pairs of a rank in one compiled call; a sampler's members are its chains. :func:`run`
-runs a :class:`bernmf.fitting.plan.Plan`: :func:`bernmf.fit` is ``run(plan(...))``, and
-``restarts`` and :func:`bernmf.tune.grid` go through :func:`fit_settings`;
+runs a :class:`bernmf.fitting.plan.Plan`: :func:`bernmf.fit` is
+``run(plan(*as_training(Y, mask, validation), ...))``, and ``restarts`` and
+:func:`bernmf.tune.grid` go through :func:`fit_settings`;
 :func:`runs` gives a plan's fit from each of several seeds, sharing their members
 (the report's ensembles); :func:`planned` makes those fits the members of a grid (a study's
 ``as_fit`` grids: :func:`bernmf.compare`).
