@@ -7,16 +7,21 @@ Beta(m_k c, (1 - m_k) c) with means m = (0.05, 0.3, 0.7) and c = 4, rows of W
 Dirichlet(0.5), 120 x 60 at K = 3; 20 % of the entries are held out and scored. The
 engine ``nuts-hier`` samples m_k ~ Beta(1, 1) and c_k ~ Gamma(2, 0.2) too; both engines
 run 2 chains of 300 warmup and 300 kept draws from mm starts. The table gives each fit's
-test perplexity and CPU seconds (``time.process_time`` of the fit: this machine is
-shared), and the hyperparameters' posterior means.
+test perplexity, its ``kl_truth`` (the mean over the test entries of KL(Bernoulli(true WH)
+|| Bernoulli(predicted)), :func:`bernmf.posterior.accuracy.kl_predictive`) and CPU seconds
+(``time.process_time`` of the fit: this machine is shared), and the hyperparameters'
+posterior means; then the paired differences nuts-hier - nuts on kl_truth and on test
+perplexity, each mean with its 95% Student-t interval over the matrices (``paired.py``).
 
-Run: ``.venv/bin/python benchmarks/hierarchical_prior.py [--seeds 3]``
+Run: ``.venv/bin/python benchmarks/hierarchical_prior.py [--seeds 8]``
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -25,9 +30,14 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS, init_to_value
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paired import line
+
 import bernmf
 from bernmf import engine_api as api
 from bernmf.models.unconstrained import log_likelihood
+from bernmf.posterior.accuracy import kl_predictive
 
 OPTIONS = {"num_chains": 2, "num_warmup": 300, "num_samples": 300}
 
@@ -74,7 +84,8 @@ ENGINE = api.Engine(
 
 
 def simulate(seed: int, M=120, N=60, means=(0.05, 0.3, 0.7), concentration=4.0):
-    """Y (M, N) from the hierarchical model, and the train and test masks (80 / 20 %)."""
+    """Y (M, N) from the hierarchical model, its true P = W H, and the train and test masks
+    (80 / 20 %)."""
     rng = np.random.default_rng(seed)
     means = np.asarray(means)
     H = rng.beta(means[:, None] * concentration, (1 - means[:, None]) * concentration,
@@ -82,32 +93,39 @@ def simulate(seed: int, M=120, N=60, means=(0.05, 0.3, 0.7), concentration=4.0):
     W = rng.dirichlet(np.full(len(means), 0.5), size=M)
     Y = (rng.random((M, N)) < W @ H).astype(float)
     test = rng.random((M, N)) < 0.2
-    return Y, ~test, test
+    return Y, W @ H, ~test, test
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=3, help="simulated matrices (3)")
+    parser.add_argument("--seeds", type=int, default=8, help="simulated matrices (8)")
     args = parser.parse_args()
     bernmf.register_engine(ENGINE)
     rows = []
     for seed in range(args.seeds):
-        Y, train, test = simulate(seed)
+        Y, P, train, test = simulate(seed)
         for engine in ("nuts", "nuts-hier"):
             options = dict(OPTIONS, progress=False) if engine == "nuts" else OPTIONS
             begin = time.process_time()
             fit = bernmf.fit(Y, engine, 3, mask=train, seed=seed, **options)
             seconds = time.process_time() - begin
-            rows.append((seed, engine, fit.perplexity(Y, test), seconds, fit.extras))
-    print(f"{'data':>4} {'engine':10} {'test ppl':>9} {'CPU s':>7}  hyperparameters")
-    for seed, engine, perplexity, seconds, extras in rows:
+            kl = kl_predictive(fit.probs[test], P[test])
+            rows.append((seed, engine, fit.perplexity(Y, test), kl, seconds, fit.extras))
+    print(
+        f"{'data':>4} {'engine':10} {'test ppl':>9} {'kl_truth':>9} {'CPU s':>7}  hyperparameters"
+    )
+    for seed, engine, perplexity, kl, seconds, extras in rows:
         hyper = (f"m {np.round(np.sort(extras['m']), 2)} c {np.round(extras['c'], 1)}"
                  if "m" in extras else "")  # fmt: skip
-        print(f"{seed:>4} {engine:10} {perplexity:9.4f} {seconds:7.1f}  {hyper}")
-    for engine in ("nuts", "nuts-hier"):
-        values = [r[2] for r in rows if r[1] == engine]
-        seconds = [r[3] for r in rows if r[1] == engine]
-        print(f"mean {engine:10} {np.mean(values):9.4f} {np.mean(seconds):7.1f}")
+        print(f"{seed:>4} {engine:10} {perplexity:9.4f} {kl:9.5f} {seconds:7.1f}  {hyper}")
+    by = {e: np.array([r[2:5] for r in rows if r[1] == e]) for e in ("nuts", "nuts-hier")}
+    for engine, values in by.items():
+        mean = values.mean(axis=0)
+        print(f"mean {engine:10} {mean[0]:9.4f} {mean[1]:9.5f} {mean[2]:7.1f}")
+    if args.seeds > 1:
+        differences = by["nuts-hier"] - by["nuts"]
+        print(line("nuts-hier - nuts, kl_truth", differences[:, 1], 3))
+        print(line("nuts-hier - nuts, test perplexity", differences[:, 0], 3))
 
 
 if __name__ == "__main__":

@@ -37,16 +37,20 @@ TARGET_SECONDS, TARGET_MB = 180, 800
 
 
 def simulate_sparse(seed: int, M: int, N: int, K: int, density: float, chunk_rows: int = 1024):
-    """Y ~ Bernoulli(W @ H) as bool with E[Y] = density: W ~ Dirichlet(1), H ~ Beta."""
+    """Y ~ Bernoulli(W @ H) as bool with E[Y] = density: W ~ Dirichlet(1), H ~ Beta.
+
+    Returns Y (M, N) bool and the truth, W (M, K) and H (K, N).
+    """
     import numpy as np
 
     rng = np.random.default_rng(seed)
     H = rng.beta(0.05, 0.05 * (1 - density) / density, size=(K, N))
-    Y = np.empty((M, N), bool)
+    Y, W = np.empty((M, N), bool), np.empty((M, K))
     for start in range(0, M, chunk_rows):
-        W = rng.dirichlet(np.ones(K), size=min(chunk_rows, M - start))
-        Y[start : start + len(W)] = rng.random((len(W), N)) < W @ H
-    return Y
+        stop = min(start + chunk_rows, M)
+        W[start:stop] = rng.dirichlet(np.ones(K), size=stop - start)
+        Y[start:stop] = rng.random((stop - start, N)) < W[start:stop] @ H
+    return Y, W, H
 
 
 def measure(size: int, density: float, rank: int, options: dict) -> dict:
@@ -55,7 +59,7 @@ def measure(size: int, density: float, rank: int, options: dict) -> dict:
 
     import bernmf
 
-    Y = simulate_sparse(0, size, size, rank, density)
+    Y = simulate_sparse(0, size, size, rank, density)[0]
     begin, cpu = time.perf_counter(), time.process_time()
     fit = bernmf.fit(Y, "mm", rank, seed=0, **options)
     seconds, cpu = time.perf_counter() - begin, time.process_time() - cpu

@@ -3,7 +3,7 @@
 Each matrix gets a 70/15/15 random split of its entries (seed 0); the test entries are
 hidden from both sides:
 
-- **default**: ``bernmf.fit(Y)`` with the test entries NaN (the search, budget 60 s);
+- **default**: ``bernmf.fit(Y)`` with the test entries NaN (the search, 60 s of work);
 - **expert**: what one reaches with the API: :func:`bernmf.tune.grid` of mm over ranks
   2, 4, 8, 16 x alpha, beta in {1.2, 2} x 4 seeds and of logsvd at the same ranks, on the
   training entries, then :func:`bernmf.stack` of every fit on the validation entries,
