@@ -14,7 +14,9 @@ perplexity and by ``kl_truth``: the mean over the test entries of KL(Bernoulli(t
 Bernoulli(predicted P)) (:func:`bernmf.posterior.accuracy.kl_predictive`; both kinds know
 their true P = W H).
 
-Per matrix it prints default / best single (the single fit of least test perplexity: an
+Per matrix it first prints the kl_truth of a constant predictor, the training entries'
+frequency of ones, which no fit should lose to (``--constant-only``: that line only). Then it
+prints default / best single (the single fit of least test perplexity: an
 oracle's choice, made on the test entries) and whether the search held 1.5 x its budget in
 CPU seconds and came within 2% of that best single fit (issue 47's target). Over the
 matrices it prints the paired differences default - best single and default - mm at each
@@ -22,7 +24,7 @@ fixed K, on kl_truth and on test perplexity, each mean with its 95% Student-t in
 matrices (``paired.py``), and the load average at start and end.
 
 Run: ``python benchmarks/search_large.py [--kind blocks] [--seeds 0 1 2] [--size 5000]
-[--budget 60]``
+[--budget 60] [--constant-only]``
 """
 
 from __future__ import annotations
@@ -84,6 +86,11 @@ def one_matrix(args, seed: int) -> dict:
     hidden = np.where(test, np.nan, Y)
     print(f"{args.kind} seed {seed}: {args.size} x {args.size}, {Y.mean():.4%} ones, "
           f"{test.sum()} test entries", flush=True)  # fmt: skip
+    constant = np.full(truth.shape, Y[~test].mean())  # no fit: the training frequency of ones
+    print(f"  constant (the training entries' frequency of ones): kl_truth "
+          f"{kl_predictive(constant, truth):.3e}", flush=True)  # fmt: skip
+    if args.constant_only:
+        return {}
     found = timed("default", lambda: bernmf.fit(hidden, budget=args.budget), Y, test, truth)
     record = found["fit_object"].record.search
     print(
@@ -118,11 +125,13 @@ def main(argv=None) -> None:
     parser.add_argument("--outside", type=float, default=0.0002)
     parser.add_argument("--budget", type=float, default=search.BUDGET)
     parser.add_argument("--ranks", type=int, nargs="*", default=[2, 4, 8])
+    parser.add_argument("--constant-only", action="store_true",
+                        help="the constant predictor's line only, no fit")  # fmt: skip
     args = parser.parse_args(argv)
     load, cpu, wall = os.getloadavg(), time.process_time(), time.perf_counter()
     print(f"load average at start {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
     matrices = [one_matrix(args, seed) for seed in args.seeds]
-    if args.ranks and len(matrices) > 1:
+    if args.ranks and len(matrices) > 1 and not args.constant_only:
         print("paired differences over matrices (best single: of least test perplexity on "
               "each matrix, an oracle's choice):")  # fmt: skip
         for other in ("best single", *(f"mm K={k}" for k in args.ranks)):
