@@ -472,9 +472,9 @@ def summary(result: Fit) -> list[str]:
     """What a :func:`search` chose, in a few lines: the weight of each engine and rank, what
     was left out and the time taken."""
     record = result.record.search
-    table = members_table(result)
-    fitted = table["engine"] != BASELINE
-    table = table[table["weight"] > 0]
+    members = members_table(result)
+    fitted = members["engine"] != BASELINE
+    table = members[members["weight"] > 0]
     positive = int((table["engine"] != BASELINE).sum())
     replayed = "replayed from a search plan; " if record["replayed"] else ""
     lines = [
@@ -505,9 +505,15 @@ def summary(result: Fit) -> list[str]:
         f"{best['engine']} K={best['rank']} {best['perplexity']:.4f}"
     )
     shown = result.mixture.chosen
+    row = members.iloc[shown]
+    setting = members[["engine", "rank", "prior"]].eq(row[["engine", "rank", "prior"]]).all(axis=1)
+    shared = (
+        f" of its setting's {members.loc[setting, 'weight'].sum():.2f}, shared by its "
+        f"{int(setting.sum())} seeds" if setting.sum() > 1 else ""
+    )  # fmt: skip
     lines.append(
-        f"  factors shown (W, H): {result.members[shown].engine} K={result.rank}, weight "
-        f"{result.mixture.weights[shown]:.2f}, the member of largest weight whose factors "
-        "are probabilities"
+        f"  factors shown (W, H): {row['engine']} K={result.rank} {row['prior']} seed "
+        f"{row['seed']}, weight {row['weight']:.2f}{shared}: the member of largest weight "
+        "whose factors are probabilities"
     )
     return lines
