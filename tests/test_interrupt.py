@@ -24,6 +24,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
 
+
 def command(*arguments, options=()) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, *options, "-m", "bernmf", *map(str, arguments)],
