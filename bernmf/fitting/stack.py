@@ -5,9 +5,10 @@ different ranks, priors, seeds and model families settle in different modes and 
 different errors. :func:`stack` takes any fits made on the same training entries (an
 ensemble counts as its members), and mixes their predictive probabilities with the
 stacking weights (Yao, Vehtari, Simpson & Gelman 2018) that predict the validation
-entries best (:func:`bernmf.posterior.stacking_weights.stacking_weights`). A smoothed
-column-frequency member (:func:`baseline`), which gives every entry a probability strictly inside
-(0, 1), is added unless asked not to, so the mixture never rules an outcome out. By
+entries best (:func:`bernmf.posterior.stacking_weights.stacking_weights`). A
+column-frequency member shrunk toward the overall frequency (:func:`baseline`), which gives
+every entry a probability strictly inside (0, 1), is added unless asked not to, so the
+mixture never rules an outcome out. By
 default the seeds of one setting share one weight (``seeds="mean"``); ``refit=True``
 fits the members of positive weight again on the training and validation entries once
 the weights are chosen.
@@ -63,10 +64,16 @@ TABLE_COLUMNS = ("engine", "rank", "prior", "seed", "weight", "validation_perple
 
 
 def baseline(Y, mask) -> Fit:
-    """The smoothed column frequency: P(Y=1) of column n is ``(ones_n + 1) / (observed_n + 2)``.
+    """The column frequencies shrunk toward the overall frequency, by empirical Bayes.
 
-    Laplace's rule of succession on each column's training entries: every
-    probability is strictly inside (0, 1), so this member never rules an outcome out.
+    P(Y=1) of column n is ``(ones_n + c m) / (observed_n + c)``: the posterior mean of the
+    column's probability under the Beta(c m, c (1 - m)) prior that makes the columns' training
+    entries most likely (:func:`column_prior`, beta-binomial). Where the columns differ (a
+    trait matrix) c is small and each column keeps its own frequency; where they are alike (a
+    sparse network, every column at 0.1%) c is large and every column gets nearly the overall
+    frequency, which Laplace's ``(ones_n + 1) / (observed_n + 2)`` (this member before
+    2026-11-29) overestimated by 1 / observed_n. Every probability is strictly inside (0, 1),
+    so this member never rules an outcome out.
 
     Parameters
     ----------
@@ -87,10 +94,49 @@ def baseline(Y, mask) -> Fit:
     return _baseline(data, time.perf_counter() - begin)
 
 
+PRIOR_STRENGTH = (2.0, 1e8)
+"""The least and largest c of :func:`column_prior`: at least Laplace's 2 pseudo-entries (so a
+column of few entries is never taken at its bare frequency), at most a prior that makes every
+column the overall frequency."""
+
+
+def column_prior(ones: np.ndarray, count: np.ndarray) -> tuple[float, float]:
+    """The mean m and strength c of the Beta(c m, c (1 - m)) prior of the columns' P(Y=1)
+    that maximizes the beta-binomial likelihood of their ones (N,) among their observed
+    entries (N,): empirical Bayes over columns.
+
+    c is bounded by :data:`PRIOR_STRENGTH`, and m to [1 / (T + 2), 1 - 1 / (T + 2)] for T
+    observed entries in all (Laplace's estimate of an all-0 or all-1 matrix's frequency).
+    """
+    from scipy.optimize import minimize  # on first use (0.2 s)
+    from scipy.special import digamma, expit, gammaln, logit
+
+    ones, count = np.asarray(ones, float), np.asarray(count, float)
+    total = count.sum()
+    edge = 1.0 / (total + 2.0)
+
+    def nll(x):  # and its gradient in (logit m, log c)
+        m, c = expit(x[0]), np.exp(x[1])
+        a, b = c * m, c * (1.0 - m)
+        terms = gammaln(ones + a) - gammaln(a) + gammaln(count - ones + b) - gammaln(b)
+        value = -float(np.sum(terms + gammaln(c) - gammaln(count + c)))
+        da = np.sum(digamma(ones + a) - digamma(a))
+        db = np.sum(digamma(count - ones + b) - digamma(b))
+        dc = np.sum(digamma(c) - digamma(count + c))
+        return value, -np.array([c * (da - db) * m * (1 - m), (m * da + (1 - m) * db + dc) * c])
+
+    start = [logit(np.clip((ones.sum() + 1.0) / (total + 2.0), edge, 1 - edge)), np.log(2.0)]
+    bounds = [(logit(edge), logit(1 - edge)), tuple(np.log(PRIOR_STRENGTH))]
+    options = {"ftol": 1e-15, "gtol": 1e-12, "maxiter": 1000}  # c is far out on a flat ridge
+    found = minimize(nll, start, jac=True, method="L-BFGS-B", bounds=bounds, options=options)
+    return float(expit(found.x[0])), float(np.exp(found.x[1]))
+
+
 def _baseline(data: Observed, seconds: float = 0.0) -> Fit:
     begin = time.perf_counter()
     ones, count = data.ones.sum(axis=0), data.mask.sum(axis=0)
-    p = (ones + 1.0) / (count + 2.0)
+    m, c = column_prior(ones, count)
+    p = (ones + c * m) / (count + c)
     nll = -float(ones @ np.log(p) + (count - ones) @ np.log1p(-p))
     timings = {"compile": 0.0, "run": seconds + time.perf_counter() - begin}
     return Fit(
