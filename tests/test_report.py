@@ -660,8 +660,8 @@ def test_the_estimate_of_a_sampler_counts_its_probe_draws(small, monkeypatch):
     assert calls == [probe, probe, {**probe, "num_samples": 10, "num_warmup": 10}]
     # nuts's chains run one after the other: its probes run one, its fits two; the short
     # probe's draws (a leapfrog step each) are not a fit's: the call's seconds, and every
-    # draw of the longer probe (10 + 5) at (1.9 - 0.4) / 15 s
-    calls, clock = probes(monkeypatch, [*timed[:2], (1.0, 1.9, 0, None)])
+    # draw of the longer probe (25 + 5) at (3.4 - 0.4) / 30 s
+    calls, clock = probes(monkeypatch, [*timed[:2], (1.0, 3.4, 0, None)])
     probed = quick.probe(small, split, "nuts", 3, {}, 60.0, clock)
     assert [c["num_chains"] for c in calls] == [1, 1, 1]
     assert probed.per_iteration == pytest.approx(0.1) and probed.fixed == pytest.approx(0.4)

@@ -56,25 +56,25 @@ PROBES = {
     ),
     "nuts": (
         {"num_warmup": 2, "num_samples": 2, "num_chains": 1},
-        {"num_warmup": 10, "num_samples": 5, "num_chains": 1},
+        {"num_warmup": 25, "num_samples": 5, "num_chains": 1},
         ("num_warmup", "num_samples"),
     ),
     "svi": ({"steps": 2, "num_draws": 2}, {"steps": 50, "num_draws": 2}, ("steps",)),
 }  # fmt: skip
 """Per sampler: the options of a short probe fit and of a longer one, and the options whose
 sum is a full fit's draws (or steps). The longer one's draws are those of a full fit in
-kind: ``nuts``'s trees deepen as its warmup adapts the step size (on a 150 x 5429 matrix,
-about 8 leapfrog steps per draw in a probe of 2 + 2 draws, 47-63 after 50 warmup draws).
-``nuts`` probes one chain (its chains run one after the other on a CPU)."""
+kind: ``nuts``'s step size is adapted by a warmup of 25 draws about as by a fit's (on a
+150 x 5429 matrix, its kept draws then take 15-31 leapfrog steps, those of a 50 + 50 fit
+31-63; after a warmup of 10, 127; in a probe of 2 + 2 draws, 1). ``nuts`` probes one chain
+(its chains run one after the other on a CPU)."""
 DEEPENING = ("nuts",)
-"""Samplers whose short probe's draws are cheaper than a fit's: ``nuts``'s first draws take
-a leapfrog step each, and its trees deepen as the warmup adapts its step size. Their
-seconds per draw are the longer probe's over all its draws, the short probe's seconds
-those of the call. On a 150 x 5429 matrix (CPU seconds, one chain): 2 + 2 draws 0.5 s,
-10 + 5 draws 19-21 s (its 5 kept draws 127 leapfrog steps each, after so short a
-warmup), a fit of 50 + 50 draws 72-91 s (31-63 steps a kept draw): this costs that fit at
-1.5-1.7 times what it took, an upper bound; the 11 draws between the two probes alone
-had costed it at 2.0-2.3 times."""
+"""Samplers whose short probe's draws are cheaper than a fit's (``nuts``'s take a leapfrog
+step each): their seconds per draw are the longer probe's over all its draws, the short
+probe's seconds those of the call. On a 150 x 5429 matrix (CPU seconds, one chain): 2 + 2
+draws 0.4 s, 25 + 5 draws 29-30 s, a fit of 50 + 50 draws 72-91 s: this costs that fit at
+1.0-1.4 times what it took. A probe of 10 + 5 draws (19-21 s: its kept draws the deepest)
+had costed it at 1.5-1.7 times, and at 2.0-2.3 counting the 11 draws between the probes
+alone, with the rest the call's."""
 KEPT = {"svi": ("num_draws", 50)}
 """Per engine whose draws are made once its steps are done (svi, from its guide): the option
 that counts them and the draws of a probe that differs from the short one in them alone;
