@@ -387,7 +387,7 @@ def priced(monkeypatch, seconds: dict):
         quick, "probe", lambda Y, split, engine, *a: quick.Probe(engine, 0.0, 0.0, seconds[engine])
     )
     monkeypatch.setattr(quick, "scoring_seconds", lambda *a: 0.0)
-    monkeypatch.setattr(quick, "stacking_probe", lambda *a: 0.0)
+    monkeypatch.setattr(quick, "stacking_probe", lambda *a: (0.0, 1))
 
 
 def test_quick_leaves_out_the_engines_over_its_budget_and_says_so(small, monkeypatch, capsys):
@@ -475,8 +475,12 @@ def test_a_plan_pays_for_its_members_of_the_stacks():
     # per seed: mm's 27 tuning fits, tuned, shared, ensemble, in two stacks; em's 3, 2
     assert quick.stack_members(mm, 4) == 3 * 30 * 2 and quick.stack_members(em, 4) == 3 * 5
     assert quick.stack_members(dataclasses.replace(em, ranks=[4]), 4) == 3  # tuned = shared
-    probe = quick.Probe("em", 0.0, 0.0, 0.0, stacking=0.5)
+    probe = quick.Probe("em", 0.0, 0.0, 0.0, stacking=0.5, stacked=9, stack_size=9)
     assert quick.plan_seconds(em, probe, 4) == pytest.approx(15 * 0.5)
+    # in stacks of 36 members, each costs (36 / 9) ** STACK_GROWTH times the probe's
+    probe = dataclasses.replace(probe, stack_size=36)
+    assert quick.stack_seconds(em, probe, 4) == pytest.approx(15 * 0.5 * 4**quick.STACK_GROWTH)
+    assert quick.stacking_seconds(probe, 36) == pytest.approx(36 * 0.5 * 4**quick.STACK_GROWTH)
 
 
 def test_once_tuned_the_later_steps_are_costed_by_the_tuning_fits():
@@ -548,7 +552,10 @@ def test_mm_is_probed_as_it_is_tuned_and_the_stack_by_its_fits(small, monkeypatc
     assert seconds == pytest.approx(7.0 - compiled) and calls == [(3, 4, [0], True)]
     assert len(fits) == 4
     ticks = iter([0.0, 0.8])
-    assert quick.stacking_probe(small, split, 3, fits, lambda: next(ticks)) == pytest.approx(0.2)
+    assert quick.stacking_probe(small, split, 3, fits, lambda: next(ticks)) == (
+        pytest.approx(0.2),
+        4,
+    )
 
 
 def test_an_engine_whose_plan_no_longer_fits_the_time_left_is_left_out(small, capsys):

@@ -35,9 +35,9 @@ from bernmf.studies.report.contents import Settings
 
 __all__ = [
     "DEFAULT_BUDGET", "FLOPS", "PROBES", "QUICK_BUDGET", "EngineSchedule", "Probe", "estimate",
-    "floor", "plan_seconds", "plans", "probe", "scoring_seconds", "shortened",
-    "stack_members", "stack_seconds", "stacking_probe", "timed", "tuning_fit_seconds",
-    "tuning_probe",
+    "floor", "plan_seconds", "plans", "probe", "scoring_seconds", "seed_members", "shortened",
+    "stack_members", "stack_seconds", "stacking_probe", "stacking_seconds", "timed",
+    "tuning_fit_seconds", "tuning_probe",
 ]  # fmt: skip
 
 DEFAULT_BUDGET = 600.0
@@ -95,6 +95,14 @@ FEWEST_DRAWS = {
 FLOPS = 1e10
 """Floating-point operations per second that no machine here beats, for :func:`floor`."""
 
+STACK_GROWTH = 0.5
+"""A member of a stack of n members costs the probe stack's seconds per member times
+(n / its members) to this power (:func:`stacking_seconds`). Measured in CPU seconds on one
+core, 150 x 5429 vote matrix: stacks of mm's grid alone grow about linearly (9 fits 0.06 s,
+27 fits 0.22 s), stacks of converged fits of five engines about as n**1.8 (9: 0.06 s, 18:
+0.19 s, 42: 1.0 s), the report's stacks hold both (about 30 mm fits of about 50); at 0.5
+their 4.4 s were estimated 4.2 s, at 0 (linear) 1.9 s."""
+
 MEASURED_SHARE = 0.04
 """The share of the budget that the fits of a convergent engine that measure how soon it
 converges may take (:func:`probe`)."""
@@ -142,7 +150,13 @@ class Probe:
         Seconds of one full fit with the probed options (its compilation aside), when
         :func:`probe` made one that converged.
     stacking : float
-        Seconds per member of a stack on the dataset (:func:`stacking_probe`).
+        Seconds per member of a stack on the dataset (:func:`stacking_probe`) of
+        :attr:`stacked` members.
+    stacked : int
+        The members of that stack.
+    stack_size : float
+        The members of each seed's stack of all engines in the report, its plans in full
+        (:func:`plans`): the size :func:`stack_seconds` costs a member at.
     tuning : float or None
         Seconds of the tuning fits of one rank at the probed rank, made as the report makes
         them (``mm``: its grid of priors in one call; :func:`tuning_probe`); None: not
@@ -161,6 +175,8 @@ class Probe:
     per_iteration: float
     measured: float | None = None
     stacking: float = 0.0
+    stacked: int = 1
+    stack_size: float = 1.0
     tuning: float | None = None
     fixed: float = 0.0
     per_kept: float = 0.0
@@ -468,17 +484,22 @@ def tuning_fit_seconds(fits, seconds: float) -> dict[int, float]:
     return {int(rank): float(share[ranks == rank].mean()) for rank in np.unique(ranks)}
 
 
-def stack_members(plan: EngineSchedule, shared_rank: int) -> float:
-    """The members that ``plan``'s fits add to the stacks of all its seeds: its tuning fits
-    (``mm``: every prior at every rank; the others' ranks, when several) and its test fits
-    of the seed (tuned, shared when made apart, the ensemble) in each seed's stack of all
-    engines, and for ``mm`` again in its stack of the mm grid."""
+def seed_members(plan: EngineSchedule, shared_rank: int) -> int:
+    """The members that ``plan``'s fits add to each seed's stack of all engines: its tuning
+    fits (``mm``: every prior at every rank; the others' ranks, when several) and its test
+    fits of the seed (tuned, shared when made apart, the ensemble)."""
     if plan.engine == "mm":
         tuning = len(plan.priors) ** 2 * len(plan.ranks)
     else:
         tuning = len(plan.ranks) if len(plan.ranks) > 1 else 0
-    per_seed = tuning + 1 + (not _tuned_is_shared(plan, shared_rank)) + bool(plan.restarts)
-    return len(plan.seeds) * per_seed * (2 if plan.engine == "mm" else 1)
+    return tuning + 1 + (not _tuned_is_shared(plan, shared_rank)) + bool(plan.restarts)
+
+
+def stack_members(plan: EngineSchedule, shared_rank: int) -> float:
+    """The members that ``plan``'s fits add to the stacks of all its seeds: those of each
+    seed's stack of all engines (:func:`seed_members`), and for ``mm`` again in its stack
+    of the mm grid."""
+    return len(plan.seeds) * seed_members(plan, shared_rank) * (2 if plan.engine == "mm" else 1)
 
 
 def plan_seconds(
@@ -504,8 +525,16 @@ def plan_seconds(
 
 
 def stack_seconds(plan: EngineSchedule, measured: Probe, shared_rank: int) -> float:
-    """``plan``'s share of the stacks: :func:`stack_members` at :attr:`Probe.stacking`."""
-    return stack_members(plan, shared_rank) * measured.stacking
+    """``plan``'s share of the stacks: :func:`stack_members` at the seconds per member of a
+    stack of :attr:`Probe.stack_size` members (:func:`stacking_seconds`)."""
+    size = measured.stack_size
+    return stack_members(plan, shared_rank) * stacking_seconds(measured, size) / size
+
+
+def stacking_seconds(measured: Probe, members: float) -> float:
+    """Seconds of a stack of ``members`` members: :attr:`Probe.stacking` a member, times
+    (members over :attr:`Probe.stacked`) to the power :data:`STACK_GROWTH`."""
+    return members * measured.stacking * (members / measured.stacked) ** STACK_GROWTH
 
 
 def scoring_seconds(
@@ -529,19 +558,19 @@ def scoring_seconds(
 
 def stacking_probe(
     Y, split, rank: int, fits=(), clock: Callable[[], float] = time.perf_counter
-) -> float:
-    """Seconds per member on ``clock`` of a stack on Y's validation entries: :func:`bernmf.stack`
-    of ``fits`` (converged fits: :func:`tuning_probe`'s), or, without them, of four ``mm``
-    fits stopped after one iteration (as mm's probe), timed. The weights of converged fits
-    take longer to find: on a 150 x 5429 matrix, 0.07-0.22 CPU seconds a member for stacks
-    of 4 to 48 converged ``mm`` fits (not growing with their number), 0.03-0.08 for fits of
-    one iteration."""
+) -> tuple[float, int]:
+    """Seconds per member on ``clock`` of a stack on Y's validation entries, and its
+    members: :func:`bernmf.stack` of ``fits`` (converged fits: :func:`tuning_probe`'s), or,
+    without them, of four ``mm`` fits stopped after one iteration (as mm's probe), timed.
+    The weights of converged fits take longer to find (on a 150 x 5429 matrix, unpinned,
+    0.07-0.22 CPU seconds a member for stacks of 4 to 48 converged ``mm`` fits, 0.03-0.08
+    for fits of one iteration), and of more fits longer a member (:data:`STACK_GROWTH`)."""
     if len(fits) < 2:
         trial, _, _ = STOP_AT_ONCE
         fits = [fit(Y, "mm", rank, mask=split.train, seed=seed, **trial) for seed in range(4)]
     begin = clock()
     stack(list(fits), Y, validation=split.validation, mask=split.train)
-    return (clock() - begin) / len(fits)
+    return (clock() - begin) / len(fits), len(fits)
 
 
 def shortened(plan: EngineSchedule, shared_rank: int, quick: bool = False) -> EngineSchedule | None:
@@ -643,9 +672,13 @@ def plans(data, splits, settings: Settings, measure=None) -> tuple[dict, list[tu
             probes[name, engine] = dataclasses.replace(probed, scoring=scoring)
             plan_of[name, engine] = full
         say(settings.progress, f"report on {name}: probing a stack")
-        stacking = stacking_probe(Y, splits[name], shared, converged, clock)
-        for key in [key for key in probes if key[0] == name]:
-            probes[key] = dataclasses.replace(probes[key], stacking=stacking)
+        stacking, stacked = stacking_probe(Y, splits[name], shared, converged, clock)
+        mine = [key for key in probes if key[0] == name]
+        size = 1 + sum(seed_members(plan_of[key], shared) for key in mine)  # + the baseline
+        for key in mine:
+            probes[key] = dataclasses.replace(
+                probes[key], stacking=stacking, stacked=stacked, stack_size=size
+            )
             seconds = plan_seconds(plan_of[key], probes[key], shared)
             plan_of[key] = dataclasses.replace(
                 plan_of[key], estimate=seconds, seconds=seconds, probe=probes[key]

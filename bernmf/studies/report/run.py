@@ -59,6 +59,7 @@ from bernmf.studies.report.budget import (
     plan_seconds,
     plans,
     stack_seconds,
+    stacking_seconds,
     timed,
     tuning_fit_seconds,
 )
@@ -380,7 +381,8 @@ class Made:
     ``entries`` of :attr:`Report.entries` by (engine, setting), the ``measured`` seconds
     of each engine's steps (tuning, seeds, ensembles) and of the stacks (``"stacks"``),
     the seconds ``estimated`` for each engine's steps as they ran (:func:`_estimated`)
-    and for the stacks (the members stacked at the probe's seconds per member), and the
+    and for the stacks (each of the members it stacked:
+    :func:`bernmf.studies.report.budget.stacking_seconds`), and the
     ``winner`` (None when no row scores finitely)."""
 
     rows: list[pd.DataFrame]
@@ -434,8 +436,11 @@ def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) 
     stacked, weights = _stacks(Y, split, tuned, rows, seeds)
     measured["stacks"] = clock() - begin
     probed = [plan.probe for plan in kept if plan.probe is not None]
-    members = sum(len(r.fits[0].members) for r in stacked)
-    estimated["stacks"] = probed[0].stacking * members if probed else np.nan
+    estimated["stacks"] = (
+        sum(stacking_seconds(probed[0], len(r.fits[0].members)) for r in stacked)
+        if probed
+        else np.nan
+    )
     every = [r for engine_rows in rows for r in engine_rows] + stacked
     return Made(
         rows=[r.table.assign(dataset=name) for r in every],
