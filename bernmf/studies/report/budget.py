@@ -613,7 +613,9 @@ def plans(data, splits, settings: Settings, measure=None) -> tuple[dict, list[tu
     Each engine starts from the whole of ``settings`` (its tuning ranks, seeds, draws and
     ensemble), is probed at the shared rank on each dataset (:func:`probe`; unless the
     :func:`floor` of one fit of its shortest plan is over the budget: then it is left out
-    without a probe), and is costed (:func:`plan_seconds`). Then, while the estimates add
+    without a probe; ``mm`` also as it is tuned, :func:`tuning_probe`, whose fits then
+    time a stack, :func:`stacking_probe`), and is costed (:func:`plan_seconds`), every
+    time on ``settings.clock``. Then, while the estimates add
     up to more than the budget left after probing, plans are :func:`shortened` or left out
     (:func:`_within`: never ``mm``); with ``quick`` the plans are at their shortest
     already. Lines say the estimates, what was shortened and what was left out.
