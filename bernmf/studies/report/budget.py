@@ -226,16 +226,15 @@ def probe(
 ) -> Probe:  # fmt: skip
     """Time ``engine`` at ``rank`` with ``options`` on the training entries by probe fits.
 
-    Each probe fit is timed on ``clock`` from call to return, its compilation aside (the
-    fit's own wall-clock seconds of it), so that its
-    seconds hold what a fit of the report holds (starting, drawing). A first probe fit
-    gives the compile time. The samplers (:data:`PROBES`) are probed again, compiled, with
-    a few draws, and with more (a program of its own): the difference of the two times
-    over the difference of their draws is the seconds per draw, the rest the seconds of
-    the call (:data:`DEEPENING`: the longer probe's seconds over all its draws, its trees
-    deeper than the short one's: measured, not assumed); the longer probe is left out when
-    the shorter one says it
-    would take more than ``allowance`` seconds. The others are fitted twice more by the
+    Each probe fit is timed on ``clock`` from call to return, its compilation aside
+    (:func:`timed`), so that its seconds hold what a fit of the report holds (starting,
+    drawing). A first probe fit gives the compile time. The samplers (:data:`PROBES`) are
+    probed again, compiled, with a few draws, and with more (a program of its own): the
+    difference of the two times over the difference of their draws is the seconds per
+    draw, the rest the seconds of the call (:data:`DEEPENING`: the longer probe's seconds
+    over all its draws, its trees deeper than the short one's: measured, not assumed); the
+    longer probe is left out when the shorter one says it would take more than
+    ``allowance`` seconds. The others are fitted twice more by the
     same compiled program, stopped after one iteration and after a few (a loose
     tolerance), so that the difference of the two times is the time of the iterations
     between them; then fits with their tolerance, stopped after the iterations that
@@ -449,10 +448,10 @@ def later_seconds(
     tuned: Mapping[int, float] | None = None,
 ) -> float:
     """Seconds of ``plan``'s steps after its tuning, its test fits: those of each seed at
-    the largest rank it may choose
-    and again at the shared rank (not when they are the same fits), and the members of the
-    ensemble of each seed (``seeds + restarts - 1``, shared). Once the tuning has chosen,
-    ``chosen`` says the rank of the test fits and whether the shared ones were made apart.
+    the largest rank it may choose and again at the shared rank (not when they are the same
+    fits), and the members of the ensemble of each seed (``seeds + restarts - 1``, shared).
+    Once the tuning has chosen, ``chosen`` says the rank of the test fits and whether the
+    shared ones were made apart.
 
     A fit costs :meth:`Probe.fit_seconds` in proportion to its rank (the time of a fit
     grows about linearly with it), or, at a rank of ``tuned`` (:func:`tuning_fit_seconds`
