@@ -381,16 +381,13 @@ def test_the_weights_table_shows_the_positive_weights_and_sums_the_rest():
 
 
 def priced(monkeypatch, seconds: dict):
-    """Make every plan of engine e cost ``seconds[e]`` per fit unit, with no probe fit."""
+    """Make a fit of engine e cost ``seconds[e]`` at the shared rank (in proportion to its
+    rank), with no probe fit, no scoring and no stacks."""
     monkeypatch.setattr(
-        quick, "probe", lambda Y, split, engine, *a: quick.Probe(engine, 0.0, 0.0, 0.0)
+        quick, "probe", lambda Y, split, engine, *a: quick.Probe(engine, 0.0, 0.0, seconds[engine])
     )
-    real = quick.plan_seconds
-    monkeypatch.setattr(
-        quick, "plan_seconds",
-        lambda plan, probe, shared: seconds[plan.engine] * quick.fit_units(plan, shared)
-        if seconds[plan.engine] else real(plan, probe, shared),
-    )  # fmt: skip
+    monkeypatch.setattr(quick, "scoring_seconds", lambda *a: 0.0)
+    monkeypatch.setattr(quick, "stacking_probe", lambda *a: (0.0, 1))
 
 
 def test_quick_leaves_out_the_engines_over_its_budget_and_says_so(small, monkeypatch, capsys):
@@ -478,8 +475,87 @@ def test_a_plan_pays_for_its_members_of_the_stacks():
     # per seed: mm's 27 tuning fits, tuned, shared, ensemble, in two stacks; em's 3, 2
     assert quick.stack_members(mm, 4) == 3 * 30 * 2 and quick.stack_members(em, 4) == 3 * 5
     assert quick.stack_members(dataclasses.replace(em, ranks=[4]), 4) == 3  # tuned = shared
-    probe = quick.Probe("em", 0.0, 0.0, 0.0, stacking=0.5)
-    assert quick.plan_seconds(em, probe, 4) == pytest.approx(quick.SLACK * 15 * 0.5)
+    probe = quick.Probe("em", 0.0, 0.0, 0.0, stacking=0.5, stacked=9, stack_size=9)
+    assert quick.plan_seconds(em, probe, 4) == pytest.approx(15 * 0.5)
+    # in stacks of 36 members, each costs (36 / 9) ** STACK_GROWTH times the probe's
+    probe = dataclasses.replace(probe, stack_size=36)
+    assert quick.stack_seconds(em, probe, 4) == pytest.approx(15 * 0.5 * 4**quick.STACK_GROWTH)
+    assert quick.stacking_seconds(probe, 36) == pytest.approx(36 * 0.5 * 4**quick.STACK_GROWTH)
+
+
+def test_once_tuned_the_later_steps_are_costed_by_the_tuning_fits():
+    """mm's tuning fits (K = 2, 4 at two priors) took 8 s on the report's clock besides
+    compiling, shared in proportion to their run seconds, the mean per rank. Its test
+    fits at the chosen K = 4 (2 seeds, their 2 shared ones apart, an ensemble of 3 from
+    each seed: 4 members) cost those of K = 4; its tuning stays the probe's."""
+
+    def fitted(rank, run):
+        return types.SimpleNamespace(rank=rank, timings={"run": run})
+
+    fits = [fitted(2, 1.0), fitted(2, 1.0), fitted(4, 1.0), fitted(4, 5.0)]
+    tuned = quick.tuning_fit_seconds(fits, 8.0)
+    assert tuned == pytest.approx({2: 1.0, 4: 3.0})  # 8 s over 8 run seconds
+    mm = quick.EngineSchedule("mm", [2, 4], [1.2, 1.5], [0, 1], 3, {})
+    probe = quick.Probe("mm", 0.5, 0.0, 0.4, tuning=2.0, scoring=0.1)
+    expected = (
+        2 * 0.5  # a compilation per rank
+        + 2.0 * (2 + 4) / 4  # the tuning of each rank, from the probe of K = 4's
+        + 2 * 3.0 + 2 * 3.0 + 4 * 3.0  # tuned, shared, ensemble members: K = 4's fits
+        + 2 * 2 * 0.1  # each test fit scored
+    )  # fmt: skip
+    assert quick.plan_seconds(mm, probe, 4, (4, True), tuned) == pytest.approx(expected)
+    # the probe's alone: 0.4 s a fit at K = 4, tuning 4 priors at 0.4 s, the rest as above
+    assert quick.plan_seconds(mm, dataclasses.replace(probe, tuning=None), 4, (4, True)) == (
+        pytest.approx(1.0 + 4 * 0.4 * 6 / 4 + 8 * 0.4 + 0.4)
+    )
+    # nuts's tuning fits run one chain, its test fits two, one after the other
+    nuts = quick.EngineSchedule("nuts", [2, 4], [1.0], [0], 0, {"num_chains": 2})
+    probe = quick.Probe("nuts", 0.0, 0.1, fixed=1.0)  # a chain of 2000 draws: 200 s
+    assert quick.plan_seconds(nuts, probe, 4, (2, True), {2: 50.0}) == pytest.approx(
+        (1.0 + 200) * (2 + 4) / 4  # tuning: one chain at each rank
+        + 2 * 50.0  # K = 2 from its tuning fit, two chains
+        + (1.0 + 2 * 200)  # the shared K = 4, not tuned there: the probe's
+    )
+
+
+def test_a_compilation_is_counted_on_the_clock_that_times_the_call(monkeypatch):
+    """A call of 4 s wall-clock, 1 s of it compiling (as the fit times it), took 2 CPU
+    seconds: 0.5 of them compiling, 1.5 the rest; on the wall clock, 1 s and 3 s."""
+    wall, cpu = iter([10.0, 14.0]), iter([0.0, 2.0])
+    monkeypatch.setattr(quick, "time", types.SimpleNamespace(perf_counter=lambda: next(wall)))
+    compiled = lambda made: made["compile"]  # noqa: E731
+    made, seconds, compiling = quick.timed(lambda: {"compile": 1.0}, compiled, lambda: next(cpu))
+    assert (seconds, compiling) == pytest.approx((1.5, 0.5)) and made == {"compile": 1.0}
+    ticks = iter([0.0, 0.0, 4.0, 4.0])  # one clock: begin, begin, end, end
+    monkeypatch.setattr(quick, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    _, seconds, compiling = quick.timed(lambda: {"compile": 1.0}, compiled, lambda: next(ticks))
+    assert (seconds, compiling) == pytest.approx((3.0, 1.0))
+
+
+def test_mm_is_probed_as_it_is_tuned_and_the_stack_by_its_fits(small, monkeypatch):
+    """mm's tuning probe fits every prior pair in one call, timed on the report's clock
+    without its compilation; its converged fits are the stacking probe's members."""
+    from bernmf.fitting import runner
+
+    split = bernmf.data.split.paper_split(small.shape)
+    clock, calls = [0.0], []
+
+    def settings_fitted(engine, data, rank, priors, seeds, options, held_out=None, **batching):
+        calls.append((rank, len(priors), list(seeds), held_out is not None))
+        clock[0] += 7.0
+        return runner.fit_settings(engine, data, rank, priors, seeds, options, held_out)
+
+    monkeypatch.setattr(quick, "fit_settings", settings_fitted)
+    monkeypatch.setattr(quick, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    seconds, fits = quick.tuning_probe(small, split, "mm", 3, {}, [1.2, 2.0], lambda: clock[0])
+    compiled = sum(f.timings["compile"] for f in fits)  # the first fit's, when not cached
+    assert seconds == pytest.approx(7.0 - compiled) and calls == [(3, 4, [0], True)]
+    assert len(fits) == 4
+    ticks = iter([0.0, 0.8])
+    assert quick.stacking_probe(small, split, 3, fits, lambda: next(ticks)) == (
+        pytest.approx(0.2),
+        4,
+    )
 
 
 def test_an_engine_whose_plan_no_longer_fits_the_time_left_is_left_out(small, capsys):
@@ -518,7 +594,8 @@ def test_an_engine_hopeless_by_its_operations_is_left_out_without_a_probe(monkey
 
 def probes(monkeypatch, timed):
     """Make the budget's probe fits take ``timed``'s ``(compile, run, iterations,
-    converged)`` seconds in turn on a fake clock; returns the options of each call."""
+    converged)`` seconds in turn on a fake clock; returns the options of each call, and
+    the clock."""
     calls, timed, clock = [], list(timed), [0.0]
 
     def probe(Y, engine, rank, **options):
@@ -532,7 +609,7 @@ def probes(monkeypatch, timed):
 
     monkeypatch.setattr(quick, "fit", probe)
     monkeypatch.setattr(quick, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-    return calls
+    return calls, lambda: clock[0]
 
 
 def test_the_estimate_is_compile_plus_fits_times_the_probes_seconds_per_iteration(
@@ -542,14 +619,16 @@ def test_the_estimate_is_compile_plus_fits_times_the_probes_seconds_per_iteratio
     iterations between them (without a call's fixed cost), times max_iter per fit."""
     split = bernmf.data.split.paper_split(small.shape)
     timed = [(2.0, 0.5, 1, False), (0.0, 0.25, 1, False), (0.0, 1.25, 11, False)]
-    calls = probes(monkeypatch, timed)
-    seconds = quick.estimate(small, split, "em", 3, {"max_iter": 300}, 4, allowance=0.0)
+    calls, clock = probes(monkeypatch, timed)
+    seconds = quick.estimate(small, split, "em", 3, {"max_iter": 300}, 4, 0.0, clock)
     assert seconds == pytest.approx(2.0 + 4 * 300 * (1.25 - 0.25) / (11 - 1), rel=1e-12)
     assert [c["tol"] for c in calls] == [1e300, 1e300, 1e-2]  # once, once, a few
     assert all(c["max_iter"] == 300 and c["mask"] is split.train for c in calls)
     # iterations too fast to tell from the call: the few iterations' call, per iteration
-    probes(monkeypatch, [(2.0, 0.5, 1, False), (0.0, 0.25, 1, False), (0.0, 0.2, 11, False)])
-    seconds = quick.estimate(small, split, "em", 3, {}, 4, allowance=0.0)  # em's max_iter
+    _, clock = probes(
+        monkeypatch, [(2.0, 0.5, 1, False), (0.0, 0.25, 1, False), (0.0, 0.2, 11, False)]
+    )
+    seconds = quick.estimate(small, split, "em", 3, {}, 4, 0.0, clock)  # em's max_iter
     max_iter = get_engine("em").options["max_iter"]
     assert seconds == pytest.approx(2.0 + 4 * max_iter * 0.2 / 11, rel=1e-12)
 
@@ -560,15 +639,15 @@ def test_a_convergent_engine_is_costed_by_a_fit_that_converged(small, monkeypatc
     costs 1 s, not 300 iterations at either rate."""
     split = bernmf.data.split.paper_split(small.shape)
     timed = [(2.0, 0.5, 1, False), (0.0, 0.25, 1, False), (0.0, 1.25, 11, False)]
-    calls = probes(monkeypatch, [*timed, (0.0, 2.0, 100, False), (0.0, 1.0, 50, True)])
-    probed = quick.probe(small, split, "em", 3, {"max_iter": 300}, allowance=10.0)
+    calls, clock = probes(monkeypatch, [*timed, (0.0, 2.0, 100, False), (0.0, 1.0, 50, True)])
+    probed = quick.probe(small, split, "em", 3, {"max_iter": 300}, 10.0, clock)
     assert probed.measured == pytest.approx(1.0) and probed.compile == 2.0
     assert probed.fit_seconds({"max_iter": 300}) == pytest.approx(1.0)
     assert [c.get("tol") for c in calls[3:]] == [None, None]  # the engine's own tolerance
     assert [c["max_iter"] for c in calls[3:]] == [100, 300]
     # never converged: the seconds per iteration of the longest fit, up to max_iter
-    probes(monkeypatch, [*timed, (0.0, 2.0, 100, False), (0.0, 6.0, 300, False)])
-    probed = quick.probe(small, split, "em", 3, {"max_iter": 300}, allowance=10.0)
+    _, clock = probes(monkeypatch, [*timed, (0.0, 2.0, 100, False), (0.0, 6.0, 300, False)])
+    probed = quick.probe(small, split, "em", 3, {"max_iter": 300}, 10.0, clock)
     per_iteration = (6.0 - 0.25) / 299  # after the first, apart from the call's 0.25 s
     assert probed.measured is None and probed.per_iteration == pytest.approx(per_iteration)
     max_iter = get_engine("em").options["max_iter"]
@@ -580,21 +659,23 @@ def test_the_estimate_of_a_sampler_counts_its_probe_draws(small, monkeypatch):
     # a probe of 2 + 2 draws compiles; again, compiled, and one of 10 + 10 draws: 0.075 s a
     # draw (their difference over 16 draws) and 0.1 s besides the draws
     timed = [(3.0, 0.8, 0, None), (0.0, 0.4, 0, None), (1.0, 1.6, 0, None)]
-    calls = probes(monkeypatch, timed)
-    seconds = quick.estimate(small, split, "gibbs", 3, {"num_samples": 100}, 2)
+    calls, clock = probes(monkeypatch, timed)
+    seconds = quick.estimate(small, split, "gibbs", 3, {"num_samples": 100}, 2, clock=clock)
     warmup = get_engine("gibbs").options["num_warmup"]
     assert seconds == pytest.approx(3.0 + 2 * (0.1 + (warmup + 100) * 0.075), rel=1e-12)
     probe = {"mask": split.train, "num_samples": 2, "num_warmup": 2, "progress": False}
     assert calls == [probe, probe, {**probe, "num_samples": 10, "num_warmup": 10}]
-    # nuts's chains run one after the other: its probes run one, its fits two
-    calls = probes(monkeypatch, [*timed[:2], (1.0, 1.5, 0, None)])  # 0.1 s a draw, over 11
-    probed = quick.probe(small, split, "nuts", 3, {}, allowance=60.0)
+    # nuts's chains run one after the other: its probes run one, its fits two; the short
+    # probe's draws (a leapfrog step each) are not a fit's: the call's seconds, and every
+    # draw of the longer probe (25 + 5) at (3.4 - 0.4) / 30 s
+    calls, clock = probes(monkeypatch, [*timed[:2], (1.0, 3.4, 0, None)])
+    probed = quick.probe(small, split, "nuts", 3, {}, 60.0, clock)
     assert [c["num_chains"] for c in calls] == [1, 1, 1]
-    assert probed.per_iteration == pytest.approx(0.1) and probed.fixed == pytest.approx(0.0)
-    assert probed.fit_seconds({"num_warmup": 50, "num_samples": 50}) == pytest.approx(2 * 10.0)
+    assert probed.per_iteration == pytest.approx(0.1) and probed.fixed == pytest.approx(0.4)
+    assert probed.fit_seconds({"num_warmup": 50, "num_samples": 50}) == pytest.approx(20.4)
     # a longer probe over the allowance is not made: the short probe's seconds per draw
-    probes(monkeypatch, timed[:2])
-    assert quick.probe(small, split, "gibbs", 3, {}, allowance=0.1).per_iteration == (
+    _, clock = probes(monkeypatch, timed[:2])
+    assert quick.probe(small, split, "gibbs", 3, {}, 0.1, clock).per_iteration == (
         pytest.approx(0.1)
     )
 

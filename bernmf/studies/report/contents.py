@@ -4,7 +4,8 @@ as its steps and its time budget read them, and :class:`Report`, what it fills a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,7 +39,9 @@ class Report:
         time without compilation, ``iterations`` the iterations or draws, and
         ``ess_per_second`` the median bulk ESS of WH per second (samplers; NaN else).
     environment : dict
-        :func:`bernmf.studies.report.run.environment` at the time of the run.
+        :func:`bernmf.studies.report.run.environment` at the time of the run, and
+        ``clock``, the name of the clock of its seconds (``perf_counter``: wall-clock,
+        ``process_time``: CPU seconds).
     data : DataFrame
         One row per dataset (:func:`bernmf.studies.report.run.describe_data`): ``dataset``,
         ``rows``, ``columns``, ``missing`` (fraction of entries), ``density`` (fraction of
@@ -52,7 +55,8 @@ class Report:
         perplexity is finite ("": none, nothing was chosen and the engine ran at the
         shared rank with its default prior).
     seconds : float
-        The run's wall-clock time.
+        The run's time on its clock (wall-clock unless ``environment["clock"]`` says
+        ``process_time``).
     left_out : DataFrame
         ``dataset``, ``engine``, ``estimate`` (seconds, at its shortest) of the engines left
         out for being over the budget (:func:`bernmf.studies.report.budget.plans`).
@@ -69,11 +73,14 @@ class Report:
         One row per dataset and engine: ``estimate`` (seconds of its whole plan, estimated
         up front), ``seconds`` (of its plan as run, its share of the stacks included; NaN:
         left out), ``stacks`` (that share), ``changes`` (what the budget shortened,
-        "; "-separated; "" for nothing), ``estimated`` (the seconds its probe estimates
-        for its steps as they ran: tuning, seeds and ensembles at the rank chosen, without
-        the stacks) and ``measured`` (the seconds they took; NaN: not run); and one row per
-        dataset of engine ``"stacks"``: ``seconds``, ``stacks`` and ``estimated`` the
-        shares of the engines, ``measured`` the seconds the stacks took.
+        "; "-separated; "" for nothing), ``estimated`` (the seconds estimated for its
+        steps as they ran, without the stacks: its tuning by its probes, its seeds and
+        ensembles at the rank chosen by its tuning fits once they existed) and
+        ``measured`` (the seconds they took; NaN: not run); and one row per dataset of
+        engine ``"stacks"``: ``seconds`` and ``stacks`` the shares of the engines,
+        ``estimated`` the members stacked at the probe's seconds per member,
+        ``measured`` the seconds the stacks took. Seconds on the report's clock
+        (``environment["clock"]``).
     budget : float
         The seconds the report aimed at.
     winners : dict of dataset to Winner
@@ -111,7 +118,9 @@ class Settings:
     and :func:`bernmf.studies.report.budget.plans` read them.
 
     ``ranks``, ``priors``, ``seeds`` and ``restarts`` are those of ``quick`` when it is set;
-    ``options`` holds each engine's options; ``budget`` is the report's seconds.
+    ``options`` holds each engine's options; ``budget`` is the report's seconds, on
+    ``clock`` (``time.perf_counter``: wall-clock; ``time.process_time``: CPU seconds of
+    the process), which times the probes and the steps too.
     """
 
     engines: list[str]
@@ -126,3 +135,4 @@ class Settings:
     quick: bool
     progress: bool
     budget: float
+    clock: Callable[[], float] = time.perf_counter

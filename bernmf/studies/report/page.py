@@ -338,10 +338,12 @@ def times_table(report: Report, dataset) -> pd.DataFrame | None:
     ``engine``, ``plan`` (what the budget changed, "as asked", or "left out"),
     ``planned`` (the seconds of its steps that the budget planned before the first fit, at
     the largest rank it might choose: tuning, seeds, ensembles, without its share of the
-    stacks), ``estimated`` (what the same probes estimate for its steps as they ran, at the
-    rank chosen), ``measured`` (the seconds they took), and ``measured / estimated``; a last
-    row ``stacks`` (the engines' shares, and the seconds the stacks took). None without
-    :attr:`Report.plans`."""
+    stacks), ``estimated`` (what was estimated for its steps as they ran: its tuning by its
+    probes, its later steps by its tuning fits once they existed, at the rank chosen),
+    ``measured`` (the seconds they took), and ``measured / estimated`` (NaN where nothing
+    was estimated); a last row ``stacks`` (the engines' shares as planned, the members
+    stacked at the probe's seconds per member, and the seconds the stacks took). None
+    without :attr:`Report.plans`."""
     plans = report.plans
     if not len(plans) or "measured" not in plans:
         return None
@@ -356,7 +358,7 @@ def times_table(report: Report, dataset) -> pd.DataFrame | None:
         {
             "engine": mine["engine"].to_numpy(), "plan": plan, "planned s": planned,
             "estimated s": estimated, "measured s": measured,
-            "measured / estimated": measured / estimated,
+            "measured / estimated": measured / np.where(estimated > 0, estimated, np.nan),
         }
     )  # fmt: skip
 
@@ -370,6 +372,7 @@ def _html(board: pd.DataFrame, report: Report, png: Path) -> str:
     from bernmf import plot
 
     env = report.environment
+    clock = {"process_time": "CPU seconds of the process"}.get(env.get("clock"), "wall-clock")
     image = base64.b64encode(png.read_bytes()).decode("ascii")
     shown = board.drop(columns="dataset").rename(columns={"perplexity": "test perplexity"})
     said = findings(report, board)
@@ -433,11 +436,12 @@ the same fits are one row: <em>em = mm</em> (mm at its flat default prior is em)
 that chose nothing (one rank tried) has its <em>shared K</em> row only; a setting
 that ends in, say, <em>625 of 5000 steps</em> ran with the draws (svi's steps) that the budget
 left. A compile time of 0 means the program compiled for an earlier fit of the same shape was
-reused. Seconds per engine (wall-clock, compilation included): <em>planned</em>, what the
+reused. Seconds per engine ({clock}, compilation included): <em>planned</em>, what the
 budget planned for its steps (tuning, seeds, ensembles) before the first fit, at the largest
-rank it might choose; <em>estimated</em>, what the same probe fits estimate for the steps as
-they ran (at the rank chosen on validation); <em>measured</em>, what they took;
-<em>stacks</em>: the stacks of every seed.</p>
+rank it might choose; <em>estimated</em>, what was estimated for the steps as they ran: the
+tuning by the probe fits, the later steps (at the rank chosen on validation) by the tuning
+fits once they had run; <em>measured</em>, what they took; <em>stacks</em>: the stacks of
+every seed.</p>
 <h2>Test perplexity against seconds</h2>
 <img alt="Pareto plot" style="max-width:100%" src="data:image/png;base64,{image}">
 {"".join(sections)}

@@ -24,7 +24,7 @@ import platform
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +59,9 @@ from bernmf.studies.report.budget import (
     plan_seconds,
     plans,
     stack_seconds,
+    stacking_seconds,
+    timed,
+    tuning_fit_seconds,
 )
 from bernmf.studies.report.contents import COLUMNS, Report, Settings, Winner
 from bernmf.studies.report.page import findings, leaderboard, winner_file, write
@@ -120,6 +123,7 @@ def run(
     quick: bool = False,
     budget: float | None = None,
     progress: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Report:
     """Tune every engine on validation entries, then score seeds on test entries.
 
@@ -164,6 +168,11 @@ def run(
         or left out, the most expensive first, and said so (:attr:`Report.plans`).
     progress : bool, default True
         Progress bars of the tuning and test fits.
+    clock : callable, default time.perf_counter
+        The clock of the budget, of the probes and of the seconds measured
+        (:attr:`Report.plans`): wall-clock by default; ``time.process_time`` counts the CPU
+        seconds of this process instead, which a busy machine changes less
+        (``benchmarks/report_estimate.py``).
 
     Returns
     -------
@@ -176,9 +185,9 @@ def run(
     """
     settings = _settings(
         data, engines, ranks, shared_rank, priors, seeds, ensembles, restarts, combine, quick,
-        budget, progress,
+        budget, progress, clock,
     )  # fmt: skip
-    begin = time.perf_counter()
+    begin = clock()
     splits = {name: paper_split(np.shape(Y)) for name, Y in data.items()}
     kept, left_out, planned = plans(data, splits, settings, _ess_per_second)
     deadline = begin + settings.budget
@@ -194,13 +203,13 @@ def run(
     }  # fmt: skip
     return Report(
         fits=_fits_table([table for one in made for table in one.rows]),
-        environment=environment(),
+        environment={**environment(), "clock": getattr(clock, "__name__", str(clock))},
         data=pd.DataFrame([describe_data(name, Y) for name, Y in data.items()]),
         chosen=pd.DataFrame(
             [row for one in made for row in one.chosen],
             columns=["dataset", "engine", "rank", "prior", "grid", "edge", "finite"],
         ),
-        seconds=time.perf_counter() - begin,
+        seconds=clock() - begin,
         left_out=pd.DataFrame(left_out, columns=["dataset", "engine", "estimate"]),
         weights=pd.concat(weights, ignore_index=True) if weights else None,
         entries=entries,
@@ -227,9 +236,8 @@ def _plans_table(planned: list[tuple], made: Mapping[str, Made]) -> pd.DataFrame
     ]  # fmt: skip
     table = pd.concat([table, pd.DataFrame(stacks)], ignore_index=True)
     keys = list(zip(table["dataset"], table["engine"], strict=True))
-    estimated = [made[d].estimated.get(e, np.nan) for d, e in keys]
     return table.assign(
-        estimated=np.where(table["engine"] == "stacks", table["stacks"], estimated),
+        estimated=[made[d].estimated.get(e, np.nan) for d, e in keys],
         measured=[made[d].measured.get(e, np.nan) for d, e in keys],
     )
 
@@ -247,6 +255,7 @@ def _settings(
     quick,
     budget,
     progress,
+    clock,
 ) -> Settings:
     """Check every argument (each engine at each rank and seed) before the first fit."""
     engines = nonempty_list("engines", available() if engines is None else engines, "['mm']")
@@ -286,6 +295,7 @@ def _settings(
         budget=float(QUICK_BUDGET * len(data) if quick else DEFAULT_BUDGET)
         if budget is None
         else float(budget),
+        clock=clock,
     )
     shapes = {np.shape(Y) for Y in data.values()}
     for engine in engines:  # once per setting, then each seed
@@ -370,8 +380,10 @@ class Made:
     ``left_out`` rows (engines whose plan no longer fitted in the time left), the
     ``entries`` of :attr:`Report.entries` by (engine, setting), the ``measured`` seconds
     of each engine's steps (tuning, seeds, ensembles) and of the stacks (``"stacks"``),
-    the seconds ``estimated`` for each engine's steps as they ran (:func:`_estimated`),
-    and the ``winner`` (None when no row scores finitely)."""
+    the seconds ``estimated`` for each engine's steps as they ran (:func:`_estimated`)
+    and for the stacks (each of the members it stacked:
+    :func:`bernmf.studies.report.budget.stacking_seconds`), and the
+    ``winner`` (None when no row scores finitely)."""
 
     rows: list[pd.DataFrame]
     chosen: list[tuple]
@@ -386,11 +398,13 @@ class Made:
 def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) -> Made:
     """The steps of one dataset, engine by engine with the plans the budget kept: tune, seeds,
     ensembles; then the stacks and the test entries. An engine (not ``mm``) whose plan's
-    seconds no longer fit before ``deadline`` (a ``time.perf_counter`` time: the estimates
-    of those before it were short) is left out, and said so."""
+    seconds no longer fit before ``deadline`` (a time on ``settings.clock``: the estimates
+    of those before it were short) is left out, and said so. Once an engine's tuning fits
+    have run, its later steps are estimated from their seconds (:func:`_estimated`)."""
     tuned, rows, kept, left_out, measured, estimated = [], [], [], [], {}, {}
+    clock = settings.clock
     for plan in planned:
-        left = deadline - time.perf_counter()
+        left = deadline - clock()
         if plan.engine != "mm" and plan.seconds > left:
             say(
                 settings.progress,
@@ -399,23 +413,34 @@ def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) 
             )
             left_out.append((name, plan.engine, plan.seconds))
             continue
-        begin = time.perf_counter()
-        one = _tune(name, Y, split, plan, settings)
+        begin = clock()
+        one, tuning, _ = timed(
+            lambda plan=plan: _tune(name, Y, split, plan, settings),
+            lambda one: sum(float(f.timings.get("compile", 0.0)) for f in one.fits), clock,
+        )  # fmt: skip
         engine_rows = _seeds(name, Y, split, one, plan, settings)
         apart = sum(r.made for r in engine_rows) > 1  # the shared fits made apart
         if plan.restarts:
             engine_rows.append(_ensemble(name, Y, split, one, plan, settings))
-        measured[plan.engine] = time.perf_counter() - begin
-        estimated[plan.engine] = _estimated(plan, (one.rank, apart), settings.shared_rank)
+        measured[plan.engine] = clock() - begin
+        estimated[plan.engine] = _estimated(
+            plan, (one.rank, apart), settings.shared_rank, one.fits, tuning
+        )
         tuned.append(one)
         rows.append(engine_rows)
         kept.append(plan)
     seeds = sorted({seed for plan in kept for seed in plan.seeds})
     say(settings.progress, f"report on {name}: stacking the fits of each seed")
     working_on(f"stacking the fits of {name}")  # the heartbeat's line, not the last fit's
-    begin = time.perf_counter()
+    begin = clock()
     stacked, weights = _stacks(Y, split, tuned, rows, seeds)
-    measured["stacks"] = time.perf_counter() - begin
+    measured["stacks"] = clock() - begin
+    probed = [plan.probe for plan in kept if plan.probe is not None]
+    estimated["stacks"] = (
+        sum(stacking_seconds(probed[0], len(r.fits[0].members)) for r in stacked)
+        if probed
+        else np.nan
+    )
     every = [r for engine_rows in rows for r in engine_rows] + stacked
     return Made(
         rows=[r.table.assign(dataset=name) for r in every],
@@ -429,14 +454,20 @@ def _dataset(name: str, Y, split, planned, settings: Settings, deadline: float) 
     )
 
 
-def _estimated(plan: EngineSchedule, chosen: tuple[int, bool], shared_rank: int) -> float:
-    """The seconds that ``plan``'s probe estimates for its steps as they ran: the test fits
-    at the rank ``chosen`` on validation, the shared ones made apart or not
-    (:func:`bernmf.studies.report.budget.plan_seconds`), without its share of the stacks;
-    NaN when it was not probed."""
+def _estimated(
+    plan: EngineSchedule, chosen: tuple[int, bool], shared_rank: int, fits, tuning: float
+) -> float:
+    """The seconds estimated for ``plan``'s steps as they ran, without its share of the
+    stacks (:func:`bernmf.studies.report.budget.plan_seconds`): its tuning from its probes;
+    its test fits at the rank ``chosen`` on validation, the shared ones made apart or not,
+    from its tuning ``fits`` (which took ``tuning`` seconds, their compilation aside:
+    re-planned once they exist,
+    :func:`bernmf.studies.report.budget.tuning_fit_seconds`) at the ranks they hold, from
+    its probes at the others; NaN when it was not probed."""
     if plan.probe is None:
         return np.nan
-    seconds = plan_seconds(plan, plan.probe, shared_rank, chosen)
+    tuned = tuning_fit_seconds(fits, tuning) if fits else None
+    seconds = plan_seconds(plan, plan.probe, shared_rank, chosen, tuned)
     return seconds - stack_seconds(plan, plan.probe, shared_rank)
 
 
