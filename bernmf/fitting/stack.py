@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bernmf.data.observed import Observed, as_observed, validation_entries
-from bernmf.fitting.runner import fit_settings
+from bernmf.fitting.runner import fit_settings, one_blas_thread
 from bernmf.inference import available, get_engine
 from bernmf.posterior.lpd import entries_lpd, mixture_lpd
 from bernmf.posterior.stacking_weights import stacking_weights
@@ -474,6 +474,7 @@ def _checked(fits, unpack: bool, seeds: str, refit: bool, options) -> tuple:
     return given, members, recorded
 
 
+@one_blas_thread  # the weights' optimization would wake a spinning BLAS thread per core
 def _stacked(
     members: list[Fit], recorded: list[dict | None], data: Observed, held_out: Observed,
     baseline: bool, seeds: str, refit: bool, options,
