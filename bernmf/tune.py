@@ -38,7 +38,7 @@ import pandas as pd
 from bernmf._progress import working_on
 from bernmf.data.arguments import check_count, check_rank, check_rank_fits, check_seed
 from bernmf.data.memory import check_fit_bytes
-from bernmf.data.observed import Observed, as_observed, validation_entries
+from bernmf.data.observed import Observed, as_training
 from bernmf.fitting.ensemble import MAX_RESTARTS, combine_members
 from bernmf.fitting.grids import (
     EngineGrid,
@@ -361,11 +361,9 @@ def _request(
     if refit and combine != "stack":
         raise ValueError(f"refit=True refits a stack: give combine='stack' (got {combine!r})")
     chosen_options = _engine_options(chosen, options)
-    observed = as_observed(Y, warn_empty=False)  # checked once: the masks select from it
-    data = observed.restricted(mask)
+    data, held_out = as_training(Y, mask, np.asarray(validation, bool))  # Y checked once
     for rank in ranks:
         check_rank_fits(rank, data.shape)
-    held_out = validation_entries(observed, data, np.asarray(validation, bool))
     check_seed(seed, restarts)
     own = not given and gamma is None  # each engine its own default prior
     gamma = Prior().gamma if gamma is None else gamma

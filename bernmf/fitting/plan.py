@@ -131,9 +131,9 @@ def plan(
 
     ``data`` and ``held_out`` are the training and validation entries of Y, checked once
     (and empty lines warned of) where Y entered (:func:`bernmf.data.observed.as_training`).
-    ``part=True``: they are this
-    process's block of rows of a fit across processes (:mod:`bernmf.fitting.multiprocess`),
-    whose empty rows and columns, and the rank, the caller checks over all processes.
+    ``part=True``: they are this process's block of rows of a fit across processes
+    (:mod:`bernmf.fitting.multiprocess`), whose empty rows and columns, and the rank, the
+    caller checks over all processes.
 
     Raises
     ------
