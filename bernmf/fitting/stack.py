@@ -125,7 +125,7 @@ def column_prior(ones: np.ndarray, count: np.ndarray) -> tuple[float, float]:
         dc = np.sum(digamma(c) - digamma(count + c))
         return value, -np.array([c * (da - db) * m * (1 - m), (m * da + (1 - m) * db + dc) * c])
 
-    start = [logit(np.clip((ones.sum() + 1.0) / (total + 2.0), edge, 1 - edge)), np.log(2.0)]
+    start = [logit((ones.sum() + 1.0) / (total + 2.0)), np.log(2.0)]  # Laplace's, inside
     bounds = [(logit(edge), logit(1 - edge)), tuple(np.log(PRIOR_STRENGTH))]
     options = {"ftol": 1e-15, "gtol": 1e-12, "maxiter": 1000}  # c is far out on a flat ridge
     found = minimize(nll, start, jac=True, method="L-BFGS-B", bounds=bounds, options=options)
