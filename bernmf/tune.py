@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from bernmf._progress import working_on
-from bernmf.data.arguments import check_count, check_rank, check_rank_fits, check_seed
+from bernmf.data.arguments import check_count, check_rank
 from bernmf.data.memory import check_fit_bytes
 from bernmf.data.observed import Observed, as_training
 from bernmf.fitting.ensemble import MAX_RESTARTS, combine_members
@@ -47,7 +47,7 @@ from bernmf.fitting.grids import (
     fit_grids,
     grid_priors,
 )
-from bernmf.fitting.plan import plan
+from bernmf.fitting.plan import check_arguments, plan
 from bernmf.fitting.runner import Scored, mean_perplexity
 from bernmf.fitting.search import check_engines
 from bernmf.fitting.stack import stack_on
@@ -362,9 +362,6 @@ def _request(
         raise ValueError(f"refit=True refits a stack: give combine='stack' (got {combine!r})")
     chosen_options = _engine_options(chosen, options)
     data, held_out = as_training(Y, mask, np.asarray(validation, bool))  # Y checked once
-    for rank in ranks:
-        check_rank_fits(rank, data.shape)
-    check_seed(seed, restarts)
     own = not given and gamma is None  # each engine its own default prior
     gamma = Prior().gamma if gamma is None else gamma
     settings = [Prior(a, b, gamma) for a in alphas for b in betas]
@@ -372,8 +369,10 @@ def _request(
     priors = None if own else tuple(settings)
     grids = [EngineGrid(e.name, tuple(ranks), priors if e.takes_prior else None) for e in chosen]
     for engine, one in zip(chosen, grids, strict=True):
-        for rank in ranks:
-            grid_priors(one, engine, rank)  # checked
+        for rank in ranks:  # each setting's fits checked as bernmf.fit checks them
+            check_arguments(engine.name, rank, None, seed, chosen_options[engine.name],
+                            data.shape, restarts=restarts)  # fmt: skip
+            grid_priors(one, engine, rank)  # and the grid's priors at that rank
         count = len(grid_priors(one, engine, 1)) * restarts
         what = f"{count} fits of {'alphas x betas x ' * engine.takes_prior}restarts={restarts}"
         check_fit_bytes(chosen_options[engine.name], count, data.shape, top, what)
