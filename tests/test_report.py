@@ -28,11 +28,33 @@ def small():
 
 
 @pytest.fixture(scope="module")
-def result(small):
-    return report.run(
-        {"small": small}, ["mm", "em"], ranks=(2, 3), shared_rank=3, priors=(1.0, 1.5),
-        seeds=range(2), restarts=2, progress=False,
-    )  # fmt: skip
+def counted(small):
+    """The report of ``small`` and the names under which Y's values were read."""
+    from bernmf.data import observed
+
+    reads = []
+    read = observed._dense_ones_and_missing
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            observed, "_dense_ones_and_missing", lambda *a: reads.append(a[1]) or read(*a)
+        )
+        made = report.run(
+            {"small": small}, ["mm", "em"], ranks=(2, 3), shared_rank=3, priors=(1.0, 1.5),
+            seeds=range(2), restarts=2, progress=False,
+        )  # fmt: skip
+    return made, reads
+
+
+@pytest.fixture(scope="module")
+def result(counted):
+    return counted[0]
+
+
+@pytest.mark.slow
+def test_a_dataset_is_checked_once_for_the_whole_report(counted):
+    """Every probe, tuning grid, comparison, stack and score selects from the checked data
+    (it read Y's values 33 times at ea4e788)."""
+    assert counted[1] == ["Y"]
 
 
 @pytest.mark.slow

@@ -207,7 +207,7 @@ TAMPERED = """
 import numpy as np
 from scipy import sparse
 import bernmf
-from bernmf.studies.report.run import describe_data
+from bernmf.studies.report.run import checked
 
 Y = (np.random.default_rng(0).random((30, 20)) < 0.3).astype(float)
 def tampered(layout, field, value):
@@ -237,7 +237,7 @@ for layout, field, value in cases:  # the scikit-learn front end, the report's t
             if argument == "X":
                 bernmf.NBMF(n_components=2, max_iter=2).fit(matrix)
             else:
-                describe_data("data", matrix)
+                checked({"data": matrix})
         except ValueError as error:
             print("ValueError:", error, flush=True)
 """
@@ -257,7 +257,8 @@ def test_inconsistent_sparse_matrices_in_memory_are_refused_not_a_crash():
     for case, error in zip(cases, errors, strict=True):
         layout, field, argument = case.split()
         shown = {"lil": "row 5's lists", "coo": "field 'row'"}.get(layout, f"field {field!r}")
-        assert error.startswith(f"ValueError: {argument}, a sparse {layout} matrix: {shown}"), (
+        named = "dataset 'data': Y" if argument == "data" else argument  # the report's
+        assert error.startswith(f"ValueError: {named}, a sparse {layout} matrix: {shown}"), (
             case,
             error,
         )

@@ -241,3 +241,53 @@ def test_an_observed_matrix_is_restricted_as_its_data_would_be(monkeypatch):
         as_observed(data, np.ones((2, 2), bool), mask_name="validation")
     with pytest.raises(ValueError, match="validation selects no observed entry"):
         as_observed(data, np.zeros((6, 5), bool), mask_name="validation")
+
+
+ENTRY_POINTS = ("fit", "compare", "tune.grid", "stack", "bernmf fit", "bernmf tune")
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_each_entry_point_reads_the_values_of_y_once(entry, tmp_path, monkeypatch):
+    """A user's matrix is checked once where it enters; what follows selects from the
+    checked data (an Observed) and does not read Y's values again."""
+    from bernmf import tune
+    from bernmf.cli.parser import main
+    from bernmf.data import observed
+
+    data, _, _ = bernmf.simulate(0, 40, 30, 3)
+    split = bernmf.data.split.random_split(data.shape, seed=0)
+    parts = {"mask": split.train, "validation": split.validation}
+    path = tmp_path / "y.csv"
+    np.savetxt(path, data, fmt="%d", delimiter=",")
+    command = [str(path), "--max-iter", "20", "--quiet", "--out", str(tmp_path / "out")]
+    fits = [bernmf.fit(data, "mm", k, mask=split.train, max_iter=20) for k in (2, 3)]
+    calls = {
+        "fit": lambda: bernmf.fit(data, "mm", 2, **parts, max_iter=20),
+        "compare": lambda: bernmf.compare(
+            data,
+            ["mm", "em"],
+            [2, 3],
+            seeds=[0],
+            train=split.train,
+            test=split.test,
+            validation=split.validation,
+            options={"mm": {"max_iter": 20}},
+            progress=False,
+        ),
+        "tune.grid": lambda: tune.grid(
+            data, [2, 3], **parts, combine="stack", max_iter=20, progress=False
+        ),
+        "stack": lambda: bernmf.stack(fits, data, **parts),
+        "bernmf fit": lambda: main(["fit", *command, "--rank", "2"]),
+        "bernmf tune": lambda: main(["tune", *command, "--ranks", "2"]),
+    }
+    reads = []
+    read = observed._dense_ones_and_missing
+    monkeypatch.setattr(
+        observed, "_dense_ones_and_missing", lambda *a: reads.append(a[1]) or read(*a)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fits' own (few iterations), not this test's
+        made = calls[entry]()
+    assert made == 0 if entry.startswith("bernmf ") else made is not None
+    assert reads == ["Y"]

@@ -22,6 +22,7 @@ from bernmf.api import fit
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_groups, read_mask, read_matrix
+from bernmf.data.observed import Observed, as_observed
 from bernmf.data.split import paper_split, random_split
 from bernmf.fitting.search import held_out_scores
 from bernmf.fitting.search_plan import PLAN_FILE, read_search_plan
@@ -209,11 +210,6 @@ def stopped_early(result) -> str:
     )
 
 
-def scored(Y, result, mask) -> float:
-    """Perplexity of ``result`` on the entries of Y selected by ``mask`` (NaN never scored)."""
-    return result.perplexity(Y, mask)
-
-
 # ---------------------------------------------------------------------------------------
 # commands
 
@@ -233,13 +229,14 @@ def fit_command(args) -> int:
     mask = None if args.mask is None else read_mask(args.mask, np.shape(Y))
     validation = None if args.validation is None else read_mask(args.validation, np.shape(Y))
     groups = row_groups_of(args.row_groups, Y)
+    data = as_observed(Y, warn_empty=False)  # checked once: the fit and its scores select from it
     if args.rank is None:
         engines = None if args.engine is None else args.engine.split(",")
         result = fit(
-            Y, engines, mask=mask, validation=validation, seed=args.seed, budget=args.budget,
+            data, engines, mask=mask, validation=validation, seed=args.seed, budget=args.budget,
             search_plan=given, progress=not (args.quiet or args.json),
         )  # fmt: skip
-        return _write_fit(args, out, target, Y, result, {}, validation, groups)
+        return _write_fit(args, out, target, data, result, {}, validation, groups)
     if args.budget is not None:
         raise ValueError("--budget is the time of a search: leave out --rank to search")
     if args.plan is not None:
@@ -256,12 +253,12 @@ def fit_command(args) -> int:
         options.setdefault("progress", False)
     tell(args, f"fitting {args.engine} with rank {args.rank} to {args.data} ...")
     result = fit(
-        Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed,
+        data, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed,
         restarts=args.restarts, combine=args.combine, validation=validation, **options,
     )  # fmt: skip
     if stopped_early(result):
         warn(stopped_early(result))
-    return _write_fit(args, out, target, Y, result, options, validation, groups)
+    return _write_fit(args, out, target, data, result, options, validation, groups)
 
 
 def row_groups_of(path, Y) -> dict | None:
@@ -298,9 +295,11 @@ def _check_search_flags(args) -> None:
         )
 
 
-def _write_fit(args, out: Path, target, Y, result, options: dict, validation, groups) -> int:
+def _write_fit(args, out: Path, target, data: Observed, result, options: dict, validation,
+               groups) -> int:  # fmt: skip
     """Write a fit's (or a search's stack's) files into ``out`` and say what they hold;
-    ``groups`` (:func:`row_groups_of`) colour the rows of ``factors.png``."""
+    ``data`` is DATA as checked (every entry), ``groups`` (:func:`row_groups_of`) colour the
+    rows of ``factors.png``."""
     searched = result.record.search is not None
     members = members_table(result)
     summary = {
@@ -315,7 +314,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation, gr
         "n_iter": result.n_iter,
         "converged": result.converged,
         "objective": result.objective,
-        "train_perplexity": scored(Y, result, result.observed.mask),
+        "train_perplexity": result.perplexity(result.observed),
         "timings": dict(result.timings),
         "versions": versions(),
         "run": result.record.plan,
@@ -337,7 +336,7 @@ def _write_fit(args, out: Path, target, Y, result, options: dict, validation, gr
             "modes": int(members["mode"].nunique()),
         }
     if validation is not None and not searched:
-        summary["validation_perplexity"] = result.perplexity(Y, validation)
+        summary["validation_perplexity"] = result.perplexity(data, validation)
     top, rows = result.top_columns(10), result.top_rows(10)
     summary |= flagged_components(result)
     progress.working_on(f"writing {out}")

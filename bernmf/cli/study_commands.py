@@ -18,10 +18,11 @@ import pandas as pd
 from bernmf import tune
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf._progress import working_on
-from bernmf.cli.commands import declared, load_data, read_data, say, scored, show, tell
+from bernmf.cli.commands import declared, load_data, read_data, say, show, tell
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_codes
+from bernmf.data.observed import as_observed
 from bernmf.data.split import TEST, TRAIN, VALIDATION, paper_split, random_split
 from bernmf.fitting.search import check_engines
 from bernmf.fitting.stack import members_table
@@ -60,10 +61,11 @@ def tune_command(args) -> int:
         split = random_split(shape, seed=args.seed)
         split_name = f"random entries 70/15/15 (seed {args.seed})"
     say(args, f"data: {source} {shape}; split: {split_name}")
+    data = as_observed(Y, warn_empty=False)  # checked once: the grid and the test select from it
     given = {"max_iter": args.max_iter, "tol": args.tol}
     options = {key: value for key, value in given.items() if value is not None}
     tuning = tune.grid(
-        Y,
+        data,
         ranks,
         alphas,
         betas,
@@ -86,7 +88,7 @@ def tune_command(args) -> int:
         best = {**best, "stack_validation_perplexity": stacked}
     else:  # the fit, or the ensemble, the grid scored
         result = tuning.best_fit
-    best = {**best, "test_perplexity": scored(Y, result, split.test)}
+    best = {**best, "test_perplexity": result.perplexity(data, split.test)}
     summary = {
         "data": source, "split": split_name, "split_file": str(out / SPLIT_FILE), "best": best,
         "notes": tuning.notes, "versions": versions(),

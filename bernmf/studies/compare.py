@@ -21,7 +21,7 @@ import numpy as np
 
 from bernmf._progress import Progress
 from bernmf.data.arguments import check_seed
-from bernmf.data.observed import as_training
+from bernmf.data.observed import as_observed, as_training
 from bernmf.data.split import Split
 from bernmf.fitting.ensemble import check_combine
 from bernmf.fitting.plan import check_arguments
@@ -176,14 +176,15 @@ def compare(
             )  # fmt: skip
         for seed in seeds:
             check_seed(seed, restarts)
-    train, test = _split(Y, train, test)
-    held_out = np.zeros(np.shape(Y), bool)
+    observed = as_observed(Y, warn_empty=False)  # checked once: the study selects from it
+    train, test = _split(observed.shape, train, test)
+    held_out = np.zeros(observed.shape, bool)
     if validation is not None:
-        held_out = as_training(Y, train, validation)[1].mask
+        held_out = as_training(observed, train, validation)[1].mask
         if (held_out & test).any():
             raise ValueError("validation and test entries overlap; they must be disjoint")
-    study = _study(Y, Split(train, held_out, test), engines, ranks, seeds, priors, options,
-                   ensembles)  # fmt: skip
+    study = _study(observed, Split(train, held_out, test), engines, ranks, seeds, priors,
+                   options, ensembles)  # fmt: skip
     with Progress("compare", len(engines) * len(ranks) * len(seeds), enabled=progress,
                   stream=stream) as shown:  # fmt: skip
         measured = {}  # (engine, rank, seed) -> measure's columns, from the fit with its draws
@@ -317,9 +318,8 @@ def nonempty_list(name: str, values, example: str) -> list:
     return list(dict.fromkeys(values))
 
 
-def _split(Y, train, test):
-    """``train`` and ``test`` checked: bool masks of Y's shape, not empty, disjoint."""
-    shape = np.shape(Y)
+def _split(shape: tuple[int, int], train, test):
+    """``train`` and ``test`` checked: bool masks of Y's ``shape``, not empty, disjoint."""
     masks = {}
     for name, mask in (("train", train), ("test", test)):
         mask = np.asarray(mask)

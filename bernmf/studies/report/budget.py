@@ -621,7 +621,8 @@ def plans(data, splits, settings: Settings, measure=None) -> tuple[dict, list[tu
 
     Parameters
     ----------
-    data : dict of name to array-like of shape (M, N)
+    data : dict of name to Observed of shape (M, N)
+        Each dataset checked once (:func:`bernmf.studies.report.run.checked`).
     splits : dict of name to Split
     settings : Settings
         Its ``budget`` is the seconds of the whole report.
@@ -654,7 +655,7 @@ def plans(data, splits, settings: Settings, measure=None) -> tuple[dict, list[tu
             shortest = full
             while (shorter := shortened(shortest, shared, quick)) is not None:
                 shortest = shorter
-            least = floor(engine, np.shape(Y), shared, shortest.options, 1)
+            least = floor(engine, Y.shape, shared, shortest.options, 1)
             if least > budget and engine != "mm":  # not worth a probe
                 plan_of[name, engine] = dataclasses.replace(full, estimate=least, seconds=least)
                 continue

@@ -32,8 +32,7 @@ import pandas as pd
 
 from bernmf._progress import say, working_on
 from bernmf.data.arguments import check_count, check_rank, check_seed
-from bernmf.data.observed import as_observed, is_sparse
-from bernmf.data.sparse import checked_coo
+from bernmf.data.observed import Observed, as_observed
 from bernmf.data.split import Split, paper_split
 from bernmf.fitting.ensemble import MAX_RESTARTS, MODES_WARNING, validation_lpd
 from bernmf.fitting.plan import check_arguments
@@ -69,8 +68,8 @@ from bernmf.studies.runner import running
 from bernmf.studies.runner.study import Grid, Matrix, Method, Study
 
 __all__ = [
-    "COLUMNS", "QUICK_OPTIONS", "Report", "describe_data", "environment", "estimate", "findings",
-    "floor", "leaderboard", "run", "winner_file", "write",
+    "COLUMNS", "QUICK_OPTIONS", "Report", "checked", "describe_data", "environment", "estimate",
+    "findings", "floor", "leaderboard", "run", "winner_file", "write",
 ]  # fmt: skip
 """``Report``, ``COLUMNS`` (:mod:`bernmf.studies.report.contents`), ``findings``, ``leaderboard``,
 ``winner_file``, ``write`` (:mod:`bernmf.studies.report.page`), ``estimate`` and ``floor``
@@ -91,18 +90,29 @@ QUICK_OPTIONS = {
 QUIET = {"gibbs": {"progress": False}, "nuts": {"progress": False}, "svi": {"progress": False}}
 
 
-def describe_data(name: str, Y) -> dict:
-    """``dataset``, ``rows``, ``columns``, ``missing`` fraction and ``density`` of ones."""
-    values = checked_coo(Y, name).toarray() if is_sparse(Y) else np.asarray(Y, dtype=float)
-    observed = ~np.isnan(values)
-    M, N = values.shape
+def describe_data(name: str, data: Observed) -> dict:
+    """``dataset``, ``rows``, ``columns``, ``missing`` fraction and ``density`` of ones of
+    ``data`` (every observed entry of a dataset, :func:`checked`)."""
+    M, N = data.shape
     return {
         "dataset": name,
         "rows": M,
         "columns": N,
-        "missing": float(1 - observed.mean()),
-        "density": float(np.nansum(values) / max(observed.sum(), 1)),
+        "missing": float(1 - data.mask.mean()),
+        "density": float(data.ones.sum() / max(data.mask.sum(), 1)),
     }
+
+
+def checked(data: Mapping[str, object]) -> dict[str, Observed]:
+    """Each dataset's Y checked once (:func:`bernmf.data.observed.as_observed`): every step
+    of the report selects its entries from it. A ValueError names the dataset."""
+    made = {}
+    for name, Y in data.items():
+        try:
+            made[name] = as_observed(Y, warn_empty=False)
+        except ValueError as error:
+            raise ValueError(f"dataset {name!r}: {error}") from error
+    return made
 
 
 ENSEMBLES = ("mm",)
@@ -188,7 +198,8 @@ def run(
         budget, progress, clock,
     )  # fmt: skip
     begin = clock()
-    splits = {name: paper_split(np.shape(Y)) for name, Y in data.items()}
+    data = checked(data)
+    splits = {name: paper_split(Y.shape) for name, Y in data.items()}
     kept, left_out, planned = plans(data, splits, settings, _ess_per_second)
     deadline = begin + settings.budget
     made = [
@@ -664,7 +675,7 @@ def stacked_rows(
                 "rank": 0,
                 "prior": "mixed",
                 "seed": seed,
-                "perplexity": result.perplexity(test.Y, test.mask),
+                "perplexity": result.perplexity(test),
                 "seconds": result.timings.get("run", np.nan),
                 "compile_seconds": result.timings.get("compile", np.nan),
                 "iterations": 0,

@@ -52,15 +52,14 @@ from bernmf.studies.runner.study import (
 
 
 class _Data(NamedTuple):
-    """One dataset of a study: its name, Y (as given, and ``observed``: checked once, every
-    observed entry), split, training entries, the held-out ones that
+    """One dataset of a study: its name, ``observed`` (Y checked once: every observed
+    entry, which the rest select from), split, training entries, the held-out ones that
     score every member (the validation entries; a :class:`Matrix`'s test entries when it
     has no validation entries) and the test entries, as the engines read them, its truth (a
     simulation's W @ H, else None) and the seed of its random split (NaN: the paper's split,
     or a :class:`Matrix`'s own)."""
 
     name: str
-    Y: object
     observed: Observed
     split: Split
     train: object
@@ -383,9 +382,9 @@ def _weights(result: Fit) -> pd.DataFrame | None:
     return members_table(result).groupby(["engine", "rank"], as_index=False)["weight"].sum()
 
 
-def _min_probability(result: Fit, Y, split) -> float:
-    """The smallest probability ``result`` gives a test entry's outcome."""
-    rows, columns, y = as_observed(Y, split.test, warn_empty=False).entries()
+def _min_probability(result: Fit, test: Observed) -> float:
+    """The smallest probability ``result`` gives a ``test`` entry's outcome."""
+    rows, columns, y = test.entries()
     p = result.probs_at(rows, columns)
     return float(np.min(np.where(y == 1, p, 1 - p)))
 
@@ -404,7 +403,7 @@ def _rows(study, on: _Data, R, j, scale, method, settings, tuning: dict) -> list
     begin = time.process_time()
     mixing = {}
     if method.rule == "chains":
-        result, validation, setting, mixing = _chains(chosen, on.Y, split, train, held_out)
+        result, validation, setting, mixing = _chains(chosen, Y, split, train, held_out)
     else:
         rule = "single" if method.rule == "first" else method.rule
         result, validation, setting = _result(rule, chosen, Y, split, train, held_out)
@@ -450,11 +449,11 @@ def _scored(study, on: _Data, R, j, scale, method, costs, result, validation, se
     (:func:`_costs`; rule ``each``: a fit's own compile seconds). A score of inf is a
     finding of the study, in its row and line, and is not warned (as a fit's is:
     :func:`_each`)."""
-    Y, split = on.Y, on.split
+    split = on.split
     if test is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ZeroProbabilityWarning)
-            test = result.perplexity(Y, split.test)
+            test = result.perplexity(on.test)
     row = {
         "study": study.name, "dataset": on.name, "R": R, "seed_set": j, "scale": scale,
         "disjoint": R * study.seed_sets <= study.pool_size, "method": method.name,
@@ -475,12 +474,12 @@ def _scored(study, on: _Data, R, j, scale, method, costs, result, validation, se
         "" if by_engine is None else "; ".join(f"{e} {w:.3f}" for e, w in by_engine.items())
     )
     if "min_test_probability" in study.metrics:
-        row["min_test_probability"] = _min_probability(result, Y, split)
+        row["min_test_probability"] = _min_probability(result, on.test)
     bins = None
     if "ece" in study.metrics:
-        diagram = reliability(np.asarray(Y, float), result.probs, split.test)
+        diagram = reliability(on.observed, result.probs, split.test)
         row["ece"], bins = diagram.ece, diagram.table
-        row["ece_floor"] = ece_floor(result.probs, split.test & ~np.isnan(np.asarray(Y, float)))
+        row["ece_floor"] = ece_floor(result.probs, on.test.mask)
     if "kl_truth" in study.metrics and on.truth is not None:
         test = np.asarray(split.test, bool)
         row["kl_truth"] = kl_predictive(result.probs[test], on.truth[test])
@@ -554,9 +553,8 @@ def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
     Each grid's setting is chosen first; a grid whose options a scale scales is fitted
     at one scale at a time."""
     name = data if isinstance(data, str) else data.name
-    Y = load_data(data, study.data_dir)
-    split = split_of(study, np.shape(Y), data)
-    observed = as_observed(Y, warn_empty=False)  # checked once: the splits select from it
+    observed = as_observed(load_data(data, study.data_dir), warn_empty=False)  # checked once
+    split = split_of(study, observed.shape, data)  # its masks select from it
     train = observed.restricted(split.train, mask_name="the split's train")
     test = observed.restricted(split.test, warn_empty=False, mask_name="the split's test")
     held_out = test  # a Matrix without validation entries: nothing is chosen (Study checks it)
@@ -564,9 +562,9 @@ def _run_dataset(study: Study, data, fit_rows: list, stream, watch):
         held_out = validation_entries(observed, train, split.validation)
     random = study.split == "random" and not isinstance(data, Matrix)
     seed = study.split_seed if random else np.nan
-    on = _Data(name, Y, observed, split, train, held_out, test, truth_of(data), seed)
+    on = _Data(name, observed, split, train, held_out, test, truth_of(data), seed)
     clock = Budget(study.budget, clock=time.process_time, unit="CPU s")
-    log(f"{study.name}: {name} {np.shape(Y)}", stream)
+    log(f"{study.name}: {name} {observed.shape}", stream)
     chosen = {}
     fitting = _Fitting(on, stream, study.seed_sets if study.warmup else 0, watch, study.keep_draws)
     choices = [_choose(study, g, fitting, clock, fit_rows, chosen) for g in study.grids]

@@ -22,6 +22,7 @@ import pandas as pd
 
 from bernmf.data import datasets
 from bernmf.data.arguments import check_rank
+from bernmf.data.observed import Observed
 from bernmf.data.split import Split
 from bernmf.fitting.grids import EngineGrid, as_prior
 from bernmf.inference import Engine, get_engine
@@ -147,8 +148,9 @@ class Matrix:
     ----------
     name : str
         Its name in the tables.
-    Y : array-like, DataFrame or scipy.sparse matrix of shape (M, N)
-        Binary data, NaN missing.
+    Y : array-like, DataFrame, scipy.sparse matrix or Observed of shape (M, N)
+        Binary data, NaN missing (an :class:`~bernmf.data.observed.Observed`: checked
+        already, as :func:`bernmf.compare` checks its Y).
     split : Split
         Its training, validation and test entries. Without validation entries the
         members are scored on the test entries, and the study's methods must be of rule
@@ -399,7 +401,7 @@ class StudyResult(NamedTuple):
 def _check_matrix(study: Study, matrix: Matrix) -> None:
     """ValueError unless ``matrix``'s split has Y's shape, and one without validation entries
     is in a study that chooses nothing (rule ``each`` only, no ``choose_seed``)."""
-    shape = np.shape(matrix.Y)
+    shape = matrix.Y.shape if isinstance(matrix.Y, Observed) else np.shape(matrix.Y)
     for name, mask in zip(Split._fields, matrix.split, strict=True):
         if np.shape(mask) != shape:
             raise ValueError(
