@@ -203,12 +203,7 @@ def _searched(Y, engine, *, mask, validation, seed, budget, search_plan, progres
               given: dict[str, bool]) -> Fit:  # fmt: skip
     """:func:`fit` without a rank: the search, once no argument of a single fit was given
     (``given``: whether each was)."""
-    taken = [name for name, value in given.items() if value]
-    if taken:
-        raise ValueError(
-            f"without a rank bernmf.fit searches ranks and priors itself, and takes no "
-            f"{', '.join(taken)}: give rank= to fit one setting"
-        )
+    refuse_single_fit(given, "give rank= to fit one setting")
     check_flag("progress", progress)
     engines = None if engine is None else [engine] if isinstance(engine, str) else engine
     if search_plan is not None and not isinstance(search_plan, dict):
@@ -217,3 +212,15 @@ def _searched(Y, engine, *, mask, validation, seed, budget, search_plan, progres
         Y, engines, mask=mask, validation=validation, seed=seed, budget=budget,
         search_plan=search_plan, progress=progress,
     )  # fmt: skip
+
+
+def refuse_single_fit(given: dict[str, bool], fix: str) -> None:
+    """ValueError naming the arguments of a single fit that a search was ``given`` (True:
+    given; by the names the caller knows them, ``bernmf fit``'s flags or :func:`fit`'s
+    keywords) and saying how to ``fix`` it; the search chooses those itself."""
+    taken = [name for name, used in given.items() if used]
+    if taken:
+        raise ValueError(
+            f"{', '.join(taken)} set{'s' * (len(taken) == 1)} up one fit: {fix} (without a "
+            "rank, bernmf searches ranks, priors and engines itself)"
+        )

@@ -105,7 +105,7 @@ def test_steps_over_the_budget_are_left_out_and_said_so(small, monkeypatch, caps
 )
 def test_arguments_of_one_fit_without_a_rank_are_refused(small, given, named):
     _, observed, _ = small
-    with pytest.raises(ValueError, match=f"takes no {named}: give rank="):
+    with pytest.raises(ValueError, match=f"{named} sets up one fit: give rank="):
         bernmf.fit(observed, **given)
 
 

@@ -38,7 +38,7 @@ MEMORY = r"fit \(restarts=600, max_iter=1000000\) would need 4.8 GB, more than t
         (Y, {"rank": 2.5}, TypeError, "rank must be an integer"),
         (Y, {"rank": "3"}, TypeError, "rank must be an integer"),
         (Y, {"rank": True}, TypeError, "rank must be an integer"),
-        (Y, {"rank": None, "restarts": 3}, ValueError, "takes no restarts: give rank="),
+        (Y, {"rank": None, "restarts": 3}, ValueError, "restarts sets up one fit: give rank="),
         (Y, {"prior": bernmf.Prior(alpha=[1.0, 2.0, 3.0])}, ValueError, "length rank=2"),
         (Y, {"prior": bernmf.Prior(beta=np.ones((2, 2)))}, ValueError, "length rank=2"),
         (Y, {"prior": bernmf.Prior(alpha=0.5)}, ValueError, "'mm' needs prior alpha >= 1"),

@@ -18,7 +18,7 @@ import pandas as pd
 from bernmf import _progress as progress
 from bernmf._output import atomic_output, check_output, to_json, write_json
 from bernmf._warnings import warn
-from bernmf.api import fit
+from bernmf.api import fit, refuse_single_fit
 from bernmf.data import datasets
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import read_groups, read_mask, read_matrix
@@ -287,12 +287,7 @@ def _check_search_flags(args) -> None:
         "--tol": args.tol is not None, "--option": bool(args.option),
         "--distributed": args.distributed,
     }  # fmt: skip
-    given = [flag for flag, used in single.items() if used]
-    if given:
-        raise ValueError(
-            f"{', '.join(given)} set{'s' * (len(given) == 1)} up one fit: give --rank too "
-            "(without --rank, bernmf fit searches ranks, priors and engines itself)"
-        )
+    refuse_single_fit(single, "give --rank too")
 
 
 def _write_fit(args, out: Path, target, data: Observed, result, options: dict, validation,
