@@ -42,6 +42,7 @@ from bernmf.api import fit
 from bernmf.cli.commands import parse_options, prior_of, say
 from bernmf.data.files.csv_table import write_csv
 from bernmf.data.files.readers import count_rows, read_rows, rows_of
+from bernmf.data.observed import as_observed
 from bernmf.fitting.multiprocess import perplexity
 from bernmf.fitting.stack import members_table
 
@@ -229,9 +230,10 @@ def _fit_and_write(args, options: dict, prior, count: int, index: int) -> dict:
     out, failure = Path(args.out), None
     try:
         start, stop, Y, mask, validation = read_block(args, out, index, count)
-    except (OSError, ValueError) as error:
+        Y = as_observed(Y, warn_empty=False, require_entries=False)  # its rows checked once
+    except (OSError, TypeError, ValueError) as error:
         failure = error
-    agree(failure, [])  # every process stops here if one could not read or write
+    agree(failure, [])  # every process stops here if one could not read, check or write
     result = fit(
         Y, args.engine, args.rank, mask=mask, prior=prior, seed=args.seed, distributed=True,
         restarts=args.restarts, combine=args.combine, validation=validation, **options,
