@@ -41,7 +41,9 @@ def fit(
         and never used. A DataFrame's labels come back on :attr:`Fit.frames`.
         Bool and int8 arrays and scipy.sparse matrices are read without a
         float64 copy; in a sparse matrix the entries not stored are observed
-        zeros (mark missing ones with ``mask``, or store NaN).
+        zeros (mark missing ones with ``mask``, or store NaN). Or an
+        :class:`~bernmf.data.observed.Observed`: Y checked already
+        (:func:`~bernmf.data.observed.as_observed`), whose values are not read again.
     engine : str, optional
         Default ``"mm"`` with a ``rank``; without one, the engines searched (a name or a
         list of names; default ``logsvd`` and ``mm``). One of :func:`bernmf.engines`:
