@@ -1,5 +1,5 @@
 """What several test modules share: the shared data folder, exact equality of saved fits,
-random MM problems, and Hypothesis example counts.
+random MM problems, Hypothesis example counts and a counter of the reads of Y.
 
 Test modules import from here (and from ``untrusted_files`` for hostile files), never from
 one another (``tests/test_suite.py`` checks it).
@@ -106,3 +106,15 @@ def mm_cases(draw):
         *(1 + rng.exponential(0.5, size) * draw(st.sampled_from([0, 1])) for _ in range(3))
     )
     return Y, O, K, prior, seed
+
+
+def count_reads(patch: pytest.MonkeyPatch) -> list[str]:
+    """The names under which Y's values are read (``as_observed``'s check of them), appended
+    to the list returned while ``patch`` holds: an entry point that checks Y once reads
+    ``["Y"]``."""
+    from bernmf.data import observed
+
+    reads: list[str] = []
+    read = observed._dense_ones_and_missing
+    patch.setattr(observed, "_dense_ones_and_missing", lambda *a: reads.append(a[1]) or read(*a))
+    return reads

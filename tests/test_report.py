@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import count_reads
 
 import bernmf
 from bernmf import plot
@@ -30,14 +31,8 @@ def small():
 @pytest.fixture(scope="module")
 def counted(small):
     """The report of ``small`` and the names under which Y's values were read."""
-    from bernmf.data import observed
-
-    reads = []
-    read = observed._dense_ones_and_missing
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(
-            observed, "_dense_ones_and_missing", lambda *a: reads.append(a[1]) or read(*a)
-        )
+        reads = count_reads(patch)
         made = report.run(
             {"small": small}, ["mm", "em"], ranks=(2, 3), shared_rank=3, priors=(1.0, 1.5),
             seeds=range(2), restarts=2, progress=False,

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import count_reads
 from scipy import sparse
 
 import bernmf
@@ -252,7 +253,6 @@ def test_each_entry_point_reads_the_values_of_y_once(entry, tmp_path, monkeypatc
     checked data (an Observed) and does not read Y's values again."""
     from bernmf import tune
     from bernmf.cli.parser import main
-    from bernmf.data import observed
 
     data, _, _ = bernmf.simulate(0, 40, 30, 3)
     split = bernmf.data.split.random_split(data.shape, seed=0)
@@ -281,11 +281,7 @@ def test_each_entry_point_reads_the_values_of_y_once(entry, tmp_path, monkeypatc
         "bernmf fit": lambda: main(["fit", *command, "--rank", "2"]),
         "bernmf tune": lambda: main(["tune", *command, "--ranks", "2"]),
     }
-    reads = []
-    read = observed._dense_ones_and_missing
-    monkeypatch.setattr(
-        observed, "_dense_ones_and_missing", lambda *a: reads.append(a[1]) or read(*a)
-    )
+    reads = count_reads(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fits' own (few iterations), not this test's
         made = calls[entry]()
