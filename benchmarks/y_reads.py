@@ -21,6 +21,7 @@ import time
 import warnings
 
 import numpy as np
+import pandas as pd
 
 import bernmf
 from bernmf import tune
@@ -46,8 +47,7 @@ def counted(reads: list[float]):
 def calls(Y, split, folder: pathlib.Path) -> dict:
     """Each entry point, called on ``Y``: name -> call."""
     path = folder / "y.csv"
-    np.savetxt(path, np.nan_to_num(Y, nan=-1), fmt="%d", delimiter=",")
-    path.write_text(path.read_text().replace("-1", "NA"))
+    pd.DataFrame(Y).to_csv(path, index=False, header=False, na_rep="NA")
     parts = {"mask": split.train, "validation": split.validation}
     fits = [bernmf.fit(Y, "mm", k, mask=split.train) for k in (2, 3)]
     command = [str(path), "--quiet"]
